@@ -1,0 +1,32 @@
+//! The crate-wide error: one variant per layer, each wrapping that layer's own enum.
+
+use thiserror::Error as ThisError;
+
+/// Any error wgalloc returns.
+#[derive(Debug, ThisError)]
+#[non_exhaustive]
+pub enum Error {
+    /// A graph, trace or interval file was malformed.
+    #[error(transparent)]
+    Graph(#[from] crate::graph::GraphError),
+    /// Planning failed (a tensor that can never fit, a buffer that ran out, a bad plan).
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    /// The adapter, device or a buffer allocation failed.
+    #[error(transparent)]
+    Device(#[from] crate::device::DeviceError),
+    /// Running a planned graph failed.
+    #[error(transparent)]
+    Exec(#[from] crate::exec::ExecError),
+    /// Reading a file failed.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file that could not be read.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with the crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

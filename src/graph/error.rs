@@ -1,0 +1,157 @@
+//! Errors of the graph layer: malformed graphs and traces.
+
+use thiserror::Error;
+
+use super::{NodeId, TensorId};
+
+/// Why a graph or trace was rejected. Every variant names the tensor or node at fault.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum GraphError {
+    /// The text is not JSON at all (or not the JSON shape expected).
+    #[error("not a valid trace: {message}")]
+    NotJson {
+        /// What the JSON parser said, with line and column.
+        message: String,
+    },
+    /// The file was empty.
+    #[error("empty input")]
+    Empty,
+    /// The `format` tag is not `tensor-graph-trace/1`.
+    #[error("unsupported trace format {found:?} (expected {expected:?})")]
+    WrongFormat {
+        /// What the file says.
+        found: String,
+        /// What this reader understands.
+        expected: &'static str,
+    },
+    /// A required field is missing.
+    #[error("{context}: missing field `{field}`")]
+    MissingField {
+        /// Where (e.g. `tensor 3`, `node 7`, `trace`).
+        context: String,
+        /// The missing field's name.
+        field: &'static str,
+    },
+    /// A field has the wrong type or an invalid value (negative, fractional, unknown role...).
+    #[error("{context}: field `{field}` {problem}")]
+    BadField {
+        /// Where (e.g. `tensor 3`).
+        context: String,
+        /// The field's name.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// `tensors[i].id != i`.
+    #[error("tensor at position {position} has id {id}; ids must equal positions")]
+    IdMismatch {
+        /// Its position in the list.
+        position: usize,
+        /// The id it declares.
+        id: u64,
+    },
+    /// A node or view refers to a tensor id that does not exist.
+    #[error("{context} refers to unknown tensor {tensor}")]
+    UnknownTensor {
+        /// Who refers to it (e.g. `node 4 (add)`).
+        context: String,
+        /// The missing id.
+        tensor: TensorId,
+    },
+    /// Two nodes produce the same tensor.
+    #[error("tensor {tensor} ({name}) is produced twice: by node {first} and node {second}")]
+    ProducedTwice {
+        /// The tensor.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+        /// The first producer.
+        first: NodeId,
+        /// The second producer.
+        second: NodeId,
+    },
+    /// A node reads a tensor that a later node produces (or that no node produces).
+    #[error("node {node} ({op}) reads tensor {tensor} ({name}) before it is produced")]
+    ReadBeforeProduced {
+        /// The reading node.
+        node: NodeId,
+        /// Its op.
+        op: String,
+        /// The tensor read too early.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+    },
+    /// A node writes a tensor that must be provided from outside (an input or weight).
+    #[error("node {node} ({op}) produces tensor {tensor} ({name}), which is a {role}")]
+    ProducesInputOrWeight {
+        /// The node.
+        node: NodeId,
+        /// Its op.
+        op: String,
+        /// The tensor.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+        /// `input` or `weight`.
+        role: &'static str,
+    },
+    /// An intermediate or output tensor that no node produces.
+    #[error("tensor {tensor} ({name}) is an {role} but no node produces it")]
+    NeverProduced {
+        /// The tensor.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+        /// Its role.
+        role: &'static str,
+    },
+    /// Following `view_of` from this tensor comes back to it.
+    #[error("view chain from tensor {tensor} ({name}) is cyclic")]
+    ViewCycle {
+        /// A tensor on the cycle.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+    },
+    /// A tensor with role `view` has no `view_of`, or a view's root is not a tensor.
+    #[error("view tensor {tensor} ({name}) has no root: {problem}")]
+    ViewWithoutRoot {
+        /// The view.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+        /// What is missing.
+        problem: String,
+    },
+    /// A byte size does not fit in 64 bits (shape product times element size), or
+    /// disagrees with the shape.
+    #[error("tensor {tensor} ({name}): {problem}")]
+    BadSize {
+        /// The tensor.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+        /// What overflowed or disagreed.
+        problem: String,
+    },
+    /// A node with no inputs where the op needs one, or other structural node error.
+    #[error("node {node} ({op}): {problem}")]
+    BadNode {
+        /// The node.
+        node: NodeId,
+        /// Its op.
+        op: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A row of an interval CSV is malformed.
+    #[error("line {line}: {problem}")]
+    BadCsvRow {
+        /// 1-based line number in the file.
+        line: usize,
+        /// What is wrong with the row.
+        problem: String,
+    },
+}

@@ -1,0 +1,17 @@
+//! What is computed: tensors, nodes in execution order, a builder, validation,
+//! lifetimes and the import of real-network traces (tensor-graph-trace/1).
+
+mod builder;
+mod error;
+mod lifetime;
+mod model;
+mod summary;
+mod trace;
+mod validate;
+
+pub use builder::GraphBuilder;
+pub use error::GraphError;
+pub use lifetime::{Lifetime, Lifetimes};
+pub use model::{DType, Graph, Node, NodeId, Role, Tensor, TensorId};
+pub use summary::{GraphSummary, RoleSummary};
+pub use trace::{parse_trace, read_trace, TRACE_FORMAT};

@@ -1,0 +1,30 @@
+//! # wgalloc
+//!
+//! A GPU memory allocator runtime on [wgpu]: give it a compute graph and it plans
+//! where every tensor lives, allocates real wgpu buffers that respect the adapter's
+//! limits, runs WGSL kernels over that memory and proves that reused memory never
+//! clobbers live data.
+//!
+//! Data flows one way through four layers:
+//!
+//! ```text
+//!   graph ──► plan ──► device ──► exec
+//!  (what)    (where)   (memory)   (run + prove)
+//! ```
+//!
+//! * [`graph`]: tensors, nodes in execution order, a builder and trace import.
+//! * [`plan`]: pure CPU planning (ggml-alloc semantics, offline planners, lower
+//!   bounds, a verifier). Names no wgpu type.
+//! * [`device`]: adapter selection, buffer types from the adapter's real limits,
+//!   buffer allocation through a replaceable allocator.
+//! * [`exec`]: WGSL kernels, an executor and the GPU alias proof.
+#![deny(clippy::unwrap_used)]
+#![forbid(unsafe_code)]
+
+pub mod device;
+pub mod error;
+pub mod exec;
+pub mod graph;
+pub mod plan;
+
+pub use error::{Error, Result};
