@@ -75,7 +75,7 @@ impl Graph {
         }
         for (step, node) in self.nodes.iter().enumerate() {
             let id = NodeId(step as u32);
-            let context = || format!("node {id} ({})", node.op);
+            let context = || format!("node {step} ({})", node.op);
             for &input in &node.inputs {
                 if self.tensor(input).is_none() {
                     return Err(GraphError::UnknownTensor {
