@@ -1,0 +1,10 @@
+//! The built-in model: a GPT-2-style decoder built with the graph builder from the
+//! real kernels' ops, with seeded random weights.
+
+mod config;
+mod gpt;
+mod weights;
+
+pub use config::{ModelConfig, ModelError};
+pub use gpt::{build_gpt, GptModel};
+pub use weights::SeededRng;
