@@ -27,5 +27,6 @@ pub mod exec;
 pub mod graph;
 pub mod model;
 pub mod plan;
+pub mod report;
 
 pub use error::{Error, Result};
