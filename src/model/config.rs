@@ -86,7 +86,7 @@ impl ModelConfig {
                 return Err(ModelError::Zero { what });
             }
         }
-        if self.width % self.heads != 0 {
+        if !self.width.is_multiple_of(self.heads) {
             return Err(ModelError::HeadsDoNotDivide {
                 width: self.width,
                 heads: self.heads,
