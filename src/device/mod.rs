@@ -2,6 +2,8 @@
 
 mod context;
 mod error;
+mod memory;
 
 pub use context::{backends_from_env, list_adapters, GpuContext};
 pub use error::DeviceError;
+pub use memory::PlannedMemory;
