@@ -19,20 +19,62 @@ pub struct GpuContext {
 }
 
 /// The backends to search: `WGPU_BACKEND` when set, else every backend compiled in.
+/// A value naming no known backend gives the empty set (see [`parse_backends`] for a
+/// checked reading).
 pub fn backends_from_env() -> wgpu::Backends {
     wgpu::Backends::from_env().unwrap_or(wgpu::Backends::all())
 }
 
-fn instance() -> wgpu::Instance {
+/// Reads a `WGPU_BACKEND` value (`vulkan`, `vk`, `dx12`, `metal`, `gl`, comma
+/// separated, case-insensitive); `None` or an empty value means every backend.
+///
+/// # Errors
+/// [`DeviceError::BadBackend`] when the value names no known backend.
+pub fn parse_backends(value: Option<&str>) -> Result<wgpu::Backends, DeviceError> {
+    match value.map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(wgpu::Backends::all()),
+        Some(v) => {
+            let backends = wgpu::Backends::from_comma_list(v);
+            if backends.is_empty() {
+                Err(DeviceError::BadBackend {
+                    value: v.to_string(),
+                })
+            } else {
+                Ok(backends)
+            }
+        }
+    }
+}
+
+fn checked_backends_from_env() -> Result<wgpu::Backends, DeviceError> {
+    parse_backends(std::env::var("WGPU_BACKEND").ok().as_deref())
+}
+
+/// The index of the first adapter whose name contains `wanted`, ignoring case and
+/// surrounding whitespace.
+pub fn match_adapter(names: &[&str], wanted: &str) -> Option<usize> {
+    let needle = wanted.trim().to_lowercase();
+    names
+        .iter()
+        .position(|name| name.to_lowercase().contains(&needle))
+}
+
+/// How an adapter is listed in errors: `name (Backend)`.
+pub fn describe_adapter(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({:?})", info.name, info.backend)
+}
+
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-    desc.backends = backends_from_env();
+    desc.backends = backends;
     wgpu::Instance::new(desc)
 }
 
 /// Every adapter wgpu finds on the backends of [`backends_from_env`].
 pub fn list_adapters() -> Vec<wgpu::AdapterInfo> {
-    let instance = instance();
-    pollster::block_on(instance.enumerate_adapters(backends_from_env()))
+    let backends = backends_from_env();
+    let instance = instance(backends);
+    pollster::block_on(instance.enumerate_adapters(backends))
         .iter()
         .map(|a| a.get_info())
         .collect()
@@ -46,6 +88,7 @@ impl GpuContext {
     /// high-performance adapter is chosen.
     ///
     /// # Errors
+    /// [`DeviceError::BadBackend`] when `WGPU_BACKEND` names no known backend;
     /// [`DeviceError::NoAdapter`] when wgpu finds none; [`DeviceError::AdapterNotFound`]
     /// listing the adapters found when `WGPU_ADAPTER_NAME` matches none of them;
     /// [`DeviceError::RequestDevice`] when the adapter refuses the device.
@@ -62,44 +105,39 @@ impl GpuContext {
     /// # Errors
     /// As [`GpuContext::from_env`].
     pub fn select(adapter_name: Option<&str>) -> Result<GpuContext, DeviceError> {
-        let backends = backends_from_env();
-        let instance = instance();
+        let backends = checked_backends_from_env()?;
+        let instance = instance(backends);
         let adapters = pollster::block_on(instance.enumerate_adapters(backends));
         if adapters.is_empty() {
             return Err(DeviceError::NoAdapter {
                 backends: format!("{backends:?}"),
             });
         }
-        let adapter = match adapter_name {
+        let wanted = adapter_name.map(str::trim).filter(|n| !n.is_empty());
+        let adapter = match wanted {
             Some(name) => {
-                let needle = name.to_lowercase();
-                let found = adapters
-                    .iter()
-                    .position(|a| a.get_info().name.to_lowercase().contains(&needle));
-                match found {
-                    Some(i) => adapters[i].clone(),
-                    None => {
-                        return Err(DeviceError::AdapterNotFound {
-                            wanted: name.to_string(),
-                            found: adapters
-                                .iter()
-                                .map(|a| {
-                                    let i = a.get_info();
-                                    format!("{} ({:?})", i.name, i.backend)
-                                })
-                                .collect(),
-                        })
-                    }
+                let infos: Vec<wgpu::AdapterInfo> = adapters.iter().map(|a| a.get_info()).collect();
+                let names: Vec<&str> = infos.iter().map(|i| i.name.as_str()).collect();
+                let index =
+                    match_adapter(&names, name).ok_or_else(|| DeviceError::AdapterNotFound {
+                        wanted: name.to_string(),
+                        found: infos.iter().map(describe_adapter).collect(),
+                    })?;
+                adapters.get(index).cloned().ok_or(DeviceError::NoAdapter {
+                    backends: format!("{backends:?}"),
+                })?
+            }
+            None => {
+                match pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                    power_preference: wgpu::PowerPreference::HighPerformance,
+                    ..Default::default()
+                })) {
+                    Ok(adapter) => adapter,
+                    Err(_) => adapters.first().cloned().ok_or(DeviceError::NoAdapter {
+                        backends: format!("{backends:?}"),
+                    })?,
                 }
             }
-            None => pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            }))
-            .or_else(|_| adapters.first().cloned().ok_or(()))
-            .map_err(|()| DeviceError::NoAdapter {
-                backends: format!("{backends:?}"),
-            })?,
         };
         Self::from_adapter(&adapter)
     }
@@ -147,10 +185,81 @@ impl GpuContext {
         }
     }
 
+    /// The buffer types this device offers, from its limits.
+    ///
+    /// # Errors
+    /// [`DeviceError::BadLimit`] for limits that cannot describe a buffer type (only
+    /// possible for an adopted device created with hand-made limits).
+    pub fn buffer_types(&self) -> Result<super::DeviceBufferTypes, DeviceError> {
+        super::DeviceBufferTypes::from_limits(&self.limits)
+    }
+
     /// Whether the device can time GPU work with timestamp queries.
     pub fn has_timestamps(&self) -> bool {
         self.device
             .features()
             .contains(wgpu::Features::TIMESTAMP_QUERY)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapter_name_matches_by_case_insensitive_substring() {
+        let names = ["NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"];
+        assert_eq!(match_adapter(&names, "LLVMpipe"), Some(1));
+        assert_eq!(match_adapter(&names, "h100"), Some(0));
+        assert_eq!(match_adapter(&names, "  llvmpipe "), Some(1));
+    }
+
+    #[test]
+    fn adapter_name_matching_nothing_gives_none() {
+        let names = ["llvmpipe (LLVM 15.0.6, 256 bits)"];
+        assert_eq!(match_adapter(&names, "radeon"), None);
+        assert_eq!(match_adapter(&[], "llvmpipe"), None);
+    }
+
+    #[test]
+    fn first_matching_adapter_wins() {
+        let names = ["llvmpipe (vulkan)", "llvmpipe (gl)"];
+        assert_eq!(match_adapter(&names, "llvmpipe"), Some(0));
+    }
+
+    #[test]
+    fn adapter_not_found_lists_what_was_found() {
+        let error = DeviceError::AdapterNotFound {
+            wanted: "radeon".into(),
+            found: vec!["llvmpipe (Vulkan)".into(), "softpipe (Gl)".into()],
+        };
+        let text = error.to_string();
+        assert!(text.contains("\"radeon\""), "{text}");
+        assert!(text.contains("llvmpipe (Vulkan), softpipe (Gl)"), "{text}");
+    }
+
+    #[test]
+    fn backend_names_parse_case_insensitively() {
+        assert_eq!(parse_backends(Some("Vulkan")), Ok(wgpu::Backends::VULKAN));
+        assert_eq!(
+            parse_backends(Some("vk, gl")),
+            Ok(wgpu::Backends::VULKAN | wgpu::Backends::GL)
+        );
+    }
+
+    #[test]
+    fn unset_or_empty_backend_means_all() {
+        assert_eq!(parse_backends(None), Ok(wgpu::Backends::all()));
+        assert_eq!(parse_backends(Some("  ")), Ok(wgpu::Backends::all()));
+    }
+
+    #[test]
+    fn unknown_backend_name_is_an_error() {
+        assert_eq!(
+            parse_backends(Some("vulcan")),
+            Err(DeviceError::BadBackend {
+                value: "vulcan".into()
+            })
+        );
     }
 }

@@ -1,19 +1,35 @@
 //! [`PlannedMemory`]: the `wgpu::Buffer`s that back a plan, one per planned chunk.
 
+use super::BufferAllocator;
 use crate::plan::{BufferId, Placement};
 
 /// The device memory of a plan: `chunks[buffer][chunk]` is the `wgpu::Buffer` of that
-/// chunk. Dropping it releases every buffer.
+/// chunk. A buffer of the plan that shares an earlier buffer's memory (`same_as`)
+/// holds handles to that buffer's chunks and does not own them.
+///
+/// Dropping it destroys every buffer it owns, so the memory goes back at once (handles
+/// cloned out of it become invalid). [`PlannedMemory::release`] hands them back to an
+/// allocator instead.
 #[derive(Debug, Default)]
 pub struct PlannedMemory {
     chunks: Vec<Vec<wgpu::Buffer>>,
+    /// `owned[buffer]`: whether the row's buffers are this memory's own (false for a
+    /// row that shares an earlier row's buffers).
+    owned: Vec<bool>,
 }
 
 impl PlannedMemory {
     /// Wraps buffers already created, indexed `[buffer][chunk]` like the plan's
-    /// [`crate::plan::Plan::buffers`].
+    /// [`crate::plan::Plan::buffers`]. It owns all of them.
     pub fn from_buffers(chunks: Vec<Vec<wgpu::Buffer>>) -> PlannedMemory {
-        PlannedMemory { chunks }
+        let owned = vec![true; chunks.len()];
+        PlannedMemory { chunks, owned }
+    }
+
+    /// Like [`PlannedMemory::from_buffers`] with `owned[buffer]` false for rows that
+    /// share another row's buffers (they are neither destroyed nor released twice).
+    pub(crate) fn with_ownership(chunks: Vec<Vec<wgpu::Buffer>>, owned: Vec<bool>) -> Self {
+        PlannedMemory { chunks, owned }
     }
 
     /// The buffer of one chunk, if it exists.
@@ -31,8 +47,49 @@ impl PlannedMemory {
         &self.chunks
     }
 
-    /// Total bytes of all chunks.
+    /// Total bytes of all chunks this memory owns (shared rows count once).
     pub fn total_size(&self) -> u64 {
-        self.chunks.iter().flatten().map(|b| b.size()).sum()
+        self.owned_rows()
+            .flatten()
+            .fold(0u64, |acc, b| acc.saturating_add(b.size()))
+    }
+
+    /// Number of buffers this memory owns.
+    pub fn buffer_count(&self) -> usize {
+        self.owned_rows().map(Vec::len).sum()
+    }
+
+    fn owned_rows(&self) -> impl Iterator<Item = &Vec<wgpu::Buffer>> {
+        self.chunks
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.owned.get(*i).copied().unwrap_or(true))
+            .map(|(_, row)| row)
+    }
+
+    /// Hands every owned buffer back to `allocator` (last allocated first) instead of
+    /// destroying it; use it with the allocator that allocated the memory.
+    pub fn release(mut self, allocator: &dyn BufferAllocator) {
+        let chunks = std::mem::take(&mut self.chunks);
+        let owned = std::mem::take(&mut self.owned);
+        for (i, row) in chunks.into_iter().enumerate().rev() {
+            if owned.get(i).copied().unwrap_or(true) {
+                for buffer in row.into_iter().rev() {
+                    allocator.release(buffer);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PlannedMemory {
+    fn drop(&mut self) {
+        for (i, row) in self.chunks.iter().enumerate() {
+            if self.owned.get(i).copied().unwrap_or(true) {
+                for buffer in row {
+                    buffer.destroy();
+                }
+            }
+        }
     }
 }

@@ -1,9 +1,31 @@
-//! Real memory: adapter selection, buffer types from the adapter's limits, allocation.
+//! Real memory: adapter selection, buffer types from the adapter's limits, allocation
+//! of planned chunks through a replaceable allocator, upload and readback.
 
+mod allocation;
+mod allocator;
+mod buffer_types;
 mod context;
 mod error;
 mod memory;
+mod scope;
+mod transfer;
 
-pub use context::{backends_from_env, list_adapters, GpuContext};
+pub use allocation::{
+    allocate_plan, check_chunks_against_limits, check_plan_against_limits, chunk_alloc_size,
+    DEFAULT_USAGE,
+};
+pub use allocator::{
+    AllocatorReport, BufferAllocator, CallbackAllocator, ChunkRequest, CountingAllocator,
+    WgpuAllocator,
+};
+pub use buffer_types::{
+    DeviceBufferType, DeviceBufferTypes, HOST_ALIGNMENT, HOST_MAX_SIZE, STAGING_USAGE,
+    STORAGE_USAGE, UNIFORM_USAGE,
+};
+pub use context::{
+    backends_from_env, describe_adapter, list_adapters, match_adapter, parse_backends, GpuContext,
+};
 pub use error::DeviceError;
 pub use memory::PlannedMemory;
+pub use scope::scoped;
+pub use transfer::{read_buffer_range, read_tensor, write_buffer, write_tensor};

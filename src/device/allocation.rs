@@ -1,0 +1,355 @@
+//! Turning a [`Plan`] into real buffers: limits checked first ("never fits"), then one
+//! `wgpu::Buffer` per planned chunk through a [`BufferAllocator`] ("does not fit now"
+//! comes back from the allocator), with no leak when a chunk fails.
+
+use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory};
+use crate::graph::{Graph, TensorId};
+use crate::plan::{align_up, BufferId, ChunkPlan, Placement, Plan};
+
+/// The usage [`allocate_plan`] callers normally pass: `STORAGE | COPY_SRC | COPY_DST`.
+pub const DEFAULT_USAGE: wgpu::BufferUsages = super::buffer_types::STORAGE_USAGE;
+
+/// Bytes a chunk is allocated with: its size rounded up to
+/// `wgpu::COPY_BUFFER_ALIGNMENT`, at least 4 (so every buffer can be bound and copied);
+/// `None` on overflow.
+pub fn chunk_alloc_size(chunk: &ChunkPlan) -> Option<u64> {
+    align_up(chunk.size.max(1), wgpu::COPY_BUFFER_ALIGNMENT)
+}
+
+/// Checks every chunk of `plan` against `max_buffer_size`.
+///
+/// # Errors
+/// [`DeviceError::ChunkTooLarge`] for the first chunk that no buffer of the device can
+/// hold.
+pub fn check_chunks_against_limits(plan: &Plan, limits: &wgpu::Limits) -> Result<(), DeviceError> {
+    for (b, buffer) in plan.buffers.iter().enumerate() {
+        for (c, chunk) in buffer.chunks.iter().enumerate() {
+            let size = chunk_alloc_size(chunk).unwrap_or(u64::MAX);
+            if size > limits.max_buffer_size {
+                return Err(DeviceError::ChunkTooLarge {
+                    buffer: b,
+                    chunk: c,
+                    size,
+                    max_size: limits.max_buffer_size,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_placements(
+    plan: &Plan,
+    limits: &wgpu::Limits,
+    binding_size: impl Fn(TensorId, &Placement) -> u64,
+) -> Result<(), DeviceError> {
+    for (i, placement) in plan.placements.iter().enumerate() {
+        let Some(p) = placement else { continue };
+        let tensor = TensorId(u32::try_from(i).unwrap_or(u32::MAX));
+        let bad = || DeviceError::BadPlacement {
+            tensor,
+            buffer: p.buffer.0,
+            chunk: p.chunk,
+            offset: p.offset,
+            size: p.size,
+        };
+        let size = binding_size(tensor, p);
+        if size > limits.max_storage_buffer_binding_size {
+            return Err(DeviceError::TensorTooLarge {
+                tensor,
+                size,
+                max_size: limits.max_storage_buffer_binding_size,
+            });
+        }
+        let chunk = plan
+            .buffers
+            .get(p.buffer.0)
+            .and_then(|b| b.chunks.get(p.chunk))
+            .ok_or_else(bad)?;
+        let chunk_size = chunk_alloc_size(chunk).ok_or_else(bad)?;
+        let end = p.offset.checked_add(size).ok_or_else(bad)?;
+        if end > chunk_size {
+            return Err(bad());
+        }
+    }
+    Ok(())
+}
+
+/// Checks a plan against a device's limits before any wgpu call: every chunk fits
+/// `max_buffer_size`, every planned tensor's binding (its exact size in `graph` rounded
+/// up to 4) fits `max_storage_buffer_binding_size`, and every placement lies inside
+/// its chunk.
+///
+/// # Errors
+/// [`DeviceError::ChunkTooLarge`], [`DeviceError::TensorTooLarge`] (both "never fits" on
+/// this device) or [`DeviceError::BadPlacement`].
+pub fn check_plan_against_limits(
+    plan: &Plan,
+    graph: &Graph,
+    limits: &wgpu::Limits,
+) -> Result<(), DeviceError> {
+    check_chunks_against_limits(plan, limits)?;
+    check_placements(plan, limits, |tensor, p| {
+        graph
+            .tensor(tensor)
+            .and_then(|t| align_up(t.size, wgpu::COPY_BUFFER_ALIGNMENT))
+            .unwrap_or(p.size)
+    })
+}
+
+/// Allocates one `wgpu::Buffer` per planned chunk through `allocator`, each of
+/// [`chunk_alloc_size`] bytes with `usage` (normally [`DEFAULT_USAGE`]). A buffer whose
+/// `same_as` names an earlier buffer with chunks at least as large shares that buffer's
+/// memory.
+///
+/// Every chunk is checked against `ctx.limits` first, and when `usage` includes
+/// `STORAGE` every placement's reserved size against the storage binding limit (use
+/// [`check_plan_against_limits`] to check exact tensor sizes). If a chunk fails, every
+/// buffer obtained before it is handed back to `allocator` before the error returns.
+///
+/// # Errors
+/// [`DeviceError::ChunkTooLarge`], [`DeviceError::TensorTooLarge`] or
+/// [`DeviceError::BadPlacement`] before wgpu is called;
+/// [`DeviceError::ChunkAllocation`] naming the chunk whose allocation failed, with the
+/// allocator's error (e.g. [`DeviceError::OutOfDeviceMemory`]) inside.
+pub fn allocate_plan(
+    ctx: &GpuContext,
+    plan: &Plan,
+    usage: wgpu::BufferUsages,
+    allocator: &dyn BufferAllocator,
+) -> Result<PlannedMemory, DeviceError> {
+    check_chunks_against_limits(plan, &ctx.limits)?;
+    if usage.contains(wgpu::BufferUsages::STORAGE) {
+        check_placements(plan, &ctx.limits, |_, p| p.size)?;
+    }
+    let mut rows: Vec<Vec<wgpu::Buffer>> = Vec::with_capacity(plan.buffers.len());
+    let mut owned: Vec<bool> = Vec::with_capacity(plan.buffers.len());
+    for (b, buffer) in plan.buffers.iter().enumerate() {
+        if let Some(shared) = shareable(plan, b, &rows) {
+            rows.push(shared);
+            owned.push(false);
+            continue;
+        }
+        let mut row = Vec::with_capacity(buffer.chunks.len());
+        for (c, chunk) in buffer.chunks.iter().enumerate() {
+            let request = ChunkRequest {
+                buffer: BufferId(b),
+                chunk: c,
+                size: chunk_alloc_size(chunk).unwrap_or(u64::MAX),
+                usage,
+            };
+            match allocate_one(ctx, &request, allocator) {
+                Ok(created) => row.push(created),
+                Err(error) => {
+                    rows.push(row);
+                    owned.push(true);
+                    roll_back(rows, &owned, allocator);
+                    return Err(DeviceError::ChunkAllocation {
+                        buffer: b,
+                        chunk: c,
+                        size: request.size,
+                        source: Box::new(error),
+                    });
+                }
+            }
+        }
+        rows.push(row);
+        owned.push(true);
+    }
+    Ok(PlannedMemory::with_ownership(rows, owned))
+}
+
+/// Clones of an earlier row's buffers when buffer `b` repeats it and every chunk of `b`
+/// fits in the matching earlier chunk.
+fn shareable(plan: &Plan, b: usize, rows: &[Vec<wgpu::Buffer>]) -> Option<Vec<wgpu::Buffer>> {
+    let BufferId(earlier) = plan.buffers.get(b)?.same_as?;
+    let row = rows.get(earlier)?;
+    let chunks = &plan.buffers.get(b)?.chunks;
+    let fits = chunks.len() <= row.len()
+        && chunks
+            .iter()
+            .zip(row)
+            .all(|(c, buf)| chunk_alloc_size(c).is_some_and(|s| s <= buf.size()));
+    fits.then(|| row.to_vec())
+}
+
+/// One allocation, with the returned buffer checked against the request.
+fn allocate_one(
+    ctx: &GpuContext,
+    request: &ChunkRequest,
+    allocator: &dyn BufferAllocator,
+) -> Result<wgpu::Buffer, DeviceError> {
+    let buffer = allocator.allocate(ctx, request)?;
+    if buffer.size() < request.size {
+        let got = buffer.size();
+        allocator.release(buffer);
+        return Err(DeviceError::ShortBuffer {
+            buffer: request.buffer.0,
+            chunk: request.chunk,
+            expected: request.size,
+            got,
+        });
+    }
+    if !buffer.usage().contains(request.usage) {
+        let has = format!("{:?}", buffer.usage());
+        allocator.release(buffer);
+        return Err(DeviceError::MissingUsage {
+            needed: format!("{:?}", request.usage),
+            has,
+        });
+    }
+    Ok(buffer)
+}
+
+/// Hands every owned buffer back, last allocated first.
+fn roll_back(rows: Vec<Vec<wgpu::Buffer>>, owned: &[bool], allocator: &dyn BufferAllocator) {
+    for (i, row) in rows.into_iter().enumerate().rev() {
+        if owned.get(i).copied().unwrap_or(true) {
+            for buffer in row.into_iter().rev() {
+                allocator.release(buffer);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{BufferPlan, BufferTypeDesc};
+
+    fn plan(chunks: &[u64], placements: Vec<Option<Placement>>) -> Plan {
+        Plan {
+            planner: "test".into(),
+            placements,
+            buffers: vec![BufferPlan {
+                buffer_type: BufferTypeDesc::new("storage", 32, 1 << 20).unwrap(),
+                chunks: chunks
+                    .iter()
+                    .map(|&size| ChunkPlan {
+                        size,
+                        oversized: false,
+                    })
+                    .collect(),
+                same_as: None,
+            }],
+            inplace: vec![],
+        }
+    }
+
+    fn at(chunk: usize, offset: u64, size: u64) -> Option<Placement> {
+        Some(Placement {
+            buffer: BufferId(0),
+            chunk,
+            offset,
+            size,
+        })
+    }
+
+    fn limits(max_buffer: u64, max_binding: u64) -> wgpu::Limits {
+        wgpu::Limits {
+            max_buffer_size: max_buffer,
+            max_storage_buffer_binding_size: max_binding,
+            ..wgpu::Limits::default()
+        }
+    }
+
+    #[test]
+    fn chunk_size_rounds_up_to_copy_alignment_and_never_zero() {
+        let c = |size| ChunkPlan {
+            size,
+            oversized: false,
+        };
+        assert_eq!(chunk_alloc_size(&c(0)), Some(4));
+        assert_eq!(chunk_alloc_size(&c(5)), Some(8));
+        assert_eq!(chunk_alloc_size(&c(64)), Some(64));
+        assert_eq!(chunk_alloc_size(&c(u64::MAX)), None);
+    }
+
+    #[test]
+    fn chunk_above_max_buffer_size_never_fits() {
+        let p = plan(&[64, 1001], vec![]);
+        assert_eq!(
+            check_chunks_against_limits(&p, &limits(1000, 1000)),
+            Err(DeviceError::ChunkTooLarge {
+                buffer: 0,
+                chunk: 1,
+                size: 1004,
+                max_size: 1000
+            })
+        );
+        assert!(check_chunks_against_limits(&p, &limits(1004, 1000)).is_ok());
+    }
+
+    #[test]
+    fn chunk_of_u64_max_is_too_large_not_an_overflow_panic() {
+        let p = plan(&[u64::MAX], vec![]);
+        assert!(matches!(
+            check_chunks_against_limits(&p, &limits(1 << 30, 1 << 27)),
+            Err(DeviceError::ChunkTooLarge { size: u64::MAX, .. })
+        ));
+    }
+
+    #[test]
+    fn placement_above_binding_size_is_tensor_too_large() {
+        let p = plan(&[4096], vec![at(0, 0, 64), at(0, 64, 2048)]);
+        assert_eq!(
+            check_placements(&p, &limits(4096, 1024), |_, p| p.size),
+            Err(DeviceError::TensorTooLarge {
+                tensor: TensorId(1),
+                size: 2048,
+                max_size: 1024
+            })
+        );
+    }
+
+    #[test]
+    fn placement_past_its_chunk_is_bad() {
+        let p = plan(&[128], vec![at(0, 96, 64)]);
+        assert!(matches!(
+            check_placements(&p, &limits(4096, 4096), |_, p| p.size),
+            Err(DeviceError::BadPlacement {
+                offset: 96,
+                size: 64,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn placement_in_missing_chunk_is_bad() {
+        let p = plan(&[128], vec![None, at(3, 0, 32)]);
+        assert!(matches!(
+            check_placements(&p, &limits(4096, 4096), |_, p| p.size),
+            Err(DeviceError::BadPlacement {
+                tensor: TensorId(1),
+                chunk: 3,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn plan_check_uses_exact_tensor_sizes_from_the_graph() {
+        // A placement whose reserved size (1024) exceeds the binding limit while the
+        // tensor itself (1000 bytes) does not: the exact check accepts it.
+        let p = plan(&[1024], vec![at(0, 0, 1024)]);
+        let graph = Graph {
+            name: "g".into(),
+            tensors: vec![crate::graph::Tensor {
+                id: TensorId(0),
+                name: "x".into(),
+                dtype: crate::graph::DType::U8,
+                shape: vec![1000],
+                size: 1000,
+                role: crate::graph::Role::Input,
+                view_of: None,
+            }],
+            nodes: vec![],
+        };
+        assert!(check_plan_against_limits(&p, &graph, &limits(4096, 1000)).is_ok());
+        assert!(matches!(
+            check_plan_against_limits(&p, &graph, &limits(4096, 996)),
+            Err(DeviceError::TensorTooLarge { size: 1000, .. })
+        ));
+    }
+}
