@@ -1,0 +1,50 @@
+//! Shared harness for GPU tests: one device per test binary, chosen from the
+//! environment (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`).
+//!
+//! ```ignore
+//! mod common;
+//! let Some(ctx) = common::gpu() else { return };
+//! ```
+//!
+//! Without an adapter, `gpu()` prints `SKIPPED: no wgpu adapter (...)` to stderr and
+//! returns `None`, so the test passes. With `WGALLOC_REQUIRE_GPU=1` it panics instead.
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use wgalloc::device::{DeviceError, GpuContext};
+
+static GPU: OnceLock<Result<GpuContext, DeviceError>> = OnceLock::new();
+
+/// Whether `WGALLOC_REQUIRE_GPU=1` asks for GPU tests to fail rather than skip.
+pub fn gpu_required() -> bool {
+    std::env::var("WGALLOC_REQUIRE_GPU").is_ok_and(|v| v.trim() == "1")
+}
+
+/// The shared GPU context, or `None` (after printing why) when there is no adapter.
+///
+/// # Panics
+/// When no adapter can be opened and `WGALLOC_REQUIRE_GPU=1`.
+pub fn gpu() -> Option<GpuContext> {
+    match GPU.get_or_init(GpuContext::from_env) {
+        Ok(ctx) => Some(ctx.clone()),
+        Err(error) if gpu_required() => {
+            panic!("WGALLOC_REQUIRE_GPU=1 but no GPU context could be opened: {error}")
+        }
+        Err(error) => {
+            eprintln!("SKIPPED: no wgpu adapter ({error})");
+            None
+        }
+    }
+}
+
+/// `let ctx = require_gpu!();` returns from the test (passing) when there is no GPU.
+#[macro_export]
+macro_rules! require_gpu {
+    () => {
+        match $crate::common::gpu() {
+            Some(ctx) => ctx,
+            None => return,
+        }
+    };
+}

@@ -1,0 +1,270 @@
+//! `allocate_plan` on a real adapter: chunk sizes and usage, limits checked before
+//! wgpu is called, no leak when a chunk fails, memory returned on drop and release,
+//! and an adopted device keeping the limits its owner asked for.
+
+mod common;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use wgalloc::device::{
+    allocate_plan, read_buffer_range, BufferAllocator, CallbackAllocator, CountingAllocator,
+    DeviceError, GpuContext, WgpuAllocator, DEFAULT_USAGE,
+};
+use wgalloc::graph::TensorId;
+use wgalloc::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
+
+fn buffer(chunks: &[u64]) -> BufferPlan {
+    BufferPlan {
+        buffer_type: BufferTypeDesc::new("storage", 32, u64::MAX).unwrap(),
+        chunks: chunks
+            .iter()
+            .map(|&size| ChunkPlan {
+                size,
+                oversized: false,
+            })
+            .collect(),
+        same_as: None,
+    }
+}
+
+fn plan(buffers: Vec<BufferPlan>, placements: Vec<Option<Placement>>) -> Plan {
+    Plan {
+        planner: "hand".into(),
+        placements,
+        buffers,
+        inplace: vec![],
+    }
+}
+
+fn at(buffer: usize, chunk: usize, offset: u64, size: u64) -> Option<Placement> {
+    Some(Placement {
+        buffer: BufferId(buffer),
+        chunk,
+        offset,
+        size,
+    })
+}
+
+#[test]
+fn every_chunk_gets_a_buffer_rounded_up_to_four_bytes() {
+    let Some(ctx) = common::gpu() else { return };
+    let p = plan(
+        vec![buffer(&[100, 30]), buffer(&[0])],
+        vec![at(0, 0, 0, 96), at(0, 1, 0, 30), None],
+    );
+    let counting = CountingAllocator::new(WgpuAllocator);
+    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
+    let sizes: Vec<Vec<u64>> = memory
+        .chunks()
+        .iter()
+        .map(|row| row.iter().map(wgpu::Buffer::size).collect())
+        .collect();
+    assert_eq!(sizes, vec![vec![100, 32], vec![4]]);
+    assert_eq!(memory.total_size(), 136);
+    assert_eq!(memory.buffer_count(), 3);
+    let first = memory.chunk(BufferId(0), 0).unwrap();
+    assert_eq!(first.usage(), DEFAULT_USAGE);
+    let report = counting.report();
+    assert_eq!((report.allocations, report.live_bytes), (3, 136));
+}
+
+#[test]
+fn chunk_above_max_buffer_size_fails_before_wgpu_is_called() {
+    let Some(ctx) = common::gpu() else { return };
+    let max = ctx.limits.max_buffer_size;
+    let p = plan(vec![buffer(&[64]), buffer(&[64, max + 1])], vec![]);
+    let counting = CountingAllocator::new(WgpuAllocator);
+    let error = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap_err();
+    assert_eq!(
+        error,
+        DeviceError::ChunkTooLarge {
+            buffer: 1,
+            chunk: 1,
+            size: (max + 1).next_multiple_of(4),
+            max_size: max,
+        }
+    );
+    assert_eq!(
+        counting.report().allocations + counting.report().failures,
+        0
+    );
+}
+
+/// The context with a storage binding limit below its buffer limit: the real one when
+/// the device already has that, else a lowered copy (the check reads `ctx.limits`).
+fn binding_below_buffer(ctx: &GpuContext) -> GpuContext {
+    let mut ctx = ctx.clone();
+    if ctx.limits.max_storage_buffer_binding_size >= ctx.limits.max_buffer_size {
+        ctx.limits.max_storage_buffer_binding_size = 1 << 20;
+    }
+    ctx
+}
+
+#[test]
+fn tensor_above_storage_binding_size_fails_before_wgpu_is_called() {
+    let Some(ctx) = common::gpu() else { return };
+    let ctx = binding_below_buffer(&ctx);
+    let binding = ctx.limits.max_storage_buffer_binding_size;
+    let size = binding + 32;
+    let p = plan(
+        vec![buffer(&[64 + size])],
+        vec![at(0, 0, 0, 64), at(0, 0, 64, size)],
+    );
+    let counting = CountingAllocator::new(WgpuAllocator);
+    let error = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap_err();
+    assert_eq!(
+        error,
+        DeviceError::TensorTooLarge {
+            tensor: TensorId(1),
+            size,
+            max_size: binding,
+        }
+    );
+    assert_eq!(
+        counting.report().allocations + counting.report().failures,
+        0
+    );
+}
+
+#[test]
+fn failing_third_chunk_releases_the_first_two_and_names_the_chunk() {
+    let Some(ctx) = common::gpu() else { return };
+    let calls = Rc::new(Cell::new(0u32));
+    let destroyed = Rc::new(RefCell::new(Vec::new()));
+    let (calls_in, destroyed_in) = (calls.clone(), destroyed.clone());
+    let callback = CallbackAllocator::new(
+        move |ctx, request| {
+            calls_in.set(calls_in.get() + 1);
+            if calls_in.get() == 3 {
+                return Err(DeviceError::AllocatorRefused {
+                    size: request.size,
+                    message: "third chunk refused by test".into(),
+                });
+            }
+            WgpuAllocator.allocate(ctx, request)
+        },
+        move |buffer| {
+            destroyed_in.borrow_mut().push(buffer.size());
+            buffer.destroy();
+        },
+    );
+    let counting = CountingAllocator::new(callback);
+    let p = plan(vec![buffer(&[64, 128]), buffer(&[256, 512])], vec![]);
+    let error = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap_err();
+    assert_eq!(
+        error,
+        DeviceError::ChunkAllocation {
+            buffer: 1,
+            chunk: 0,
+            size: 256,
+            source: Box::new(DeviceError::AllocatorRefused {
+                size: 256,
+                message: "third chunk refused by test".into(),
+            }),
+        }
+    );
+    let report = counting.report();
+    assert_eq!(
+        (report.allocations, report.failures, report.releases),
+        (2, 1, 2)
+    );
+    assert_eq!(report.live_buffers(), 0);
+    assert_eq!(report.live_bytes, 0);
+    assert_eq!(calls.get(), 3, "allocation stopped at the failing chunk");
+    assert_eq!(*destroyed.borrow(), vec![128, 64], "released last first");
+}
+
+#[test]
+fn invalid_usage_is_a_validation_error_not_a_panic() {
+    let Some(ctx) = common::gpu() else { return };
+    let p = plan(vec![buffer(&[64])], vec![]);
+    let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE;
+    let error = allocate_plan(&ctx, &p, usage, &WgpuAllocator).unwrap_err();
+    match error {
+        DeviceError::ChunkAllocation { source, .. } => {
+            assert!(
+                matches!(*source, DeviceError::Validation { .. }),
+                "{source:?}"
+            );
+        }
+        other => panic!("expected ChunkAllocation, got {other:?}"),
+    }
+}
+
+#[test]
+fn release_hands_every_buffer_back_to_the_allocator() {
+    let Some(ctx) = common::gpu() else { return };
+    let p = plan(vec![buffer(&[64, 64]), buffer(&[32])], vec![]);
+    let counting = CountingAllocator::new(WgpuAllocator);
+    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
+    assert_eq!(counting.report().live_buffers(), 3);
+    memory.release(&counting);
+    let report = counting.report();
+    assert_eq!((report.releases, report.live_bytes), (3, 0));
+}
+
+#[test]
+fn dropped_memory_destroys_its_buffers() {
+    let Some(ctx) = common::gpu() else { return };
+    let p = plan(vec![buffer(&[64])], vec![]);
+    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &WgpuAllocator).unwrap();
+    let handle = memory.chunk(BufferId(0), 0).unwrap().clone();
+    assert!(read_buffer_range(&ctx, &handle, 0, 64).is_ok());
+    drop(memory);
+    let error = read_buffer_range(&ctx, &handle, 0, 64).unwrap_err();
+    assert!(matches!(error, DeviceError::Validation { .. }), "{error:?}");
+}
+
+#[test]
+fn buffer_repeating_an_earlier_one_shares_its_memory() {
+    let Some(ctx) = common::gpu() else { return };
+    let mut repeat = buffer(&[64]);
+    repeat.same_as = Some(BufferId(0));
+    let p = plan(vec![buffer(&[128]), repeat], vec![]);
+    let counting = CountingAllocator::new(WgpuAllocator);
+    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
+    assert_eq!(counting.report().allocations, 1);
+    assert_eq!(memory.buffer_count(), 1);
+    assert_eq!(memory.chunk(BufferId(1), 0), memory.chunk(BufferId(0), 0));
+    memory.release(&counting);
+    assert_eq!(counting.report().releases, 1);
+}
+
+#[test]
+fn adopted_device_keeps_the_default_limits_it_was_created_with() {
+    let Some(shared) = common::gpu() else { return };
+    let backends =
+        wgalloc::device::parse_backends(std::env::var("WGPU_BACKEND").ok().as_deref()).unwrap();
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    desc.backends = backends;
+    let instance = wgpu::Instance::new(desc);
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    let adapter = adapters
+        .into_iter()
+        .find(|a| a.get_info().name == shared.info.name)
+        .unwrap();
+    let (device, queue) =
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default())).unwrap();
+    let ctx = GpuContext::adopt(device, queue, adapter.get_info());
+    let defaults = wgpu::Limits::default();
+    assert_eq!(ctx.limits.max_buffer_size, defaults.max_buffer_size);
+    assert_eq!(ctx.limits.min_storage_buffer_offset_alignment, 256);
+    assert_eq!(ctx.buffer_types().unwrap().storage.desc.alignment(), 256);
+
+    let fits = plan(vec![buffer(&[1024])], vec![at(0, 0, 256, 512)]);
+    let memory = allocate_plan(&ctx, &fits, DEFAULT_USAGE, &WgpuAllocator).unwrap();
+    assert_eq!(memory.total_size(), 1024);
+
+    let too_big = defaults.max_buffer_size + 4;
+    let never = plan(vec![buffer(&[too_big])], vec![]);
+    assert_eq!(
+        allocate_plan(&ctx, &never, DEFAULT_USAGE, &WgpuAllocator).unwrap_err(),
+        DeviceError::ChunkTooLarge {
+            buffer: 0,
+            chunk: 0,
+            size: too_big,
+            max_size: defaults.max_buffer_size,
+        }
+    );
+}
