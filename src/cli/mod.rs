@@ -1,6 +1,7 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module.
 
 mod graph_cmd;
+mod info_cmd;
 mod input;
 
 use std::path::PathBuf;
@@ -28,6 +29,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List adapters; for the chosen one, its memory limits and buffer types.
+    Info {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs the parsed command line.
@@ -37,6 +44,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
     match cli.command {
         Some(Command::Graph { file, json }) => graph_cmd::run(&file, json),
+        Some(Command::Info { json }) => info_cmd::run(json),
         None => {
             eprintln!("no subcommand given; see --help");
             Ok(ExitCode::from(2))

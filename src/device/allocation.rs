@@ -213,6 +213,7 @@ fn roll_back(rows: Vec<Vec<wgpu::Buffer>>, owned: &[bool], allocator: &dyn Buffe
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::plan::{BufferPlan, BufferTypeDesc};

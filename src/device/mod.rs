@@ -18,6 +18,7 @@ pub use allocator::{
     AllocatorReport, BufferAllocator, CallbackAllocator, ChunkRequest, CountingAllocator,
     WgpuAllocator,
 };
+pub use buffer_types::usage_names;
 pub use buffer_types::{
     DeviceBufferType, DeviceBufferTypes, HOST_ALIGNMENT, HOST_MAX_SIZE, STAGING_USAGE,
     STORAGE_USAGE, UNIFORM_USAGE,
