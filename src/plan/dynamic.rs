@@ -247,6 +247,8 @@ impl DynamicAllocator {
             return Err(bad("block ends past the allocated top"));
         }
         if c.oversized {
+            // The chunk stays reserved (never shared); its bytes are no longer in use.
+            c.top = 0;
             return Ok(());
         }
         // First hole at or after the block.
