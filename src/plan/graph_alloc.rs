@@ -31,9 +31,8 @@ pub const GGML_PLANNER: &str = "ggml";
 /// [`PlanError::SizeOverflow`] for a tensor whose size overflows when aligned.
 pub fn plan_graph(graph: &Graph, buffer_type: &BufferTypeDesc) -> Result<Plan, PlanError> {
     graph.validate()?;
-    let lifetimes = Lifetimes::of(graph);
     let types = std::slice::from_ref(buffer_type);
-    let a = walk(graph, &lifetimes, types, &[0], BufferChoice::Single)?;
+    let a = walk(graph, types, &[0], BufferChoice::Single)?;
     let plan = Plan {
         planner: GGML_PLANNER.to_string(),
         placements: a.placements,
@@ -45,7 +44,7 @@ pub fn plan_graph(graph: &Graph, buffer_type: &BufferTypeDesc) -> Result<Plan, P
         inplace: a.inplace,
     };
     if cfg!(debug_assertions) {
-        plan.verify_with(graph, &lifetimes)?;
+        plan.verify_with(graph, &Lifetimes::of(graph))?;
     }
     Ok(plan)
 }
@@ -224,7 +223,6 @@ impl GraphAllocator {
                 count: 0,
             });
         }
-        let lifetimes = Lifetimes::of(graph);
         let choice = BufferChoice::PerTensor {
             nodes: node_buffer_ids,
             leaves: leaf_buffer_ids,
@@ -233,13 +231,7 @@ impl GraphAllocator {
             placements,
             inplace,
             chunks,
-        } = walk(
-            graph,
-            &lifetimes,
-            &self.buffer_types,
-            &self.canonical,
-            choice,
-        )?;
+        } = walk(graph, &self.buffer_types, &self.canonical, choice)?;
         for (old, new) in self.reserved.iter_mut().zip(chunks) {
             merge_chunks(old, &new);
         }

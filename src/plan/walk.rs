@@ -7,8 +7,9 @@
 //! * A node's output is placed when the node runs, *before* any tensor is freed at that
 //!   step, so an output never overlaps an input unless placed in place.
 //! * A tensor's memory (its root's, for views) is freed after the last node that reads
-//!   it or any view of it ([`Lifetimes`]). Outputs are never freed. A tensor nobody
+//!   it or any view of it. Outputs are never freed. A tensor nobody
 //!   reads is freed right after its producer (ggml keeps it to the end).
+//!   These are the rules of [`crate::graph::Lifetimes`], which [`super::Plan::verify`] uses.
 //! * In place: a node with `inplace` writes over its first input `i` when `i` is not a
 //!   view, is planned (not a weight), is not an output, dies at this node, has the
 //!   output's exact size, lives in the same buffer as the output would and not in an
@@ -17,7 +18,7 @@
 //! * Views share their root's placement; weights are not placed.
 
 use super::{BufferId, BufferTypeDesc, ChunkPlan, DynamicAllocator, Placement, PlanError};
-use crate::graph::{Graph, Lifetimes, Role, TensorId};
+use crate::graph::{Graph, Role, TensorId};
 
 /// The leaves of a graph: the planned tensors (non-view, non-weight) that no node
 /// produces, i.e. the graph inputs, in tensor-id order. `reserve_n`'s
@@ -86,16 +87,70 @@ pub(crate) fn roots(graph: &Graph) -> Vec<u32> {
     root
 }
 
-/// Per-tensor state during the walk.
-const FREED: u8 = 1;
-const HANDED_OVER: u8 = 2;
-const OUTPUT: u8 = 4;
+// Per-tensor flags during the walk.
+const PLANNED: u8 = 1;
+const OUTPUT: u8 = 2;
+const NODE_OUTPUT: u8 = 8;
+const VIEW: u8 = 16;
+const FREED: u8 = 32;
+const HANDED_OVER: u8 = 64;
+
+/// Compact per-tensor facts computed in one pass over the tensors and one over the
+/// nodes: roots, flags and the last step of each planned tensor's memory. The same
+/// rules as [`crate::graph::Lifetimes`] (which `verify` uses), without its per-tensor
+/// `Option`s and repeated root walks.
+struct Prep {
+    root: Vec<u32>,
+    flags: Vec<u8>,
+    last: Vec<u32>,
+}
+
+impl Prep {
+    fn of(graph: &Graph) -> Prep {
+        let n = graph.tensors.len();
+        let mut root: Vec<u32> = Vec::with_capacity(n);
+        let mut flags = vec![0u8; n];
+        for (i, t) in graph.tensors.iter().enumerate() {
+            let r = match t.view_of {
+                None => i as u32,
+                Some(v) if v.index() < i => root[v.index()],
+                Some(_) => graph.root_of(t.id).unwrap_or(t.id).0,
+            };
+            root.push(r);
+            flags[i] |= match (t.view_of.is_some(), t.role) {
+                (true, _) => VIEW,
+                (false, Role::Weight) => 0,
+                (false, Role::Input) => PLANNED,
+                (false, _) => PLANNED,
+            };
+            if t.role == Role::Output {
+                flags[r as usize] |= OUTPUT;
+            }
+        }
+        let mut last = vec![0u32; n];
+        for (s, node) in graph.nodes.iter().enumerate() {
+            let s = s as u32;
+            flags[node.output.index()] |= NODE_OUTPUT;
+            let r = root[node.output.index()] as usize;
+            last[r] = last[r].max(s);
+            for input in &node.inputs {
+                let r = root[input.index()] as usize;
+                last[r] = last[r].max(s);
+            }
+        }
+        let last_step = (graph.nodes.len() as u32).saturating_sub(1);
+        for (l, &f) in last.iter_mut().zip(&flags) {
+            if f & (OUTPUT | PLANNED) == OUTPUT | PLANNED {
+                *l = (*l).max(last_step);
+            }
+        }
+        Prep { root, flags, last }
+    }
+}
 
 struct Walk<'a> {
     graph: &'a Graph,
-    lifetimes: &'a Lifetimes,
-    root: Vec<u32>,
-    flags: Vec<u8>,
+    prep: Prep,
     canonical: &'a [usize],
     allocators: Vec<DynamicAllocator>,
     placements: Vec<Option<Placement>>,
@@ -108,24 +163,14 @@ struct Walk<'a> {
 /// [`PlanError::SizeOverflow`] for a tensor whose size overflows when aligned.
 pub(crate) fn walk(
     graph: &Graph,
-    lifetimes: &Lifetimes,
     buffer_types: &[BufferTypeDesc],
     canonical: &[usize],
     choice: BufferChoice<'_>,
 ) -> Result<Assignment, PlanError> {
     let n = graph.tensors.len();
-    let root = roots(graph);
-    let mut flags = vec![0u8; n];
-    for t in &graph.tensors {
-        if t.role == Role::Output {
-            flags[root[t.id.index()] as usize] |= OUTPUT;
-        }
-    }
     let mut w = Walk {
         graph,
-        lifetimes,
-        root,
-        flags,
+        prep: Prep::of(graph),
         canonical,
         allocators: buffer_types
             .iter()
@@ -134,48 +179,53 @@ pub(crate) fn walk(
         placements: vec![None; n],
         inplace: Vec::new(),
     };
-    let leaves = graph_leaves(graph);
+    // The leaves (see `graph_leaves`), from the flags.
+    let leaves: Vec<TensorId> = (0..n)
+        .filter(|&i| w.prep.flags[i] & (PLANNED | NODE_OUTPUT) == PLANNED)
+        .map(|i| TensorId(i as u32))
+        .collect();
     for (k, &leaf) in leaves.iter().enumerate() {
         let buffer = match choice {
             BufferChoice::Single => 0,
             BufferChoice::PerTensor { leaves, .. } => leaves.get(k).copied().unwrap_or(0),
         };
-        w.place(leaf, buffer)?;
+        w.place(leaf.index(), buffer)?;
     }
     for (s, node) in graph.nodes.iter().enumerate() {
         let step = s as u32;
-        let out = node.output;
-        if graph.is_planned(out) && w.placements[out.index()].is_none() {
+        let out = node.output.index();
+        let r = w.prep.root[out] as usize;
+        // The first node whose output is (a view of) a planned tensor places it.
+        if w.prep.flags[r] & PLANNED != 0 && w.placements[r].is_none() {
             let buffer = match choice {
                 BufferChoice::Single => 0,
                 BufferChoice::PerTensor { nodes, .. } => nodes.get(s).copied().unwrap_or(0),
             };
             match w.inplace_source(s, buffer) {
-                Some(input) => {
-                    w.placements[out.index()] = w.placements[input.index()];
-                    w.flags[input.index()] |= HANDED_OVER;
-                    w.inplace.push((out, input));
+                Some(input) if r == out => {
+                    w.placements[out] = w.placements[input];
+                    w.prep.flags[input] |= HANDED_OVER;
+                    w.inplace.push((node.output, TensorId(input as u32)));
                 }
-                None => w.place(out, buffer)?,
+                _ => w.place(r, buffer)?,
             }
         }
         for input in &node.inputs {
-            let r = w.root[input.index()];
+            let r = w.prep.root[input.index()] as usize;
             w.free_if_dead(r, step)?;
         }
-        let r = w.root[out.index()];
         w.free_if_dead(r, step)?;
         if s == 0 {
             // Inputs nobody reads live at step 0 only.
             for &leaf in &leaves {
-                w.free_if_dead(leaf.0, 0)?;
+                w.free_if_dead(leaf.index(), 0)?;
             }
         }
     }
     // Views share their root's placement.
-    for (i, t) in graph.tensors.iter().enumerate() {
-        if t.view_of.is_some() {
-            w.placements[i] = w.placements[w.root[i] as usize];
+    for i in 0..n {
+        if w.prep.flags[i] & VIEW != 0 {
+            w.placements[i] = w.placements[w.prep.root[i] as usize];
         }
     }
     let chunks = (0..buffer_types.len())
@@ -195,13 +245,15 @@ pub(crate) fn walk(
 }
 
 impl Walk<'_> {
-    fn place(&mut self, tensor: TensorId, buffer: usize) -> Result<(), PlanError> {
+    fn place(&mut self, tensor: usize, buffer: usize) -> Result<(), PlanError> {
         let b = self.canonical[buffer];
-        let size = self.graph.tensors[tensor.index()].size;
+        let size = self.graph.tensors[tensor].size;
         let a = self.allocators[b]
             .alloc(size)
-            .map_err(|_| PlanError::SizeOverflow { tensor })?;
-        self.placements[tensor.index()] = Some(Placement {
+            .map_err(|_| PlanError::SizeOverflow {
+                tensor: TensorId(tensor as u32),
+            })?;
+        self.placements[tensor] = Some(Placement {
             buffer: BufferId(b),
             chunk: a.chunk,
             offset: a.offset,
@@ -211,44 +263,38 @@ impl Walk<'_> {
     }
 
     /// The first input of node `s`, if the node may write its output over it.
-    fn inplace_source(&self, s: usize, buffer: usize) -> Option<TensorId> {
+    fn inplace_source(&self, s: usize, buffer: usize) -> Option<usize> {
         let node = &self.graph.nodes[s];
         if !node.inplace {
             return None;
         }
         let input = *node.inputs.first()?;
         let i = input.index();
-        let tensor = &self.graph.tensors[i];
-        let life = self.lifetimes.by_tensor.get(i).copied().flatten()?;
+        let flags = self.prep.flags[i];
+        if flags & PLANNED == 0 || flags & (OUTPUT | FREED | HANDED_OVER) != 0 {
+            return None;
+        }
         let placement = self.placements[i]?;
-        let legal = tensor.view_of.is_none()
-            && life.last == s as u32
-            && self.flags[i] & (OUTPUT | FREED | HANDED_OVER) == 0
-            && tensor.size == self.graph.tensors[node.output.index()].size
+        let legal = self.prep.last[i] == s as u32
+            && self.graph.tensors[i].size == self.graph.tensors[node.output.index()].size
             && placement.buffer.0 == self.canonical[buffer]
             && !self.allocators[placement.buffer.0].is_oversized(placement.chunk)
             && node.inputs[1..]
                 .iter()
-                .all(|&other| other == input || self.root[other.index()] as usize != i);
-        legal.then_some(input)
+                .all(|&other| other == input || self.prep.root[other.index()] as usize != i);
+        legal.then_some(i)
     }
 
-    fn free_if_dead(&mut self, r: u32, step: u32) -> Result<(), PlanError> {
-        let r = r as usize;
-        if self.flags[r] & (FREED | OUTPUT) != 0 {
-            return Ok(());
-        }
-        let Some(Some(life)) = self.lifetimes.by_tensor.get(r) else {
-            return Ok(());
-        };
-        if life.last != step {
+    fn free_if_dead(&mut self, r: usize, step: u32) -> Result<(), PlanError> {
+        let flags = self.prep.flags[r];
+        if flags & (FREED | OUTPUT) != 0 || flags & PLANNED == 0 || self.prep.last[r] != step {
             return Ok(());
         }
         let Some(p) = self.placements[r] else {
             return Ok(());
         };
-        self.flags[r] |= FREED;
-        if self.flags[r] & HANDED_OVER == 0 {
+        self.prep.flags[r] |= FREED;
+        if flags & HANDED_OVER == 0 {
             self.allocators[p.buffer.0].free(p.chunk, p.offset, p.size)?;
         }
         Ok(())
