@@ -6,6 +6,7 @@ mod error;
 mod lifetime;
 mod model;
 mod summary;
+pub mod synthetic;
 mod trace;
 mod validate;
 

@@ -127,4 +127,58 @@ pub enum PlanError {
         /// Tensors in the graph.
         actual: usize,
     },
+    /// Rounding a size up to the alignment overflowed 64 bits (allocator level,
+    /// where no tensor is known).
+    #[error("size {size} rounded up to alignment {alignment} overflows 64 bits")]
+    AlignOverflow {
+        /// The requested size.
+        size: u64,
+        /// The alignment.
+        alignment: u64,
+    },
+    /// A `free` that does not match a live allocation of the dynamic allocator.
+    #[error("bad free of {size} bytes at offset {offset} of chunk {chunk}: {problem}")]
+    BadFree {
+        /// The chunk named.
+        chunk: usize,
+        /// The offset named.
+        offset: u64,
+        /// The size named.
+        size: u64,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// A chunk larger than its buffer type's max size that is not marked oversized.
+    #[error("buffer {buffer} chunk {chunk} is {size} bytes, above the max size {max_size}, and not marked oversized")]
+    ChunkTooLarge {
+        /// The buffer.
+        buffer: usize,
+        /// The chunk.
+        chunk: usize,
+        /// Its size.
+        size: u64,
+        /// The buffer type's max size.
+        max_size: u64,
+    },
+    /// An oversized chunk that holds other than exactly one tensor.
+    #[error("buffer {buffer} chunk {chunk} is oversized but holds {tensors} tensors (must hold exactly 1)")]
+    OversizedChunkShared {
+        /// The buffer.
+        buffer: usize,
+        /// The chunk.
+        chunk: usize,
+        /// How many tensors it holds.
+        tensors: usize,
+    },
+    /// `alloc_graph`/`buffer_size` before any reservation was made.
+    #[error("no reservation: call reserve or reserve_n first")]
+    NotReserved,
+    /// A tensor id (in a context-tensor list) that the graph does not have.
+    #[error("tensor {tensor} is not in the graph ({count} tensors)")]
+    UnknownTensor {
+        /// The id asked for.
+        tensor: TensorId,
+        /// How many tensors the graph has.
+        count: usize,
+    },
 }

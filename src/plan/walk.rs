@@ -1,0 +1,302 @@
+//! The ggml-alloc walk: one pass over the nodes in execution order that places every
+//! planned tensor with a [`DynamicAllocator`] per buffer, frees each tensor after its
+//! last reader and lets in-place nodes take over their dying first input.
+//!
+//! Rules (ggml's `gallocr` semantics, with the differences noted):
+//! * Leaves (graph inputs, see [`graph_leaves`]) are placed first, in tensor-id order.
+//! * A node's output is placed when the node runs, *before* any tensor is freed at that
+//!   step, so an output never overlaps an input unless placed in place.
+//! * A tensor's memory (its root's, for views) is freed after the last node that reads
+//!   it or any view of it. Outputs are never freed. A tensor nobody
+//!   reads is freed right after its producer (ggml keeps it to the end).
+//!   These are the rules of [`crate::graph::Lifetimes`], which [`super::Plan::verify`] uses.
+//! * In place: a node with `inplace` writes over its first input `i` when `i` is not a
+//!   view, is planned (not a weight), is not an output, dies at this node, has the
+//!   output's exact size, lives in the same buffer as the output would and not in an
+//!   oversized chunk, and no other input of the node is a view of `i` (the ggml rule
+//!   "no views left" in a form that also catches a transposed view read alongside).
+//! * Views share their root's placement; weights are not placed.
+
+use super::{BufferId, BufferTypeDesc, ChunkPlan, DynamicAllocator, Placement, PlanError};
+use crate::graph::{Graph, Role, TensorId};
+
+/// The leaves of a graph: the planned tensors (non-view, non-weight) that no node
+/// produces, i.e. the graph inputs, in tensor-id order. `reserve_n`'s
+/// `leaf_buffer_ids[k]` is the buffer of `graph_leaves(graph)[k]`.
+pub fn graph_leaves(graph: &Graph) -> Vec<TensorId> {
+    let mut produced = vec![false; graph.tensors.len()];
+    for node in &graph.nodes {
+        if let Some(p) = produced.get_mut(node.output.index()) {
+            *p = true;
+        }
+    }
+    graph
+        .tensors
+        .iter()
+        .filter(|t| t.view_of.is_none() && t.role != Role::Weight && !produced[t.id.index()])
+        .map(|t| t.id)
+        .collect()
+}
+
+/// Which buffer each placed tensor goes to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum BufferChoice<'a> {
+    /// Everything in buffer 0.
+    Single,
+    /// `nodes[s]` for node `s`'s output, `leaves[k]` for leaf `k`.
+    PerTensor {
+        nodes: &'a [usize],
+        leaves: &'a [usize],
+    },
+}
+
+/// What the walk produced.
+#[derive(Debug, Clone)]
+pub(crate) struct Assignment {
+    /// Per tensor (views get their root's).
+    pub placements: Vec<Option<Placement>>,
+    /// (output, input) pairs placed in place.
+    pub inplace: Vec<(TensorId, TensorId)>,
+    /// Per buffer: its chunks (empty for a buffer that repeats an earlier type).
+    pub chunks: Vec<Vec<ChunkPlan>>,
+}
+
+/// For every buffer id, the first buffer id with an equal buffer type.
+pub(crate) fn canonical_buffers(buffer_types: &[BufferTypeDesc]) -> Vec<usize> {
+    (0..buffer_types.len())
+        .map(|b| {
+            buffer_types[..b]
+                .iter()
+                .position(|earlier| *earlier == buffer_types[b])
+                .unwrap_or(b)
+        })
+        .collect()
+}
+
+/// The root of every tensor (itself for non-views). Assumes a validated graph.
+pub(crate) fn roots(graph: &Graph) -> Vec<u32> {
+    let mut root: Vec<u32> = Vec::with_capacity(graph.tensors.len());
+    for (i, t) in graph.tensors.iter().enumerate() {
+        let r = match t.view_of {
+            None => i as u32,
+            Some(v) if v.index() < i => root[v.index()],
+            Some(_) => graph.root_of(t.id).unwrap_or(t.id).0,
+        };
+        root.push(r);
+    }
+    root
+}
+
+// Per-tensor flags during the walk.
+const PLANNED: u8 = 1;
+const OUTPUT: u8 = 2;
+const NODE_OUTPUT: u8 = 8;
+const VIEW: u8 = 16;
+const FREED: u8 = 32;
+const HANDED_OVER: u8 = 64;
+
+/// Compact per-tensor facts computed in one pass over the tensors and one over the
+/// nodes: roots, flags and the last step of each planned tensor's memory. The same
+/// rules as [`crate::graph::Lifetimes`] (which `verify` uses), without its per-tensor
+/// `Option`s and repeated root walks.
+struct Prep {
+    root: Vec<u32>,
+    flags: Vec<u8>,
+    last: Vec<u32>,
+}
+
+impl Prep {
+    fn of(graph: &Graph) -> Prep {
+        let n = graph.tensors.len();
+        let mut root: Vec<u32> = Vec::with_capacity(n);
+        let mut flags = vec![0u8; n];
+        for (i, t) in graph.tensors.iter().enumerate() {
+            let r = match t.view_of {
+                None => i as u32,
+                Some(v) if v.index() < i => root[v.index()],
+                Some(_) => graph.root_of(t.id).unwrap_or(t.id).0,
+            };
+            root.push(r);
+            flags[i] |= match (t.view_of.is_some(), t.role) {
+                (true, _) => VIEW,
+                (false, Role::Weight) => 0,
+                (false, Role::Input) => PLANNED,
+                (false, _) => PLANNED,
+            };
+            if t.role == Role::Output {
+                flags[r as usize] |= OUTPUT;
+            }
+        }
+        let mut last = vec![0u32; n];
+        for (s, node) in graph.nodes.iter().enumerate() {
+            let s = s as u32;
+            flags[node.output.index()] |= NODE_OUTPUT;
+            let r = root[node.output.index()] as usize;
+            last[r] = last[r].max(s);
+            for input in &node.inputs {
+                let r = root[input.index()] as usize;
+                last[r] = last[r].max(s);
+            }
+        }
+        let last_step = (graph.nodes.len() as u32).saturating_sub(1);
+        for (l, &f) in last.iter_mut().zip(&flags) {
+            if f & (OUTPUT | PLANNED) == OUTPUT | PLANNED {
+                *l = (*l).max(last_step);
+            }
+        }
+        Prep { root, flags, last }
+    }
+}
+
+struct Walk<'a> {
+    graph: &'a Graph,
+    prep: Prep,
+    canonical: &'a [usize],
+    allocators: Vec<DynamicAllocator>,
+    placements: Vec<Option<Placement>>,
+    inplace: Vec<(TensorId, TensorId)>,
+}
+
+/// Runs the walk over a validated graph.
+///
+/// # Errors
+/// [`PlanError::SizeOverflow`] for a tensor whose size overflows when aligned.
+pub(crate) fn walk(
+    graph: &Graph,
+    buffer_types: &[BufferTypeDesc],
+    canonical: &[usize],
+    choice: BufferChoice<'_>,
+) -> Result<Assignment, PlanError> {
+    let n = graph.tensors.len();
+    let mut w = Walk {
+        graph,
+        prep: Prep::of(graph),
+        canonical,
+        allocators: buffer_types
+            .iter()
+            .map(DynamicAllocator::for_buffer_type)
+            .collect(),
+        placements: vec![None; n],
+        inplace: Vec::new(),
+    };
+    // The leaves (see `graph_leaves`), from the flags.
+    let leaves: Vec<TensorId> = (0..n)
+        .filter(|&i| w.prep.flags[i] & (PLANNED | NODE_OUTPUT) == PLANNED)
+        .map(|i| TensorId(i as u32))
+        .collect();
+    for (k, &leaf) in leaves.iter().enumerate() {
+        let buffer = match choice {
+            BufferChoice::Single => 0,
+            BufferChoice::PerTensor { leaves, .. } => leaves.get(k).copied().unwrap_or(0),
+        };
+        w.place(leaf.index(), buffer)?;
+    }
+    for (s, node) in graph.nodes.iter().enumerate() {
+        let step = s as u32;
+        let out = node.output.index();
+        let r = w.prep.root[out] as usize;
+        // The first node whose output is (a view of) a planned tensor places it.
+        if w.prep.flags[r] & PLANNED != 0 && w.placements[r].is_none() {
+            let buffer = match choice {
+                BufferChoice::Single => 0,
+                BufferChoice::PerTensor { nodes, .. } => nodes.get(s).copied().unwrap_or(0),
+            };
+            match w.inplace_source(s, buffer) {
+                Some(input) if r == out => {
+                    w.placements[out] = w.placements[input];
+                    w.prep.flags[input] |= HANDED_OVER;
+                    w.inplace.push((node.output, TensorId(input as u32)));
+                }
+                _ => w.place(r, buffer)?,
+            }
+        }
+        for input in &node.inputs {
+            let r = w.prep.root[input.index()] as usize;
+            w.free_if_dead(r, step)?;
+        }
+        w.free_if_dead(r, step)?;
+        if s == 0 {
+            // Inputs nobody reads live at step 0 only.
+            for &leaf in &leaves {
+                w.free_if_dead(leaf.index(), 0)?;
+            }
+        }
+    }
+    // Views share their root's placement.
+    for i in 0..n {
+        if w.prep.flags[i] & VIEW != 0 {
+            w.placements[i] = w.placements[w.prep.root[i] as usize];
+        }
+    }
+    let chunks = (0..buffer_types.len())
+        .map(|b| {
+            if canonical[b] == b {
+                w.allocators[b].chunks()
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    Ok(Assignment {
+        placements: w.placements,
+        inplace: w.inplace,
+        chunks,
+    })
+}
+
+impl Walk<'_> {
+    fn place(&mut self, tensor: usize, buffer: usize) -> Result<(), PlanError> {
+        let b = self.canonical[buffer];
+        let size = self.graph.tensors[tensor].size;
+        let a = self.allocators[b]
+            .alloc(size)
+            .map_err(|_| PlanError::SizeOverflow {
+                tensor: TensorId(tensor as u32),
+            })?;
+        self.placements[tensor] = Some(Placement {
+            buffer: BufferId(b),
+            chunk: a.chunk,
+            offset: a.offset,
+            size: a.size,
+        });
+        Ok(())
+    }
+
+    /// The first input of node `s`, if the node may write its output over it.
+    fn inplace_source(&self, s: usize, buffer: usize) -> Option<usize> {
+        let node = &self.graph.nodes[s];
+        if !node.inplace {
+            return None;
+        }
+        let input = *node.inputs.first()?;
+        let i = input.index();
+        let flags = self.prep.flags[i];
+        if flags & PLANNED == 0 || flags & (OUTPUT | FREED | HANDED_OVER) != 0 {
+            return None;
+        }
+        let placement = self.placements[i]?;
+        let legal = self.prep.last[i] == s as u32
+            && self.graph.tensors[i].size == self.graph.tensors[node.output.index()].size
+            && placement.buffer.0 == self.canonical[buffer]
+            && !self.allocators[placement.buffer.0].is_oversized(placement.chunk)
+            && node.inputs[1..]
+                .iter()
+                .all(|&other| other == input || self.prep.root[other.index()] as usize != i);
+        legal.then_some(i)
+    }
+
+    fn free_if_dead(&mut self, r: usize, step: u32) -> Result<(), PlanError> {
+        let flags = self.prep.flags[r];
+        if flags & (FREED | OUTPUT) != 0 || flags & PLANNED == 0 || self.prep.last[r] != step {
+            return Ok(());
+        }
+        let Some(p) = self.placements[r] else {
+            return Ok(());
+        };
+        self.prep.flags[r] |= FREED;
+        if flags & HANDED_OVER == 0 {
+            self.allocators[p.buffer.0].free(p.chunk, p.offset, p.size)?;
+        }
+        Ok(())
+    }
+}
