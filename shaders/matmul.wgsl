@@ -1,8 +1,11 @@
-// Matrix products tiled in workgroup memory (16 x 16 tiles, one output element per
-// thread):
+// Matrix products tiled in workgroup memory:
 //   matmul:    out[m, n] = a[m, k] x b[k, n]
 //   matmul_bt: out[m, n] = a[m, k] x b[n, k]^T
-// Edges that are not multiples of 16 load zeros into the tiles.
+// A workgroup of 16 x 16 threads computes a 64 x 64 block of `out`, stepping through k
+// 16 at a time: a 64 x 16 tile of A and a 16 x 64 tile of B are staged in workgroup
+// memory, and thread (ty, tx) accumulates the 4 x 4 outputs at rows ty + 16r and
+// columns tx + 16c of the block (register blocking: 16 multiply-adds per 8 tile reads).
+// Edges that are not multiples of the tile load zeros and skip their stores.
 
 struct Params {
     m: u32,
@@ -20,33 +23,50 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-const TILE: u32 = 16u;
+const BLOCK: u32 = 64u; // output rows and columns per workgroup
+const KSTEP: u32 = 16u; // k per staged tile
 
-var<workgroup> tile_a: array<array<f32, 16>, 16>;
-var<workgroup> tile_b: array<array<f32, 16>, 16>;
+var<workgroup> tile_a: array<array<f32, 16>, 64>; // [row in block][k in step]
+var<workgroup> tile_b: array<array<f32, 64>, 16>; // [k in step][column in block]
 
-// Loads tile `t` of A: thread (ty, tx) loads a[row, t*16 + tx].
-fn load_a(row: u32, t: u32, lid: vec3<u32>) {
-    let ka = t * TILE + lid.x;
-    var v = 0.0;
-    if row < params.m && ka < params.k {
-        v = a[row * params.k + ka];
+// Thread (ty, tx) stages a[row0 + ty + 16r, k0 + tx] for r in 0..4.
+fn load_a(row0: u32, k0: u32, lid: vec3<u32>) {
+    let kk = k0 + lid.x;
+    for (var r = 0u; r < 4u; r = r + 1u) {
+        let row = row0 + lid.y + 16u * r;
+        var v = 0.0;
+        if row < params.m && kk < params.k {
+            v = a[row * params.k + kk];
+        }
+        tile_a[lid.y + 16u * r][lid.x] = v;
     }
-    tile_a[lid.y][lid.x] = v;
 }
 
-// tile_a[ty][i] * tile_b[i][tx] summed over the tile.
-fn tile_dot(lid: vec3<u32>) -> f32 {
-    var acc = 0.0;
-    for (var i = 0u; i < TILE; i = i + 1u) {
-        acc = acc + tile_a[lid.y][i] * tile_b[i][lid.x];
+// The 4 x 4 partial products of one staged step, added to `acc` (row r in acc[r]).
+fn accumulate(acc: ptr<function, array<vec4<f32>, 4>>, lid: vec3<u32>) {
+    for (var i = 0u; i < KSTEP; i = i + 1u) {
+        let bv = vec4<f32>(
+            tile_b[i][lid.x],
+            tile_b[i][lid.x + 16u],
+            tile_b[i][lid.x + 32u],
+            tile_b[i][lid.x + 48u],
+        );
+        (*acc)[0] = (*acc)[0] + tile_a[lid.y][i] * bv;
+        (*acc)[1] = (*acc)[1] + tile_a[lid.y + 16u][i] * bv;
+        (*acc)[2] = (*acc)[2] + tile_a[lid.y + 32u][i] * bv;
+        (*acc)[3] = (*acc)[3] + tile_a[lid.y + 48u][i] * bv;
     }
-    return acc;
 }
 
-fn store(row: u32, col: u32, acc: f32) {
-    if row < params.m && col < params.n {
-        out[row * params.n + col] = acc;
+fn store(row0: u32, col0: u32, acc: array<vec4<f32>, 4>, lid: vec3<u32>) {
+    for (var r = 0u; r < 4u; r = r + 1u) {
+        let row = row0 + lid.y + 16u * r;
+        for (var c = 0u; c < 4u; c = c + 1u) {
+            let col = col0 + lid.x + 16u * c;
+            if row < params.m && col < params.n {
+                out[row * params.n + col] = acc[r][c];
+            }
+        }
     }
 }
 
@@ -55,24 +75,28 @@ fn matmul(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row = wid.y * TILE + lid.y;
-    let col = wid.x * TILE + lid.x;
-    let tiles = (params.k + TILE - 1u) / TILE;
-    var acc = 0.0;
-    for (var t = 0u; t < tiles; t = t + 1u) {
-        load_a(row, t, lid);
-        // thread (ty, tx) loads b[t*16 + ty, col]
-        let kb = t * TILE + lid.y;
-        var v = 0.0;
-        if kb < params.k && col < params.n {
-            v = b[kb * params.n + col];
+    let row0 = wid.y * BLOCK;
+    let col0 = wid.x * BLOCK;
+    let steps = (params.k + KSTEP - 1u) / KSTEP;
+    var acc = array<vec4<f32>, 4>();
+    for (var t = 0u; t < steps; t = t + 1u) {
+        let k0 = t * KSTEP;
+        load_a(row0, k0, lid);
+        // thread (ty, tx) stages b[k0 + ty, col0 + tx + 16c]
+        let kk = k0 + lid.y;
+        for (var c = 0u; c < 4u; c = c + 1u) {
+            let col = col0 + lid.x + 16u * c;
+            var v = 0.0;
+            if kk < params.k && col < params.n {
+                v = b[kk * params.n + col];
+            }
+            tile_b[lid.y][lid.x + 16u * c] = v;
         }
-        tile_b[lid.y][lid.x] = v;
         workgroupBarrier();
-        acc = acc + tile_dot(lid);
+        accumulate(&acc, lid);
         workgroupBarrier();
     }
-    store(row, col, acc);
+    store(row0, col0, acc, lid);
 }
 
 @compute @workgroup_size(16, 16)
@@ -80,24 +104,27 @@ fn matmul_bt(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row = wid.y * TILE + lid.y;
-    let col = wid.x * TILE + lid.x;
-    let tiles = (params.k + TILE - 1u) / TILE;
-    var acc = 0.0;
-    for (var t = 0u; t < tiles; t = t + 1u) {
-        load_a(row, t, lid);
-        // thread (ty, tx) loads b[wid.x*16 + ty, t*16 + tx] (contiguous along k) and
-        // stores it transposed, so tile_b[i][j] = b[col j, k i].
-        let bn = wid.x * TILE + lid.y;
-        let kb = t * TILE + lid.x;
-        var v = 0.0;
-        if bn < params.n && kb < params.k {
-            v = b[bn * params.k + kb];
+    let row0 = wid.y * BLOCK;
+    let col0 = wid.x * BLOCK;
+    let steps = (params.k + KSTEP - 1u) / KSTEP;
+    var acc = array<vec4<f32>, 4>();
+    for (var t = 0u; t < steps; t = t + 1u) {
+        let k0 = t * KSTEP;
+        load_a(row0, k0, lid);
+        // thread (ty, tx) stages b[col0 + ty + 16c, k0 + tx] (contiguous along k),
+        // transposed into tile_b[k][column]
+        let kk = k0 + lid.x;
+        for (var c = 0u; c < 4u; c = c + 1u) {
+            let col = col0 + lid.y + 16u * c;
+            var v = 0.0;
+            if col < params.n && kk < params.k {
+                v = b[col * params.k + kk];
+            }
+            tile_b[lid.x][lid.y + 16u * c] = v;
         }
-        tile_b[lid.x][lid.y] = v;
         workgroupBarrier();
-        acc = acc + tile_dot(lid);
+        accumulate(&acc, lid);
         workgroupBarrier();
     }
-    store(row, col, acc);
+    store(row0, col0, acc, lid);
 }

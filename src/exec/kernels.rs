@@ -150,9 +150,7 @@ impl Kernel {
 
 /// The kernel for a call, in place or not, and the order in which the node's tensors
 /// are bound: indices into `[inputs.., output]` (`inputs.len()` is the output).
-///
-/// # Errors
-/// `None` when the call has no in-place kernel and `inplace` is asked.
+/// `None` when `inplace` is asked of a call that has no in-place kernel.
 pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])> {
     Some(match (call, inplace) {
         (OpCall::Unary { .. }, false) => (Kernel::Unary, &[0, 1]),
@@ -180,8 +178,8 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
 
 /// Threads per workgroup of the 1-D kernels (elementwise, rows).
 pub const WORKGROUP_THREADS: u64 = 256;
-/// Edge of a matmul tile.
-pub const MATMUL_TILE: u64 = 16;
+/// Rows and columns of the output block one matmul workgroup computes.
+pub const MATMUL_BLOCK: u64 = 64;
 
 /// Spreads `groups` workgroups over x and y so that neither exceeds `max` (kernels
 /// index `wid.y * num_workgroups.x + wid.x`).
@@ -209,8 +207,8 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         | OpCall::LayerNorm { rows, .. }
         | OpCall::RmsNorm { rows, .. } => u64::from(rows),
         OpCall::Matmul { m, n, .. } => {
-            let gx = u64::from(n).div_ceil(MATMUL_TILE);
-            let gy = u64::from(m).div_ceil(MATMUL_TILE);
+            let gx = u64::from(n).div_ceil(MATMUL_BLOCK);
+            let gy = u64::from(m).div_ceil(MATMUL_BLOCK);
             let worst = gx.max(gy);
             if worst > u64::from(max_per_dimension) {
                 return Err(ExecError::TooManyWorkgroups {
@@ -385,7 +383,7 @@ mod tests {
         let call = OpCall::Matmul {
             m: 1,
             k: 1,
-            n: 16 * 70_000,
+            n: 64 * 70_000,
             transposed_b: false,
         };
         assert!(matches!(
