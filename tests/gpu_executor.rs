@@ -362,3 +362,78 @@ fn in_place_chain_over_one_range_matches_the_cpu() {
         .expect("value");
     assert_close("in-place chain", &gpu, &cpu, 1e-5);
 }
+
+#[test]
+fn a_view_is_bound_at_its_roots_range() {
+    let Some(ctx) = gpu() else { return };
+    let mut g = GraphBuilder::new("view");
+    let x = g.input("x", DType::F32, &[4, 8]);
+    let flat = g.view("flat", x, &[32]);
+    let y = g.node("softmax", &[flat], &[32], false);
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let plan = layer_plan(&graph, 256, |_| true, false);
+    assert!(
+        plan.placements[flat.index()].is_none(),
+        "views get no range of their own"
+    );
+    let mem = allocate(&ctx, &plan);
+    let memory = TensorMemory::single(&plan, &mem);
+    let mut values = HashMap::new();
+    values.insert(
+        x,
+        TensorData::F32((0..32).map(|i| (i as f32 * 0.3).sin()).collect()),
+    );
+    memory
+        .write(&ctx, &graph, x, &values[&x].to_bytes())
+        .expect("upload");
+    Executor::new(&ctx).run(&graph, &memory).expect("run");
+    let gpu = memory.read_f32(&ctx, &graph, y).expect("read");
+    let cpu = cpu_ref::evaluate(&graph, &values).expect("cpu")[y.index()]
+        .clone()
+        .and_then(|d| d.as_f32().map(<[f32]>::to_vec))
+        .expect("value");
+    assert_close("softmax over a view", &gpu, &cpu, 1e-5);
+    assert!(
+        (gpu.iter().sum::<f32>() - 1.0).abs() < 1e-5,
+        "one row of 32"
+    );
+}
+
+#[test]
+fn a_new_memory_gets_new_bind_groups_not_the_old_buffers() {
+    let Some(ctx) = gpu() else { return };
+    let (graph, x, b) = small_graph();
+    let plan = layer_plan(&graph, 256, |_| true, true);
+    let (mem_a, mem_b) = (allocate(&ctx, &plan), allocate(&ctx, &plan));
+    let (first, second) = (
+        TensorMemory::single(&plan, &mem_a),
+        TensorMemory::single(&plan, &mem_b),
+    );
+    let mut exec = Executor::new(&ctx);
+    let y = graph.nodes[2].output;
+    let mut outputs = Vec::new();
+    for (memory, shift) in [(&first, 0.0f32), (&second, 1.0)] {
+        let mut values = HashMap::new();
+        values.insert(
+            x,
+            TensorData::F32((0..32).map(|i| i as f32 / 16.0 - shift).collect()),
+        );
+        values.insert(b, TensorData::F32(vec![shift; 8]));
+        for (&id, d) in &values {
+            memory
+                .write(&ctx, &graph, id, &d.to_bytes())
+                .expect("upload");
+        }
+        let report = exec.run(&graph, memory).expect("run");
+        assert_eq!(report.bind_groups_created, graph.nodes.len());
+        let gpu = memory.read_f32(&ctx, &graph, y).expect("read");
+        let cpu = cpu_ref::evaluate(&graph, &values).expect("cpu")[y.index()]
+            .clone()
+            .and_then(|d| d.as_f32().map(<[f32]>::to_vec))
+            .expect("value");
+        assert_close("second memory", &gpu, &cpu, 1e-5);
+        outputs.push(gpu);
+    }
+    assert_ne!(outputs[0], outputs[1]);
+}
