@@ -37,6 +37,9 @@ pub use bindings::{BindGroupKey, RangeKey};
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use kernels::{Kernel, Shader};
-pub use ops::{resolve, supports, BinaryOp, OpCall, UnaryOp, SUPPORTED_OPS};
+pub use ops::{
+    resolve, supports, BinaryOp, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
+    SUPPORTED_OPS,
+};
 pub use params::KernelParams;
 pub use tensor_memory::{TensorMemory, TensorRange};
