@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-/// Why running a planned graph failed.
+/// Why running a planned graph (or evaluating it on the CPU) failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum ExecError {
@@ -13,5 +13,170 @@ pub enum ExecError {
         node: u32,
         /// The op.
         op: String,
+    },
+    /// A node has the wrong number of inputs for its op.
+    #[error("node {node}: op {op:?} takes {expected} inputs, got {got}")]
+    WrongArity {
+        /// The node's step.
+        node: u32,
+        /// The op.
+        op: String,
+        /// Inputs the op takes.
+        expected: usize,
+        /// Inputs the node has.
+        got: usize,
+    },
+    /// A node's tensors do not have the shapes or types its op needs.
+    #[error("node {node}: op {op:?}: {problem}")]
+    BadShape {
+        /// The node's step.
+        node: u32,
+        /// The op.
+        op: String,
+        /// What is wrong, with the numbers.
+        problem: String,
+    },
+    /// A node names a tensor the graph does not have.
+    #[error("node {node}: unknown tensor t{tensor}")]
+    UnknownTensor {
+        /// The node's step.
+        node: u32,
+        /// The id named.
+        tensor: u32,
+    },
+    /// A dimension or element count does not fit the kernels' 32-bit indexing.
+    #[error("node {node}: {len} elements exceed the kernels' 32-bit indexing (max {max})")]
+    TooManyElements {
+        /// The node's step.
+        node: u32,
+        /// The element count.
+        len: u64,
+        /// The largest count supported.
+        max: u64,
+    },
+    /// A dispatch needs more workgroups than the device allows in one dimension.
+    #[error("node {node}: {groups} workgroups exceed the device's {max} per dimension")]
+    TooManyWorkgroups {
+        /// The node's step.
+        node: u32,
+        /// Workgroups needed in the offending dimension.
+        groups: u64,
+        /// `max_compute_workgroups_per_dimension`.
+        max: u32,
+    },
+    /// No layer of the tensor memory places this tensor (or its root).
+    #[error("tensor t{tensor} ({name}) has no placement in any memory layer")]
+    NotPlaced {
+        /// The tensor.
+        tensor: u32,
+        /// Its name.
+        name: String,
+    },
+    /// A placement names a chunk that has no buffer.
+    #[error(
+        "tensor t{tensor} is placed in buffer {buffer} chunk {chunk}, which has no wgpu buffer"
+    )]
+    MissingChunk {
+        /// The tensor.
+        tensor: u32,
+        /// The plan's buffer id.
+        buffer: usize,
+        /// The chunk.
+        chunk: usize,
+    },
+    /// A tensor is larger than the placement reserved for it (or its root).
+    #[error("tensor t{tensor} needs {size} bytes but its placement holds {placement_size}")]
+    LargerThanPlacement {
+        /// The tensor.
+        tensor: u32,
+        /// Bytes it needs (rounded up to 4).
+        size: u64,
+        /// Bytes its placement reserves.
+        placement_size: u64,
+    },
+    /// A tensor's range ends past the end of its wgpu buffer.
+    #[error("tensor t{tensor} at [{offset}, {offset}+{size}) runs past its buffer of {buffer_size} bytes")]
+    PastBufferEnd {
+        /// The tensor.
+        tensor: u32,
+        /// Its offset.
+        offset: u64,
+        /// Its bound size.
+        size: u64,
+        /// The buffer's size.
+        buffer_size: u64,
+    },
+    /// A tensor's offset is not a multiple of the device's storage offset alignment.
+    #[error("tensor t{tensor} at offset {offset} is not aligned to {alignment} bytes")]
+    MisalignedOffset {
+        /// The tensor.
+        tensor: u32,
+        /// Its offset.
+        offset: u64,
+        /// `min_storage_buffer_offset_alignment`.
+        alignment: u32,
+    },
+    /// A tensor is larger than the device's largest storage binding.
+    #[error(
+        "tensor t{tensor} of {size} bytes exceeds the largest storage binding ({max_size} bytes)"
+    )]
+    BindingTooLarge {
+        /// The tensor.
+        tensor: u32,
+        /// Its bound size.
+        size: u64,
+        /// `max_storage_buffer_binding_size`.
+        max_size: u64,
+    },
+    /// A tensor of size zero cannot be bound.
+    #[error("tensor t{tensor} is empty and cannot be bound")]
+    EmptyTensor {
+        /// The tensor.
+        tensor: u32,
+    },
+    /// Two tensors of one dispatch overlap in memory (other than an in-place output
+    /// over its first input).
+    #[error("node {node}: tensors t{first} and t{second} overlap in memory")]
+    OverlappingBindings {
+        /// The node's step.
+        node: u32,
+        /// One tensor.
+        first: u32,
+        /// The other.
+        second: u32,
+    },
+    /// The output was placed over the first input but the op has no in-place kernel.
+    #[error(
+        "node {node}: op {op:?} has no in-place kernel but its output shares its input's memory"
+    )]
+    NoInPlaceKernel {
+        /// The node's step.
+        node: u32,
+        /// The op.
+        op: String,
+    },
+    /// wgpu reported an error (validation, out of memory, a failed map or poll).
+    #[error("device error: {message}")]
+    Device {
+        /// What wgpu said.
+        message: String,
+    },
+    /// Data given for a tensor has the wrong length.
+    #[error("tensor t{tensor}: expected {expected} bytes of data, got {got}")]
+    WrongDataSize {
+        /// The tensor.
+        tensor: u32,
+        /// Its size.
+        expected: u64,
+        /// Bytes given.
+        got: u64,
+    },
+    /// The CPU evaluation has no value for an input or weight.
+    #[error("tensor t{tensor} ({name}) is read before any value was given or computed")]
+    MissingValue {
+        /// The tensor.
+        tensor: u32,
+        /// Its name.
+        name: String,
     },
 }

@@ -1,5 +1,45 @@
 //! Running and proving: WGSL kernels, the executor, CPU references and the alias proof.
+//!
+//! * [`Executor`]: runs a planned graph on the GPU. [`Executor::new`] takes a
+//!   [`crate::device::GpuContext`]; [`Executor::run`] records every node into one
+//!   compute pass, submits once, waits, and returns a [`RunReport`] (CPU encode time,
+//!   GPU pass time from timestamp queries when the device has them, bind groups
+//!   created and reused). Pipelines are built once per kernel; bind groups are cached
+//!   per kernel and planned ranges; parameters share one uniform buffer with dynamic
+//!   offsets.
+//! * [`TensorMemory`]: where tensors live: layers of ([`crate::plan::Plan`],
+//!   [`crate::device::PlannedMemory`]), e.g. activations then weights. It also writes
+//!   tensors ([`TensorMemory::write_f32`], [`TensorMemory::write_u32`]) and reads them
+//!   back ([`TensorMemory::read_f32`]).
+//! * [`cpu_ref`]: the same math on the CPU, per op and for a whole graph
+//!   ([`cpu_ref::evaluate`]).
+//! * Supported ops ([`Executor::supports`], [`SUPPORTED_OPS`]): `copy`, `scale`
+//!   (`params[0]`), `relu`, `gelu` (tanh form), `silu`, `add`, `mul` (second input
+//!   repeated to the first's length), `softmax`, `softmax_causal` (rows of the last
+//!   dimension; row `r` of each `[n, cols]` block sees columns `0..=r % n`),
+//!   `layer_norm` (x, gain, bias; eps = `params[0]`, default 1e-5), `rms_norm`
+//!   (x, gain; eps), `matmul` (`[m,k]×[k,n]`), `matmul_bt` (`[m,k]×[n,k]ᵀ`),
+//!   `embedding` (u32 ids × `[vocab, d]` table; an id ≥ vocab gives a zero row), `rope`
+//!   (`[rows, d]`, row = position, base `params[0]`, default 10000).
+//!   Elementwise ops, both softmaxes and rope also run in place: when the plan puts a
+//!   node's output on its first input's range, the in-place kernel binds it once.
 
+mod bindings;
+pub mod cpu_ref;
 mod error;
+mod executor;
+mod kernels;
+mod ops;
+mod params;
+mod tensor_memory;
 
+pub use bindings::{BindGroupKey, RangeKey};
 pub use error::ExecError;
+pub use executor::{Executor, RunReport};
+pub use kernels::{Kernel, Shader};
+pub use ops::{
+    resolve, supports, BinaryOp, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
+    SUPPORTED_OPS,
+};
+pub use params::KernelParams;
+pub use tensor_memory::{TensorMemory, TensorRange};

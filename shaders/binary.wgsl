@@ -1,0 +1,55 @@
+// Binary elementwise kernels: add and mul, with `b` broadcast by repetition
+// (`b[i % len_b]`, so a bias row of length `cols` applies to every row).
+//
+// `binary` writes `out = a op b`; `binary_inplace` rewrites `a` (bound once).
+
+struct Params {
+    len: u32,   // elements of a (and of out)
+    len_b: u32, // elements of b; divides len
+    op: u32,    // 0 add, 1 mul
+    unused0: u32,
+    unused1: f32,
+    unused2: f32,
+    unused3: f32,
+    unused4: f32,
+}
+
+@group(0) @binding(0) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read_write> a: array<f32>;
+@group(0) @binding(2) var<storage, read_write> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+fn combine(u: f32, v: f32) -> f32 {
+    if params.op == 1u {
+        return u * v;
+    }
+    return u + v;
+}
+
+fn element(wid: vec3<u32>, groups: vec3<u32>, lid: u32) -> u32 {
+    return (wid.y * groups.x + wid.x) * 256u + lid;
+}
+
+@compute @workgroup_size(256)
+fn binary(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = element(wid, groups, lid);
+    if i < params.len {
+        out[i] = combine(a[i], b[i % params.len_b]);
+    }
+}
+
+@compute @workgroup_size(256)
+fn binary_inplace(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = element(wid, groups, lid);
+    if i < params.len {
+        a[i] = combine(a[i], b[i % params.len_b]);
+    }
+}

@@ -1,0 +1,506 @@
+//! CPU references: every op's math on the CPU (accumulating in f64), and
+//! [`evaluate`], which runs a whole graph.
+//!
+//! Tensor values are [`TensorData`]: `F32` for float tensors, `U32` for token ids
+//! (`u32` or `i32` tensors, read as `u32`). A view reads its root's first elements,
+//! and a node writing a view writes its root's first elements, as on the GPU.
+
+use std::collections::HashMap;
+
+use super::ops::{self, BinaryOp, OpCall, UnaryOp};
+use super::ExecError;
+use crate::graph::{DType, Graph, TensorId};
+
+/// The values of one tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorData {
+    /// Float values.
+    F32(Vec<f32>),
+    /// Integer values (token ids).
+    U32(Vec<u32>),
+}
+
+impl TensorData {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            TensorData::F32(v) => v.len(),
+            TensorData::U32(v) => v.len(),
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The float values, if this is `F32`.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            TensorData::F32(v) => Some(v),
+            TensorData::U32(_) => None,
+        }
+    }
+
+    /// The little-endian bytes (what the GPU buffer holds).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            TensorData::F32(v) => bytemuck::cast_slice(v).to_vec(),
+            TensorData::U32(v) => bytemuck::cast_slice(v).to_vec(),
+        }
+    }
+
+    fn prefix(&self, len: usize) -> TensorData {
+        match self {
+            TensorData::F32(v) => TensorData::F32(v[..len.min(v.len())].to_vec()),
+            TensorData::U32(v) => TensorData::U32(v[..len.min(v.len())].to_vec()),
+        }
+    }
+}
+
+/// GELU, tanh approximation: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+pub fn gelu(x: f32) -> f32 {
+    let x = f64::from(x);
+    let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+    (0.5 * x * (1.0 + u.tanh())) as f32
+}
+
+/// SiLU: `x · sigmoid(x)`.
+pub fn silu(x: f32) -> f32 {
+    let x = f64::from(x);
+    (x / (1.0 + (-x).exp())) as f32
+}
+
+/// A unary elementwise op.
+pub fn unary(op: UnaryOp, alpha: f32, x: &[f32]) -> Vec<f32> {
+    x.iter()
+        .map(|&v| match op {
+            UnaryOp::Copy => v,
+            UnaryOp::Scale => v * alpha,
+            UnaryOp::Relu => v.max(0.0),
+            UnaryOp::Gelu => gelu(v),
+            UnaryOp::Silu => silu(v),
+        })
+        .collect()
+}
+
+/// A binary elementwise op with `b` repeated (`b[i % b.len()]`); empty `b` gives `a`.
+pub fn binary(op: BinaryOp, a: &[f32], b: &[f32]) -> Vec<f32> {
+    if b.is_empty() {
+        return a.to_vec();
+    }
+    a.iter()
+        .enumerate()
+        .map(|(i, &u)| {
+            let v = b[i % b.len()];
+            match op {
+                BinaryOp::Add => u + v,
+                BinaryOp::Mul => u * v,
+            }
+        })
+        .collect()
+}
+
+/// Softmax of each row of length `cols`; with `causal_period = Some(p)`, row `r` sees
+/// only columns `0..=r % p` (the rest become 0).
+pub fn softmax(x: &[f32], cols: usize, causal_period: Option<usize>) -> Vec<f32> {
+    let mut out = vec![0.0f32; x.len()];
+    if cols == 0 {
+        return out;
+    }
+    for (r, (row, dst)) in x.chunks(cols).zip(out.chunks_mut(cols)).enumerate() {
+        let visible = match causal_period {
+            Some(p) => (r % p.max(1) + 1).min(row.len()),
+            None => row.len(),
+        };
+        let max = row[..visible]
+            .iter()
+            .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+        let sum: f64 = row[..visible]
+            .iter()
+            .map(|&v| (f64::from(v) - max).exp())
+            .sum();
+        for c in 0..visible {
+            dst[c] = ((f64::from(row[c]) - max).exp() / sum) as f32;
+        }
+    }
+    out
+}
+
+/// Layer norm of each row of length `gain.len()`: `(x − mean)/√(var + eps)·gain + bias`.
+pub fn layer_norm(x: &[f32], gain: &[f32], bias: &[f32], eps: f32) -> Vec<f32> {
+    let cols = gain.len();
+    let mut out = Vec::with_capacity(x.len());
+    if cols == 0 {
+        return x.to_vec();
+    }
+    for row in x.chunks(cols) {
+        let n = row.len() as f64;
+        let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        let var = row
+            .iter()
+            .map(|&v| (f64::from(v) - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        let inv = 1.0 / (var + f64::from(eps)).sqrt();
+        for (c, &v) in row.iter().enumerate() {
+            let b = bias.get(c).copied().unwrap_or(0.0);
+            out.push(((f64::from(v) - mean) * inv * f64::from(gain[c]) + f64::from(b)) as f32);
+        }
+    }
+    out
+}
+
+/// RMS norm of each row of length `gain.len()`: `x/√(mean(x²) + eps)·gain`.
+pub fn rms_norm(x: &[f32], gain: &[f32], eps: f32) -> Vec<f32> {
+    let cols = gain.len();
+    if cols == 0 {
+        return x.to_vec();
+    }
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(cols) {
+        let mean_sq = row.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / row.len() as f64;
+        let inv = 1.0 / (mean_sq + f64::from(eps)).sqrt();
+        for (c, &v) in row.iter().enumerate() {
+            out.push((f64::from(v) * inv * f64::from(gain[c])) as f32);
+        }
+    }
+    out
+}
+
+/// `a [m, k] × b` where `b` is `[k, n]`, or `[n, k]` when `transposed_b`.
+pub fn matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize, transposed_b: bool) -> Vec<f32> {
+    let mut out = vec![0.0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0.0f64;
+            for p in 0..k {
+                let bv = if transposed_b {
+                    b[j * k + p]
+                } else {
+                    b[p * n + j]
+                };
+                acc += f64::from(a[i * k + p]) * f64::from(bv);
+            }
+            out[i * n + j] = acc as f32;
+        }
+    }
+    out
+}
+
+/// Rows of `table` (`[vocab, dim]`) picked by `ids`; an id ≥ vocab gives zeros.
+pub fn embedding(ids: &[u32], table: &[f32], dim: usize) -> Vec<f32> {
+    let vocab = table.len().checked_div(dim).unwrap_or(0);
+    let mut out = Vec::with_capacity(ids.len() * dim);
+    for &id in ids {
+        let id = id as usize;
+        if id < vocab {
+            out.extend_from_slice(&table[id * dim..(id + 1) * dim]);
+        } else {
+            out.extend(std::iter::repeat_n(0.0, dim));
+        }
+    }
+    out
+}
+
+/// Rotary embedding of `[rows, dim]`: pair `(2j, 2j+1)` of row `r` rotated by
+/// `r · base^(−2j/dim)` (the angle computed in f32 like the kernel).
+pub fn rope(x: &[f32], dim: usize, base: f32) -> Vec<f32> {
+    let mut out = x.to_vec();
+    if dim < 2 {
+        return out;
+    }
+    for (r, row) in out.chunks_mut(dim).enumerate() {
+        for j in 0..dim / 2 {
+            let inv_freq = base.powf(-2.0 * j as f32 / dim as f32);
+            let angle = f64::from(r as f32 * inv_freq);
+            let (sin, cos) = angle.sin_cos();
+            let (x0, x1) = (f64::from(row[2 * j]), f64::from(row[2 * j + 1]));
+            row[2 * j] = (x0 * cos - x1 * sin) as f32;
+            row[2 * j + 1] = (x0 * sin + x1 * cos) as f32;
+        }
+    }
+    out
+}
+
+/// Applies one checked call to its inputs' values (in the node's order).
+///
+/// # Errors
+/// [`ExecError::BadShape`] (node `node`) when a value has the wrong type or length.
+pub fn apply(
+    call: &OpCall,
+    inputs: &[&TensorData],
+    node: u32,
+    op: &str,
+) -> Result<Vec<f32>, ExecError> {
+    let bad = |problem: String| ExecError::BadShape {
+        node,
+        op: op.to_string(),
+        problem,
+    };
+    let float = |i: usize, len: usize| -> Result<&[f32], ExecError> {
+        let v = inputs
+            .get(i)
+            .and_then(|d| d.as_f32())
+            .ok_or_else(|| bad(format!("input {i} is not an f32 value")))?;
+        if v.len() != len {
+            return Err(bad(format!(
+                "input {i} has {} values, expected {len}",
+                v.len()
+            )));
+        }
+        Ok(v)
+    };
+    let u = |v: u32| v as usize;
+    Ok(match *call {
+        OpCall::Unary { op, len, alpha } => unary(op, alpha, float(0, u(len))?),
+        OpCall::Binary { op, len, len_b } => binary(op, float(0, u(len))?, float(1, u(len_b))?),
+        OpCall::Softmax {
+            rows,
+            cols,
+            causal_period,
+        } => softmax(float(0, u(rows) * u(cols))?, u(cols), causal_period.map(u)),
+        OpCall::LayerNorm { rows, cols, eps } => layer_norm(
+            float(0, u(rows) * u(cols))?,
+            float(1, u(cols))?,
+            float(2, u(cols))?,
+            eps,
+        ),
+        OpCall::RmsNorm { rows, cols, eps } => {
+            rms_norm(float(0, u(rows) * u(cols))?, float(1, u(cols))?, eps)
+        }
+        OpCall::Matmul {
+            m,
+            k,
+            n,
+            transposed_b,
+        } => matmul(
+            float(0, u(m) * u(k))?,
+            float(1, u(k) * u(n))?,
+            u(m),
+            u(k),
+            u(n),
+            transposed_b,
+        ),
+        OpCall::Embedding { rows, dim, vocab } => {
+            let ids = match inputs.first() {
+                Some(TensorData::U32(ids)) if ids.len() == u(rows) => ids,
+                _ => return Err(bad(format!("input 0 must be {rows} u32 token ids"))),
+            };
+            embedding(ids, float(1, u(vocab) * u(dim))?, u(dim))
+        }
+        OpCall::Rope { rows, dim, base } => rope(float(0, u(rows) * u(dim))?, u(dim), base),
+    })
+}
+
+/// Evaluates `graph` on the CPU. `values` gives every input and weight (by id; a view's
+/// root suffices). Returns the value of every tensor after the pass, by id (`None`
+/// for a tensor neither given nor computed).
+///
+/// # Errors
+/// [`ExecError::MissingValue`] when a node reads a tensor that has no value,
+/// [`ExecError::WrongDataSize`] for a given value of the wrong length, and the errors
+/// of [`ops::resolve`] and [`apply`].
+pub fn evaluate(
+    graph: &Graph,
+    values: &HashMap<TensorId, TensorData>,
+) -> Result<Vec<Option<TensorData>>, ExecError> {
+    let count = graph.tensors.len();
+    let mut roots: Vec<Option<TensorData>> = vec![None; count];
+    let elements = |id: TensorId| {
+        graph
+            .tensor(id)
+            .map_or(0, |t| (t.size / t.dtype.size().max(1)) as usize)
+    };
+    for (&id, data) in values {
+        let root = graph.root_of(id).ok_or(ExecError::MissingValue {
+            tensor: id.0,
+            name: String::new(),
+        })?;
+        if data.len() != elements(root) {
+            return Err(ExecError::WrongDataSize {
+                tensor: id.0,
+                expected: graph.tensor(root).map_or(0, |t| t.size),
+                got: (data.len() as u64).saturating_mul(4),
+            });
+        }
+        roots[root.index()] = Some(data.clone());
+    }
+    for (step, node) in graph.nodes.iter().enumerate() {
+        let call = ops::resolve(graph, step)?;
+        let node_id = step as u32;
+        let mut inputs = Vec::with_capacity(node.inputs.len());
+        for &id in &node.inputs {
+            let missing = || ExecError::MissingValue {
+                tensor: id.0,
+                name: graph.tensor(id).map(|t| t.name.clone()).unwrap_or_default(),
+            };
+            let root = graph.root_of(id).ok_or_else(missing)?;
+            let data = roots[root.index()].as_ref().ok_or_else(missing)?;
+            inputs.push(data.prefix(elements(id)));
+        }
+        let refs: Vec<&TensorData> = inputs.iter().collect();
+        let result = apply(&call, &refs, node_id, &node.op)?;
+        let root = graph.root_of(node.output).ok_or(ExecError::UnknownTensor {
+            node: node_id,
+            tensor: node.output.0,
+        })?;
+        let root_len = elements(root);
+        let slot = &mut roots[root.index()];
+        match slot {
+            Some(TensorData::F32(existing)) if existing.len() >= result.len() => {
+                existing[..result.len()].copy_from_slice(&result);
+            }
+            _ => {
+                let mut fresh = vec![0.0f32; root_len.max(result.len())];
+                fresh[..result.len()].copy_from_slice(&result);
+                *slot = Some(TensorData::F32(fresh));
+            }
+        }
+    }
+    Ok(graph
+        .tensors
+        .iter()
+        .map(|t| {
+            let root = graph.root_of(t.id)?;
+            roots[root.index()]
+                .as_ref()
+                .map(|d| d.prefix(elements(t.id)))
+        })
+        .collect())
+}
+
+/// The zero value of a tensor of `dtype` with `len` elements.
+pub fn zeros(dtype: DType, len: usize) -> TensorData {
+    match dtype {
+        DType::U32 | DType::I32 => TensorData::U32(vec![0; len]),
+        _ => TensorData::F32(vec![0.0; len]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::GraphBuilder;
+
+    #[test]
+    fn softmax_rows_sum_to_one() {
+        let x: Vec<f32> = (0..21).map(|i| (i as f32 * 0.37).sin() * 5.0).collect();
+        let y = softmax(&x, 7, None);
+        for row in y.chunks(7) {
+            let sum: f32 = row.iter().sum();
+            assert!((sum - 1.0).abs() < 1e-6, "{sum}");
+            assert!(row.iter().all(|&p| p > 0.0));
+        }
+    }
+
+    #[test]
+    fn causal_softmax_masks_columns_after_the_row() {
+        let x = vec![1.0f32; 16];
+        let y = softmax(&x, 4, Some(4));
+        assert_eq!(&y[0..4], &[1.0, 0.0, 0.0, 0.0]);
+        assert_eq!(&y[4..8], &[0.5, 0.5, 0.0, 0.0]);
+        assert!((y[15] - 0.25).abs() < 1e-7);
+    }
+
+    #[test]
+    fn softmax_of_huge_logits_stays_finite() {
+        let y = softmax(&[1e30, 0.0, -1e30], 3, None);
+        assert_eq!(y, vec![1.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn layer_norm_rows_have_zero_mean_and_unit_variance() {
+        let x: Vec<f32> = (0..40).map(|i| i as f32 * 1.5 - 3.0).collect();
+        let y = layer_norm(&x, &[1.0; 10], &[0.0; 10], 1e-5);
+        for row in y.chunks(10) {
+            let mean: f32 = row.iter().sum::<f32>() / 10.0;
+            let var: f32 = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / 10.0;
+            assert!(
+                mean.abs() < 1e-5 && (var - 1.0).abs() < 1e-3,
+                "{mean} {var}"
+            );
+        }
+    }
+
+    #[test]
+    fn rms_norm_rows_have_unit_rms() {
+        let x: Vec<f32> = (0..12).map(|i| i as f32 - 4.0).collect();
+        let y = rms_norm(&x, &[1.0; 6], 0.0);
+        for row in y.chunks(6) {
+            let rms = (row.iter().map(|v| v * v).sum::<f32>() / 6.0).sqrt();
+            assert!((rms - 1.0).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn matmul_bt_equals_matmul_with_the_transpose() {
+        let a: Vec<f32> = (0..6).map(|i| i as f32).collect(); // [2,3]
+        let b: Vec<f32> = (0..12).map(|i| (i as f32) * 0.5 - 2.0).collect(); // [3,4]
+        let mut bt = vec![0.0; 12]; // [4,3]
+        for p in 0..3 {
+            for j in 0..4 {
+                bt[j * 3 + p] = b[p * 4 + j];
+            }
+        }
+        assert_eq!(
+            matmul(&a, &b, 2, 3, 4, false),
+            matmul(&a, &bt, 2, 3, 4, true)
+        );
+        assert_eq!(matmul(&[1.0, 2.0], &[3.0, 4.0], 1, 2, 1, false), vec![11.0]);
+    }
+
+    #[test]
+    fn gelu_and_silu_match_known_values() {
+        assert_eq!(gelu(0.0), 0.0);
+        assert!((gelu(1.0) - 0.841_192).abs() < 1e-5);
+        assert!((gelu(-3.0) - (-0.003_637_4)).abs() < 1e-5);
+        assert!((silu(1.0) - 0.731_058_6).abs() < 1e-6);
+        assert_eq!(silu(-200.0), -0.0);
+    }
+
+    #[test]
+    fn embedding_out_of_range_ids_give_zero_rows() {
+        let table = vec![1.0, 2.0, 3.0, 4.0];
+        assert_eq!(
+            embedding(&[1, 5, 0], &table, 2),
+            vec![3.0, 4.0, 0.0, 0.0, 1.0, 2.0]
+        );
+    }
+
+    #[test]
+    fn rope_keeps_position_zero_and_preserves_pair_norms() {
+        let x: Vec<f32> = (0..24).map(|i| (i as f32 * 0.7).cos()).collect();
+        let y = rope(&x, 8, 10000.0);
+        assert_eq!(&y[..8], &x[..8]);
+        for (a, b) in x.chunks(2).zip(y.chunks(2)) {
+            let (na, nb) = (a[0].hypot(a[1]), b[0].hypot(b[1]));
+            assert!((na - nb).abs() < 1e-5);
+        }
+        assert_ne!(&y[8..16], &x[8..16]);
+    }
+
+    #[test]
+    fn evaluate_runs_a_small_graph_and_reports_missing_values() {
+        let mut b = GraphBuilder::new("t");
+        let x = b.input("x", DType::F32, &[2, 3]);
+        let w = b.weight("w", DType::F32, &[3, 2]);
+        let y = b.node("matmul", &[x, w], &[2, 2], false);
+        let z = b.node_with_params("scale", &[y], &[2, 2], true, &[2.0]);
+        b.mark_output(z);
+        let g = b.build().expect("valid");
+        let mut values = HashMap::new();
+        values.insert(x, TensorData::F32(vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0]));
+        values.insert(w, TensorData::F32(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+        let out = evaluate(&g, &values).expect("runs");
+        assert_eq!(
+            out[z.index()],
+            Some(TensorData::F32(vec![2.0, 4.0, 6.0, 8.0]))
+        );
+        values.remove(&w);
+        assert!(matches!(
+            evaluate(&g, &values),
+            Err(ExecError::MissingValue { tensor, .. }) if tensor == w.0
+        ));
+    }
+}

@@ -1,0 +1,404 @@
+//! [`Executor`]: records a whole planned graph into one command encoder and one compute
+//! pass, with pipelines built once, bind groups cached per planned range and all
+//! per-dispatch parameters in one uniform buffer at dynamic offsets; submits once and
+//! waits.
+
+use std::time::{Duration, Instant};
+
+use super::bindings::{BindGroupCache, BindGroupKey};
+use super::kernels::{self, Kernel, KernelRegistry};
+use super::ops::{self, OpCall};
+use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
+use super::tensor_memory::{map_read, TensorMemory, TensorRange};
+use super::ExecError;
+use crate::device::GpuContext;
+use crate::graph::Graph;
+
+/// What one run did and how long it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// Dispatches recorded (one per node).
+    pub dispatches: usize,
+    /// Of those, dispatches that ran an in-place kernel.
+    pub inplace_dispatches: usize,
+    /// CPU time to resolve the nodes, build missing pipelines and bind groups, and
+    /// record the pass.
+    pub encode_time: Duration,
+    /// CPU wall time from submit until the device finished.
+    pub wait_time: Duration,
+    /// GPU time of the compute pass from timestamp queries, when the device has
+    /// `TIMESTAMP_QUERY`; `None` otherwise.
+    pub gpu_time: Option<Duration>,
+    /// Bind groups created by this run (0 on a repeated run over the same memory).
+    pub bind_groups_created: usize,
+    /// Bind groups taken from the cache by this run.
+    pub bind_groups_reused: usize,
+    /// Pipelines built so far (all runs).
+    pub pipelines: usize,
+}
+
+/// Timestamp queries of the pass: the query set, its resolve target and a readback.
+#[derive(Debug)]
+struct Timer {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+impl Timer {
+    fn new(device: &wgpu::Device) -> Timer {
+        let size = 2 * wgpu::QUERY_SIZE as u64;
+        Timer {
+            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("wgalloc pass time"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc timestamps"),
+                size,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            readback: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc timestamps readback"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        }
+    }
+}
+
+/// One recorded dispatch, ready to encode.
+struct Dispatch {
+    pipeline: wgpu::ComputePipeline,
+    group: wgpu::BindGroup,
+    offset: u32,
+    grid: [u32; 3],
+}
+
+/// One node before its bind group exists.
+struct Prepared<'a> {
+    kernel: Kernel,
+    ranges: Vec<TensorRange<'a>>,
+    offset: u32,
+    grid: [u32; 3],
+}
+
+/// Runs planned graphs on one device. Pipelines and bind-group layouts are built on
+/// first use and kept; bind groups are cached per kernel and planned ranges for the
+/// last [`TensorMemory`] run.
+#[derive(Debug)]
+pub struct Executor {
+    ctx: GpuContext,
+    registry: KernelRegistry,
+    bind_groups: BindGroupCache,
+    uniform: Option<wgpu::Buffer>,
+    uniform_generation: u64,
+    timer: Option<Timer>,
+}
+
+impl Executor {
+    /// An executor on `ctx`'s device (cheap: pipelines are built when first needed).
+    pub fn new(ctx: &GpuContext) -> Executor {
+        Executor {
+            ctx: ctx.clone(),
+            registry: KernelRegistry::new(),
+            bind_groups: BindGroupCache::new(),
+            uniform: None,
+            uniform_generation: 0,
+            timer: ctx.has_timestamps().then(|| Timer::new(&ctx.device)),
+        }
+    }
+
+    /// Whether `op` has a kernel; the list is [`ops::SUPPORTED_OPS`].
+    pub fn supports(op: &str) -> bool {
+        ops::supports(op)
+    }
+
+    /// The device context.
+    pub fn context(&self) -> &GpuContext {
+        &self.ctx
+    }
+
+    /// Builds every kernel's pipeline now instead of on first use.
+    ///
+    /// # Errors
+    /// [`ExecError::Device`] when wgpu rejects a shader or pipeline.
+    pub fn build_all_pipelines(&mut self) -> Result<(), ExecError> {
+        for kernel in Kernel::ALL {
+            self.registry.pipeline(&self.ctx.device, kernel)?;
+        }
+        Ok(())
+    }
+
+    /// The uniform buffer, grown to at least `size` bytes (growing drops the cached
+    /// bind groups, which name the old buffer).
+    fn uniform_of_size(&mut self, size: u64) -> wgpu::Buffer {
+        if let Some(buffer) = &self.uniform {
+            if buffer.size() >= size {
+                return buffer.clone();
+            }
+        }
+        let buffer = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgalloc kernel params"),
+            size: size.next_power_of_two().max(size),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.uniform_generation += 1;
+        self.uniform = Some(buffer.clone());
+        buffer
+    }
+
+    /// Checks the device limits on one bound range.
+    fn check_binding(&self, tensor: u32, range: &TensorRange<'_>) -> Result<(), ExecError> {
+        let alignment = self.ctx.limits.min_storage_buffer_offset_alignment;
+        if !range.key.offset.is_multiple_of(u64::from(alignment.max(1))) {
+            return Err(ExecError::MisalignedOffset {
+                tensor,
+                offset: range.key.offset,
+                alignment,
+            });
+        }
+        let max_size = self.ctx.limits.max_storage_buffer_binding_size;
+        if range.key.size > max_size {
+            return Err(ExecError::BindingTooLarge {
+                tensor,
+                size: range.key.size,
+                max_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Resolves node `step`: its call, kernel (in place when the output shares input
+    /// 0's range), bound ranges in binding order and grid.
+    fn prepare<'m>(
+        &self,
+        graph: &Graph,
+        memory: &TensorMemory<'m>,
+        step: usize,
+        packer: &mut UniformPacker,
+    ) -> Result<(Prepared<'m>, bool), ExecError> {
+        let call: OpCall = ops::resolve(graph, step)?;
+        let node_id = u32::try_from(step).unwrap_or(u32::MAX);
+        let node = graph.nodes.get(step).ok_or(ExecError::UnknownTensor {
+            node: node_id,
+            tensor: u32::MAX,
+        })?;
+        let mut tensors = node.inputs.clone();
+        tensors.push(node.output);
+        let ranges = tensors
+            .iter()
+            .map(|&t| memory.range(graph, t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = ranges.len() - 1;
+        let inplace = ranges[out].buffer == ranges[0].buffer
+            && ranges[out].key.offset == ranges[0].key.offset;
+        // Every other pair of tensors must be disjoint (the in-place pair is bound once).
+        for i in 0..ranges.len() {
+            for j in i + 1..ranges.len() {
+                let same_buffer = ranges[i].buffer == ranges[j].buffer;
+                let (a, b) = (&ranges[i].key, &ranges[j].key);
+                let intersect = a.offset < b.offset.saturating_add(b.size)
+                    && b.offset < a.offset.saturating_add(a.size);
+                let allowed = inplace && i == 0 && j == out && a.size == b.size;
+                if same_buffer && intersect && !allowed {
+                    return Err(ExecError::OverlappingBindings {
+                        node: node_id,
+                        first: tensors[i].0,
+                        second: tensors[j].0,
+                    });
+                }
+            }
+        }
+        let (kernel, order) =
+            kernels::select(&call, inplace).ok_or_else(|| ExecError::NoInPlaceKernel {
+                node: node_id,
+                op: node.op.clone(),
+            })?;
+        let mut bound = Vec::with_capacity(order.len());
+        for &i in order {
+            self.check_binding(tensors[i].0, &ranges[i])?;
+            bound.push(ranges[i]);
+        }
+        let grid = kernels::workgroups(
+            &call,
+            node_id,
+            self.ctx.limits.max_compute_workgroups_per_dimension,
+        )?;
+        let offset = packer.push(&KernelParams::for_call(&call))?;
+        Ok((
+            Prepared {
+                kernel,
+                ranges: bound,
+                offset,
+                grid,
+            },
+            inplace,
+        ))
+    }
+
+    /// Runs every node of `graph` over `memory`: one encoder, one compute pass, one
+    /// submit, then waits for the device. Inputs and weights must have been written
+    /// (see [`TensorMemory::write`]); outputs are read with [`TensorMemory::read`].
+    ///
+    /// # Errors
+    /// Before anything is submitted: [`ExecError::NoKernel`] for an op without a kernel,
+    /// [`ExecError::BadShape`] / [`ExecError::WrongArity`] for a node its op cannot
+    /// take, [`ExecError::NotPlaced`] and the other placement errors of
+    /// [`TensorMemory::range`], [`ExecError::OverlappingBindings`],
+    /// [`ExecError::NoInPlaceKernel`], [`ExecError::MisalignedOffset`],
+    /// [`ExecError::BindingTooLarge`], [`ExecError::TooManyWorkgroups`]. After:
+    /// [`ExecError::Device`] for anything wgpu reports.
+    pub fn run(
+        &mut self,
+        graph: &Graph,
+        memory: &TensorMemory<'_>,
+    ) -> Result<RunReport, ExecError> {
+        let started = Instant::now();
+        let mut packer = UniformPacker::new(self.ctx.limits.min_uniform_buffer_offset_alignment)?;
+        let mut prepared = Vec::with_capacity(graph.nodes.len());
+        let mut inplace_dispatches = 0;
+        for step in 0..graph.nodes.len() {
+            let (p, inplace) = self.prepare(graph, memory, step, &mut packer)?;
+            inplace_dispatches += usize::from(inplace);
+            prepared.push(p);
+        }
+        let (created_before, reused_before) = self.bind_groups.counts();
+        let device = self.ctx.device.clone();
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let uniform_size = (packer.bytes().len() as u64).max(PARAMS_SIZE);
+        let uniform = self.uniform_of_size(uniform_size);
+        if !packer.bytes().is_empty() {
+            self.ctx.queue.write_buffer(&uniform, 0, packer.bytes());
+        }
+        self.bind_groups
+            .bind_to(memory.id(), self.uniform_generation);
+        let mut dispatches = Vec::with_capacity(prepared.len());
+        let mut failure = None;
+        for p in prepared {
+            let pipeline = match self.registry.pipeline(&device, p.kernel) {
+                Ok(pipeline) => pipeline,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            };
+            let layout = self.registry.layout(&device, p.kernel.storage_bindings());
+            let key = BindGroupKey {
+                kernel: p.kernel,
+                ranges: p.ranges.iter().map(|r| r.key).collect(),
+            };
+            let group = self.bind_groups.get_or_create(key, || {
+                let mut entries = vec![wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &uniform,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(PARAMS_SIZE),
+                    }),
+                }];
+                for (i, r) in p.ranges.iter().enumerate() {
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: i as u32 + 1,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: r.buffer,
+                            offset: r.key.offset,
+                            size: wgpu::BufferSize::new(r.key.size),
+                        }),
+                    });
+                }
+                device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &layout,
+                    entries: &entries,
+                })
+            });
+            dispatches.push(Dispatch {
+                pipeline,
+                group,
+                offset: p.offset,
+                grid: p.grid,
+            });
+        }
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("wgalloc graph"),
+        });
+        {
+            let timestamp_writes = self
+                .timer
+                .as_ref()
+                .map(|t| wgpu::ComputePassTimestampWrites {
+                    query_set: &t.queries,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                });
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("wgalloc graph"),
+                timestamp_writes,
+            });
+            for d in &dispatches {
+                pass.set_pipeline(&d.pipeline);
+                pass.set_bind_group(0, &d.group, &[d.offset]);
+                pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+            }
+        }
+        if let Some(t) = &self.timer {
+            encoder.resolve_query_set(&t.queries, 0..2, &t.resolve, 0);
+            encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, t.resolve.size());
+        }
+        let commands = encoder.finish();
+        let encode_time = started.elapsed();
+        let submitted = Instant::now();
+        if failure.is_none() {
+            self.ctx.queue.submit([commands]);
+        }
+        let poll = device.poll(wgpu::PollType::wait_indefinitely());
+        let wait_time = submitted.elapsed();
+        let oom_error = pollster::block_on(oom.pop());
+        let validation_error = pollster::block_on(validation.pop());
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if let Some(error) = validation_error.or(oom_error) {
+            return Err(ExecError::Device {
+                message: error.to_string(),
+            });
+        }
+        poll.map_err(|e| ExecError::Device {
+            message: format!("poll: {e}"),
+        })?;
+        let gpu_time = match &self.timer {
+            Some(t) => Some(self.read_timer(t)?),
+            None => None,
+        };
+        let (created, reused) = self.bind_groups.counts();
+        Ok(RunReport {
+            dispatches: dispatches.len(),
+            inplace_dispatches,
+            encode_time,
+            wait_time,
+            gpu_time,
+            bind_groups_created: created - created_before,
+            bind_groups_reused: reused - reused_before,
+            pipelines: self.registry.pipelines_built(),
+        })
+    }
+
+    fn read_timer(&self, timer: &Timer) -> Result<Duration, ExecError> {
+        let bytes = map_read(&self.ctx, &timer.readback, timer.readback.size())?;
+        let stamp = |i: usize| {
+            bytes
+                .get(i * 8..i * 8 + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let ticks = stamp(1).saturating_sub(stamp(0));
+        let nanos = ticks as f64 * f64::from(self.ctx.queue.get_timestamp_period());
+        Ok(Duration::from_nanos(nanos as u64))
+    }
+}

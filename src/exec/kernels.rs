@@ -1,0 +1,420 @@
+//! The kernel registry: one WGSL file per op family (`shaders/`), the entry point and
+//! binding count of each kernel, and its pipeline and bind-group layout, built once.
+
+use std::collections::HashMap;
+
+use super::ops::OpCall;
+use super::ExecError;
+
+/// A WGSL source file of the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shader {
+    /// `shaders/unary.wgsl`.
+    Unary,
+    /// `shaders/binary.wgsl`.
+    Binary,
+    /// `shaders/softmax.wgsl`.
+    Softmax,
+    /// `shaders/norm.wgsl`.
+    Norm,
+    /// `shaders/matmul.wgsl`.
+    Matmul,
+    /// `shaders/embedding.wgsl`.
+    Embedding,
+    /// `shaders/rope.wgsl`.
+    Rope,
+}
+
+impl Shader {
+    /// Every shader of the registry.
+    pub const ALL: [Shader; 7] = [
+        Shader::Unary,
+        Shader::Binary,
+        Shader::Softmax,
+        Shader::Norm,
+        Shader::Matmul,
+        Shader::Embedding,
+        Shader::Rope,
+    ];
+
+    /// The file name under `shaders/`.
+    pub fn file(self) -> &'static str {
+        match self {
+            Shader::Unary => "unary.wgsl",
+            Shader::Binary => "binary.wgsl",
+            Shader::Softmax => "softmax.wgsl",
+            Shader::Norm => "norm.wgsl",
+            Shader::Matmul => "matmul.wgsl",
+            Shader::Embedding => "embedding.wgsl",
+            Shader::Rope => "rope.wgsl",
+        }
+    }
+
+    /// The WGSL source (compiled into the crate).
+    pub fn source(self) -> &'static str {
+        match self {
+            Shader::Unary => include_str!("../../shaders/unary.wgsl"),
+            Shader::Binary => include_str!("../../shaders/binary.wgsl"),
+            Shader::Softmax => include_str!("../../shaders/softmax.wgsl"),
+            Shader::Norm => include_str!("../../shaders/norm.wgsl"),
+            Shader::Matmul => include_str!("../../shaders/matmul.wgsl"),
+            Shader::Embedding => include_str!("../../shaders/embedding.wgsl"),
+            Shader::Rope => include_str!("../../shaders/rope.wgsl"),
+        }
+    }
+}
+
+/// One compute pipeline: a shader's entry point. Bindings are `@binding(0)` the
+/// parameter uniform, then `@binding(1..=storage)` read-write storage ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kernel {
+    /// `x → out` (copy, scale, relu, gelu, silu).
+    Unary,
+    /// `x` rewritten.
+    UnaryInPlace,
+    /// `(a, b) → out` (add, mul).
+    Binary,
+    /// `a` rewritten with `b`.
+    BinaryInPlace,
+    /// Row softmax, plain or causal, `x → out`.
+    Softmax,
+    /// Row softmax rewriting `x`.
+    SoftmaxInPlace,
+    /// `(x, gain, out, bias)` in binding order.
+    LayerNorm,
+    /// `(x, gain, out)`.
+    RmsNorm,
+    /// `(a, b, out)`, `b` is `[k, n]`.
+    Matmul,
+    /// `(a, b, out)`, `b` is `[n, k]`.
+    MatmulBt,
+    /// `(ids, table, out)`.
+    Embedding,
+    /// `x → out`.
+    Rope,
+    /// `x` rewritten.
+    RopeInPlace,
+}
+
+impl Kernel {
+    /// The shader file and entry point.
+    pub fn entry(self) -> (Shader, &'static str) {
+        match self {
+            Kernel::Unary => (Shader::Unary, "unary"),
+            Kernel::UnaryInPlace => (Shader::Unary, "unary_inplace"),
+            Kernel::Binary => (Shader::Binary, "binary"),
+            Kernel::BinaryInPlace => (Shader::Binary, "binary_inplace"),
+            Kernel::Softmax => (Shader::Softmax, "softmax_rows"),
+            Kernel::SoftmaxInPlace => (Shader::Softmax, "softmax_rows_inplace"),
+            Kernel::LayerNorm => (Shader::Norm, "layer_norm"),
+            Kernel::RmsNorm => (Shader::Norm, "rms_norm"),
+            Kernel::Matmul => (Shader::Matmul, "matmul"),
+            Kernel::MatmulBt => (Shader::Matmul, "matmul_bt"),
+            Kernel::Embedding => (Shader::Embedding, "embedding"),
+            Kernel::Rope => (Shader::Rope, "rope"),
+            Kernel::RopeInPlace => (Shader::Rope, "rope_inplace"),
+        }
+    }
+
+    /// Storage bindings after the uniform.
+    pub fn storage_bindings(self) -> usize {
+        match self {
+            Kernel::UnaryInPlace | Kernel::SoftmaxInPlace | Kernel::RopeInPlace => 1,
+            Kernel::Unary | Kernel::BinaryInPlace | Kernel::Softmax | Kernel::Rope => 2,
+            Kernel::Binary
+            | Kernel::RmsNorm
+            | Kernel::Matmul
+            | Kernel::MatmulBt
+            | Kernel::Embedding => 3,
+            Kernel::LayerNorm => 4,
+        }
+    }
+
+    /// Every kernel.
+    pub const ALL: [Kernel; 13] = [
+        Kernel::Unary,
+        Kernel::UnaryInPlace,
+        Kernel::Binary,
+        Kernel::BinaryInPlace,
+        Kernel::Softmax,
+        Kernel::SoftmaxInPlace,
+        Kernel::LayerNorm,
+        Kernel::RmsNorm,
+        Kernel::Matmul,
+        Kernel::MatmulBt,
+        Kernel::Embedding,
+        Kernel::Rope,
+        Kernel::RopeInPlace,
+    ];
+}
+
+/// The kernel for a call, in place or not, and the order in which the node's tensors
+/// are bound: indices into `[inputs.., output]` (`inputs.len()` is the output).
+/// `None` when `inplace` is asked of a call that has no in-place kernel.
+pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])> {
+    Some(match (call, inplace) {
+        (OpCall::Unary { .. }, false) => (Kernel::Unary, &[0, 1]),
+        (OpCall::Unary { .. }, true) => (Kernel::UnaryInPlace, &[0]),
+        (OpCall::Binary { .. }, false) => (Kernel::Binary, &[0, 1, 2]),
+        (OpCall::Binary { .. }, true) => (Kernel::BinaryInPlace, &[0, 1]),
+        (OpCall::Softmax { .. }, false) => (Kernel::Softmax, &[0, 1]),
+        (OpCall::Softmax { .. }, true) => (Kernel::SoftmaxInPlace, &[0]),
+        (OpCall::LayerNorm { .. }, false) => (Kernel::LayerNorm, &[0, 1, 3, 2]),
+        (OpCall::RmsNorm { .. }, false) => (Kernel::RmsNorm, &[0, 1, 2]),
+        (OpCall::Matmul { transposed_b, .. }, false) => (
+            if *transposed_b {
+                Kernel::MatmulBt
+            } else {
+                Kernel::Matmul
+            },
+            &[0, 1, 2],
+        ),
+        (OpCall::Embedding { .. }, false) => (Kernel::Embedding, &[0, 1, 2]),
+        (OpCall::Rope { .. }, false) => (Kernel::Rope, &[0, 1]),
+        (OpCall::Rope { .. }, true) => (Kernel::RopeInPlace, &[0]),
+        _ => return None,
+    })
+}
+
+/// Threads per workgroup of the 1-D kernels (elementwise, rows).
+pub const WORKGROUP_THREADS: u64 = 256;
+/// Rows and columns of the output block one matmul workgroup computes.
+pub const MATMUL_BLOCK: u64 = 64;
+
+/// Spreads `groups` workgroups over x and y so that neither exceeds `max` (kernels
+/// index `wid.y * num_workgroups.x + wid.x`).
+fn spread(groups: u64, max: u32) -> Option<[u32; 3]> {
+    let max = u64::from(max.max(1));
+    let x = groups.clamp(1, max);
+    let y = groups.div_ceil(x).max(1);
+    if y > max {
+        return None;
+    }
+    Some([u32::try_from(x).ok()?, u32::try_from(y).ok()?, 1])
+}
+
+/// The workgroup grid of a call.
+///
+/// # Errors
+/// [`ExecError::TooManyWorkgroups`] when the grid exceeds `max_per_dimension` even in 2-D.
+pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
+    let threads = |n: u64| n.div_ceil(WORKGROUP_THREADS);
+    let groups = match *call {
+        OpCall::Unary { len, .. } | OpCall::Binary { len, .. } => threads(u64::from(len)),
+        OpCall::Embedding { rows, dim, .. } => threads(u64::from(rows) * u64::from(dim)),
+        OpCall::Rope { rows, dim, .. } => threads(u64::from(rows) * u64::from(dim / 2)),
+        OpCall::Softmax { rows, .. }
+        | OpCall::LayerNorm { rows, .. }
+        | OpCall::RmsNorm { rows, .. } => u64::from(rows),
+        OpCall::Matmul { m, n, .. } => {
+            let gx = u64::from(n).div_ceil(MATMUL_BLOCK);
+            let gy = u64::from(m).div_ceil(MATMUL_BLOCK);
+            let worst = gx.max(gy);
+            if worst > u64::from(max_per_dimension) {
+                return Err(ExecError::TooManyWorkgroups {
+                    node,
+                    groups: worst,
+                    max: max_per_dimension,
+                });
+            }
+            // Both fit in u32: each is at most max_per_dimension.
+            return Ok([gx as u32, gy as u32, 1]);
+        }
+    };
+    spread(groups, max_per_dimension).ok_or(ExecError::TooManyWorkgroups {
+        node,
+        groups,
+        max: max_per_dimension,
+    })
+}
+
+/// Pipelines, shader modules and bind-group layouts, each built once on first use.
+#[derive(Debug, Default)]
+pub struct KernelRegistry {
+    modules: HashMap<Shader, wgpu::ShaderModule>,
+    layouts: HashMap<usize, wgpu::BindGroupLayout>,
+    pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+}
+
+impl KernelRegistry {
+    /// An empty registry.
+    pub fn new() -> KernelRegistry {
+        KernelRegistry::default()
+    }
+
+    /// Pipelines built so far.
+    pub fn pipelines_built(&self) -> usize {
+        self.pipelines.len()
+    }
+
+    /// The bind-group layout for `storage` storage bindings after the uniform (built
+    /// on first use).
+    pub fn layout(&mut self, device: &wgpu::Device, storage: usize) -> wgpu::BindGroupLayout {
+        self.layouts
+            .entry(storage)
+            .or_insert_with(|| {
+                let mut entries = vec![wgpu::BindGroupLayoutEntry {
+                    binding: 0,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: true,
+                        min_binding_size: wgpu::BufferSize::new(super::params::PARAMS_SIZE),
+                    },
+                    count: None,
+                }];
+                for i in 1..=storage {
+                    entries.push(wgpu::BindGroupLayoutEntry {
+                        binding: i as u32,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: wgpu::BindingType::Buffer {
+                            ty: wgpu::BufferBindingType::Storage { read_only: false },
+                            has_dynamic_offset: false,
+                            min_binding_size: None,
+                        },
+                        count: None,
+                    });
+                }
+                device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("wgalloc kernel"),
+                    entries: &entries,
+                })
+            })
+            .clone()
+    }
+
+    /// The pipeline of `kernel` (built on first use).
+    ///
+    /// # Errors
+    /// [`ExecError::Device`] when wgpu rejects the shader or the pipeline.
+    pub fn pipeline(
+        &mut self,
+        device: &wgpu::Device,
+        kernel: Kernel,
+    ) -> Result<wgpu::ComputePipeline, ExecError> {
+        if let Some(p) = self.pipelines.get(&kernel) {
+            return Ok(p.clone());
+        }
+        let (shader, entry) = kernel.entry();
+        let layout = self.layout(device, kernel.storage_bindings());
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self
+            .modules
+            .entry(shader)
+            .or_insert_with(|| {
+                device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(shader.file()),
+                    source: wgpu::ShaderSource::Wgsl(shader.source().into()),
+                })
+            })
+            .clone();
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(entry),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            self.modules.remove(&shader);
+            return Err(ExecError::Device {
+                message: format!("{}::{entry}: {error}", shader.file()),
+            });
+        }
+        self.pipelines.insert(kernel, pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::ops::UnaryOp;
+
+    #[test]
+    fn every_shader_passes_naga_validation_and_has_its_entry_points() {
+        for shader in Shader::ALL {
+            let module = naga::front::wgsl::parse_str(shader.source()).unwrap_or_else(|e| {
+                panic!("{}: {}", shader.file(), e.emit_to_string(shader.source()))
+            });
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::empty(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{}: {e:?}", shader.file()));
+            for kernel in Kernel::ALL.iter().filter(|k| k.entry().0 == shader) {
+                let name = kernel.entry().1;
+                assert!(
+                    module.entry_points.iter().any(|e| e.name == name),
+                    "{} lacks {name}",
+                    shader.file()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn large_elementwise_grids_spill_into_the_second_dimension() {
+        let call = OpCall::Unary {
+            op: UnaryOp::Relu,
+            len: 100_000_000,
+            alpha: 1.0,
+        };
+        let [x, y, z] = workgroups(&call, 0, 65535).expect("fits in 2-D");
+        assert_eq!((x, z), (65535, 1));
+        assert!(u64::from(x) * u64::from(y) * 256 >= 100_000_000);
+        let small = OpCall::Unary {
+            op: UnaryOp::Relu,
+            len: 7,
+            alpha: 1.0,
+        };
+        assert_eq!(workgroups(&small, 0, 65535), Ok([1, 1, 1]));
+    }
+
+    #[test]
+    fn a_matmul_wider_than_the_grid_limit_is_refused() {
+        let call = OpCall::Matmul {
+            m: 1,
+            k: 1,
+            n: 64 * 70_000,
+            transposed_b: false,
+        };
+        assert!(matches!(
+            workgroups(&call, 3, 65535),
+            Err(ExecError::TooManyWorkgroups { node: 3, .. })
+        ));
+    }
+
+    #[test]
+    fn in_place_kernels_bind_one_range_less() {
+        for kernel in Kernel::ALL {
+            let (shader, entry) = kernel.entry();
+            assert!(shader.source().contains(&format!("fn {entry}(")));
+        }
+        let call = OpCall::Unary {
+            op: UnaryOp::Gelu,
+            len: 4,
+            alpha: 1.0,
+        };
+        let (k, order) = select(&call, true).expect("gelu runs in place");
+        assert_eq!(
+            (k, order.len()),
+            (Kernel::UnaryInPlace, k.storage_bindings())
+        );
+        let norm = OpCall::LayerNorm {
+            rows: 1,
+            cols: 4,
+            eps: 1e-5,
+        };
+        assert!(select(&norm, true).is_none());
+        let (k, order) = select(&norm, false).expect("out of place");
+        assert_eq!(order.len(), k.storage_bindings());
+    }
+}

@@ -1,0 +1,295 @@
+//! [`TensorMemory`]: where each tensor of a graph lives on the device, as a list of
+//! (plan, planned memory) layers, and the upload and readback of tensor bytes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::bindings::RangeKey;
+use super::ExecError;
+use crate::device::{GpuContext, PlannedMemory};
+use crate::graph::{Graph, TensorId};
+use crate::plan::{align_up, Plan};
+
+static NEXT_MEMORY_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The device memory of a graph: layers of (plan, memory), e.g. the activations placed
+/// by the graph planner, then the weights placed by a context allocator. A tensor lives
+/// where the first layer that places its root says (a view aliases its root at
+/// offset 0).
+#[derive(Debug, Clone)]
+pub struct TensorMemory<'a> {
+    layers: Vec<(&'a Plan, &'a PlannedMemory)>,
+    id: u64,
+}
+
+/// A tensor's bound range: its buffer, offset and size rounded up to 4 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct TensorRange<'a> {
+    /// The range as the plan names it (the bind-group cache key).
+    pub key: RangeKey,
+    /// The wgpu buffer of the chunk.
+    pub buffer: &'a wgpu::Buffer,
+}
+
+impl Default for TensorMemory<'_> {
+    fn default() -> Self {
+        TensorMemory::new()
+    }
+}
+
+impl<'a> TensorMemory<'a> {
+    /// No layers yet.
+    pub fn new() -> TensorMemory<'a> {
+        TensorMemory {
+            layers: Vec::new(),
+            id: NEXT_MEMORY_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// One layer: everything the plan places.
+    pub fn single(plan: &'a Plan, memory: &'a PlannedMemory) -> TensorMemory<'a> {
+        TensorMemory::new().with_layer(plan, memory)
+    }
+
+    /// Adds a layer, consulted after the earlier ones.
+    pub fn with_layer(mut self, plan: &'a Plan, memory: &'a PlannedMemory) -> TensorMemory<'a> {
+        self.layers.push((plan, memory));
+        self.id = NEXT_MEMORY_ID.fetch_add(1, Ordering::Relaxed);
+        self
+    }
+
+    /// A number unique to this set of layers (bind groups are cached per memory).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Number of layers.
+    pub fn layer_count(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Where `tensor` lives and the range it is bound as.
+    ///
+    /// # Errors
+    /// [`ExecError::NotPlaced`] when no layer places its root,
+    /// [`ExecError::MissingChunk`] when the memory lacks the placement's chunk,
+    /// [`ExecError::EmptyTensor`], [`ExecError::LargerThanPlacement`],
+    /// [`ExecError::PastBufferEnd`].
+    pub fn range(&self, graph: &Graph, tensor: TensorId) -> Result<TensorRange<'a>, ExecError> {
+        let t = graph.tensor(tensor).ok_or(ExecError::NotPlaced {
+            tensor: tensor.0,
+            name: String::new(),
+        })?;
+        let not_placed = || ExecError::NotPlaced {
+            tensor: tensor.0,
+            name: t.name.clone(),
+        };
+        let root = graph.root_of(tensor).ok_or_else(not_placed)?;
+        let (layer, placement, memory) = self
+            .layers
+            .iter()
+            .enumerate()
+            .find_map(|(i, (plan, memory))| plan.placement(root).map(|p| (i, p, *memory)))
+            .ok_or_else(not_placed)?;
+        let buffer = memory
+            .buffer_of(&placement)
+            .ok_or(ExecError::MissingChunk {
+                tensor: tensor.0,
+                buffer: placement.buffer.0,
+                chunk: placement.chunk,
+            })?;
+        if t.size == 0 {
+            return Err(ExecError::EmptyTensor { tensor: tensor.0 });
+        }
+        let size = align_up(t.size, 4).ok_or(ExecError::LargerThanPlacement {
+            tensor: tensor.0,
+            size: t.size,
+            placement_size: placement.size,
+        })?;
+        if size > placement.size {
+            return Err(ExecError::LargerThanPlacement {
+                tensor: tensor.0,
+                size,
+                placement_size: placement.size,
+            });
+        }
+        let end = placement.offset.checked_add(size);
+        if end.is_none_or(|end| end > buffer.size()) {
+            return Err(ExecError::PastBufferEnd {
+                tensor: tensor.0,
+                offset: placement.offset,
+                size,
+                buffer_size: buffer.size(),
+            });
+        }
+        Ok(TensorRange {
+            key: RangeKey {
+                layer,
+                buffer: placement.buffer,
+                chunk: placement.chunk,
+                offset: placement.offset,
+                size,
+            },
+            buffer,
+        })
+    }
+
+    fn copyable(&self, graph: &Graph, tensor: TensorId) -> Result<TensorRange<'a>, ExecError> {
+        let range = self.range(graph, tensor)?;
+        if !range.key.offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
+            return Err(ExecError::MisalignedOffset {
+                tensor: tensor.0,
+                offset: range.key.offset,
+                alignment: wgpu::COPY_BUFFER_ALIGNMENT as u32,
+            });
+        }
+        Ok(range)
+    }
+
+    /// Writes a tensor's bytes (exactly its size) at its placement, through the queue
+    /// (visible to the next submit).
+    ///
+    /// # Errors
+    /// [`ExecError::WrongDataSize`] when `bytes` is not the tensor's size, and the
+    /// errors of [`TensorMemory::range`].
+    pub fn write(
+        &self,
+        ctx: &GpuContext,
+        graph: &Graph,
+        tensor: TensorId,
+        bytes: &[u8],
+    ) -> Result<(), ExecError> {
+        let range = self.copyable(graph, tensor)?;
+        let expected = graph.tensor(tensor).map_or(0, |t| t.size);
+        if bytes.len() as u64 != expected {
+            return Err(ExecError::WrongDataSize {
+                tensor: tensor.0,
+                expected,
+                got: bytes.len() as u64,
+            });
+        }
+        if bytes.len() as u64 == range.key.size {
+            ctx.queue
+                .write_buffer(range.buffer, range.key.offset, bytes);
+        } else {
+            let mut padded = bytes.to_vec();
+            padded.resize(usize::try_from(range.key.size).unwrap_or(usize::MAX), 0);
+            ctx.queue
+                .write_buffer(range.buffer, range.key.offset, &padded);
+        }
+        Ok(())
+    }
+
+    /// Writes f32 values (see [`TensorMemory::write`]).
+    ///
+    /// # Errors
+    /// As [`TensorMemory::write`].
+    pub fn write_f32(
+        &self,
+        ctx: &GpuContext,
+        graph: &Graph,
+        tensor: TensorId,
+        values: &[f32],
+    ) -> Result<(), ExecError> {
+        self.write(ctx, graph, tensor, bytemuck::cast_slice(values))
+    }
+
+    /// Writes u32 values (token ids; see [`TensorMemory::write`]).
+    ///
+    /// # Errors
+    /// As [`TensorMemory::write`].
+    pub fn write_u32(
+        &self,
+        ctx: &GpuContext,
+        graph: &Graph,
+        tensor: TensorId,
+        values: &[u32],
+    ) -> Result<(), ExecError> {
+        self.write(ctx, graph, tensor, bytemuck::cast_slice(values))
+    }
+
+    /// Reads a tensor's bytes back (copy to a staging buffer, map, wait).
+    ///
+    /// # Errors
+    /// The errors of [`TensorMemory::range`]; [`ExecError::Device`] when the copy,
+    /// the map or the poll fails.
+    pub fn read(
+        &self,
+        ctx: &GpuContext,
+        graph: &Graph,
+        tensor: TensorId,
+    ) -> Result<Vec<u8>, ExecError> {
+        let range = self.copyable(graph, tensor)?;
+        let len = graph.tensor(tensor).map_or(0, |t| t.size);
+        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgalloc readback"),
+            size: range.key.size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgalloc readback"),
+            });
+        encoder.copy_buffer_to_buffer(range.buffer, range.key.offset, &staging, 0, range.key.size);
+        ctx.queue.submit([encoder.finish()]);
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(ExecError::Device {
+                message: error.to_string(),
+            });
+        }
+        map_read(ctx, &staging, len)
+    }
+
+    /// Reads f32 values back (see [`TensorMemory::read`]).
+    ///
+    /// # Errors
+    /// As [`TensorMemory::read`].
+    pub fn read_f32(
+        &self,
+        ctx: &GpuContext,
+        graph: &Graph,
+        tensor: TensorId,
+    ) -> Result<Vec<f32>, ExecError> {
+        let bytes = self.read(ctx, graph, tensor)?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect())
+    }
+}
+
+/// Maps a `MAP_READ` buffer after the work that fills it was submitted, waits, and
+/// copies out its first `len` bytes.
+///
+/// # Errors
+/// [`ExecError::Device`] when the poll or the map fails.
+pub(crate) fn map_read(
+    ctx: &GpuContext,
+    staging: &wgpu::Buffer,
+    len: u64,
+) -> Result<Vec<u8>, ExecError> {
+    let device_error = |message: String| ExecError::Device { message };
+    let (sender, receiver) = std::sync::mpsc::channel();
+    staging.map_async(wgpu::MapMode::Read, .., move |result| {
+        // The receiver outlives the poll below; a failed send only means it is gone.
+        let _ = sender.send(result);
+    });
+    ctx.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| device_error(format!("poll: {e}")))?;
+    receiver
+        .recv()
+        .map_err(|e| device_error(format!("map callback never ran: {e}")))?
+        .map_err(|e| device_error(format!("map: {e}")))?;
+    let bytes = {
+        let view = staging
+            .get_mapped_range(..)
+            .map_err(|e| device_error(format!("mapped range: {e}")))?;
+        let end = usize::try_from(len).unwrap_or(usize::MAX).min(view.len());
+        view[..end].to_vec()
+    };
+    staging.unmap();
+    Ok(bytes)
+}
