@@ -18,6 +18,9 @@ pub enum Error {
     /// Running a planned graph failed.
     #[error(transparent)]
     Exec(#[from] crate::exec::ExecError),
+    /// The built-in model's configuration was refused.
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
     /// Reading a file failed.
     #[error("cannot read {path}: {source}")]
     Io {

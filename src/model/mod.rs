@@ -3,8 +3,10 @@
 
 mod config;
 mod gpt;
+mod session;
 mod weights;
 
 pub use config::{ModelConfig, ModelError};
 pub use gpt::{build_gpt, GptModel};
+pub use session::{ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
 pub use weights::SeededRng;

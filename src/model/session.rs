@@ -1,0 +1,286 @@
+//! [`ModelSession`]: the built-in decoder run end to end on planned memory. Weights are
+//! packed by the context-tensor allocator into their own buffer(s); activations are
+//! planned by the graph allocator, which is reserved once and reused for shorter
+//! sequences; every run is compared with the CPU reference and proven by the checksum
+//! run.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::{build_gpt, GptModel, ModelConfig};
+use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
+use crate::exec::checksum::{checksum_run, ChecksumReport};
+use crate::exec::cpu_ref::{self, TensorData};
+use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
+use crate::graph::TensorId;
+use crate::plan::{
+    inject_clobber, lower_bounds, naive_size, plan_weights, BufferTypeDesc, Clobber,
+    GraphAllocator, LowerBounds, Plan,
+};
+
+/// Logits pass when `max |gpu - cpu| <= LOGITS_TOLERANCE * max(1, max |cpu|)`.
+pub const LOGITS_TOLERANCE: f32 = 1e-3;
+
+/// Options of one [`ModelSession::run`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Corrupt the activation plan before running (moves a live tensor over another,
+    /// see [`inject_clobber`]), to show that the proof catches it.
+    pub inject_clobber: bool,
+}
+
+/// What one run of the model did and found.
+#[derive(Debug, Clone)]
+pub struct ModelRun {
+    /// The configuration run (its `seq` is this run's sequence length).
+    pub config: ModelConfig,
+    /// Nodes of the forward pass.
+    pub nodes: usize,
+    /// Tensors of the forward pass.
+    pub tensors: usize,
+    /// The activation plan used.
+    pub plan: Plan,
+    /// Bytes of activation memory allocated (the reservation's buffers).
+    pub activation_bytes: u64,
+    /// Bytes the activations would take with no reuse.
+    pub naive_bytes: u64,
+    /// Lower bounds of this graph's activation memory.
+    pub lower_bounds: LowerBounds,
+    /// Time spent planning (reserve and/or alloc_graph).
+    pub plan_time: Duration,
+    /// Whether the reservation of an earlier run was reused as it was
+    /// (`needs_realloc` was false, no buffer was reallocated).
+    pub reused_reservation: bool,
+    /// Whether the weights had to be rebuilt (a sequence longer than any before).
+    pub weights_rebuilt: bool,
+    /// The executor's report (encode time, GPU time, dispatches).
+    pub exec: RunReport,
+    /// Largest absolute difference between GPU and CPU logits.
+    pub max_abs_error: f32,
+    /// Largest absolute CPU logit.
+    pub max_abs_logit: f32,
+    /// Whether the logits are within [`LOGITS_TOLERANCE`].
+    pub logits_match: bool,
+    /// Time the CPU reference took.
+    pub reference_time: Duration,
+    /// The checksum proof over the activation plan.
+    pub proof: ChecksumReport,
+    /// The corruption injected, if [`RunOptions::inject_clobber`] asked for one.
+    pub clobber: Option<Clobber>,
+    /// Whether [`Plan::verify`] accepted the plan that ran.
+    pub plan_verified: bool,
+}
+
+impl ModelRun {
+    /// Logits matched and the proof found no clobbered tensor.
+    pub fn passed(&self) -> bool {
+        self.logits_match && self.proof.verified()
+    }
+}
+
+/// The model's weights on the device.
+struct Weights {
+    /// The model they were made for (the longest sequence so far).
+    model: GptModel,
+    plan: Plan,
+    memory: PlannedMemory,
+}
+
+/// The built-in model on a device: weights uploaded once, an activation allocator
+/// reserved for the longest sequence run so far, and an executor whose pipelines and
+/// bind groups persist between runs.
+pub struct ModelSession {
+    ctx: GpuContext,
+    config: ModelConfig,
+    storage: BufferTypeDesc,
+    weights: Weights,
+    allocator: GraphAllocator,
+    activations: Option<PlannedMemory>,
+    executor: Executor,
+}
+
+impl std::fmt::Debug for ModelSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelSession")
+            .field("adapter", &self.ctx.info.name)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelSession {
+    /// Builds the model for `config`, packs and uploads its weights, and reserves the
+    /// activation memory for `config.seq` tokens.
+    ///
+    /// # Errors
+    /// [`crate::model::ModelError`] for a bad configuration or one whose tensors exceed
+    /// the device's storage binding; planning, allocation and upload errors.
+    pub fn new(ctx: &GpuContext, config: &ModelConfig) -> crate::Result<ModelSession> {
+        config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
+        let storage = ctx.buffer_types()?.storage.desc;
+        let weights = upload_weights(ctx, config, &storage)?;
+        let mut allocator = GraphAllocator::new(vec![storage.clone()]);
+        allocator.reserve(&weights.model.graph)?;
+        Ok(ModelSession {
+            ctx: ctx.clone(),
+            config: *config,
+            storage,
+            weights,
+            allocator,
+            activations: None,
+            executor: Executor::new(ctx),
+        })
+    }
+
+    /// The configuration the session was created with.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The weights' plan (the context allocator's packing).
+    pub fn weight_plan(&self) -> &Plan {
+        &self.weights.plan
+    }
+
+    /// Bytes of weights on the device.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weights.plan.total_size()
+    }
+
+    /// Bytes the activation allocator has reserved.
+    pub fn reserved_activation_bytes(&self) -> u64 {
+        self.allocator.buffer_size(0).unwrap_or(0)
+    }
+
+    /// Runs the model on `seq` tokens: plans (reusing the reservation when
+    /// `needs_realloc` says it can), runs on the GPU, compares the logits with the CPU
+    /// reference and proves the activation plan with the checksum run.
+    ///
+    /// # Errors
+    /// Configuration, planning, allocation and execution errors. A logits mismatch or a
+    /// clobbered tensor is not an error: [`ModelRun::passed`] says so.
+    pub fn run(&mut self, seq: u64, options: RunOptions) -> crate::Result<ModelRun> {
+        let config = ModelConfig { seq, ..self.config };
+        config.check_against(self.ctx.limits.max_storage_buffer_binding_size)?;
+        let mut weights_rebuilt = false;
+        if seq > self.weights.model.config.seq {
+            // The position table grows with the sequence: pack and upload it again.
+            self.weights = upload_weights(&self.ctx, &config, &self.storage)?;
+            weights_rebuilt = true;
+        }
+        let model = build_gpt(&config)?;
+        let graph = &model.graph;
+
+        let started = Instant::now();
+        let needs_realloc = self.allocator.needs_realloc(graph);
+        let mut plan = self.allocator.alloc_graph(graph)?;
+        let plan_time = started.elapsed();
+        let reused_reservation = !needs_realloc && self.activations.is_some();
+        if !reused_reservation {
+            // A new reservation: release the old buffers before allocating the new ones.
+            self.activations = None;
+            self.activations = Some(allocate_plan(
+                &self.ctx,
+                &plan,
+                DEFAULT_USAGE,
+                &WgpuAllocator,
+            )?);
+        }
+        let clobber = if options.inject_clobber {
+            inject_clobber(&mut plan, graph)
+        } else {
+            None
+        };
+        let plan_verified = plan.verify(graph).is_ok();
+        let activations = self
+            .activations
+            .as_ref()
+            .ok_or(ExecError::NotPlaced {
+                tensor: model.logits.0,
+                name: "activations".into(),
+            })?;
+
+        let memory =
+            TensorMemory::single(&plan, activations).with_layer(&self.weights.plan, &self.weights.memory);
+        let tokens = model.token_ids();
+        memory.write_u32(&self.ctx, graph, model.tokens, &tokens)?;
+        let exec = self.executor.run(graph, &memory)?;
+        let logits = memory.read_f32(&self.ctx, graph, model.logits)?;
+
+        let reference_started = Instant::now();
+        let reference = reference_logits(&model, tokens)?;
+        let reference_time = reference_started.elapsed();
+        let max_abs_logit = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let max_abs_error = if logits.len() == reference.len() {
+            logits
+                .iter()
+                .zip(&reference)
+                .fold(0f32, |m, (g, c)| m.max((g - c).abs()))
+        } else {
+            f32::INFINITY
+        };
+        let logits_match = max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0);
+
+        let proof = checksum_run(&self.ctx, graph, &plan, activations)?;
+        Ok(ModelRun {
+            config,
+            nodes: graph.nodes.len(),
+            tensors: graph.tensors.len(),
+            activation_bytes: self.reserved_activation_bytes(),
+            naive_bytes: naive_size(graph),
+            lower_bounds: lower_bounds(graph)?,
+            plan,
+            plan_time,
+            reused_reservation,
+            weights_rebuilt,
+            exec,
+            max_abs_error,
+            max_abs_logit,
+            logits_match,
+            reference_time,
+            proof,
+            clobber,
+            plan_verified,
+        })
+    }
+}
+
+/// Builds the model, packs its weights with the context allocator and uploads them.
+fn upload_weights(
+    ctx: &GpuContext,
+    config: &ModelConfig,
+    storage: &BufferTypeDesc,
+) -> crate::Result<Weights> {
+    let model = build_gpt(config)?;
+    let plan = plan_weights(&model.graph, storage)?;
+    let memory = allocate_plan(ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
+    {
+        let layer = TensorMemory::single(&plan, &memory);
+        for id in model.weights() {
+            layer.write_f32(ctx, &model.graph, id, &model.weight_values(id))?;
+        }
+    }
+    Ok(Weights {
+        model,
+        plan,
+        memory,
+    })
+}
+
+/// The logits of the model computed on the CPU.
+fn reference_logits(model: &GptModel, tokens: Vec<u32>) -> crate::Result<Vec<f32>> {
+    let mut values: HashMap<TensorId, TensorData> = HashMap::new();
+    values.insert(model.tokens, TensorData::U32(tokens));
+    for id in model.weights() {
+        values.insert(id, TensorData::F32(model.weight_values(id)));
+    }
+    let mut all = cpu_ref::evaluate(&model.graph, &values)?;
+    match all.get_mut(model.logits.index()).and_then(Option::take) {
+        Some(TensorData::F32(v)) => Ok(v),
+        _ => Err(ExecError::MissingValue {
+            tensor: model.logits.0,
+            name: "logits".into(),
+        }
+        .into()),
+    }
+}
