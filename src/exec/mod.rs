@@ -3,3 +3,4 @@
 mod error;
 
 pub use error::ExecError;
+pub mod checksum;

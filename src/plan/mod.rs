@@ -8,9 +8,11 @@
 mod buffer_type;
 mod error;
 mod intervals;
+mod naive;
 mod types;
 
 pub use buffer_type::{align_up, BufferTypeDesc};
 pub use error::PlanError;
 pub use intervals::{Interval, IntervalProblem};
+pub use naive::naive_plan;
 pub use types::{BufferId, BufferPlan, ChunkPlan, Placement, Plan};
