@@ -2,6 +2,7 @@
 
 mod graph_cmd;
 mod input;
+mod run_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +29,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Plan a trace, allocate it on the GPU and prove with the checksum run that no
+    /// live tensor is clobbered (exit code 1 if one is).
+    Run {
+        /// A tensor-graph-trace/1 JSON file.
+        file: PathBuf,
+        /// The planner (see `run_cmd::PLANNERS`).
+        #[arg(long, default_value = run_cmd::DEFAULT_PLANNER)]
+        planner: String,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Runs the parsed command line.
@@ -37,6 +50,11 @@ pub enum Command {
 pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
     match cli.command {
         Some(Command::Graph { file, json }) => graph_cmd::run(&file, json),
+        Some(Command::Run {
+            file,
+            planner,
+            json,
+        }) => run_cmd::run(&file, &planner, json),
         None => {
             eprintln!("no subcommand given; see --help");
             Ok(ExitCode::from(2))
