@@ -15,7 +15,7 @@
 struct Params {
     // reduce: (-, first read, -, -)     write: (seed, input list start, inputs, -)
     a: vec4<u32>,
-    // write: (out slot, out word offset, out words, -)
+    // write: (out slot (always 0), out word offset, out words, -)
     b: vec4<u32>,
     // write: (first-input slot, its word offset, its words, 1 if elementwise)
     c: vec4<u32>,
@@ -62,30 +62,6 @@ fn fresh_word(key: u32, index: u32) -> u32 {
     return mix32(key ^ mix32(index * 0x9e3779b9u + 1u));
 }
 
-fn load(slot: u32, i: u32) -> u32 {
-    var v = 0u;
-    switch slot {
-        case 0u: { v = slot0[i]; }
-        case 1u: { v = slot1[i]; }
-        case 2u: { v = slot2[i]; }
-        case 3u: { v = slot3[i]; }
-        case 4u: { v = slot4[i]; }
-        default: { v = slot5[i]; }
-    }
-    return v;
-}
-
-fn store(slot: u32, i: u32, v: u32) {
-    switch slot {
-        case 0u: { slot0[i] = v; }
-        case 1u: { slot1[i] = v; }
-        case 2u: { slot2[i] = v; }
-        case 3u: { slot3[i] = v; }
-        case 4u: { slot4[i] = v; }
-        default: { slot5[i] = v; }
-    }
-}
-
 // One workgroup row (y) per read of the group; workgroups along x split its words.
 @compute @workgroup_size(256)
 fn reduce(
@@ -100,8 +76,27 @@ fn reduce(
     let len = table[base + 2u];
     let stride = groups.x * WORKGROUP;
     var acc = 0u;
-    for (var i = wid.x * WORKGROUP + lid; i < len; i += stride) {
-        acc += term(i, load(slot, offset + i));
+    let first = wid.x * WORKGROUP + lid;
+    // One loop per slot, so that the loads in the loop do not branch on the slot.
+    switch slot {
+        case 0u: {
+            for (var i = first; i < len; i += stride) { acc += term(i, slot0[offset + i]); }
+        }
+        case 1u: {
+            for (var i = first; i < len; i += stride) { acc += term(i, slot1[offset + i]); }
+        }
+        case 2u: {
+            for (var i = first; i < len; i += stride) { acc += term(i, slot2[offset + i]); }
+        }
+        case 3u: {
+            for (var i = first; i < len; i += stride) { acc += term(i, slot3[offset + i]); }
+        }
+        case 4u: {
+            for (var i = first; i < len; i += stride) { acc += term(i, slot4[offset + i]); }
+        }
+        default: {
+            for (var i = first; i < len; i += stride) { acc += term(i, slot5[offset + i]); }
+        }
     }
     atomicAdd(&partial, acc);
     workgroupBarrier();
@@ -141,16 +136,31 @@ fn write(
         }
         key = combine(key, k, sum);
     }
+    // The output is always in slot 0; an elementwise node's first input in slot 0
+    // (in place) or slot 1.
     let stride = groups.x * WORKGROUP;
-    for (var i = gid.x; i < params.b.z; i += stride) {
-        var w = fresh_word(key, i);
-        if params.c.w == 1u {
-            var x = 0u;
-            if i < params.c.z {
-                x = load(params.c.x, params.c.y + i);
-            }
-            w = mix32(x + w);
+    let out_offset = params.b.y;
+    let in0_offset = params.c.y;
+    let in0_len = params.c.z;
+    if params.c.w == 0u {
+        for (var i = gid.x; i < params.b.z; i += stride) {
+            slot0[out_offset + i] = fresh_word(key, i);
         }
-        store(params.b.x, params.b.y + i, w);
+    } else if params.c.x == 0u {
+        for (var i = gid.x; i < params.b.z; i += stride) {
+            var x = 0u;
+            if i < in0_len {
+                x = slot0[in0_offset + i];
+            }
+            slot0[out_offset + i] = mix32(x + fresh_word(key, i));
+        }
+    } else {
+        for (var i = gid.x; i < params.b.z; i += stride) {
+            var x = 0u;
+            if i < in0_len {
+                x = slot1[in0_offset + i];
+            }
+            slot0[out_offset + i] = mix32(x + fresh_word(key, i));
+        }
     }
 }
