@@ -3,6 +3,9 @@
 mod graph_cmd;
 mod info_cmd;
 mod input;
+mod model_cmd;
+mod plan_cmd;
+mod run_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// wgalloc: plan, allocate and verify GPU memory for compute graphs on wgpu.
+/// With no subcommand: run the built-in transformer end to end.
 #[derive(Debug, Parser)]
 #[command(name = "wgalloc", version, about)]
 pub struct Cli {
@@ -21,6 +25,12 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// List adapters; for the chosen one, its memory limits and buffer types.
+    Info {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Summarise a trace (.json) or an interval CSV: counts and bytes by role.
     Graph {
         /// A tensor-graph-trace/1 JSON file or an `id,lower,upper,size` CSV.
@@ -29,12 +39,46 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List adapters; for the chosen one, its memory limits and buffer types.
-    Info {
+    /// Plan a trace or an interval CSV (no GPU): sizes, bounds, time, verification.
+    Plan {
+        /// A tensor-graph-trace/1 JSON file or an `id,lower,upper,size` CSV.
+        file: PathBuf,
+        /// The planner.
+        #[arg(long, default_value = "ggml")]
+        planner: String,
+        /// Offset alignment in bytes (default: 32 for traces, 1 for CSVs).
+        #[arg(long)]
+        alignment: Option<u64>,
+        /// Largest chunk in bytes (default: 2 GiB for traces, unlimited for CSVs).
+        #[arg(long)]
+        max_size: Option<u64>,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
+        /// Write the plan as an SVG picture (traces).
+        #[arg(long)]
+        svg: Option<PathBuf>,
     },
+    /// Plan a trace, allocate it on the GPU and prove with the checksum run that no
+    /// live tensor is clobbered (exit code 1 if one is).
+    Run {
+        /// A tensor-graph-trace/1 JSON file.
+        file: PathBuf,
+        /// The planner.
+        #[arg(long, default_value = "ggml")]
+        planner: String,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Write the plan as an SVG picture.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Testing aid: move one live tensor over another before running.
+        #[arg(long, hide = true)]
+        inject_clobber: bool,
+    },
+    /// Run the built-in GPT-2-style decoder end to end with other dimensions.
+    Model(model_cmd::ModelArgs),
 }
 
 /// Runs the parsed command line.
@@ -43,11 +87,37 @@ pub enum Command {
 /// Whatever the subcommand fails with.
 pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
     match cli.command {
-        Some(Command::Graph { file, json }) => graph_cmd::run(&file, json),
         Some(Command::Info { json }) => info_cmd::run(json),
-        None => {
-            eprintln!("no subcommand given; see --help");
-            Ok(ExitCode::from(2))
-        }
+        Some(Command::Graph { file, json }) => graph_cmd::run(&file, json),
+        Some(Command::Plan {
+            file,
+            planner,
+            alignment,
+            max_size,
+            json,
+            svg,
+        }) => plan_cmd::run(&plan_cmd::PlanArgs {
+            file,
+            planner,
+            alignment,
+            max_size,
+            json,
+            svg,
+        }),
+        Some(Command::Run {
+            file,
+            planner,
+            json,
+            svg,
+            inject_clobber,
+        }) => run_cmd::run(&run_cmd::RunArgs {
+            file,
+            planner,
+            json,
+            svg,
+            inject_clobber,
+        }),
+        Some(Command::Model(args)) => model_cmd::run(&args),
+        None => model_cmd::run(&model_cmd::ModelArgs::default_run()),
     }
 }

@@ -179,4 +179,41 @@ pub enum ExecError {
         /// Its name.
         name: String,
     },
+    /// The checksum run found a graph it cannot run (a read of memory nothing wrote).
+    #[error("checksum run: node {node}, tensor t{tensor}: {problem}")]
+    ChecksumGraph {
+        /// The node's step (`u32::MAX`: the final check of the outputs).
+        node: u32,
+        /// The tensor read.
+        tensor: u32,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The checksum run cannot address a tensor in the plan's memory (no placement,
+    /// misaligned, past its reservation or its chunk).
+    #[error("checksum run: tensor t{tensor}: {problem}")]
+    ChecksumPlacement {
+        /// The tensor.
+        tensor: u32,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A quantity of the checksum run exceeds a device or shader limit.
+    #[error("checksum run: {what} needs {needed}, the limit is {limit}")]
+    ChecksumLimit {
+        /// What exceeds the limit.
+        what: String,
+        /// How much is needed.
+        needed: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// wgpu reported an error (validation, out of memory, mapping, polling).
+    #[error("gpu error while {stage}: {message}")]
+    Gpu {
+        /// What was being done.
+        stage: &'static str,
+        /// What wgpu said.
+        message: String,
+    },
 }

@@ -43,3 +43,4 @@ pub use ops::{
 };
 pub use params::KernelParams;
 pub use tensor_memory::{TensorMemory, TensorRange};
+pub mod checksum;

@@ -181,4 +181,12 @@ pub enum PlanError {
         /// How many tensors the graph has.
         count: usize,
     },
+    /// A planner name that does not exist.
+    #[error("unknown planner {name:?}; known planners: {known}")]
+    UnknownPlanner {
+        /// The name asked for.
+        name: String,
+        /// The known names.
+        known: String,
+    },
 }

@@ -1,0 +1,147 @@
+//! `wgalloc run FILE`: plan a trace, allocate its memory on the GPU and prove with the
+//! checksum run that the plan never clobbers a live tensor.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use serde_json::json;
+use wgalloc::device::{
+    allocate_plan, check_plan_against_limits, GpuContext, WgpuAllocator, DEFAULT_USAGE,
+};
+use wgalloc::exec::checksum::ChecksumRun;
+use wgalloc::graph::read_trace;
+use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, Planner};
+
+use super::plan_cmd::{buffers_json, write_svg};
+
+/// Options of `wgalloc run`.
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    /// The trace.
+    pub file: PathBuf,
+    /// Planner name.
+    pub planner: String,
+    /// One JSON object instead of text.
+    pub json: bool,
+    /// Write the plan as an SVG picture here.
+    pub svg: Option<PathBuf>,
+    /// Testing aid: corrupt the plan (one live tensor moved over another) first.
+    pub inject_clobber: bool,
+}
+
+fn millis(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn percent_over(total: u64, bound: u64) -> f64 {
+    if bound == 0 {
+        0.0
+    } else {
+        // Display only.
+        (total as f64 / bound as f64 - 1.0) * 100.0
+    }
+}
+
+/// Loads, plans, allocates, runs the checksum run and reports. Exit code 1 when the
+/// proof finds a clobbered tensor.
+pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
+    let planner = Planner::from_name(&args.planner)?;
+    let graph = read_trace(&args.file)?;
+    let ctx = GpuContext::from_env()?;
+    let storage = ctx.buffer_types()?.storage.desc;
+    let started = Instant::now();
+    let mut plan = planner.plan_graph(&graph, &storage)?;
+    let plan_seconds = started.elapsed().as_secs_f64();
+    let clobber = if args.inject_clobber {
+        inject_clobber(&mut plan, &graph)
+    } else {
+        None
+    };
+    let plan_verified = plan.verify(&graph).is_ok();
+    check_plan_against_limits(&plan, &graph, &ctx.limits)?;
+    let memory = allocate_plan(&ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
+    let checksum = ChecksumRun::new(&ctx, &graph, &plan, &memory)?;
+    let report = checksum.run()?;
+    let naive = naive_size(&graph);
+    let bound = lower_bounds(&graph)?.inplace_aware;
+    let planned = plan.total_size();
+    if let Some(path) = &args.svg {
+        write_svg(path, &graph, &plan, bound)?;
+    }
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "trace": graph.name,
+                "adapter": ctx.info.name,
+                "backend": format!("{:?}", ctx.info.backend),
+                "planner": plan.planner,
+                "buffers": buffers_json(&plan),
+                "total_bytes": planned,
+                "naive_bytes": naive,
+                "lower_bound_bytes": bound,
+                "plan_seconds": plan_seconds,
+                "plan_verified": plan_verified,
+                "encode_ms": millis(report.encode_time),
+                "gpu_ms": report.gpu_time.map(millis),
+                "wall_ms": millis(report.wall_time),
+                "report": report,
+                "clobber": clobber.map(|c| json!({"victim": c.victim.0, "intruder": c.intruder.0})),
+                "verified": report.verified(),
+            })
+        );
+    } else {
+        println!(
+            "trace {}: {} nodes, {} tensors",
+            graph.name,
+            graph.nodes.len(),
+            graph.tensors.len()
+        );
+        println!("adapter: {} ({:?})", ctx.info.name, ctx.info.backend);
+        println!(
+            "planner: {} ({:.3} ms; plan verify: {})",
+            plan.planner,
+            plan_seconds * 1e3,
+            if plan_verified { "passed" } else { "REJECTED" }
+        );
+        if let Some(c) = clobber {
+            println!(
+                "INJECTED clobber: tensor {} moved over live tensor {}",
+                c.intruder, c.victim
+            );
+        }
+        for (i, b) in plan.buffers.iter().enumerate() {
+            println!(
+                "  buffer {i} ({}): {} chunks, {} bytes",
+                b.buffer_type.name,
+                b.chunks.len(),
+                b.size()
+            );
+        }
+        println!(
+            "planned {planned} bytes; naive {naive} bytes ({:.1}x more); lower bound {bound} bytes (planned {:+.2}%)",
+            naive as f64 / planned.max(1) as f64,
+            percent_over(planned, bound)
+        );
+        let gpu = report.gpu_time.map_or_else(
+            || "n/a (no timestamp queries)".to_string(),
+            |d| format!("{:.3} ms", millis(d)),
+        );
+        println!(
+            "checksum run: {} dispatches, encode {:.3} ms, gpu {gpu}, submit-to-readback {:.3} ms",
+            report.dispatches,
+            millis(report.encode_time),
+            millis(report.wall_time)
+        );
+        println!("{report}");
+        for m in report.first_mismatches.iter().skip(1) {
+            println!("  also: {m}");
+        }
+    }
+    Ok(if report.verified() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,476 @@
+//! [`ChecksumRun`]: the checksum run on a wgpu device. Pipelines, bind groups and
+//! tables are built once; each [`ChecksumRun::run`] records every dispatch into one
+//! compute pass, submits once and reads back the mismatch records.
+
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use wgpu::util::DeviceExt;
+
+use super::predict::Prediction;
+use super::report::{ChecksumReport, Mismatch};
+use super::schedule::{
+    Chunks, Kind, Schedule, FIXED_STORAGE_BUFFERS, MAX_RECORDS, SLOTS, SUMS_BASE,
+};
+use crate::device::{GpuContext, PlannedMemory};
+use crate::exec::ExecError;
+use crate::graph::Graph;
+use crate::plan::Plan;
+
+/// The WGSL of the checksum run.
+pub const CHECKSUM_WGSL: &str = include_str!("../../../shaders/checksum.wgsl");
+
+/// Bytes of the uniform parameters of one dispatch.
+const PARAMS_SIZE: u64 = 64;
+/// Bytes of the state buffer's header (counter and records) that is read back.
+const HEADER_SIZE: u64 = (SUMS_BASE as u64) * 4;
+
+/// A prepared checksum run of one graph over one plan's memory.
+#[derive(Debug)]
+pub struct ChecksumRun<'a> {
+    ctx: &'a GpuContext,
+    graph: &'a Graph,
+    schedule: Schedule,
+    reduce: wgpu::ComputePipeline,
+    write: wgpu::ComputePipeline,
+    bind_groups: Vec<wgpu::BindGroup>,
+    dispatch_group: Vec<usize>,
+    param_stride: u64,
+    state: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    timer: Option<Timer>,
+}
+
+/// Timestamp queries at the start and end of the pass.
+#[derive(Debug)]
+struct Timer {
+    queries: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+}
+
+fn gpu_error(stage: &'static str) -> impl Fn(String) -> ExecError {
+    move |message| ExecError::Gpu { stage, message }
+}
+
+fn check_limit(what: &str, needed: u64, limit: u64) -> Result<(), ExecError> {
+    if needed > limit {
+        return Err(ExecError::ChecksumLimit {
+            what: what.to_string(),
+            needed,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+impl<'a> ChecksumRun<'a> {
+    /// Predicts the run on the CPU, lays it out and builds everything the GPU needs.
+    ///
+    /// # Errors
+    /// [`ExecError::ChecksumLimit`] when the device has too few storage bindings per
+    /// stage, or a chunk buffer or table exceeds a binding; the errors of
+    /// [`Prediction::of`] and of the layout ([`ExecError::ChecksumPlacement`] for a
+    /// tensor outside its memory); [`ExecError::Gpu`] when wgpu reports an error.
+    pub fn new(
+        ctx: &'a GpuContext,
+        graph: &'a Graph,
+        plan: &Plan,
+        memory: &PlannedMemory,
+    ) -> Result<ChecksumRun<'a>, ExecError> {
+        let limits = &ctx.limits;
+        check_limit(
+            "storage buffers per shader stage",
+            u64::from(FIXED_STORAGE_BUFFERS) + SLOTS as u64,
+            u64::from(limits.max_storage_buffers_per_shader_stage),
+        )?;
+        let binding_limit = limits.max_storage_buffer_binding_size;
+        let mut unique: Vec<wgpu::Buffer> = Vec::new();
+        let mut chunk_buffer: Vec<Vec<usize>> = Vec::new();
+        for (b, chunks) in memory.chunks().iter().enumerate() {
+            let mut row = Vec::with_capacity(chunks.len());
+            for (c, buffer) in chunks.iter().enumerate() {
+                let i = match unique.iter().position(|u| u == buffer) {
+                    Some(i) => i,
+                    None => {
+                        check_limit(
+                            &format!("buffer {b} chunk {c} bound whole"),
+                            buffer.size(),
+                            binding_limit,
+                        )?;
+                        if !buffer.size().is_multiple_of(4) {
+                            return Err(ExecError::ChecksumLimit {
+                                what: format!("buffer {b} chunk {c} size (whole words)"),
+                                needed: buffer.size(),
+                                limit: buffer.size() / 4 * 4,
+                            });
+                        }
+                        unique.push(buffer.clone());
+                        unique.len() - 1
+                    }
+                };
+                row.push(i);
+            }
+            chunk_buffer.push(row);
+        }
+        let buffer_sizes: Vec<u64> = unique.iter().map(wgpu::Buffer::size).collect();
+        let prediction = Prediction::of(graph)?;
+        let schedule = Schedule::build(
+            graph,
+            plan,
+            Chunks {
+                chunk_buffer: &chunk_buffer,
+                buffer_sizes: &buffer_sizes,
+            },
+            &prediction,
+        )?;
+        let table_bytes = (schedule.table.len().max(1) as u64).saturating_mul(4);
+        check_limit("checksum table", table_bytes, binding_limit)?;
+        let state_bytes = (u64::from(SUMS_BASE) + u64::from(schedule.reads)).saturating_mul(4);
+        check_limit("checksum state", state_bytes, binding_limit)?;
+        let param_stride = PARAMS_SIZE.max(u64::from(limits.min_uniform_buffer_offset_alignment));
+        let params_bytes = param_stride.saturating_mul(schedule.dispatches.len().max(1) as u64);
+        check_limit("checksum parameters", params_bytes, limits.max_buffer_size)?;
+
+        let device = &ctx.device;
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let memory_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let layout = bind_group_layout(device);
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("wgalloc checksum"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("checksum.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(CHECKSUM_WGSL.into()),
+        });
+        let pipeline = |entry: &str| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let (reduce, write) = (pipeline("reduce"), pipeline("write"));
+
+        let mut param_bytes = vec![0u8; params_bytes as usize];
+        for (i, d) in schedule.dispatches.iter().enumerate() {
+            let at = i * param_stride as usize;
+            param_bytes[at..at + PARAMS_SIZE as usize]
+                .copy_from_slice(bytemuck::cast_slice(&d.params));
+        }
+        let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("wgalloc checksum params"),
+            contents: &param_bytes,
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+        let mut table_words = schedule.table.clone();
+        if table_words.is_empty() {
+            table_words.push(0);
+        }
+        let table = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("wgalloc checksum table"),
+            contents: bytemuck::cast_slice(&table_words),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+        let state = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgalloc checksum state"),
+            size: state_bytes,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let readback = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgalloc checksum readback"),
+            size: HEADER_SIZE,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let dummies: Vec<wgpu::Buffer> = (0..SLOTS)
+            .map(|_| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgalloc checksum empty slot"),
+                    size: 16,
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })
+            })
+            .collect();
+        let mut bind_groups = Vec::new();
+        let mut group_of: HashMap<[Option<usize>; SLOTS], usize> = HashMap::new();
+        let mut dispatch_group = Vec::with_capacity(schedule.dispatches.len());
+        for d in &schedule.dispatches {
+            let index = *group_of.entry(d.slots).or_insert_with(|| {
+                let mut entries = vec![
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &params,
+                            offset: 0,
+                            size: wgpu::BufferSize::new(PARAMS_SIZE),
+                        }),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: table.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: state.as_entire_binding(),
+                    },
+                ];
+                for (s, slot) in d.slots.iter().enumerate() {
+                    let buffer = slot.and_then(|u| unique.get(u)).unwrap_or(&dummies[s]);
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: 3 + s as u32,
+                        resource: buffer.as_entire_binding(),
+                    });
+                }
+                bind_groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some("wgalloc checksum"),
+                    layout: &layout,
+                    entries: &entries,
+                }));
+                bind_groups.len() - 1
+            });
+            dispatch_group.push(index);
+        }
+        let timer = ctx.has_timestamps().then(|| Timer {
+            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("wgalloc checksum timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            }),
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc timestamp resolve"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            readback: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc timestamp readback"),
+                size: 16,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        });
+        let oom = pollster::block_on(memory_scope.pop());
+        let invalid = pollster::block_on(validation.pop());
+        if let Some(error) = oom.or(invalid) {
+            return Err(gpu_error("preparing the checksum run")(error.to_string()));
+        }
+        // The bind groups hold their buffers; the layout objects are kept alive by them.
+        let _ = (params, table, dummies);
+        Ok(ChecksumRun {
+            ctx,
+            graph,
+            schedule,
+            reduce,
+            write,
+            bind_groups,
+            dispatch_group,
+            param_stride,
+            state,
+            readback,
+            timer,
+        })
+    }
+
+    /// Number of dispatches one run records.
+    pub fn dispatches(&self) -> usize {
+        self.schedule.dispatches.len()
+    }
+
+    /// Runs the graph once on the GPU: clears the state, records every dispatch into
+    /// one compute pass, submits once, waits and reads back the mismatch records.
+    ///
+    /// # Errors
+    /// [`ExecError::Gpu`] when wgpu reports a validation error, or mapping or polling
+    /// fails.
+    pub fn run(&self) -> Result<ChecksumReport, ExecError> {
+        let device = &self.ctx.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let started = Instant::now();
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("wgalloc checksum run"),
+        });
+        encoder.clear_buffer(&self.state, 0, None);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("wgalloc checksum pass"),
+                timestamp_writes: self
+                    .timer
+                    .as_ref()
+                    .map(|t| wgpu::ComputePassTimestampWrites {
+                        query_set: &t.queries,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }),
+            });
+            let mut current: Option<Kind> = None;
+            for (i, d) in self.schedule.dispatches.iter().enumerate() {
+                if current != Some(d.kind) {
+                    pass.set_pipeline(match d.kind {
+                        Kind::Reduce => &self.reduce,
+                        Kind::Write => &self.write,
+                    });
+                    current = Some(d.kind);
+                }
+                let offset = (i as u64 * self.param_stride) as u32;
+                pass.set_bind_group(0, &self.bind_groups[self.dispatch_group[i]], &[offset]);
+                pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
+            }
+        }
+        encoder.copy_buffer_to_buffer(&self.state, 0, &self.readback, 0, HEADER_SIZE);
+        if let Some(t) = &self.timer {
+            encoder.resolve_query_set(&t.queries, 0..2, &t.resolve, 0);
+            encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, 16);
+        }
+        let commands = encoder.finish();
+        let encode_time = started.elapsed();
+        let submitted = Instant::now();
+        self.ctx.queue.submit([commands]);
+        let header = read_words(device, &self.readback)?;
+        let wall_time = submitted.elapsed();
+        let gpu_time = match &self.timer {
+            Some(t) => {
+                let ticks = read_words(device, &t.readback)?;
+                let start = u64::from(ticks[0]) | (u64::from(ticks[1]) << 32);
+                let end = u64::from(ticks[2]) | (u64::from(ticks[3]) << 32);
+                let period = f64::from(self.ctx.queue.get_timestamp_period());
+                let nanos = end.saturating_sub(start) as f64 * period;
+                Some(Duration::from_nanos(nanos as u64))
+            }
+            None => None,
+        };
+        if let Some(error) = pollster::block_on(scope.pop()) {
+            return Err(gpu_error("running the checksum pass")(error.to_string()));
+        }
+        let mismatches = header.first().copied().unwrap_or(0);
+        let kept = mismatches.min(MAX_RECORDS) as usize;
+        let first_mismatches = (0..kept)
+            .filter_map(|k| header.get(1 + 4 * k..5 + 4 * k))
+            .map(|r| Mismatch::from_record(self.graph, r[0], r[1], r[2], r[3]))
+            .collect();
+        Ok(ChecksumReport {
+            nodes: self.graph.nodes.len(),
+            tensors: self.schedule.tensors_checked,
+            checks: self.schedule.reads,
+            dispatches: self.schedule.dispatches.len(),
+            mismatches,
+            first_mismatches,
+            encode_time,
+            gpu_time,
+            wall_time,
+        })
+    }
+}
+
+/// Runs the checksum run of `graph` over `plan`'s `memory` once (see [`ChecksumRun`]).
+///
+/// # Errors
+/// Those of [`ChecksumRun::new`] and [`ChecksumRun::run`].
+pub fn checksum_run(
+    ctx: &GpuContext,
+    graph: &Graph,
+    plan: &Plan,
+    memory: &PlannedMemory,
+) -> Result<ChecksumReport, ExecError> {
+    ChecksumRun::new(ctx, graph, plan, memory)?.run()
+}
+
+fn bind_group_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
+    let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    };
+    let mut entries = vec![
+        wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: true,
+                min_binding_size: wgpu::BufferSize::new(PARAMS_SIZE),
+            },
+            count: None,
+        },
+        storage(1, true),
+        storage(2, false),
+    ];
+    entries.extend((0..SLOTS as u32).map(|s| storage(3 + s, false)));
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("wgalloc checksum"),
+        entries: &entries,
+    })
+}
+
+/// Maps a `MAP_READ` buffer, waits for it and returns its words.
+fn read_words(device: &wgpu::Device, buffer: &wgpu::Buffer) -> Result<Vec<u32>, ExecError> {
+    let (sender, receiver) = mpsc::channel();
+    buffer.map_async(wgpu::MapMode::Read, .., move |result| {
+        let _ = sender.send(result);
+    });
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| gpu_error("waiting for the GPU")(e.to_string()))?;
+    receiver
+        .recv()
+        .map_err(|e| gpu_error("reading back results")(e.to_string()))?
+        .map_err(|e| gpu_error("mapping the readback buffer")(e.to_string()))?;
+    let words = {
+        let view = buffer
+            .get_mapped_range(..)
+            .map_err(|e| gpu_error("mapping the readback buffer")(e.to_string()))?;
+        bytemuck::pod_collect_to_vec::<u8, u32>(&view)
+    };
+    buffer.unmap();
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::checksum::schedule::{READ_STRIDE, WORKGROUP};
+
+    #[test]
+    fn checksum_wgsl_validates_with_naga() {
+        let module = naga::front::wgsl::parse_str(CHECKSUM_WGSL).expect("parses");
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::empty(),
+        )
+        .validate(&module)
+        .expect("validates");
+    }
+
+    #[test]
+    fn shader_constants_match_the_rust_layout() {
+        for line in [
+            format!("const WORKGROUP: u32 = {WORKGROUP}u;"),
+            format!("const READ_STRIDE: u32 = {READ_STRIDE}u;"),
+            format!("const MAX_RECORDS: u32 = {MAX_RECORDS}u;"),
+            format!("const SUMS_BASE: u32 = {SUMS_BASE}u;"),
+            format!("@workgroup_size({WORKGROUP})"),
+            format!(
+                "@binding({}) var<storage, read_write> slot{}",
+                2 + SLOTS,
+                SLOTS - 1
+            ),
+        ] {
+            assert!(CHECKSUM_WGSL.contains(&line), "shader lacks {line:?}");
+        }
+    }
+}
