@@ -1,81 +1,71 @@
-//! The executor on whole graphs: the built-in GPT model (tiny and default sizes) in one
-//! pass over two memory layers (activations with in-place reuse, then weights) against
-//! the CPU reference, bind-group reuse on a second run, and the errors a bad graph or
-//! plan gets before anything is submitted.
+//! The executor on whole graphs: the built-in GPT model (tiny and default sizes) with
+//! its activations planned by the ggml planner (with in-place reuse) and its weights by
+//! the context planner, both allocated through `allocate_plan`, against the CPU
+//! reference; a graph allocator reserved for a longer sequence running a shorter one in
+//! the same memory; bind-group reuse on a second run; and the errors a bad graph or plan
+//! gets before anything is submitted.
 //!
 //! Tolerance: |gpu − cpu| ≤ 1e-3 · (1 + |cpu|) on the logits (a dozen chained kernels).
 //!
 //! No adapter: each test prints `SKIPPED: no wgpu adapter` and passes, unless
 //! `WGALLOC_REQUIRE_GPU=1`, where it fails.
 
+mod common;
+
 use std::collections::HashMap;
 
-use wgalloc::device::{GpuContext, PlannedMemory};
+use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
 use wgalloc::exec::cpu_ref::{self, TensorData};
-use wgalloc::exec::{ExecError, Executor, TensorMemory};
-use wgalloc::graph::{DType, Graph, GraphBuilder, Role, TensorId};
+use wgalloc::exec::{ExecError, Executor, RunReport, TensorMemory};
+use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::{build_gpt, GptModel, ModelConfig};
-use wgalloc::plan::{align_up, BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
+use wgalloc::plan::{
+    align_up, alloc_ctx_tensors, lower_bounds, naive_size, plan_graph, plan_weights, BufferId,
+    BufferPlan, BufferTypeDesc, ChunkPlan, GraphAllocator, Placement, Plan,
+};
 
-/// The device from the environment; `None` (after printing SKIPPED) when there is none
-/// and the GPU is not required.
-fn gpu() -> Option<GpuContext> {
-    match GpuContext::from_env() {
-        Ok(ctx) => Some(ctx),
-        Err(e) => {
-            if std::env::var("WGALLOC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("WGALLOC_REQUIRE_GPU=1 but no adapter: {e}");
-            }
-            eprintln!("SKIPPED: no wgpu adapter");
-            None
-        }
-    }
+/// The device's storage buffer type, as the planners see it.
+fn storage_type(ctx: &GpuContext) -> BufferTypeDesc {
+    ctx.buffer_types().expect("buffer types").storage.desc
 }
 
-/// Places the tensors `keep` selects one after another in one chunk; an in-place
-/// node's output takes its first input's range when that input dies at the node.
-fn layer_plan(graph: &Graph, alignment: u64, keep: impl Fn(Role) -> bool, inplace: bool) -> Plan {
-    let mut last_read = vec![usize::MAX; graph.tensors.len()];
-    for (step, n) in graph.nodes.iter().enumerate() {
-        for &i in &n.inputs {
-            last_read[graph.root_of(i).expect("root").index()] = step;
-        }
-    }
+/// One buffer per planned chunk, through the default allocator.
+fn allocate(ctx: &GpuContext, plan: &Plan) -> PlannedMemory {
+    allocate_plan(ctx, plan, DEFAULT_USAGE, &WgpuAllocator).expect("allocate the plan")
+}
+
+/// The real planner's plan for a small graph, verified.
+fn ggml_plan(ctx: &GpuContext, graph: &Graph) -> Plan {
+    let plan = plan_graph(graph, &storage_type(ctx)).expect("plan");
+    plan.verify(graph).expect("the plan verifies");
+    plan
+}
+
+/// Every non-view tensor in its own 256-aligned range of one chunk (a view shares its
+/// root's): the base that the tests of deliberately broken plans edit.
+fn separate_plan(graph: &Graph) -> Plan {
+    const ALIGNMENT: u64 = 256;
     let mut placements: Vec<Option<Placement>> = vec![None; graph.tensors.len()];
     let mut offset = 0u64;
-    for t in graph
-        .tensors
-        .iter()
-        .filter(|t| t.view_of.is_none() && keep(t.role))
-    {
-        let size = align_up(t.size, alignment).expect("size");
+    for t in graph.tensors.iter().filter(|t| t.view_of.is_none()) {
+        let size = align_up(t.size, ALIGNMENT).expect("size");
         placements[t.id.index()] = Some(Placement {
             buffer: BufferId(0),
             chunk: 0,
             offset,
             size,
         });
-        offset += size;
+        offset = offset.checked_add(size).expect("offset");
     }
-    if inplace {
-        for (step, n) in graph.nodes.iter().enumerate() {
-            let input = &graph.tensors[n.inputs[0].index()];
-            let out = &graph.tensors[n.output.index()];
-            if n.inplace
-                && input.role == Role::Intermediate
-                && input.view_of.is_none()
-                && input.size == out.size
-                && last_read[input.id.index()] == step
-            {
-                placements[out.id.index()] = placements[input.id.index()];
-            }
-        }
+    for t in graph.tensors.iter().filter(|t| t.view_of.is_some()) {
+        let root = graph.root_of(t.id).expect("root");
+        placements[t.id.index()] = placements[root.index()];
     }
     Plan {
-        planner: "test-layer".into(),
+        planner: "test-separate".into(),
         placements,
         buffers: vec![BufferPlan {
-            buffer_type: BufferTypeDesc::new("storage", alignment, u64::MAX).expect("type"),
+            buffer_type: BufferTypeDesc::new("storage", ALIGNMENT, u64::MAX).expect("type"),
             chunks: vec![ChunkPlan {
                 size: offset.max(4),
                 oversized: false,
@@ -84,29 +74,6 @@ fn layer_plan(graph: &Graph, alignment: u64, keep: impl Fn(Role) -> bool, inplac
         }],
         inplace: Vec::new(),
     }
-}
-
-fn allocate(ctx: &GpuContext, plan: &Plan) -> PlannedMemory {
-    let chunks = plan
-        .buffers
-        .iter()
-        .map(|b| {
-            b.chunks
-                .iter()
-                .map(|c| {
-                    ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("test chunk"),
-                        size: c.size,
-                        usage: wgpu::BufferUsages::STORAGE
-                            | wgpu::BufferUsages::COPY_SRC
-                            | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    PlannedMemory::from_buffers(chunks)
 }
 
 fn model_values(model: &GptModel) -> HashMap<TensorId, TensorData> {
@@ -128,24 +95,33 @@ fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], tol: f32) {
     }
 }
 
-/// Runs the model twice over activations + weights layers; checks the logits against
-/// the CPU and that the second run creates no bind group.
-fn check_gpt(ctx: &GpuContext, config: ModelConfig) {
-    let model = build_gpt(&config).expect("model");
+fn tiny_config(seq: u64) -> ModelConfig {
+    ModelConfig {
+        layers: 1,
+        width: 32,
+        heads: 2,
+        seq,
+        vocab: 50,
+        seed: 7,
+    }
+}
+
+/// Uploads the model's tokens and weights into `memory`, runs the graph and checks the
+/// logits against the CPU reference; returns the report and the GPU's logits.
+fn run_model(
+    ctx: &GpuContext,
+    exec: &mut Executor,
+    model: &GptModel,
+    memory: &TensorMemory<'_>,
+) -> (RunReport, Vec<f32>) {
     let graph = &model.graph;
-    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
-    let activations = layer_plan(graph, alignment, |r| r != Role::Weight, true);
-    let weights = layer_plan(graph, alignment, |r| r == Role::Weight, false);
-    let (act_mem, weight_mem) = (allocate(ctx, &activations), allocate(ctx, &weights));
-    let memory = TensorMemory::single(&activations, &act_mem).with_layer(&weights, &weight_mem);
-    let values = model_values(&model);
+    let values = model_values(model);
     for (&id, data) in &values {
         memory
             .write(ctx, graph, id, &data.to_bytes())
             .expect("upload");
     }
-    let mut exec = Executor::new(ctx);
-    let first = exec.run(graph, &memory).expect("first run");
+    let report = exec.run(graph, memory).expect("run");
     let gpu = memory.read_f32(ctx, graph, model.logits).expect("read");
     let cpu_all = cpu_ref::evaluate(graph, &values).expect("cpu");
     let cpu = cpu_all[model.logits.index()]
@@ -153,10 +129,66 @@ fn check_gpt(ctx: &GpuContext, config: ModelConfig) {
         .and_then(|d| d.as_f32())
         .expect("logits");
     assert_close(graph.name.as_str(), &gpu, cpu, 1e-3);
-    assert_eq!(first.dispatches, graph.nodes.len());
+    assert_eq!(report.dispatches, graph.nodes.len());
+    (report, gpu)
+}
+
+/// The weights of `model` packed by the context planner, verified; `alloc_ctx_tensors`
+/// over the model's weight list gives the same plan as `plan_weights`.
+fn weight_plan(model: &GptModel, storage: &BufferTypeDesc) -> Plan {
+    let graph = &model.graph;
+    let weights = plan_weights(graph, storage).expect("weight plan");
+    weights.verify(graph).expect("the weight plan verifies");
+    assert_eq!(
+        alloc_ctx_tensors(graph, &model.weights(), storage).expect("context plan"),
+        weights
+    );
+    weights
+}
+
+/// Plans the model's activations with the ggml planner and its weights with the
+/// context planner, allocates both, runs twice and checks the logits against the CPU,
+/// the reuse in the plan, and that the second run creates no bind group.
+fn check_gpt(ctx: &GpuContext, config: ModelConfig) {
+    let model = build_gpt(&config).expect("model");
+    let graph = &model.graph;
+    let storage = storage_type(ctx);
+    let activations = plan_graph(graph, &storage).expect("activation plan");
+    activations
+        .verify(graph)
+        .expect("the activation plan verifies");
+    let weights = weight_plan(&model, &storage);
+    for w in model.weights() {
+        assert_eq!(
+            activations.placement(w),
+            None,
+            "weights are not activations"
+        );
+        assert!(weights.placement(w).is_some(), "every weight is packed");
+    }
+    let (planned, naive) = (activations.total_size(), naive_size(graph));
+    let bound = lower_bounds(graph).expect("bounds").inplace_aware;
     assert!(
-        first.inplace_dispatches > 0,
-        "the plan shares in-place ranges"
+        planned < naive,
+        "reuse: {planned} planned bytes, {naive} without reuse"
+    );
+    assert!(
+        planned >= bound,
+        "{planned} planned below the bound {bound}"
+    );
+    assert!(
+        !activations.inplace.is_empty(),
+        "the planner pairs in-place nodes"
+    );
+
+    let (act_mem, weight_mem) = (allocate(ctx, &activations), allocate(ctx, &weights));
+    let memory = TensorMemory::single(&activations, &act_mem).with_layer(&weights, &weight_mem);
+    let mut exec = Executor::new(ctx);
+    let (first, gpu) = run_model(ctx, &mut exec, &model, &memory);
+    assert_eq!(
+        first.inplace_dispatches,
+        activations.inplace.len(),
+        "every planned in-place pair runs an in-place kernel, and nothing else does"
     );
     assert!(first.bind_groups_created > 0);
 
@@ -166,9 +198,11 @@ fn check_gpt(ctx: &GpuContext, config: ModelConfig) {
     let again = memory.read_f32(ctx, graph, model.logits).expect("read");
     assert_eq!(gpu, again, "a repeated run is deterministic");
     eprintln!(
-        "{}: {} nodes, {} in place; first run encode {:?} wait {:?} gpu {:?} ({} bind groups, {} pipelines); \
+        "{}: activations {planned} B planned (naive {naive} B, bound {bound} B), weights {} B; \
+         {} nodes, {} in place; first run encode {:?} wait {:?} gpu {:?} ({} bind groups, {} pipelines); \
          second run encode {:?} wait {:?} gpu {:?}",
         graph.name,
+        weights.total_size(),
         first.dispatches,
         first.inplace_dispatches,
         first.encode_time,
@@ -184,27 +218,73 @@ fn check_gpt(ctx: &GpuContext, config: ModelConfig) {
 
 #[test]
 fn tiny_gpt_runs_in_one_pass_and_matches_the_cpu_reference() {
-    let Some(ctx) = gpu() else { return };
-    check_gpt(
-        &ctx,
-        ModelConfig {
-            layers: 1,
-            width: 32,
-            heads: 2,
-            seq: 8,
-            vocab: 50,
-            seed: 7,
-        },
-    );
+    let Some(ctx) = common::gpu() else { return };
+    check_gpt(&ctx, tiny_config(8));
 }
 
 #[test]
 fn default_gpt_matches_the_cpu_reference() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     check_gpt(&ctx, ModelConfig::default());
 }
 
-/// A three-node graph `y = gelu(scale(x)) + b` and one-chunk memory for it.
+#[test]
+fn a_reservation_for_a_longer_sequence_runs_a_shorter_one_in_the_same_memory() {
+    let Some(ctx) = common::gpu() else { return };
+    let long = build_gpt(&tiny_config(16)).expect("model");
+    let short = build_gpt(&tiny_config(8)).expect("model");
+    let storage = storage_type(&ctx);
+    let mut galloc = GraphAllocator::new(vec![storage.clone()]);
+    galloc.reserve(&long.graph).expect("reserve");
+    let reserved = galloc.buffer_size(0).expect("size");
+    let long_plan = galloc.alloc_graph(&long.graph).expect("alloc long");
+    long_plan.verify(&long.graph).expect("long plan verifies");
+    assert_eq!(long_plan.total_size(), reserved);
+
+    // Weights of the longer model: the shorter one's (a shorter position table) fit.
+    let weights = weight_plan(&long, &storage);
+    weights
+        .verify(&short.graph)
+        .expect("the long model's weight plan holds the short model's weights");
+    let (act_mem, weight_mem) = (allocate(&ctx, &long_plan), allocate(&ctx, &weights));
+    let mut exec = Executor::new(&ctx);
+    let long_memory = TensorMemory::single(&long_plan, &act_mem).with_layer(&weights, &weight_mem);
+    run_model(&ctx, &mut exec, &long, &long_memory);
+
+    assert!(!galloc.needs_realloc(&short.graph), "seq 8 fits seq 16");
+    assert!(
+        galloc.needs_realloc(&build_gpt(&tiny_config(32)).expect("model").graph),
+        "seq 32 does not fit seq 16"
+    );
+    let short_plan = galloc.alloc_graph(&short.graph).expect("alloc short");
+    short_plan
+        .verify(&short.graph)
+        .expect("short plan verifies");
+    assert_eq!(galloc.buffer_size(0), Ok(reserved), "nothing grew");
+    assert_eq!(
+        short_plan.buffers, long_plan.buffers,
+        "the short plan lives in the reserved buffers"
+    );
+    for (b, buffer) in short_plan.buffers.iter().enumerate() {
+        for (c, chunk) in buffer.chunks.iter().enumerate() {
+            let allocated = act_mem.chunk(BufferId(b), c).expect("chunk").size();
+            assert!(chunk.size <= allocated, "chunk {b}/{c}");
+        }
+    }
+    let short_memory =
+        TensorMemory::single(&short_plan, &act_mem).with_layer(&weights, &weight_mem);
+    let (report, _) = run_model(&ctx, &mut exec, &short, &short_memory);
+    assert_eq!(report.inplace_dispatches, short_plan.inplace.len());
+    assert!(!short_plan.inplace.is_empty());
+    eprintln!(
+        "reserved {reserved} B for seq 16; seq 8 ran in it ({} B with a plan of its own)",
+        plan_graph(&short.graph, &storage)
+            .expect("plan")
+            .total_size()
+    );
+}
+
+/// A three-node graph `y = gelu(scale(x)) + b`, all in place; returns it, `x` and `b`.
 fn small_graph() -> (Graph, TensorId, TensorId) {
     let mut g = GraphBuilder::new("small");
     let x = g.input("x", DType::F32, &[4, 8]);
@@ -218,12 +298,12 @@ fn small_graph() -> (Graph, TensorId, TensorId) {
 
 #[test]
 fn an_op_without_a_kernel_is_refused_before_submit() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let mut g = GraphBuilder::new("conv");
     let x = g.input("x", DType::F32, &[4]);
     g.node("conv2d", &[x], &[4], false);
     let graph = g.build().expect("valid");
-    let plan = layer_plan(&graph, 256, |_| true, false);
+    let plan = ggml_plan(&ctx, &graph);
     let mem = allocate(&ctx, &plan);
     let err = Executor::new(&ctx)
         .run(&graph, &TensorMemory::single(&plan, &mem))
@@ -240,10 +320,9 @@ fn an_op_without_a_kernel_is_refused_before_submit() {
 
 #[test]
 fn a_tensor_no_layer_places_is_named() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let (graph, _, b) = small_graph();
-    let plan = layer_plan(&graph, 256, |_| true, false);
-    let mut missing = plan.clone();
+    let mut missing = ggml_plan(&ctx, &graph);
     missing.placements[b.index()] = None;
     let mem = allocate(&ctx, &missing);
     let err = Executor::new(&ctx)
@@ -257,9 +336,9 @@ fn a_tensor_no_layer_places_is_named() {
 
 #[test]
 fn an_output_over_the_second_input_is_an_overlap_error() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let (graph, _, b) = small_graph();
-    let mut plan = layer_plan(&graph, 256, |_| true, false);
+    let mut plan = separate_plan(&graph);
     let y = graph.nodes[2].output;
     plan.placements[y.index()] = plan.placements[b.index()].map(|mut p| {
         p.size = 4 * 32;
@@ -281,13 +360,13 @@ fn an_output_over_the_second_input_is_an_overlap_error() {
 
 #[test]
 fn a_norm_placed_over_its_input_has_no_in_place_kernel() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let mut g = GraphBuilder::new("norm");
     let x = g.input("x", DType::F32, &[2, 8]);
     let w = g.weight("g", DType::F32, &[8]);
     let y = g.node("rms_norm", &[x, w], &[2, 8], false);
     let graph = g.build().expect("valid");
-    let mut plan = layer_plan(&graph, 256, |_| true, false);
+    let mut plan = separate_plan(&graph);
     plan.placements[y.index()] = plan.placements[x.index()];
     let mem = allocate(&ctx, &plan);
     let err = Executor::new(&ctx)
@@ -301,14 +380,14 @@ fn a_norm_placed_over_its_input_has_no_in_place_kernel() {
 
 #[test]
 fn a_misaligned_offset_is_refused_with_the_device_alignment() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let alignment = ctx.limits.min_storage_buffer_offset_alignment;
     if alignment <= 4 {
         eprintln!("SKIPPED: device accepts any 4-byte offset");
         return;
     }
     let (graph, x, _) = small_graph();
-    let mut plan = layer_plan(&graph, 256, |_| true, false);
+    let mut plan = separate_plan(&graph);
     if let Some(p) = plan.placements[x.index()].as_mut() {
         p.offset += 4;
         p.size -= 4;
@@ -329,12 +408,13 @@ fn a_misaligned_offset_is_refused_with_the_device_alignment() {
 
 #[test]
 fn in_place_chain_over_one_range_matches_the_cpu() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let (graph, x, b) = small_graph();
-    // x, scale, gelu and add all share x's range: three in-place dispatches.
-    let mut plan = layer_plan(&graph, 256, |_| true, false);
+    // The planner puts scale, gelu and add over x's range: three in-place dispatches.
+    let plan = ggml_plan(&ctx, &graph);
+    assert_eq!(plan.inplace.len(), 3, "{:?}", plan.inplace);
     for n in &graph.nodes {
-        plan.placements[n.output.index()] = plan.placements[x.index()];
+        assert_eq!(plan.placement(n.output), plan.placement(x));
     }
     let mem = allocate(&ctx, &plan);
     let memory = TensorMemory::single(&plan, &mem);
@@ -365,17 +445,18 @@ fn in_place_chain_over_one_range_matches_the_cpu() {
 
 #[test]
 fn a_view_is_bound_at_its_roots_range() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let mut g = GraphBuilder::new("view");
     let x = g.input("x", DType::F32, &[4, 8]);
     let flat = g.view("flat", x, &[32]);
     let y = g.node("softmax", &[flat], &[32], false);
     g.mark_output(y);
     let graph = g.build().expect("valid");
-    let plan = layer_plan(&graph, 256, |_| true, false);
-    assert!(
-        plan.placements[flat.index()].is_none(),
-        "views get no range of their own"
+    let plan = ggml_plan(&ctx, &graph);
+    assert_eq!(
+        plan.placement(flat),
+        plan.placement(x),
+        "a view gets its root's range"
     );
     let mem = allocate(&ctx, &plan);
     let memory = TensorMemory::single(&plan, &mem);
@@ -402,9 +483,9 @@ fn a_view_is_bound_at_its_roots_range() {
 
 #[test]
 fn a_new_memory_gets_new_bind_groups_not_the_old_buffers() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let (graph, x, b) = small_graph();
-    let plan = layer_plan(&graph, 256, |_| true, true);
+    let plan = ggml_plan(&ctx, &graph);
     let (mem_a, mem_b) = (allocate(&ctx, &plan), allocate(&ctx, &plan));
     let (first, second) = (
         TensorMemory::single(&plan, &mem_a),
@@ -412,7 +493,7 @@ fn a_new_memory_gets_new_bind_groups_not_the_old_buffers() {
     );
     let mut exec = Executor::new(&ctx);
     let y = graph.nodes[2].output;
-    let mut outputs = Vec::new();
+    let (mut outputs, mut created) = (Vec::new(), Vec::new());
     for (memory, shift) in [(&first, 0.0f32), (&second, 1.0)] {
         let mut values = HashMap::new();
         values.insert(
@@ -426,7 +507,12 @@ fn a_new_memory_gets_new_bind_groups_not_the_old_buffers() {
                 .expect("upload");
         }
         let report = exec.run(&graph, memory).expect("run");
-        assert_eq!(report.bind_groups_created, graph.nodes.len());
+        // scale and gelu both bind x's range with the unary in-place kernel: one group.
+        assert_eq!(
+            report.bind_groups_created + report.bind_groups_reused,
+            graph.nodes.len()
+        );
+        created.push(report.bind_groups_created);
         let gpu = memory.read_f32(&ctx, &graph, y).expect("read");
         let cpu = cpu_ref::evaluate(&graph, &values).expect("cpu")[y.index()]
             .clone()
@@ -436,4 +522,9 @@ fn a_new_memory_gets_new_bind_groups_not_the_old_buffers() {
         outputs.push(gpu);
     }
     assert_ne!(outputs[0], outputs[1]);
+    assert!(created[0] > 0);
+    assert_eq!(
+        created[1], created[0],
+        "the second memory builds all its groups anew"
+    );
 }

@@ -1,5 +1,7 @@
 //! Every kernel against its CPU reference on seeded random data, with sizes that are
-//! not multiples of the workgroup size, in place and out of place.
+//! not multiples of the workgroup size, in place and out of place. Each graph is
+//! planned by the ggml planner in the device's storage buffer type and allocated with
+//! `allocate_plan`; a node flagged in place is placed over its dying first input.
 //!
 //! Tolerances: |gpu − cpu| ≤ tol · (1 + |cpu|), with tol = 1e-6 for copy, scale, relu,
 //! add, mul and embedding; 1e-5 for gelu, silu, softmax and the norms; 1e-4 for matmul;
@@ -8,119 +10,51 @@
 //! No adapter: each test prints `SKIPPED: no wgpu adapter` and passes, unless
 //! `WGALLOC_REQUIRE_GPU=1`, where it fails.
 
+mod common;
+
 use std::collections::HashMap;
 
-use wgalloc::device::{GpuContext, PlannedMemory};
+use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, DEFAULT_USAGE};
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::SeededRng;
-use wgalloc::plan::{align_up, BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
-
-/// The device from the environment; `None` (after printing SKIPPED) when there is none
-/// and the GPU is not required.
-fn gpu() -> Option<GpuContext> {
-    match GpuContext::from_env() {
-        Ok(ctx) => Some(ctx),
-        Err(e) => {
-            if std::env::var("WGALLOC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("WGALLOC_REQUIRE_GPU=1 but no adapter: {e}");
-            }
-            eprintln!("SKIPPED: no wgpu adapter");
-            None
-        }
-    }
-}
-
-/// Every non-view tensor in its own aligned range of one chunk; with `inplace`, each
-/// in-place node's output shares its first input's range.
-fn simple_plan(graph: &Graph, alignment: u64, inplace: bool) -> Plan {
-    let mut placements: Vec<Option<Placement>> = vec![None; graph.tensors.len()];
-    let mut offset = 0u64;
-    for t in graph.tensors.iter().filter(|t| t.view_of.is_none()) {
-        let size = align_up(t.size, alignment).expect("size");
-        placements[t.id.index()] = Some(Placement {
-            buffer: BufferId(0),
-            chunk: 0,
-            offset,
-            size,
-        });
-        offset += size;
-    }
-    if inplace {
-        for n in graph.nodes.iter().filter(|n| n.inplace) {
-            placements[n.output.index()] = placements[n.inputs[0].index()];
-        }
-    }
-    Plan {
-        planner: "test-simple".into(),
-        placements,
-        buffers: vec![BufferPlan {
-            buffer_type: BufferTypeDesc::new("storage", alignment, u64::MAX).expect("type"),
-            chunks: vec![ChunkPlan {
-                size: offset.max(4),
-                oversized: false,
-            }],
-            same_as: None,
-        }],
-        inplace: Vec::new(),
-    }
-}
-
-fn allocate(ctx: &GpuContext, plan: &Plan) -> PlannedMemory {
-    let chunks = plan
-        .buffers
-        .iter()
-        .map(|b| {
-            b.chunks
-                .iter()
-                .map(|c| {
-                    ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("test chunk"),
-                        size: c.size,
-                        usage: wgpu::BufferUsages::STORAGE
-                            | wgpu::BufferUsages::COPY_SRC
-                            | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    PlannedMemory::from_buffers(chunks)
-}
+use wgalloc::plan::{plan_graph, plan_weights};
 
 fn random(seed: u64, len: usize, scale: f32) -> Vec<f32> {
     let mut rng = SeededRng::new(seed);
     (0..len).map(|_| rng.next_signed() * scale).collect()
 }
 
-/// Runs the graph's last node on the GPU and on the CPU; returns (gpu, cpu) values of
-/// the last node's output.
+/// Plans the graph's activations with the ggml planner in the device's storage buffer
+/// type (a node flagged in place runs over its dying first input) and its weights with
+/// the context planner, allocates both, runs it on the GPU
+/// and on the CPU; returns (gpu, cpu) values of the last node's output.
 fn run_both(
     ctx: &GpuContext,
     graph: &Graph,
     values: &HashMap<TensorId, TensorData>,
-    inplace: bool,
 ) -> (Vec<f32>, Vec<f32>) {
-    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
-    let plan = simple_plan(graph, alignment, inplace);
-    let memory = allocate(ctx, &plan);
-    let tm = TensorMemory::single(&plan, &memory);
+    let storage = ctx.buffer_types().expect("buffer types").storage.desc;
+    let plan = plan_graph(graph, &storage).expect("plan");
+    plan.verify(graph).expect("the plan verifies");
+    assert_eq!(
+        plan.inplace.len(),
+        graph.nodes.iter().filter(|n| n.inplace).count(),
+        "every node flagged in place is paired with its input"
+    );
+    let weights = plan_weights(graph, &storage).expect("weight plan");
+    weights.verify(graph).expect("the weight plan verifies");
+    let allocate = |p| allocate_plan(ctx, p, DEFAULT_USAGE, &WgpuAllocator).expect("allocate");
+    let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
+    let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);
     for (&id, data) in values {
         tm.write(ctx, graph, id, &data.to_bytes()).expect("upload");
     }
     let mut exec = Executor::new(ctx);
     let report = exec.run(graph, &tm).expect("run");
     assert_eq!(report.dispatches, graph.nodes.len());
-    if inplace {
-        assert_eq!(
-            report.inplace_dispatches,
-            graph.nodes.iter().filter(|n| n.inplace).count()
-        );
-    } else {
-        assert_eq!(report.inplace_dispatches, 0);
-    }
+    assert_eq!(report.inplace_dispatches, plan.inplace.len());
     let out = graph.nodes.last().expect("a node").output;
     let gpu = tm.read_f32(ctx, graph, out).expect("readback");
     let cpu = cpu_ref::evaluate(graph, values).expect("cpu")[out.index()]
@@ -145,12 +79,12 @@ fn check_unary(ctx: &GpuContext, op: &str, shape: &[u64], params: &[f32], scale:
     for inplace in [false, true] {
         let mut b = GraphBuilder::new(op);
         let x = b.input("x", DType::F32, shape);
-        b.node_with_params(op, &[x], shape, true, params);
+        b.node_with_params(op, &[x], shape, inplace, params);
         let g = b.build().expect("valid");
         let len: u64 = shape.iter().product();
         let mut values = HashMap::new();
         values.insert(x, TensorData::F32(random(len ^ 0xA5, len as usize, scale)));
-        let (gpu, cpu) = run_both(ctx, &g, &values, inplace);
+        let (gpu, cpu) = run_both(ctx, &g, &values);
         assert_close(
             &format!("{op} {shape:?} inplace={inplace}"),
             &gpu,
@@ -164,7 +98,7 @@ const SIZES: [u64; 4] = [1, 7, 257, 1000];
 
 #[test]
 fn unary_kernels_match_cpu_in_place_and_out_of_place() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     for len in SIZES {
         check_unary(&ctx, "copy", &[len], &[], 10.0, 1e-6);
         check_unary(&ctx, "scale", &[len], &[-0.37], 10.0, 1e-6);
@@ -179,7 +113,7 @@ fn unary_kernels_match_cpu_in_place_and_out_of_place() {
 
 #[test]
 fn binary_kernels_match_cpu_with_and_without_broadcast() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     for op in ["add", "mul"] {
         for (a_shape, b_shape) in [
             (vec![1], vec![1]),
@@ -192,7 +126,7 @@ fn binary_kernels_match_cpu_with_and_without_broadcast() {
                 let mut b = GraphBuilder::new(op);
                 let x = b.input("a", DType::F32, &a_shape);
                 let y = b.input("b", DType::F32, &b_shape);
-                b.node(op, &[x, y], &a_shape, true);
+                b.node(op, &[x, y], &a_shape, inplace);
                 let g = b.build().expect("valid");
                 let (la, lb) = (
                     a_shape.iter().product::<u64>(),
@@ -201,7 +135,7 @@ fn binary_kernels_match_cpu_with_and_without_broadcast() {
                 let mut values = HashMap::new();
                 values.insert(x, TensorData::F32(random(la, la as usize, 4.0)));
                 values.insert(y, TensorData::F32(random(lb + 99, lb as usize, 4.0)));
-                let (gpu, cpu) = run_both(&ctx, &g, &values, inplace);
+                let (gpu, cpu) = run_both(&ctx, &g, &values);
                 assert_close(
                     &format!("{op} {a_shape:?}+{b_shape:?} inplace={inplace}"),
                     &gpu,
@@ -215,7 +149,7 @@ fn binary_kernels_match_cpu_with_and_without_broadcast() {
 
 #[test]
 fn softmax_kernels_match_cpu_and_rows_sum_to_one() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     for shape in [vec![1, 1], vec![3, 7], vec![5, 257], vec![2, 1000]] {
         check_unary(&ctx, "softmax", &shape, &[], 8.0, 1e-5);
     }
@@ -229,7 +163,7 @@ fn softmax_kernels_match_cpu_and_rows_sum_to_one() {
     let g = b.build().expect("valid");
     let mut values = HashMap::new();
     values.insert(x, TensorData::F32(random(81, 81, 30.0)));
-    let (gpu, _) = run_both(&ctx, &g, &values, true);
+    let (gpu, _) = run_both(&ctx, &g, &values);
     for (r, row) in gpu.chunks(9).enumerate() {
         let sum: f32 = row.iter().sum();
         assert!((sum - 1.0).abs() < 1e-5, "row {r} sums to {sum}");
@@ -242,7 +176,7 @@ fn softmax_kernels_match_cpu_and_rows_sum_to_one() {
 
 #[test]
 fn norm_kernels_match_cpu() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     for shape in [
         vec![1, 1],
         vec![1, 7],
@@ -271,7 +205,7 @@ fn norm_kernels_match_cpu() {
             );
             values.insert(gain, TensorData::F32(random(cols + 1, cols as usize, 1.0)));
             values.insert(bias, TensorData::F32(random(cols + 2, cols as usize, 1.0)));
-            let (gpu, cpu) = run_both(&ctx, &g, &values, false);
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
             assert_close(&format!("{op} {shape:?}"), &gpu, &cpu, 1e-4);
         }
     }
@@ -279,7 +213,7 @@ fn norm_kernels_match_cpu() {
 
 #[test]
 fn matmul_kernels_match_cpu_on_odd_shapes() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     for (m, k, n) in [
         (1, 1, 1),
         (33, 65, 17),
@@ -297,7 +231,7 @@ fn matmul_kernels_match_cpu_on_odd_shapes() {
             let mut values = HashMap::new();
             values.insert(a, TensorData::F32(random(m * k, (m * k) as usize, 1.0)));
             values.insert(w, TensorData::F32(random(k * n + 5, (k * n) as usize, 1.0)));
-            let (gpu, cpu) = run_both(&ctx, &g, &values, false);
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
             assert_close(&format!("{op} {m}x{k}x{n}"), &gpu, &cpu, 1e-4);
         }
     }
@@ -305,7 +239,7 @@ fn matmul_kernels_match_cpu_on_odd_shapes() {
 
 #[test]
 fn embedding_kernel_matches_cpu_and_zeroes_unknown_ids() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     for (rows, vocab, dim) in [(1, 1, 1), (7, 50, 33), (257, 1000, 8)] {
         let mut b = GraphBuilder::new("embedding");
         let ids = b.input("ids", DType::U32, &[rows]);
@@ -323,7 +257,7 @@ fn embedding_kernel_matches_cpu_and_zeroes_unknown_ids() {
             table,
             TensorData::F32(random(vocab, (vocab * dim) as usize, 1.0)),
         );
-        let (gpu, cpu) = run_both(&ctx, &g, &values, false);
+        let (gpu, cpu) = run_both(&ctx, &g, &values);
         assert_close(&format!("embedding {rows}x{vocab}x{dim}"), &gpu, &cpu, 1e-6);
         if rows > 1 {
             assert!(gpu[dim as usize..2 * dim as usize]
@@ -335,7 +269,7 @@ fn embedding_kernel_matches_cpu_and_zeroes_unknown_ids() {
 
 #[test]
 fn rope_kernel_matches_cpu_in_place_and_out_of_place() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     for shape in [vec![1, 2], vec![7, 8], vec![257, 64]] {
         check_unary(&ctx, "rope", &shape, &[], 2.0, 1e-3);
     }
@@ -343,7 +277,7 @@ fn rope_kernel_matches_cpu_in_place_and_out_of_place() {
 
 #[test]
 fn elementwise_grid_beyond_65535_workgroups_covers_every_element() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let len = 65_536 * 256 + 3; // needs 65537 workgroups of 256
     if len * 4 > ctx.limits.max_storage_buffer_binding_size {
         eprintln!("SKIPPED: storage binding limit too small for the large-grid test");
