@@ -166,7 +166,11 @@ fn print_device(ctx: &GpuContext) {
     let l = &ctx.limits;
     println!(
         "adapter  {} ({:?}, {:?}, driver {} {})",
-        ctx.info.name, ctx.info.backend, ctx.info.device_type, ctx.info.driver, ctx.info.driver_info
+        ctx.info.name,
+        ctx.info.backend,
+        ctx.info.device_type,
+        ctx.info.driver,
+        ctx.info.driver_info
     );
     println!(
         "limits   max buffer {} B, max storage binding {} B, storage offset alignment {}, timestamps {}",
@@ -188,14 +192,21 @@ fn percent_over(total: u64, bound: u64) -> f64 {
 
 fn print_run(run: &ModelRun, index: usize) {
     let seq = run.config.seq;
-    println!("run {}    seq {seq}: {} nodes, {} tensors", index + 1, run.nodes, run.tensors);
+    println!(
+        "run {}    seq {seq}: {} nodes, {} tensors",
+        index + 1,
+        run.nodes,
+        run.tensors
+    );
     if index > 0 {
         if run.reused_reservation {
             println!("         plan     reused the reservation (needs_realloc false): buffers kept, no re-plan of memory");
         } else if run.weights_rebuilt {
             println!("         plan     longer than any run before: weights and activations re-planned and reallocated");
         } else {
-            println!("         plan     needs_realloc true: activations re-planned and reallocated");
+            println!(
+                "         plan     needs_realloc true: activations re-planned and reallocated"
+            );
         }
     }
     if let Some(c) = run.clobber {
@@ -203,27 +214,30 @@ fn print_run(run: &ModelRun, index: usize) {
             "         INJECTED clobber: tensor t{} moved over live tensor t{} (plan verify: {})",
             c.intruder.0,
             c.victim.0,
-            if run.plan_verified { "passed" } else { "rejected" }
+            if run.plan_verified {
+                "passed"
+            } else {
+                "rejected"
+            }
         );
     }
-    let this_plan = run.plan.total_size();
     println!(
-        "         memory   activations {} B allocated ({} B needed by this graph), naive {} B, lower bound {} B (+{:.2}%)",
+        "         memory   activations {} B allocated; this graph alone plans to {} B; naive {} B; lower bound {} B (+{:.2}%)",
         run.activation_bytes,
-        this_plan,
+        run.graph_bytes,
         run.naive_bytes,
         run.lower_bounds.inplace_aware,
-        percent_over(this_plan, run.lower_bounds.inplace_aware),
+        percent_over(run.graph_bytes, run.lower_bounds.inplace_aware),
     );
     println!(
         "         saving   {:.1}x less than naive; {} in-place writes",
         run.naive_bytes as f64 / run.activation_bytes.max(1) as f64,
         run.plan.inplace.len()
     );
-    let gpu = run
-        .exec
-        .gpu_time
-        .map_or_else(|| "n/a (no timestamp queries)".to_string(), |d| format!("{:.2} ms", d.as_secs_f64() * 1e3));
+    let gpu = run.exec.gpu_time.map_or_else(
+        || "n/a (no timestamp queries)".to_string(),
+        |d| format!("{:.2} ms", d.as_secs_f64() * 1e3),
+    );
     println!(
         "         time     plan {:.3} ms, encode {:.2} ms, GPU {gpu}, {} dispatches in one pass",
         run.plan_time.as_secs_f64() * 1e3,
@@ -253,7 +267,7 @@ fn run_json(run: &ModelRun) -> Value {
         "tensors": run.tensors,
         "buffers": buffers_json(&run.plan),
         "activation_bytes": run.activation_bytes,
-        "plan_bytes": run.plan.total_size(),
+        "graph_bytes": run.graph_bytes,
         "naive_bytes": run.naive_bytes,
         "lower_bound_bytes": run.lower_bounds.inplace_aware,
         "lower_bound_strict_bytes": run.lower_bounds.strict,

@@ -14,7 +14,7 @@ use crate::exec::cpu_ref::{self, TensorData};
 use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
 use crate::plan::{
-    inject_clobber, lower_bounds, naive_size, plan_weights, BufferTypeDesc, Clobber,
+    inject_clobber, lower_bounds, naive_size, plan_graph, plan_weights, BufferTypeDesc, Clobber,
     GraphAllocator, LowerBounds, Plan,
 };
 
@@ -42,6 +42,8 @@ pub struct ModelRun {
     pub plan: Plan,
     /// Bytes of activation memory allocated (the reservation's buffers).
     pub activation_bytes: u64,
+    /// Bytes this graph alone needs (planned on its own, without the reservation).
+    pub graph_bytes: u64,
     /// Bytes the activations would take with no reuse.
     pub naive_bytes: u64,
     /// Lower bounds of this graph's activation memory.
@@ -109,8 +111,9 @@ impl std::fmt::Debug for ModelSession {
 }
 
 impl ModelSession {
-    /// Builds the model for `config`, packs and uploads its weights, and reserves the
-    /// activation memory for `config.seq` tokens.
+    /// Builds the model for `config` and packs and uploads its weights. The first
+    /// [`ModelSession::run`] reserves the activation memory; run the longest sequence
+    /// first so that shorter ones reuse it.
     ///
     /// # Errors
     /// [`crate::model::ModelError`] for a bad configuration or one whose tensors exceed
@@ -119,8 +122,7 @@ impl ModelSession {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
         let storage = ctx.buffer_types()?.storage.desc;
         let weights = upload_weights(ctx, config, &storage)?;
-        let mut allocator = GraphAllocator::new(vec![storage.clone()]);
-        allocator.reserve(&weights.model.graph)?;
+        let allocator = GraphAllocator::new(vec![storage.clone()]);
         Ok(ModelSession {
             ctx: ctx.clone(),
             config: *config,
@@ -192,16 +194,13 @@ impl ModelSession {
             None
         };
         let plan_verified = plan.verify(graph).is_ok();
-        let activations = self
-            .activations
-            .as_ref()
-            .ok_or(ExecError::NotPlaced {
-                tensor: model.logits.0,
-                name: "activations".into(),
-            })?;
+        let activations = self.activations.as_ref().ok_or(ExecError::NotPlaced {
+            tensor: model.logits.0,
+            name: "activations".into(),
+        })?;
 
-        let memory =
-            TensorMemory::single(&plan, activations).with_layer(&self.weights.plan, &self.weights.memory);
+        let memory = TensorMemory::single(&plan, activations)
+            .with_layer(&self.weights.plan, &self.weights.memory);
         let tokens = model.token_ids();
         memory.write_u32(&self.ctx, graph, model.tokens, &tokens)?;
         let exec = self.executor.run(graph, &memory)?;
@@ -222,11 +221,13 @@ impl ModelSession {
         let logits_match = max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0);
 
         let proof = checksum_run(&self.ctx, graph, &plan, activations)?;
+        let graph_bytes = plan_graph(graph, &self.storage)?.total_size();
         Ok(ModelRun {
             config,
             nodes: graph.nodes.len(),
             tensors: graph.tensors.len(),
             activation_bytes: self.reserved_activation_bytes(),
+            graph_bytes,
             naive_bytes: naive_size(graph),
             lower_bounds: lower_bounds(graph)?,
             plan,

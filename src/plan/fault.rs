@@ -19,8 +19,9 @@ pub struct Clobber {
 /// written, so a later reader of the victim sees the intruder's bytes. The pair is the
 /// first (in step order of the intruder) where both have the same reserved size, the
 /// victim is produced before the intruder and read after it, no node reads or writes
-/// both (so no single dispatch binds them twice), and neither has views. Returns `None`
-/// when the graph has no such pair.
+/// both, neither has views, and afterwards no node binds two overlapping ranges other
+/// than an in-place pair (so every dispatch stays legal for wgpu and only the data is
+/// wrong). Returns `None` when the graph has no such pair.
 pub fn inject_clobber(plan: &mut Plan, graph: &Graph) -> Option<Clobber> {
     let lifetimes = Lifetimes::of(graph);
     let has_view: Vec<bool> = {
@@ -62,10 +63,46 @@ pub fn inject_clobber(plan: &mut Plan, graph: &Graph) -> Option<Clobber> {
                 continue;
             }
             plan.placements[intruder.index()] = Some(pv);
-            return Some(Clobber { victim, intruder });
+            if every_node_binds_disjoint_ranges(plan, graph) {
+                return Some(Clobber { victim, intruder });
+            }
+            plan.placements[intruder.index()] = Some(pi);
         }
     }
     None
+}
+
+/// Whether every node's tensors (through their roots) occupy pairwise disjoint memory,
+/// except a recorded in-place output over its first input.
+fn every_node_binds_disjoint_ranges(plan: &Plan, graph: &Graph) -> bool {
+    graph.nodes.iter().all(|node| {
+        let mut ranges: Vec<(TensorId, super::Placement)> = node
+            .inputs
+            .iter()
+            .chain(std::iter::once(&node.output))
+            .filter_map(|t| graph.root_of(*t))
+            .filter_map(|root| plan.placement(root).map(|p| (root, p)))
+            .collect();
+        ranges.sort_by_key(|(t, _)| *t);
+        ranges.dedup_by_key(|(t, _)| *t);
+        let out = graph.root_of(node.output);
+        let first = node.inputs.first().and_then(|t| graph.root_of(*t));
+        ranges.iter().enumerate().all(|(i, (a, pa))| {
+            ranges[i + 1..].iter().all(|(b, pb)| {
+                let overlap = pa.buffer == pb.buffer
+                    && pa.chunk == pb.chunk
+                    && pa.offset < pb.end()
+                    && pb.offset < pa.end();
+                let inplace_pair = (Some(*a) == out && Some(*b) == first)
+                    || (Some(*b) == out && Some(*a) == first);
+                !overlap
+                    || (inplace_pair
+                        && plan
+                            .inplace
+                            .contains(&(out.unwrap_or(*a), first.unwrap_or(*b))))
+            })
+        })
+    })
 }
 
 #[cfg(test)]

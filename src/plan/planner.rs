@@ -56,7 +56,11 @@ impl Planner {
     ///
     /// # Errors
     /// Whatever the planner returns ([`PlanError::InvalidGraph`], size overflows).
-    pub fn plan_graph(self, graph: &Graph, buffer_type: &BufferTypeDesc) -> Result<Plan, PlanError> {
+    pub fn plan_graph(
+        self,
+        graph: &Graph,
+        buffer_type: &BufferTypeDesc,
+    ) -> Result<Plan, PlanError> {
         match self {
             Planner::Ggml => plan_graph(graph, buffer_type),
             Planner::Naive => naive_plan(graph, buffer_type),

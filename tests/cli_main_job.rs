@@ -1,0 +1,162 @@
+//! The main job run as a user runs it: the binary with no arguments (the default
+//! transformer), `wgalloc model` with other sizes, the exit code when the logits or the
+//! proof fail, and clear errors for bad arguments.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn wgalloc_in(dir: &PathBuf) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wgalloc"));
+    c.current_dir(dir);
+    c
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wgalloc-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+const SMALL: [&str; 11] = [
+    "model", "--layers", "1", "--width", "64", "--heads", "2", "--seq", "32", "--vocab", "128",
+];
+
+#[test]
+fn the_default_run_passes_reuses_its_reservation_and_draws_the_plan() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let dir = scratch_dir("default");
+    let out = wgalloc_in(&dir).output().expect("runs");
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    for expected in [
+        "adapter",
+        "max storage binding",
+        "weights",
+        "lower bound",
+        "logits",
+        "PASS",
+        "0 mismatches",
+        "reused the reservation (needs_realloc false)",
+        "verdict  PASS",
+    ] {
+        assert!(
+            report.contains(expected),
+            "missing {expected:?} in:\n{report}"
+        );
+    }
+    let svg = std::fs::read_to_string(dir.join("wgalloc-plan.svg")).expect("picture written");
+    assert!(svg.starts_with("<svg") && svg.contains("<rect"), "{svg}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_longer_sequence_replans_and_a_shorter_one_reuses_in_json() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let dir = scratch_dir("json");
+    let out = wgalloc_in(&dir)
+        .args(SMALL)
+        .args(["--then-seq", "16,48", "--json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 3);
+    assert_eq!(runs[0]["reused_reservation"], false);
+    assert_eq!(runs[1]["reused_reservation"], true);
+    assert_eq!(runs[2]["reused_reservation"], false);
+    assert_eq!(runs[2]["weights_rebuilt"], true);
+    for run in runs {
+        assert_eq!(run["passed"], true, "{run}");
+        assert_eq!(run["proof_verified"], true, "{run}");
+        let planned = run["graph_bytes"].as_u64().expect("bytes");
+        assert!(planned >= run["lower_bound_bytes"].as_u64().expect("bound"));
+        assert!(planned < run["naive_bytes"].as_u64().expect("naive"));
+    }
+    // The reservation made for 32 tokens serves 16 without growing.
+    assert_eq!(runs[1]["activation_bytes"], runs[0]["activation_bytes"]);
+    assert!(runs[2]["activation_bytes"].as_u64() > runs[0]["activation_bytes"].as_u64());
+    assert_eq!(v["passed"], true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_clobbered_plan_fails_the_logits_and_the_proof_and_exits_non_zero() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let dir = scratch_dir("clobber");
+    let out = wgalloc_in(&dir)
+        .args(SMALL)
+        .args(["--inject-clobber", "--then-seq", "16"])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(report.contains("INJECTED clobber"), "{report}");
+    assert!(report.contains("proof    FAILED: tensor"), "{report}");
+    assert!(report.contains("): FAIL"), "{report}");
+    assert!(report.contains("verdict  FAIL"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_model_arguments_give_clear_errors() {
+    let dir = scratch_dir("bad-args");
+    let cases: [(&[&str], &str); 4] = [
+        (&["model", "--layers", "0"], "layers must be at least 1"),
+        (
+            &["model", "--width", "250", "--heads", "4"],
+            "not divisible by heads",
+        ),
+        (&["model", "--vocab", "0"], "vocab must be at least 1"),
+        (&["model", "--layers", "x"], "invalid value"),
+    ];
+    for (args, expected) in cases {
+        let out = wgalloc_in(&dir).args(args).output().expect("runs");
+        let report = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {report}");
+        assert!(report.contains(expected), "{args:?}: {report}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sequence_too_long_for_the_device_is_refused_before_anything_runs() {
+    let Some(ctx) = common::gpu() else { return };
+    // seq x seq f32 scores just above the device's largest storage binding.
+    let binding = ctx.limits.max_storage_buffer_binding_size;
+    let mut seq = 1u64;
+    while seq * seq * 4 <= binding {
+        seq *= 2;
+    }
+    let dir = scratch_dir("too-long");
+    let out = wgalloc_in(&dir)
+        .args([
+            "model", "--layers", "1", "--width", "64", "--heads", "2", "--vocab", "64",
+        ])
+        .args(["--seq", &seq.to_string()])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{report}");
+    assert!(
+        report.contains("attention scores") && report.contains("reduce --seq"),
+        "{report}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

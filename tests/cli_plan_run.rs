@@ -1,0 +1,129 @@
+//! `wgalloc plan` and `wgalloc run` on the shared traces: the JSON fields scripts rely
+//! on, the proof on real memory, and the exit code when a plan is corrupted.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn wgalloc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wgalloc"))
+}
+
+fn trace(name: &str) -> String {
+    format!("{}/traces/{name}.json", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn plan_json_has_the_fields_scripts_depend_on() {
+    let out = wgalloc()
+        .args(["plan", &trace("bert_base_seq128"), "--json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    for key in [
+        "planner",
+        "tensors",
+        "buffers",
+        "total_bytes",
+        "lower_bound_bytes",
+        "lower_bound_strict_bytes",
+        "naive_bytes",
+        "plan_seconds",
+        "verified",
+    ] {
+        assert!(!v[key].is_null(), "missing {key}: {v}");
+    }
+    let buffer = &v["buffers"][0];
+    for key in ["id", "alignment", "max_size", "chunks", "size"] {
+        assert!(!buffer[key].is_null(), "buffer lacks {key}: {buffer}");
+    }
+    assert_eq!(v["planner"], "ggml");
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["lower_bound_bytes"], 2_359_424);
+    assert_eq!(v["lower_bound_strict_bytes"], 3_539_072);
+    let total = v["total_bytes"].as_u64().expect("total");
+    assert!(total >= 2_359_424 && total < v["naive_bytes"].as_u64().expect("naive"));
+}
+
+#[test]
+fn plan_honours_alignment_and_max_size_and_refuses_bad_ones() {
+    let out = wgalloc()
+        .args([
+            "plan",
+            &trace("mobilenet_v2"),
+            "--json",
+            "--alignment",
+            "256",
+        ])
+        .args(["--max-size", "8000000"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let buffer = &v["buffers"][0];
+    assert_eq!(buffer["alignment"], 256);
+    assert!(
+        buffer["chunks"].as_array().expect("chunks").len() > 1,
+        "{v}"
+    );
+    for chunk in buffer["chunks"].as_array().expect("chunks") {
+        assert!(chunk.as_u64().expect("size") <= 8_000_000, "{v}");
+    }
+    let bad = wgalloc()
+        .args(["plan", &trace("mobilenet_v2"), "--alignment", "48"])
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad).contains("not a power of two"), "{}", text(&bad));
+    let unknown = wgalloc()
+        .args(["plan", &trace("mobilenet_v2"), "--planner", "magic"])
+        .output()
+        .expect("runs");
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        text(&unknown).contains("known planners"),
+        "{}",
+        text(&unknown)
+    );
+}
+
+#[test]
+fn run_proves_the_ggml_plan_of_a_trace_on_the_gpu() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let out = wgalloc()
+        .args(["run", &trace("mobilenet_v2"), "--json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["planner"], "ggml");
+    assert!(v["total_bytes"].as_u64() < v["naive_bytes"].as_u64());
+    assert_eq!(v["report"]["mismatches"], 0);
+}
+
+#[test]
+fn run_names_the_clobbered_tensor_and_exits_one() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let out = wgalloc()
+        .args(["run", &trace("mobilenet_v2"), "--inject-clobber"])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(report.contains("INJECTED clobber"), "{report}");
+    assert!(report.contains("was clobbered: node"), "{report}");
+}
