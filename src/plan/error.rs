@@ -127,4 +127,23 @@ pub enum PlanError {
         /// Tensors in the graph.
         actual: usize,
     },
+    /// Two intervals of an interval problem that are live at a common time overlap in
+    /// memory (found by [`crate::plan::IntervalProblem::verify`]).
+    #[error("intervals {first} at [{first_offset}, +{first_size}) and {second} at [{second_offset}, +{second_size}) overlap while both live at time {time}")]
+    IntervalOverlap {
+        /// The id of the interval live first.
+        first: String,
+        /// Its offset.
+        first_offset: u64,
+        /// Its size.
+        first_size: u64,
+        /// The id of the other interval.
+        second: String,
+        /// Its offset.
+        second_offset: u64,
+        /// Its size.
+        second_size: u64,
+        /// A time at which both are live.
+        time: u64,
+    },
 }

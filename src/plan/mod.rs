@@ -10,6 +10,8 @@ mod error;
 mod intervals;
 mod types;
 
+pub mod offline;
+
 pub use buffer_type::{align_up, BufferTypeDesc};
 pub use error::PlanError;
 pub use intervals::{Interval, IntervalProblem};
