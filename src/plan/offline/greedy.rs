@@ -79,7 +79,7 @@ pub(crate) struct BucketIndex {
 impl BucketIndex {
     /// An empty index for the problem's items.
     pub fn new(p: &Prepared) -> BucketIndex {
-        let count = p.sections.clamp(1, 1024);
+        let count = p.sections.clamp(1, 64);
         let sections = p.sections.max(1) as u64;
         let bucket = |section: u32| (u64::from(section) * count as u64 / sections) as u32;
         let span = p
@@ -121,9 +121,18 @@ impl BucketIndex {
     }
 }
 
-/// Places the items in `order`, each at the lowest offset free of the placed items live
-/// with it. Returns offsets per item position and the peak.
-pub(crate) fn place(p: &Prepared, order: &[usize]) -> (Vec<u64>, u64) {
+/// Which free gap an item takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fit {
+    /// The lowest offset where it fits.
+    Lowest,
+    /// The smallest gap that holds it (TFLite's choice); the top if none does.
+    Smallest,
+}
+
+/// Places the items in `order`, each in a gap free of the placed items live with it
+/// (chosen by `fit`). Returns offsets per item position and the peak.
+pub(crate) fn place(p: &Prepared, order: &[usize], fit: Fit) -> (Vec<u64>, u64) {
     let mut offsets = vec![0u64; p.items.len()];
     let mut index = BucketIndex::new(p);
     let mut busy: Vec<(u64, u64)> = Vec::new();
@@ -135,7 +144,10 @@ pub(crate) fn place(p: &Prepared, order: &[usize]) -> (Vec<u64>, u64) {
             busy.push((o, o.saturating_add(p.items[j].size)));
         });
         busy.sort_unstable();
-        let offset = lowest_fit(&busy, p.items[i].size);
+        let offset = match fit {
+            Fit::Lowest => lowest_fit(&busy, p.items[i].size),
+            Fit::Smallest => best_fit(&busy, p.items[i].size),
+        };
         offsets[i] = offset;
         peak = peak.max(offset.saturating_add(p.items[i].size));
         index.insert(i);
@@ -156,6 +168,23 @@ pub(crate) fn lowest_fit(busy: &[(u64, u64)], size: u64) -> u64 {
     candidate
 }
 
+/// The start of the smallest free gap among `busy` (sorted by start) that holds
+/// `size` bytes; the top (above every busy range) if no gap does.
+pub(crate) fn best_fit(busy: &[(u64, u64)], size: u64) -> u64 {
+    let mut reach = 0u64;
+    let mut best: Option<(u64, u64)> = None; // (gap length, start)
+    for &(start, end) in busy {
+        if start > reach {
+            let gap = start - reach;
+            if gap >= size && best.is_none_or(|(g, _)| gap < g) {
+                best = Some((gap, reach));
+            }
+        }
+        reach = reach.max(end);
+    }
+    best.map_or(reach, |(_, start)| start)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,9 +203,18 @@ mod tests {
     }
 
     #[test]
+    fn smallest_gap_that_holds_the_item_wins() {
+        // Gaps [4,10) (6 bytes) and [12,15) (3 bytes): 3 bytes go to the tighter one.
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 3), 12);
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 5), 4);
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 7), 20);
+        assert_eq!(best_fit(&[(2, 4)], 2), 0);
+    }
+
+    #[test]
     fn items_live_at_different_times_share_offset_zero() {
         let p = Prepared::new(&[r(0, 2, 8), r(2, 4, 8), r(1, 3, 4)], 1).expect("valid");
-        let (offsets, peak) = place(&p, &by_size(&p));
+        let (offsets, peak) = place(&p, &by_size(&p), Fit::Lowest);
         assert_eq!(offsets, vec![0, 0, 8]);
         assert_eq!(peak, 12);
     }
@@ -188,7 +226,7 @@ mod tests {
             1,
         )
         .expect("valid");
-        let (_, peak) = place(&p, &by_lifetime(&p));
+        let (_, peak) = place(&p, &by_lifetime(&p), Fit::Lowest);
         assert_eq!(peak, 12);
     }
 

@@ -3,7 +3,7 @@
 //! placement does not peak higher. The random numbers come from a fixed-seed SplitMix64,
 //! and the number of tries from a work budget, so the result is deterministic.
 
-use super::greedy::{place, Order};
+use super::greedy::{place, Fit, Order};
 use super::prepared::Prepared;
 
 /// SplitMix64: a tiny, fast, seedable generator (enough for shuffling orders).
@@ -67,7 +67,7 @@ pub(crate) fn climb(
             };
             order.swap(i, j);
         }
-        let (offsets, peak) = place(p, &order);
+        let (offsets, peak) = place(p, &order, Fit::Lowest);
         if peak <= best_peak {
             best_order = order;
             best_offsets = offsets;
@@ -104,7 +104,7 @@ mod tests {
             .collect();
         let p = Prepared::new(&ranges, 1).expect("valid");
         let order = by_size(&p);
-        let (offsets, peak) = place(&p, &order);
+        let (offsets, peak) = place(&p, &order, Fit::Lowest);
         let (_, improved) = climb(&p, order, offsets, peak, 200, 1);
         assert!(improved <= peak);
         assert!(improved >= p.lower_bound);

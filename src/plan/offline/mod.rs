@@ -7,8 +7,8 @@
 //! * [`plan_graph_offline`]: a full [`Plan`](crate::plan::Plan) for a graph, with
 //!   in-place merging and chunking by the buffer type's max size.
 //!
-//! Strategies: greedy placement (lowest free offset among the buffers live at the same
-//! time) in four orders (size, breadth, lifetime, conflict), a bounded exact search over
+//! Strategies: greedy placement (lowest free offset, or smallest free gap, among the
+//! buffers live at the same time) in four orders (size, breadth, lifetime, conflict), a bounded exact search over
 //! canonical solutions ([`Strategy::Search`]), seeded hill climbing over greedy orders
 //! ([`Strategy::Climb`]), and [`Strategy::Best`], which runs them all and keeps the
 //! smallest peak. Every strategy has a deterministic work budget ([`Budget`]): the same
@@ -26,7 +26,7 @@ pub use graph::{graph_live_ranges, plan_graph_offline, plan_graph_offline_with, 
 
 pub use crate::plan::intervals::IntervalPlan;
 use crate::plan::{IntervalProblem, PlanError};
-use greedy::Order;
+use greedy::{Fit, Order};
 use prepared::Prepared;
 use search::Found;
 
@@ -49,6 +49,8 @@ pub struct LiveRange {
 pub enum Strategy {
     /// Largest first, each at the lowest offset free of the buffers live with it.
     GreedySize,
+    /// Largest first, each in the smallest free gap that holds it (TFLite's variant).
+    GreedySizeBestFit,
     /// Buffers live at the busiest steps first (by the total size live at the buffer's
     /// busiest step), then by size.
     GreedyBreadth,
@@ -67,8 +69,9 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, in the order [`Strategy::Best`] tries them (itself last).
-    pub const ALL: [Strategy; 7] = [
+    pub const ALL: [Strategy; 8] = [
         Strategy::GreedySize,
+        Strategy::GreedySizeBestFit,
         Strategy::GreedyBreadth,
         Strategy::GreedyLifetime,
         Strategy::GreedyConflict,
@@ -81,6 +84,7 @@ impl Strategy {
     pub fn name(self) -> &'static str {
         match self {
             Strategy::GreedySize => "greedy-size",
+            Strategy::GreedySizeBestFit => "greedy-size-best-fit",
             Strategy::GreedyBreadth => "greedy-breadth",
             Strategy::GreedyLifetime => "greedy-lifetime",
             Strategy::GreedyConflict => "greedy-conflict",
@@ -214,17 +218,22 @@ pub fn plan_intervals_with(
 /// Runs one strategy on a prepared problem: offsets per item, peak, and who found them.
 fn run(p: &Prepared, strategy: Strategy, budget: &Budget) -> (Vec<u64>, u64, Strategy) {
     match strategy {
-        Strategy::GreedySize => greedy_with(p, greedy::by_size(p), strategy),
-        Strategy::GreedyBreadth => greedy_with(p, greedy::by_breadth(p), strategy),
-        Strategy::GreedyLifetime => greedy_with(p, greedy::by_lifetime(p), strategy),
-        Strategy::GreedyConflict => greedy_with(p, greedy::by_conflict(p), strategy),
+        Strategy::GreedySize
+        | Strategy::GreedySizeBestFit
+        | Strategy::GreedyBreadth
+        | Strategy::GreedyLifetime
+        | Strategy::GreedyConflict => {
+            let (order, fit) = greedy_order(p, strategy);
+            let (offsets, peak) = greedy::place(p, &order, fit);
+            (offsets, peak, strategy)
+        }
         Strategy::Search => {
-            let (offsets, peak, _) = best_greedy(p);
+            let (offsets, peak, _, _) = best_greedy(p);
             let (offsets, peak) = search_below(p, offsets, peak, budget.search_work);
             (offsets, peak, strategy)
         }
         Strategy::Climb => {
-            let (offsets, peak, order) = best_greedy(p);
+            let (offsets, peak, _, order) = best_greedy(p);
             let (offsets, peak) = climb(p, order, offsets, peak, budget.climb_work);
             (offsets, peak, strategy)
         }
@@ -232,67 +241,58 @@ fn run(p: &Prepared, strategy: Strategy, budget: &Budget) -> (Vec<u64>, u64, Str
     }
 }
 
-fn greedy_with(p: &Prepared, order: Order, strategy: Strategy) -> (Vec<u64>, u64, Strategy) {
-    let (offsets, peak) = greedy::place(p, &order);
-    (offsets, peak, strategy)
+/// The greedy strategies, in the order [`Strategy::Best`] tries them.
+const GREEDY: [Strategy; 5] = [
+    Strategy::GreedySize,
+    Strategy::GreedySizeBestFit,
+    Strategy::GreedyBreadth,
+    Strategy::GreedyLifetime,
+    Strategy::GreedyConflict,
+];
+
+/// The order and gap choice of a greedy strategy.
+fn greedy_order(p: &Prepared, strategy: Strategy) -> (Order, Fit) {
+    match strategy {
+        Strategy::GreedySizeBestFit => (greedy::by_size(p), Fit::Smallest),
+        Strategy::GreedyBreadth => (greedy::by_breadth(p), Fit::Lowest),
+        Strategy::GreedyLifetime => (greedy::by_lifetime(p), Fit::Lowest),
+        Strategy::GreedyConflict => (greedy::by_conflict(p), Fit::Lowest),
+        _ => (greedy::by_size(p), Fit::Lowest),
+    }
 }
 
-/// The four greedy orders; the lowest peak (first on ties) with its order.
-fn best_greedy(p: &Prepared) -> (Vec<u64>, u64, Order) {
-    let orders = [
-        greedy::by_size(p),
-        greedy::by_breadth(p),
-        greedy::by_lifetime(p),
-        greedy::by_conflict(p),
-    ];
-    let mut best: Option<(Vec<u64>, u64, Order)> = None;
-    for order in orders {
-        let (offsets, peak) = greedy::place(p, &order);
+/// Every greedy strategy; the lowest peak (first on ties), with its strategy and order.
+fn best_greedy(p: &Prepared) -> (Vec<u64>, u64, Strategy, Order) {
+    let mut best: Option<(Vec<u64>, u64, Strategy, Order)> = None;
+    for strategy in GREEDY {
+        let (order, fit) = greedy_order(p, strategy);
+        let (offsets, peak) = greedy::place(p, &order, fit);
         if best.as_ref().is_none_or(|b| peak < b.1) {
-            best = Some((offsets, peak, order));
+            best = Some((offsets, peak, strategy, order));
         }
     }
-    best.unwrap_or_default()
+    best.unwrap_or_else(|| (Vec::new(), 0, Strategy::GreedySize, Vec::new()))
 }
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// lower bound.
 fn best(p: &Prepared, budget: &Budget) -> (Vec<u64>, u64, Strategy) {
-    let orders = [
-        (Strategy::GreedySize, greedy::by_size(p)),
-        (Strategy::GreedyBreadth, greedy::by_breadth(p)),
-        (Strategy::GreedyLifetime, greedy::by_lifetime(p)),
-        (Strategy::GreedyConflict, greedy::by_conflict(p)),
-    ];
-    let mut winner: Option<(Vec<u64>, u64, Strategy, Order)> = None;
-    for (strategy, order) in orders {
-        let (offsets, peak) = greedy::place(p, &order);
-        if winner.as_ref().is_none_or(|w| peak < w.1) {
-            winner = Some((offsets, peak, strategy, order));
-        }
-    }
-    let Some((offsets, peak, strategy, order)) = winner else {
-        return (Vec::new(), 0, Strategy::GreedySize);
-    };
+    let (offsets, peak, strategy, order) = best_greedy(p);
     if peak <= p.lower_bound {
         return (offsets, peak, strategy);
     }
     let (searched, searched_peak) = search_below(p, offsets.clone(), peak, budget.search_work);
-    if searched_peak < peak {
-        if searched_peak <= p.lower_bound {
-            return (searched, searched_peak, Strategy::Search);
-        }
-        let (climbed, climbed_peak) = climb(p, order, offsets, peak, budget.climb_work);
-        if climbed_peak < searched_peak {
-            return (climbed, climbed_peak, Strategy::Climb);
-        }
+    if searched_peak <= p.lower_bound {
         return (searched, searched_peak, Strategy::Search);
     }
     let (climbed, climbed_peak) = climb(p, order, offsets.clone(), peak, budget.climb_work);
-    if climbed_peak < peak {
-        return (climbed, climbed_peak, Strategy::Climb);
+    if climbed_peak < searched_peak.min(peak) {
+        (climbed, climbed_peak, Strategy::Climb)
+    } else if searched_peak < peak {
+        (searched, searched_peak, Strategy::Search)
+    } else {
+        (offsets, peak, strategy)
     }
-    (offsets, peak, strategy)
 }
 
 /// Hill climbing with as many tries as the budget buys.
