@@ -62,7 +62,7 @@ fn main() {
         Err(_) => Strategy::ALL.to_vec(),
     };
     println!(
-        "{:<22} {:<16} {:>14} {:>14} {:>9} {:>9}",
+        "{:<22} {:<20} {:>14} {:>14} {:>9} {:>9}",
         "instance", "strategy", "lower bound", "peak", "% above", "ms"
     );
     for path in files("dsa", "csv") {
@@ -96,7 +96,7 @@ fn main() {
                 "  INVALID"
             };
             println!(
-                "{:<22} {:<16} {:>14} {:>14} {:>8.3}% {:>9.1}{ok}",
+                "{:<22} {:<20} {:>14} {:>14} {:>8.3}% {:>9.1}{ok}",
                 problem.name,
                 strategy.name(),
                 bound,
@@ -138,7 +138,7 @@ fn main() {
                         let ms = started.elapsed().as_secs_f64() * 1e3;
                         let total = plan.total_size();
                         println!(
-                            "{:<22} {:<16} {:>14} {:>14} {:>8.3}% {:>9.1}",
+                            "{:<22} {:<20} {:>14} {:>14} {:>8.3}% {:>9.1}",
                             name,
                             strategy.name(),
                             bound,

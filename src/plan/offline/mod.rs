@@ -308,10 +308,14 @@ fn climb(p: &Prepared, order: Order, offsets: Vec<u64>, peak: u64, work: u64) ->
 /// not run (iopddl_S_1 has 43 million).
 const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 
+/// The search recurses once per placed item: above this many items it is not run, so
+/// that it stays well within a 2 MiB thread stack.
+const SEARCH_MAX_ITEMS: usize = 3_000;
+
 /// Improves on a known placement with the bounded search: first at the lower bound,
 /// then bisecting between the best capacity known infeasible and the best peak found.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, work: u64) -> (Vec<u64>, u64) {
-    if p.overlap_pairs() > SEARCH_MAX_PAIRS {
+    if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
     let node_cost = (p.items.len() as u64)
@@ -347,4 +351,28 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, work: u64) -> (Vec<u
         }
     }
     (best, best_peak)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_on_the_largest_allowed_instance_stays_within_a_test_thread_stack() {
+        // Staggered ranges, each overlapping its neighbours: greedy leaves gaps, so the
+        // search runs, recursing once per item.
+        let ranges: Vec<LiveRange> = (0..SEARCH_MAX_ITEMS as u64)
+            .map(|i| LiveRange {
+                start: i,
+                end: i + 3,
+                size: 1 + (i * 7) % 5,
+            })
+            .collect();
+        let budget = Budget {
+            search_work: 50_000_000,
+            climb_work: 0,
+        };
+        let plan = plan_ranges_with(&ranges, 1, Strategy::Search, &budget).expect("plans");
+        assert!(plan.peak >= plan.lower_bound);
+    }
 }
