@@ -69,9 +69,34 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
             Ok(exit_code(verified))
         }
         Input::Intervals(problem) => {
-            // INTERVALS-PENDING: wired to the offline planners when they merge.
-            let _ = problem;
-            Ok(ExitCode::from(2))
+            let alignment = args.alignment.unwrap_or(1);
+            let capacity = args.max_size.unwrap_or(u64::MAX);
+            let started = Instant::now();
+            let solution = planner.plan_intervals(&problem, alignment, capacity)?;
+            let plan_seconds = started.elapsed().as_secs_f64();
+            let verified = problem.verify(&solution).is_ok();
+            let bound = problem.lower_bound();
+            let report = json!({
+                "kind": "intervals",
+                "name": problem.name,
+                "planner": solution.planner,
+                "tensors": problem.intervals.len(),
+                "buffers": [{
+                    "id": 0,
+                    "alignment": alignment,
+                    "max_size": capacity,
+                    "chunks": [solution.peak],
+                    "size": solution.peak,
+                }],
+                "total_bytes": solution.peak,
+                "lower_bound_bytes": bound,
+                "lower_bound_strict_bytes": bound,
+                "naive_bytes": problem.naive_size(),
+                "plan_seconds": plan_seconds,
+                "verified": verified,
+            });
+            print_report(&report, args.json);
+            Ok(exit_code(verified))
         }
     }
 }

@@ -181,6 +181,16 @@ pub enum PlanError {
         /// How many tensors the graph has.
         count: usize,
     },
+    /// An interval plan that needs more memory than the capacity asked for.
+    #[error("planner {planner} needs {needed} bytes, more than the capacity of {capacity}")]
+    OverCapacity {
+        /// The planner.
+        planner: &'static str,
+        /// What its plan needs.
+        needed: u64,
+        /// The capacity given.
+        capacity: u64,
+    },
     /// A planner name that does not exist.
     #[error("unknown planner {name:?}; known planners: {known}")]
     UnknownPlanner {
@@ -188,5 +198,24 @@ pub enum PlanError {
         name: String,
         /// The known names.
         known: String,
+    },
+    /// Two intervals of an interval problem that are live at a common time overlap in
+    /// memory (found by [`crate::plan::IntervalProblem::verify`]).
+    #[error("intervals {first} at [{first_offset}, +{first_size}) and {second} at [{second_offset}, +{second_size}) overlap while both live at time {time}")]
+    IntervalOverlap {
+        /// The id of the interval live first.
+        first: String,
+        /// Its offset.
+        first_offset: u64,
+        /// Its size.
+        first_size: u64,
+        /// The id of the other interval.
+        second: String,
+        /// Its offset.
+        second_offset: u64,
+        /// Its size.
+        second_size: u64,
+        /// A time at which both are live.
+        time: u64,
     },
 }

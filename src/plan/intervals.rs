@@ -1,9 +1,11 @@
 //! Lifetime-interval problems (the MiniMalloc / TelaMalloc CSV form `id,lower,upper,size`):
 //! a buffer per row, live over `[lower, upper)`, needing `size` bytes.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::graph::GraphError;
+use crate::graph::{GraphError, TensorId};
+use crate::plan::PlanError;
 
 /// One buffer of an interval problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +18,17 @@ pub struct Interval {
     pub upper: u64,
     /// Bytes needed.
     pub size: u64,
+}
+
+/// A solution of an [`IntervalProblem`]: an offset per interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntervalPlan {
+    /// `offsets[i]` for interval `i` (file order): it occupies `[offset, offset + size)`.
+    pub offsets: Vec<u64>,
+    /// The memory the plan claims to need: every interval ends at or below it.
+    pub peak: u64,
+    /// The planner that made it (a strategy name such as `greedy-size` or `best`).
+    pub planner: String,
 }
 
 /// A static memory allocation problem: give every interval an offset so that no two
@@ -143,6 +156,82 @@ impl IntervalProblem {
         peak
     }
 
+    /// Checks a plan in O(n log n): one offset per interval, every interval ends at or
+    /// below the peak, and no two intervals live at a common time overlap in memory.
+    /// Zero-size intervals overlap nothing.
+    ///
+    /// # Errors
+    /// [`PlanError::WrongGraph`] if the plan has another number of offsets;
+    /// [`PlanError::OutOfBounds`] (the interval's index as tensor id) for an interval
+    /// that ends above the peak or past `u64::MAX`; [`PlanError::IntervalOverlap`]
+    /// naming the first two overlapping intervals found.
+    pub fn verify(&self, plan: &IntervalPlan) -> Result<(), PlanError> {
+        if plan.offsets.len() != self.intervals.len() {
+            return Err(PlanError::WrongGraph {
+                planned: plan.offsets.len(),
+                actual: self.intervals.len(),
+            });
+        }
+        let tensor = |i: usize| TensorId(u32::try_from(i).unwrap_or(u32::MAX));
+        let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(self.intervals.len() * 2);
+        for (i, (iv, &offset)) in self.intervals.iter().zip(&plan.offsets).enumerate() {
+            let end = offset
+                .checked_add(iv.size)
+                .ok_or_else(|| PlanError::OutOfBounds {
+                    tensor: tensor(i),
+                    problem: format!(
+                        "interval {} at offset {offset} with size {} ends past 2^64",
+                        iv.id, iv.size
+                    ),
+                })?;
+            if end > plan.peak {
+                return Err(PlanError::OutOfBounds {
+                    tensor: tensor(i),
+                    problem: format!(
+                        "interval {} ends at {end}, above the plan's peak {}",
+                        iv.id, plan.peak
+                    ),
+                });
+            }
+            if iv.size > 0 {
+                // `false` (an end) sorts before `true` (a start) at the same time.
+                events.push((iv.lower, true, i));
+                events.push((iv.upper, false, i));
+            }
+        }
+        events.sort_unstable();
+        // The memory ranges live now, by offset; pairwise disjoint while no overlap
+        // has been found, so a new range can only hit its two neighbours.
+        let mut live: BTreeMap<u64, usize> = BTreeMap::new();
+        for (time, is_start, i) in events {
+            let offset = plan.offsets[i];
+            if !is_start {
+                live.remove(&offset);
+                continue;
+            }
+            let end = offset.saturating_add(self.intervals[i].size);
+            let below = live.range(..=offset).next_back();
+            let above = live.range(offset..).next();
+            for (&other_offset, &j) in below.into_iter().chain(above) {
+                let other_end = other_offset.saturating_add(self.intervals[j].size);
+                if other_offset < end && offset < other_end {
+                    let (a, b) = (&self.intervals[j], &self.intervals[i]);
+                    return Err(PlanError::IntervalOverlap {
+                        first: a.id.clone(),
+                        first_offset: other_offset,
+                        first_size: a.size,
+                        second: b.id.clone(),
+                        second_offset: offset,
+                        second_size: b.size,
+                        time,
+                    });
+                }
+            }
+            live.insert(offset, i);
+        }
+        Ok(())
+    }
+
     /// Every buffer in memory of its own.
     pub fn naive_size(&self) -> u64 {
         self.intervals
@@ -165,6 +254,73 @@ mod tests {
         assert_eq!(p.intervals.len(), 5);
         assert_eq!(p.lower_bound(), 12);
         assert_eq!(p.naive_size(), 20);
+    }
+
+    fn example() -> IntervalProblem {
+        IntervalProblem::parse_csv(
+            "x",
+            "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n",
+        )
+        .expect("valid")
+    }
+
+    fn plan(offsets: &[u64], peak: u64) -> IntervalPlan {
+        IntervalPlan {
+            offsets: offsets.to_vec(),
+            peak,
+            planner: "test".into(),
+        }
+    }
+
+    #[test]
+    fn verify_accepts_an_optimal_plan() {
+        assert_eq!(example().verify(&plan(&[0, 0, 4, 0, 8], 12)), Ok(()));
+    }
+
+    #[test]
+    fn verify_names_both_overlapping_intervals() {
+        match example().verify(&plan(&[0, 0, 2, 4, 8], 12)) {
+            Err(PlanError::IntervalOverlap {
+                first,
+                second,
+                time,
+                ..
+            }) => {
+                assert_eq!((first.as_str(), second.as_str(), time), ("b1", "b3", 0));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn verify_allows_reuse_when_one_ends_as_the_other_starts() {
+        // b1 ends at 3 as b2 starts at 3: same offset is fine (half-open lifetimes).
+        assert_eq!(example().verify(&plan(&[0, 0, 4, 0, 8], 12)), Ok(()));
+        let p = IntervalProblem::parse_csv("x", "a,0,3,4\nb,2,5,4\n").expect("valid");
+        assert!(p.verify(&plan(&[0, 2], 6)).is_err());
+        assert_eq!(p.verify(&plan(&[0, 4], 8)), Ok(()));
+    }
+
+    #[test]
+    fn verify_rejects_a_peak_too_low_and_a_wrong_count() {
+        assert!(matches!(
+            example().verify(&plan(&[0, 0, 4, 0, 8], 11)),
+            Err(PlanError::OutOfBounds {
+                tensor: TensorId(4),
+                ..
+            })
+        ));
+        assert!(matches!(
+            example().verify(&plan(&[0, 0], 12)),
+            Err(PlanError::WrongGraph {
+                planned: 2,
+                actual: 5
+            })
+        ));
+        assert!(matches!(
+            example().verify(&plan(&[0, 0, 4, 0, u64::MAX], u64::MAX)),
+            Err(PlanError::OutOfBounds { .. })
+        ));
     }
 
     #[test]

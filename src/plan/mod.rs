@@ -53,6 +53,8 @@ mod types;
 mod verify;
 mod walk;
 
+pub mod offline;
+
 pub use bounds::{lower_bounds, naive_size, LowerBounds};
 pub use buffer_type::{align_up, BufferTypeDesc};
 pub use context::{alloc_ctx_tensors, plan_weights, CONTEXT_PLANNER};
@@ -60,7 +62,7 @@ pub use dynamic::{Allocation, DynamicAllocator};
 pub use error::PlanError;
 pub use fault::{inject_clobber, Clobber};
 pub use graph_alloc::{plan_graph, GraphAllocator, GGML_PLANNER};
-pub use intervals::{Interval, IntervalProblem};
+pub use intervals::{Interval, IntervalPlan, IntervalProblem};
 pub use naive::naive_plan;
 pub use planner::Planner;
 pub use tensor_alloc::TensorAllocator;

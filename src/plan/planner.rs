@@ -1,30 +1,42 @@
-//! [`Planner`]: every graph planner wgalloc has, chosen by name (the CLI's
-//! `--planner`).
+//! [`Planner`]: every planner wgalloc has, chosen by name (the CLI's `--planner`), for
+//! graphs and for lifetime-interval problems.
 
 use std::fmt;
 
-use super::{naive_plan, plan_graph, BufferTypeDesc, Plan, PlanError};
-use crate::graph::Graph;
+use super::offline::{plan_graph_offline, plan_ranges, LiveRange, Strategy};
+use super::{
+    naive_plan, plan_graph, BufferTypeDesc, DynamicAllocator, IntervalPlan, IntervalProblem, Plan,
+    PlanError,
+};
+use crate::graph::{Graph, TensorId};
 
-/// A graph planner.
+/// A planner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Planner {
     /// ggml-alloc's walk in execution order (best-fit free blocks, in place over dying
-    /// inputs): [`plan_graph`].
+    /// inputs): [`plan_graph`]. For intervals: the same online walk in time order.
     Ggml,
     /// Every tensor in memory of its own: [`naive_plan`]. The baseline.
     Naive,
+    /// An offline planner that sees every lifetime at once
+    /// ([`crate::plan::offline`]).
+    Offline(Strategy),
 }
 
 impl Planner {
-    /// Every planner, default first.
-    pub const ALL: &'static [Planner] = &[Planner::Ggml, Planner::Naive];
+    /// Every planner: `ggml` (the default), `naive`, then the offline strategies.
+    pub fn all() -> Vec<Planner> {
+        let mut all = vec![Planner::Ggml, Planner::Naive];
+        all.extend(Strategy::ALL.iter().copied().map(Planner::Offline));
+        all
+    }
 
     /// The planner's name, as `--planner` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Planner::Ggml => "ggml",
             Planner::Naive => "naive",
+            Planner::Offline(strategy) => strategy.name(),
         }
     }
 
@@ -33,9 +45,8 @@ impl Planner {
     /// # Errors
     /// [`PlanError::UnknownPlanner`] listing the known names.
     pub fn from_name(name: &str) -> Result<Planner, PlanError> {
-        Planner::ALL
-            .iter()
-            .copied()
+        Planner::all()
+            .into_iter()
             .find(|p| p.name() == name)
             .ok_or_else(|| PlanError::UnknownPlanner {
                 name: name.to_string(),
@@ -45,7 +56,7 @@ impl Planner {
 
     /// The known names, comma separated.
     pub fn names() -> String {
-        Planner::ALL
+        Planner::all()
             .iter()
             .map(|p| p.name())
             .collect::<Vec<_>>()
@@ -64,8 +75,98 @@ impl Planner {
         match self {
             Planner::Ggml => plan_graph(graph, buffer_type),
             Planner::Naive => naive_plan(graph, buffer_type),
+            Planner::Offline(strategy) => plan_graph_offline(graph, buffer_type, strategy),
         }
     }
+
+    /// Plans an interval problem into one memory of at most `capacity` bytes, every
+    /// offset a multiple of `alignment`.
+    ///
+    /// # Errors
+    /// [`PlanError::BadAlignment`]; [`PlanError::SizeOverflow`] when sizes overflow;
+    /// [`PlanError::OverCapacity`] when the plan needs more than `capacity`.
+    pub fn plan_intervals(
+        self,
+        problem: &IntervalProblem,
+        alignment: u64,
+        capacity: u64,
+    ) -> Result<IntervalPlan, PlanError> {
+        if !alignment.is_power_of_two() {
+            return Err(PlanError::BadAlignment { alignment });
+        }
+        let (offsets, peak) = match self {
+            Planner::Ggml => online_walk(problem, alignment)?,
+            Planner::Naive => stacked(problem, alignment)?,
+            Planner::Offline(strategy) => {
+                let ranges: Vec<LiveRange> = problem
+                    .intervals
+                    .iter()
+                    .map(|iv| LiveRange {
+                        start: iv.lower,
+                        end: iv.upper,
+                        size: iv.size,
+                    })
+                    .collect();
+                let plan = plan_ranges(&ranges, alignment, strategy)?;
+                (plan.offsets, plan.peak)
+            }
+        };
+        if peak > capacity {
+            return Err(PlanError::OverCapacity {
+                planner: self.name(),
+                needed: peak,
+                capacity,
+            });
+        }
+        Ok(IntervalPlan {
+            offsets,
+            peak,
+            planner: self.name().to_string(),
+        })
+    }
+}
+
+/// ggml's walk over an interval problem: in time order, buffers ending at a time are
+/// freed before those starting then are placed (file order among equals), each by the
+/// dynamic allocator's best fit.
+fn online_walk(problem: &IntervalProblem, alignment: u64) -> Result<(Vec<u64>, u64), PlanError> {
+    let mut allocator = DynamicAllocator::new(alignment, u64::MAX)?;
+    let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(problem.intervals.len() * 2);
+    for (i, iv) in problem.intervals.iter().enumerate() {
+        events.push((iv.lower, true, i));
+        events.push((iv.upper, false, i));
+    }
+    // (time, start?) sorts frees (false) before starts (true) at the same time.
+    events.sort_unstable();
+    let mut placed = vec![None; problem.intervals.len()];
+    for (_, starts, i) in events {
+        let size = problem.intervals[i].size;
+        if starts {
+            let a = allocator.alloc(size).map_err(|_| PlanError::SizeOverflow {
+                tensor: TensorId(u32::try_from(i).unwrap_or(u32::MAX)),
+            })?;
+            placed[i] = Some(a);
+        } else if let Some(a) = placed[i] {
+            allocator.free(a.chunk, a.offset, size)?;
+        }
+    }
+    let offsets: Vec<u64> = placed.iter().map(|a| a.map_or(0, |a| a.offset)).collect();
+    Ok((offsets, allocator.high_water(0).unwrap_or(0)))
+}
+
+/// Every interval in memory of its own, one after another.
+fn stacked(problem: &IntervalProblem, alignment: u64) -> Result<(Vec<u64>, u64), PlanError> {
+    let mut offsets = Vec::with_capacity(problem.intervals.len());
+    let mut end = 0u64;
+    for (i, iv) in problem.intervals.iter().enumerate() {
+        let overflow = || PlanError::SizeOverflow {
+            tensor: TensorId(u32::try_from(i).unwrap_or(u32::MAX)),
+        };
+        let size = super::align_up(iv.size, alignment).ok_or_else(overflow)?;
+        offsets.push(end);
+        end = end.checked_add(size).ok_or_else(overflow)?;
+    }
+    Ok((offsets, end))
 }
 
 impl fmt::Display for Planner {
@@ -78,17 +179,65 @@ impl fmt::Display for Planner {
 mod tests {
     use super::*;
 
+    fn example() -> IntervalProblem {
+        IntervalProblem::parse_csv(
+            "x",
+            "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n",
+        )
+        .expect("valid")
+    }
+
     #[test]
     fn every_planner_round_trips_its_name_and_unknown_names_list_the_known() {
-        for p in Planner::ALL {
-            assert_eq!(Planner::from_name(p.name()), Ok(*p));
+        for p in Planner::all() {
+            assert_eq!(Planner::from_name(p.name()), Ok(p));
         }
         match Planner::from_name("magic") {
             Err(PlanError::UnknownPlanner { name, known }) => {
                 assert_eq!(name, "magic");
-                assert!(known.contains("ggml") && known.contains("naive"));
+                assert!(known.contains("ggml") && known.contains("best"));
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn every_planner_gives_a_verified_interval_plan_between_bound_and_naive() {
+        let problem = example();
+        for p in Planner::all() {
+            let plan = p.plan_intervals(&problem, 1, u64::MAX).expect("plans");
+            problem.verify(&plan).expect("verifies");
+            assert!(plan.peak >= problem.lower_bound(), "{p}");
+            assert!(plan.peak <= problem.naive_size(), "{p}");
+        }
+        let best = Planner::from_name("best").expect("exists");
+        assert_eq!(best.plan_intervals(&problem, 1, 12).expect("fits").peak, 12);
+    }
+
+    #[test]
+    fn the_online_walk_reuses_freed_memory_and_keeps_alignment() {
+        let problem = example();
+        let plan = Planner::Ggml
+            .plan_intervals(&problem, 8, u64::MAX)
+            .expect("plans");
+        problem.verify(&plan).expect("verifies");
+        assert!(plan.offsets.iter().all(|o| o.is_multiple_of(8)));
+        // b2 starts when b1 ends and takes its place.
+        assert_eq!(plan.offsets[1], plan.offsets[0]);
+    }
+
+    #[test]
+    fn a_plan_above_the_capacity_is_refused_with_the_numbers() {
+        let problem = example();
+        match Planner::Naive.plan_intervals(&problem, 1, 12) {
+            Err(PlanError::OverCapacity {
+                needed, capacity, ..
+            }) => assert_eq!((needed, capacity), (20, 12)),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            Planner::Ggml.plan_intervals(&problem, 3, u64::MAX),
+            Err(PlanError::BadAlignment { alignment: 3 })
+        ));
     }
 }

@@ -1,0 +1,246 @@
+//! Greedy placement in a fixed order: each item goes to the lowest offset where it
+//! overlaps no already placed item that is live at a common time (the "greedy by size"
+//! of TFLite and MNN when the order is by size). The orderings live here too.
+//!
+//! Placed items are indexed by time buckets, so placing an item costs time proportional
+//! to the placed items that share a bucket with it (O(n * overlapping), not O(n^2)).
+
+use super::prepared::{Item, Prepared};
+
+/// An order of item positions (indices into [`Prepared::items`]).
+pub(crate) type Order = Vec<usize>;
+
+/// Largest first; ties: longer lifetime, earlier start, caller order.
+pub(crate) fn by_size(p: &Prepared) -> Order {
+    sorted(p, |it| {
+        (
+            std::cmp::Reverse(it.size),
+            std::cmp::Reverse(it.len),
+            it.start,
+        )
+    })
+}
+
+/// Busiest step first (the total size live at the range's busiest step); ties by size.
+pub(crate) fn by_breadth(p: &Prepared) -> Order {
+    let breadth = p.breadths();
+    let mut order: Order = (0..p.items.len()).collect();
+    order.sort_by_key(|&i| {
+        let it = &p.items[i];
+        (
+            std::cmp::Reverse(breadth[i]),
+            std::cmp::Reverse(it.size),
+            std::cmp::Reverse(it.len),
+            it.index,
+        )
+    });
+    order
+}
+
+/// Longest lifetime first; ties by size.
+pub(crate) fn by_lifetime(p: &Prepared) -> Order {
+    sorted(p, |it| {
+        (
+            std::cmp::Reverse(it.len),
+            std::cmp::Reverse(it.size),
+            it.start,
+        )
+    })
+}
+
+/// Largest conflict first (total size of the ranges live with it); ties by size.
+pub(crate) fn by_conflict(p: &Prepared) -> Order {
+    let conflict = p.conflict_sizes();
+    let mut order: Order = (0..p.items.len()).collect();
+    order.sort_by_key(|&i| {
+        let it = &p.items[i];
+        (
+            std::cmp::Reverse(conflict[i]),
+            std::cmp::Reverse(it.size),
+            it.index,
+        )
+    });
+    order
+}
+
+fn sorted<K: Ord>(p: &Prepared, key: impl Fn(&Item) -> K) -> Order {
+    let mut order: Order = (0..p.items.len()).collect();
+    order.sort_by_key(|&i| (key(&p.items[i]), p.items[i].index));
+    order
+}
+
+/// Time buckets over the compressed sections, each listing the placed items that touch it.
+pub(crate) struct BucketIndex {
+    buckets: Vec<Vec<u32>>,
+    /// First and last bucket of each item.
+    span: Vec<(u32, u32)>,
+}
+
+impl BucketIndex {
+    /// An empty index for the problem's items.
+    pub fn new(p: &Prepared) -> BucketIndex {
+        let count = p.sections.clamp(1, 64);
+        let sections = p.sections.max(1) as u64;
+        let bucket = |section: u32| (u64::from(section) * count as u64 / sections) as u32;
+        let span = p
+            .items
+            .iter()
+            .map(|it| (bucket(it.a), bucket(it.b - 1)))
+            .collect();
+        BucketIndex {
+            buckets: vec![Vec::new(); count],
+            span,
+        }
+    }
+
+    /// Records item `i` as placed.
+    pub fn insert(&mut self, i: usize) {
+        let (first, last) = self.span[i];
+        for b in first..=last {
+            self.buckets[b as usize].push(i as u32);
+        }
+    }
+
+    /// Calls `f` once for every placed item that shares a section with item `i`.
+    pub fn for_each_overlapping(&self, items: &[Item], i: usize, mut f: impl FnMut(usize)) {
+        let (first, last) = self.span[i];
+        let it = &items[i];
+        for b in first..=last {
+            for &j in &self.buckets[b as usize] {
+                let j = j as usize;
+                // Report j only in the first bucket both share.
+                if self.span[j].0.max(first) != b {
+                    continue;
+                }
+                let other = &items[j];
+                if other.a < it.b && it.a < other.b {
+                    f(j);
+                }
+            }
+        }
+    }
+}
+
+/// Which free gap an item takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fit {
+    /// The lowest offset where it fits.
+    Lowest,
+    /// The smallest gap that holds it (TFLite's choice); the top if none does.
+    Smallest,
+}
+
+/// Places the items in `order`, each in a gap free of the placed items live with it
+/// (chosen by `fit`). Returns offsets per item position and the peak.
+pub(crate) fn place(p: &Prepared, order: &[usize], fit: Fit) -> (Vec<u64>, u64) {
+    let mut offsets = vec![0u64; p.items.len()];
+    let mut index = BucketIndex::new(p);
+    let mut busy: Vec<(u64, u64)> = Vec::new();
+    let mut peak = 0u64;
+    for &i in order {
+        busy.clear();
+        index.for_each_overlapping(&p.items, i, |j| {
+            let o = offsets[j];
+            busy.push((o, o.saturating_add(p.items[j].size)));
+        });
+        busy.sort_unstable();
+        let offset = match fit {
+            Fit::Lowest => lowest_fit(&busy, p.items[i].size),
+            Fit::Smallest => best_fit(&busy, p.items[i].size),
+        };
+        offsets[i] = offset;
+        peak = peak.max(offset.saturating_add(p.items[i].size));
+        index.insert(i);
+    }
+    (offsets, peak)
+}
+
+/// The lowest offset at which `size` bytes avoid every `[start, end)` of `busy` (sorted
+/// by start).
+pub(crate) fn lowest_fit(busy: &[(u64, u64)], size: u64) -> u64 {
+    let mut candidate = 0u64;
+    for &(start, end) in busy {
+        if start >= candidate.saturating_add(size) {
+            break;
+        }
+        candidate = candidate.max(end);
+    }
+    candidate
+}
+
+/// The start of the smallest free gap among `busy` (sorted by start) that holds
+/// `size` bytes; the top (above every busy range) if no gap does.
+pub(crate) fn best_fit(busy: &[(u64, u64)], size: u64) -> u64 {
+    let mut reach = 0u64;
+    let mut best: Option<(u64, u64)> = None; // (gap length, start)
+    for &(start, end) in busy {
+        if start > reach {
+            let gap = start - reach;
+            if gap >= size && best.is_none_or(|(g, _)| gap < g) {
+                best = Some((gap, reach));
+            }
+        }
+        reach = reach.max(end);
+    }
+    best.map_or(reach, |(_, start)| start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::offline::LiveRange;
+
+    fn r(start: u64, end: u64, size: u64) -> LiveRange {
+        LiveRange { start, end, size }
+    }
+
+    #[test]
+    fn freed_hole_below_is_preferred_to_the_top() {
+        assert_eq!(lowest_fit(&[(0, 4), (8, 12)], 4), 4);
+        assert_eq!(lowest_fit(&[(0, 4), (6, 12)], 4), 12);
+        assert_eq!(lowest_fit(&[(2, 4)], 2), 0);
+        assert_eq!(lowest_fit(&[], 7), 0);
+    }
+
+    #[test]
+    fn smallest_gap_that_holds_the_item_wins() {
+        // Gaps [4,10) (6 bytes) and [12,15) (3 bytes): 3 bytes go to the tighter one.
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 3), 12);
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 5), 4);
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 7), 20);
+        assert_eq!(best_fit(&[(2, 4)], 2), 0);
+    }
+
+    #[test]
+    fn items_live_at_different_times_share_offset_zero() {
+        let p = Prepared::new(&[r(0, 2, 8), r(2, 4, 8), r(1, 3, 4)], 1).expect("valid");
+        let (offsets, peak) = place(&p, &by_size(&p), Fit::Lowest);
+        assert_eq!(offsets, vec![0, 0, 8]);
+        assert_eq!(peak, 12);
+    }
+
+    #[test]
+    fn greedy_by_size_reaches_the_minimalloc_example_bound() {
+        let p = Prepared::new(
+            &[r(0, 3, 4), r(3, 9, 4), r(0, 9, 4), r(9, 21, 4), r(0, 21, 4)],
+            1,
+        )
+        .expect("valid");
+        let (_, peak) = place(&p, &by_lifetime(&p), Fit::Lowest);
+        assert_eq!(peak, 12);
+    }
+
+    #[test]
+    fn bucket_index_reports_each_overlap_once() {
+        let ranges: Vec<LiveRange> = (0..200u64).map(|i| r(i, i + 50, 1)).collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let mut index = BucketIndex::new(&p);
+        for i in 0..100 {
+            index.insert(i);
+        }
+        let mut seen = Vec::new();
+        index.for_each_overlapping(&p.items, 120, |j| seen.push(j));
+        seen.sort_unstable();
+        assert_eq!(seen, (71..100).collect::<Vec<_>>());
+    }
+}

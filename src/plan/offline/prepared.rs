@@ -1,0 +1,224 @@
+//! A live-range problem made ready for the strategies: sizes aligned, time compressed to
+//! sections, the live-size profile and each range's busiest step precomputed.
+
+use super::LiveRange;
+use crate::graph::TensorId;
+use crate::plan::{align_up, PlanError};
+
+/// One range as the strategies see it: sections `[a, b)` of the compressed time axis and
+/// an aligned size. Only ranges with a non-empty lifetime and a non-zero size become items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Item {
+    /// Position of the range in the caller's slice.
+    pub index: usize,
+    /// First section the range covers.
+    pub a: u32,
+    /// One past the last section it covers.
+    pub b: u32,
+    /// Aligned size (> 0).
+    pub size: u64,
+    /// Lifetime length in the caller's time units.
+    pub len: u64,
+    /// The caller's start time.
+    pub start: u64,
+}
+
+/// The prepared problem. Every sum of item sizes fits in a `u64` (checked by
+/// [`Prepared::new`]), so heights and offsets built from them cannot overflow.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    /// Ranges that need memory, in the caller's order.
+    pub items: Vec<Item>,
+    /// How many ranges the caller gave (items plus empty ones, which get offset 0).
+    pub count: usize,
+    /// Number of time sections.
+    pub sections: usize,
+    /// Total size live in each section.
+    pub live: Vec<u64>,
+    /// The largest total size live at one time: no plan peaks below it.
+    pub lower_bound: u64,
+}
+
+impl Prepared {
+    /// Aligns sizes, compresses time and computes the live profile.
+    ///
+    /// # Errors
+    /// [`PlanError::BadAlignment`] unless `alignment` is a power of two;
+    /// [`PlanError::SizeOverflow`] (naming the range index as the tensor) if an aligned
+    /// size or the sum of all sizes overflows 64 bits.
+    pub fn new(ranges: &[LiveRange], alignment: u64) -> Result<Prepared, PlanError> {
+        if !alignment.is_power_of_two() {
+            return Err(PlanError::BadAlignment { alignment });
+        }
+        let overflow = |index: usize| PlanError::SizeOverflow {
+            tensor: TensorId(u32::try_from(index).unwrap_or(u32::MAX)),
+        };
+        let mut points: Vec<u64> = Vec::with_capacity(ranges.len() * 2);
+        let mut total = 0u64;
+        for (index, r) in ranges.iter().enumerate() {
+            if r.start < r.end && r.size > 0 {
+                let size = align_up(r.size, alignment).ok_or_else(|| overflow(index))?;
+                total = total.checked_add(size).ok_or_else(|| overflow(index))?;
+                points.push(r.start);
+                points.push(r.end);
+            }
+        }
+        points.sort_unstable();
+        points.dedup();
+        let section = |t: u64| points.partition_point(|&p| p < t) as u32;
+        let mut items = Vec::new();
+        for (index, r) in ranges.iter().enumerate() {
+            if r.start < r.end && r.size > 0 {
+                let size = align_up(r.size, alignment).ok_or_else(|| overflow(index))?;
+                items.push(Item {
+                    index,
+                    a: section(r.start),
+                    b: section(r.end),
+                    size,
+                    len: r.end - r.start,
+                    start: r.start,
+                });
+            }
+        }
+        let sections = points.len().saturating_sub(1);
+        let mut delta = vec![0i128; sections + 1];
+        for it in &items {
+            delta[it.a as usize] += i128::from(it.size);
+            delta[it.b as usize] -= i128::from(it.size);
+        }
+        let mut live = Vec::with_capacity(sections);
+        let mut running = 0i128;
+        for d in delta.iter().take(sections) {
+            running += d;
+            // The running sum is a sum of sizes whose total fits in u64 (checked above).
+            live.push(u64::try_from(running).unwrap_or(u64::MAX));
+        }
+        let lower_bound = live.iter().copied().max().unwrap_or(0);
+        Ok(Prepared {
+            items,
+            count: ranges.len(),
+            sections,
+            live,
+            lower_bound,
+        })
+    }
+
+    /// For each item, the total size live at its busiest section (a sparse-table range
+    /// maximum over the live profile: O(T log T + n)).
+    pub fn breadths(&self) -> Vec<u64> {
+        let mut table: Vec<Vec<u64>> = vec![self.live.clone()];
+        let mut width = 1usize;
+        while width * 2 <= self.sections {
+            let prev = &table[table.len() - 1];
+            let next: Vec<u64> = (0..=self.sections - width * 2)
+                .map(|i| prev[i].max(prev[i + width]))
+                .collect();
+            table.push(next);
+            width *= 2;
+        }
+        self.items
+            .iter()
+            .map(|it| {
+                let (a, b) = (it.a as usize, it.b as usize);
+                let level = (usize::BITS - 1 - (b - a).leading_zeros()) as usize;
+                let row = &table[level];
+                row[a].max(row[b - (1 << level)])
+            })
+            .collect()
+    }
+
+    /// For each item, the total size of the items whose lifetimes overlap it (itself
+    /// included), in O(n log n) by prefix sums over ends and starts.
+    pub fn conflict_sizes(&self) -> Vec<u64> {
+        self.conflict_weights(|it| it.size)
+    }
+
+    /// How many ordered pairs of distinct items are live at a common time (the work of
+    /// one greedy placement is about this plus the item count).
+    pub fn overlap_pairs(&self) -> u64 {
+        let with_self = self
+            .conflict_weights(|_| 1)
+            .iter()
+            .fold(0u64, |acc, &c| acc.saturating_add(c));
+        with_self.saturating_sub(self.items.len() as u64)
+    }
+
+    /// For each item, the sum of `weight` over the items live with it (itself included).
+    fn conflict_weights(&self, weight: impl Fn(&Item) -> u64) -> Vec<u64> {
+        let total: u64 = self
+            .items
+            .iter()
+            .fold(0, |acc, it| acc.saturating_add(weight(it)));
+        let mut by_end: Vec<(u32, u64)> = self.items.iter().map(|it| (it.b, weight(it))).collect();
+        let mut by_start: Vec<(u32, u64)> =
+            self.items.iter().map(|it| (it.a, weight(it))).collect();
+        by_end.sort_unstable();
+        by_start.sort_unstable();
+        let prefix = |v: &[(u32, u64)]| -> Vec<u64> {
+            let mut acc = 0u64;
+            let mut out = vec![0u64];
+            for &(_, s) in v {
+                acc = acc.saturating_add(s);
+                out.push(acc);
+            }
+            out
+        };
+        let end_prefix = prefix(&by_end);
+        let start_prefix = prefix(&by_start);
+        self.items
+            .iter()
+            .map(|it| {
+                // Ranges that end at or before this one starts, and those that start at
+                // or after it ends, do not overlap it.
+                let ended = end_prefix[by_end.partition_point(|&(b, _)| b <= it.a)];
+                let later_from = by_start.partition_point(|&(a, _)| a < it.b);
+                let later = start_prefix[by_start.len()] - start_prefix[later_from];
+                total.saturating_sub(ended).saturating_sub(later)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(start: u64, end: u64, size: u64) -> LiveRange {
+        LiveRange { start, end, size }
+    }
+
+    #[test]
+    fn profile_bound_and_breadth_follow_the_live_sizes() {
+        let p = Prepared::new(
+            &[r(0, 3, 4), r(3, 9, 4), r(0, 9, 4), r(9, 21, 4), r(0, 21, 4)],
+            1,
+        )
+        .expect("valid");
+        assert_eq!(p.lower_bound, 12);
+        assert_eq!(p.breadths(), vec![12, 12, 12, 8, 12]);
+        assert_eq!(p.conflict_sizes(), vec![12, 12, 16, 8, 20]);
+    }
+
+    #[test]
+    fn sizes_are_aligned_and_empty_ranges_dropped() {
+        let p = Prepared::new(&[r(0, 2, 5), r(1, 1, 8), r(1, 3, 0)], 32).expect("valid");
+        assert_eq!(p.items.len(), 1);
+        assert_eq!(p.items[0].size, 32);
+        assert_eq!(p.count, 3);
+    }
+
+    #[test]
+    fn overflowing_total_is_an_error() {
+        let err = Prepared::new(&[r(0, 2, u64::MAX - 4), r(0, 2, 8)], 1);
+        assert!(matches!(
+            err,
+            Err(PlanError::SizeOverflow {
+                tensor: TensorId(1)
+            })
+        ));
+        assert!(matches!(
+            Prepared::new(&[r(0, 2, 1)], 3),
+            Err(PlanError::BadAlignment { alignment: 3 })
+        ));
+    }
+}
