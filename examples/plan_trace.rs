@@ -26,7 +26,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bounds.strict,
         naive_size(&graph)
     );
-    println!("{:<22} {:>14} {:>9} {:>10}", "planner", "bytes", "vs bound", "time");
+    println!(
+        "{:<22} {:>14} {:>9} {:>10}",
+        "planner", "bytes", "vs bound", "time"
+    );
     for planner in Planner::all() {
         let started = Instant::now();
         let plan = planner.plan_graph(&graph, &storage)?;

@@ -10,7 +10,8 @@ use wgalloc::model::{ModelConfig, ModelSession, RunOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The caller's own instance, adapter and device, created the usual wgpu way.
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     let Ok(adapter) = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
         power_preference: wgpu::PowerPreference::HighPerformance,
         ..Default::default()

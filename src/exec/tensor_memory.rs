@@ -5,9 +5,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::bindings::RangeKey;
 use super::ExecError;
-use crate::device::{GpuContext, PlannedMemory};
+use crate::device::{read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory};
 use crate::graph::{Graph, TensorId};
 use crate::plan::{align_up, Plan};
+
+fn device_error(error: DeviceError) -> ExecError {
+    ExecError::Device {
+        message: error.to_string(),
+    }
+}
 
 static NEXT_MEMORY_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -167,16 +173,8 @@ impl<'a> TensorMemory<'a> {
                 got: bytes.len() as u64,
             });
         }
-        if bytes.len() as u64 == range.key.size {
-            ctx.queue
-                .write_buffer(range.buffer, range.key.offset, bytes);
-        } else {
-            let mut padded = bytes.to_vec();
-            padded.resize(usize::try_from(range.key.size).unwrap_or(usize::MAX), 0);
-            ctx.queue
-                .write_buffer(range.buffer, range.key.offset, &padded);
-        }
-        Ok(())
+        // The bound range is the size rounded up to 4: the zero padding stays inside it.
+        write_buffer(ctx, range.buffer, range.key.offset, bytes).map_err(device_error)
     }
 
     /// Writes f32 values (see [`TensorMemory::write`]).
@@ -220,26 +218,7 @@ impl<'a> TensorMemory<'a> {
     ) -> Result<Vec<u8>, ExecError> {
         let range = self.copyable(graph, tensor)?;
         let len = graph.tensor(tensor).map_or(0, |t| t.size);
-        let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgalloc readback"),
-            size: range.key.size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgalloc readback"),
-            });
-        encoder.copy_buffer_to_buffer(range.buffer, range.key.offset, &staging, 0, range.key.size);
-        ctx.queue.submit([encoder.finish()]);
-        if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(ExecError::Device {
-                message: error.to_string(),
-            });
-        }
-        map_read(ctx, &staging, len)
+        read_buffer_range(ctx, range.buffer, range.key.offset, len).map_err(device_error)
     }
 
     /// Reads f32 values back (see [`TensorMemory::read`]).
