@@ -1,5 +1,7 @@
-//! The checksum run over each shared trace, with the planned memory and with one buffer
-//! per tensor (naive), in the same process: bytes and times side by side.
+//! The checksum run over each shared trace with three plans of the same graph, in one
+//! process: one buffer per tensor (`naive`), ggml's walk (`ggml`) and the offline
+//! `best`. Bytes, median encode time and median GPU time side by side, one row per
+//! trace; every run must verify (exit 1 otherwise).
 //!
 //! `WGALLOC_BENCH_QUICK=1` runs the two smallest traces once each.
 //! Run: `WGPU_BACKEND=vulkan cargo bench --bench checksum`.
@@ -7,10 +9,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use wgalloc::device::GpuContext;
-use wgalloc::exec::checksum::{create_plan_buffers, storage_buffer_type, ChecksumRun};
+use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, DEFAULT_USAGE};
+use wgalloc::exec::checksum::ChecksumRun;
 use wgalloc::graph::{read_trace, Graph};
-use wgalloc::plan::{naive_plan, BufferTypeDesc, Plan};
+use wgalloc::plan::{BufferTypeDesc, Plan, Planner};
 
 const TRACES: &[&str] = &[
     "mobilenet_v2",
@@ -20,10 +22,8 @@ const TRACES: &[&str] = &[
     "gpt2_seq256",
 ];
 
-/// The planner under test: swap this line when a better planner lands.
-fn planned(graph: &Graph, buffer_type: &BufferTypeDesc) -> wgalloc::Result<Plan> {
-    Ok(naive_plan(graph, buffer_type)?)
-}
+/// The plans compared, baseline first.
+const PLANNERS: [&str; 3] = ["naive", "ggml", "best"];
 
 /// Bytes, median encode time and median GPU (or submit-to-readback) time of `runs` runs.
 struct Measured {
@@ -40,7 +40,7 @@ fn median(mut values: Vec<Duration>) -> Duration {
 }
 
 fn measure(ctx: &GpuContext, graph: &Graph, plan: &Plan, runs: usize) -> wgalloc::Result<Measured> {
-    let memory = create_plan_buffers(ctx, plan)?;
+    let memory = allocate_plan(ctx, plan, DEFAULT_USAGE, &WgpuAllocator)?;
     let checksum = ChecksumRun::new(ctx, graph, plan, &memory)?;
     let warm = checksum.run()?;
     let mut verified = warm.verified();
@@ -66,6 +66,22 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// Measures every planner of [`PLANNERS`] on one trace, in that order.
+fn measure_trace(
+    ctx: &GpuContext,
+    graph: &Graph,
+    storage: &BufferTypeDesc,
+    runs: usize,
+) -> wgalloc::Result<Vec<Measured>> {
+    PLANNERS
+        .iter()
+        .map(|name| {
+            let plan = Planner::from_name(name)?.plan_graph(graph, storage)?;
+            measure(ctx, graph, &plan, runs)
+        })
+        .collect()
+}
+
 fn main() -> wgalloc::Result<()> {
     let quick = std::env::var("WGALLOC_BENCH_QUICK").is_ok_and(|v| v == "1");
     let ctx = match GpuContext::from_env() {
@@ -75,19 +91,32 @@ fn main() -> wgalloc::Result<()> {
             return Ok(());
         }
     };
-    let buffer_type = storage_buffer_type(&ctx.limits)?;
+    let storage = ctx.buffer_types()?.storage.desc;
     let (traces, runs) = if quick {
         (&TRACES[..2], 1)
     } else {
-        (TRACES, 5)
+        (TRACES, 3)
     };
     println!(
-        "adapter: {} ({:?}); median of {runs} runs after a warm-up",
-        ctx.info.name, ctx.info.backend
+        "adapter: {} ({:?}); median of {runs} runs after a warm-up; bytes and ms per plan: {} (n / g / b)",
+        ctx.info.name,
+        ctx.info.backend,
+        PLANNERS.join(" / ")
     );
     println!(
-        "{:<18} {:>9} {:>14} {:>14} {:>10} {:>10} {:>10} {:>10}  proof",
-        "trace", "planner", "planned B", "naive B", "enc ms", "gpu ms", "naive enc", "naive gpu"
+        "{:<17} {:>11} {:>11} {:>11} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  proof",
+        "trace",
+        "naive B",
+        "ggml B",
+        "best B",
+        "ggml%",
+        "best%",
+        "n enc",
+        "g enc",
+        "b enc",
+        "n gpu",
+        "g gpu",
+        "b gpu"
     );
     let mut all_verified = true;
     for name in traces {
@@ -95,26 +124,29 @@ fn main() -> wgalloc::Result<()> {
             .join("traces")
             .join(format!("{name}.json"));
         let graph = read_trace(&path)?;
-        let plan = planned(&graph, &buffer_type)?;
-        let a = measure(&ctx, &graph, &plan, runs)?;
-        let b = measure(&ctx, &graph, &naive_plan(&graph, &buffer_type)?, runs)?;
-        let ok = a.verified && b.verified;
+        let m = measure_trace(&ctx, &graph, &storage, runs)?;
+        let ok = m.iter().all(|m| m.verified);
         all_verified &= ok;
-        let clock = if a.timed_on_gpu && b.timed_on_gpu {
+        let clock = if m.iter().all(|m| m.timed_on_gpu) {
             ""
         } else {
             " (wall)"
         };
+        let pct = |b: u64| 100.0 * b as f64 / (m[0].bytes.max(1)) as f64;
         println!(
-            "{:<18} {:>9} {:>14} {:>14} {:>10.3} {:>10.1} {:>10.3} {:>10.1}  {}{clock}",
+            "{:<17} {:>11} {:>11} {:>11} {:>5.1}% {:>5.1}% {:>7.2} {:>7.2} {:>7.2} {:>7.0} {:>7.0} {:>7.0}  {}{clock}",
             name,
-            plan.planner,
-            a.bytes,
-            b.bytes,
-            ms(a.encode),
-            ms(a.gpu),
-            ms(b.encode),
-            ms(b.gpu),
+            m[0].bytes,
+            m[1].bytes,
+            m[2].bytes,
+            pct(m[1].bytes),
+            pct(m[2].bytes),
+            ms(m[0].encode),
+            ms(m[1].encode),
+            ms(m[2].encode),
+            ms(m[0].gpu),
+            ms(m[1].gpu),
+            ms(m[2].gpu),
             if ok { "verified" } else { "MISMATCH" }
         );
     }

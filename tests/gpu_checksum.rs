@@ -1,48 +1,41 @@
-//! The GPU alias proof end to end on a real adapter: honest plans verify with zero
-//! mismatches, a corrupted plan is caught and the clobbered tensor and the node that
-//! saw it are named.
+//! The GPU alias proof end to end on a real adapter: plans made by the real planners
+//! (ggml and the offline `best`) of every shared trace verify with zero mismatches while
+//! really reusing memory; a corrupted plan is caught and the clobbered tensor and the
+//! node that saw it are named.
 //!
+//! One checksum run per plan (the traces are hundreds of MB on a software adapter).
 //! No adapter: each test prints `SKIPPED: no wgpu adapter` and passes, unless
 //! `WGALLOC_REQUIRE_GPU=1`, where it fails.
 
-use std::path::Path;
-use std::sync::OnceLock;
+mod common;
 
-use wgalloc::device::GpuContext;
-use wgalloc::exec::checksum::{
-    checksum_run, create_plan_buffers, storage_buffer_type, ChecksumReport,
-};
+use std::path::{Path, PathBuf};
+
+use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, DEFAULT_USAGE};
+use wgalloc::exec::checksum::{checksum_run, ChecksumReport};
 use wgalloc::graph::{read_trace, DType, Graph, GraphBuilder, Lifetimes, NodeId, TensorId};
-use wgalloc::plan::{naive_plan, Plan};
+use wgalloc::plan::{inject_clobber, naive_plan, BufferTypeDesc, Plan, Planner};
 
-fn gpu() -> Option<&'static GpuContext> {
-    static CTX: OnceLock<Option<GpuContext>> = OnceLock::new();
-    let ctx = CTX.get_or_init(|| match GpuContext::from_env() {
-        Ok(ctx) => Some(ctx),
-        Err(error) => {
-            if std::env::var("WGALLOC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
-                panic!("WGALLOC_REQUIRE_GPU=1 but no adapter: {error}");
-            }
-            None
-        }
-    });
-    if ctx.is_none() {
-        println!("SKIPPED: no wgpu adapter");
-    }
-    ctx.as_ref()
-}
+/// Every trace under `traces/`; `every_shared_trace_is_proved_here` keeps it complete.
+const TRACES: &[&str] = &[
+    "mobilenet_v2",
+    "efficientnet_b0",
+    "resnet50",
+    "bert_base_seq128",
+    "gpt2_seq256",
+];
 
 fn run(ctx: &GpuContext, graph: &Graph, plan: &Plan) -> ChecksumReport {
-    let memory = create_plan_buffers(ctx, plan).expect("buffers");
+    let memory = allocate_plan(ctx, plan, DEFAULT_USAGE, &WgpuAllocator).expect("buffers");
     checksum_run(ctx, graph, plan, &memory).expect("checksum run")
 }
 
+fn storage(ctx: &GpuContext) -> BufferTypeDesc {
+    ctx.buffer_types().expect("buffer types").storage.desc
+}
+
 fn naive(ctx: &GpuContext, graph: &Graph) -> Plan {
-    naive_plan(
-        graph,
-        &storage_buffer_type(&ctx.limits).expect("buffer type"),
-    )
-    .expect("plan")
+    naive_plan(graph, &storage(ctx)).expect("plan")
 }
 
 /// x -> a = relu(x) (in place) -> b = neg(a) -> c = add(a, b) -> d = mul(c, w).
@@ -60,9 +53,9 @@ fn small_graph() -> (Graph, [TensorId; 4]) {
 
 #[test]
 fn honest_naive_plan_of_a_small_graph_verifies() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let (graph, _) = small_graph();
-    let report = run(ctx, &graph, &naive(ctx, &graph));
+    let report = run(&ctx, &graph, &naive(&ctx, &graph));
     assert!(report.verified(), "{report}");
     assert_eq!(report.nodes, 4);
     // x, a, b, c read by nodes, d checked at the end.
@@ -75,25 +68,24 @@ fn honest_naive_plan_of_a_small_graph_verifies() {
 
 #[test]
 fn legal_inplace_reuse_verifies() {
-    let Some(ctx) = gpu() else { return };
-    let (graph, [a, _, c, d]) = small_graph();
-    let mut plan = naive(ctx, &graph);
+    let Some(ctx) = common::gpu() else { return };
+    let (graph, [_, _, c, d]) = small_graph();
+    let mut plan = naive(&ctx, &graph);
     // d = mul(c, w) is elementwise and c dies there: d may live in c's memory.
     plan.placements[d.index()] = plan.placements[c.index()];
     plan.inplace.push((d, c));
-    let _ = a;
-    let report = run(ctx, &graph, &plan);
+    let report = run(&ctx, &graph, &plan);
     assert!(report.verified(), "{report}");
 }
 
 #[test]
 fn tensor_moved_over_a_live_tensor_is_named_with_the_node_that_saw_it() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let (graph, [a, b, _, _]) = small_graph();
-    let mut plan = naive(ctx, &graph);
+    let mut plan = naive(&ctx, &graph);
     // b is written at node 1 while a is still live (read again by node 2).
     plan.placements[b.index()] = plan.placements[a.index()];
-    let report = run(ctx, &graph, &plan);
+    let report = run(&ctx, &graph, &plan);
     assert!(!report.verified(), "corruption not detected: {report}");
     let first = report.first().expect("a mismatch record");
     assert_eq!(first.tensor, a);
@@ -104,7 +96,7 @@ fn tensor_moved_over_a_live_tensor_is_named_with_the_node_that_saw_it() {
 
 #[test]
 fn output_clobbered_after_its_last_reader_is_caught_by_the_final_check() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let mut g = GraphBuilder::new("late");
     let x = g.input("x", DType::F32, &[64]);
     let y = g.node("relu", &[x], &[64], false);
@@ -112,9 +104,9 @@ fn output_clobbered_after_its_last_reader_is_caught_by_the_final_check() {
     let z = g.node("neg", &[x], &[64], false);
     g.mark_output(z);
     let graph = g.build().expect("valid graph");
-    let mut plan = naive(ctx, &graph);
+    let mut plan = naive(&ctx, &graph);
     plan.placements[z.index()] = plan.placements[y.index()];
-    let report = run(ctx, &graph, &plan);
+    let report = run(&ctx, &graph, &plan);
     let first = report.first().expect("a mismatch record");
     assert_eq!(first.tensor, y);
     assert_eq!(first.node, None);
@@ -122,7 +114,7 @@ fn output_clobbered_after_its_last_reader_is_caught_by_the_final_check() {
 
 #[test]
 fn view_nodes_write_nothing_and_views_read_their_root() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let mut g = GraphBuilder::new("views");
     let x = g.input("x", DType::F32, &[8, 8]);
     let p = g.node("split", &[x], &[2, 8, 8], false);
@@ -133,108 +125,132 @@ fn view_nodes_write_nothing_and_views_read_their_root() {
     let y = g.node("add", &[e, x], &[4, 8, 8], false);
     g.mark_output(y);
     let graph = g.build().expect("valid graph");
-    let report = run(ctx, &graph, &naive(ctx, &graph));
+    let report = run(&ctx, &graph, &naive(&ctx, &graph));
     assert!(report.verified(), "{report}");
 }
 
 #[test]
 fn odd_sized_tensors_are_checked_over_whole_words() {
-    let Some(ctx) = gpu() else { return };
+    let Some(ctx) = common::gpu() else { return };
     let mut g = GraphBuilder::new("bytes");
     let x = g.input("x", DType::U8, &[7]);
     let y = g.node("cast", &[x], &[3], false);
     g.mark_output(y);
     let graph = g.build().expect("valid graph");
-    let report = run(ctx, &graph, &naive(ctx, &graph));
+    let report = run(&ctx, &graph, &naive(&ctx, &graph));
     assert!(report.verified(), "{report}");
 }
 
+fn traces_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("traces")
+}
+
 fn trace(name: &str) -> Graph {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("traces")
-        .join(format!("{name}.json"));
-    read_trace(&path).expect("trace")
+    read_trace(&traces_dir().join(format!("{name}.json"))).expect("trace")
 }
 
-fn honest_trace_verifies(name: &str) {
-    let Some(ctx) = gpu() else { return };
+#[test]
+fn every_shared_trace_is_proved_here() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(traces_dir())
+        .expect("traces/ exists")
+        .filter_map(|entry| {
+            let path = entry.expect("directory entry").path();
+            (path.extension()? == "json").then(|| path.file_stem()?.to_str().map(String::from))?
+        })
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = TRACES.iter().map(|s| (*s).to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed, "TRACES must list every traces/*.json");
+}
+
+/// Plans the trace with a real planner, checks that the plan reuses memory (smaller
+/// than one buffer per tensor) and proves it on the GPU: zero mismatches.
+fn real_plan_of_trace_verifies(name: &str, planner: &str) {
+    let Some(ctx) = common::gpu() else { return };
     let graph = trace(name);
-    let report = run(ctx, &graph, &naive(ctx, &graph));
-    assert!(report.verified(), "{name}: {report}");
+    let storage = storage(&ctx);
+    let plan = Planner::from_name(planner)
+        .expect("known planner")
+        .plan_graph(&graph, &storage)
+        .expect("plan");
+    let naive_size = naive_plan(&graph, &storage)
+        .expect("naive plan")
+        .total_size();
+    assert!(
+        plan.total_size() < naive_size,
+        "{name}/{planner}: {} bytes is no reuse (naive {naive_size})",
+        plan.total_size()
+    );
+    let report = run(&ctx, &graph, &plan);
+    assert!(report.verified(), "{name}/{planner}: {report}");
     assert_eq!(report.nodes, graph.nodes.len());
-    println!("{name}: {report} ({} dispatches)", report.dispatches);
+    assert_eq!(report.mismatches, 0);
+    println!(
+        "{name}/{planner}: {} of {naive_size} bytes; {report} ({} dispatches)",
+        plan.total_size(),
+        report.dispatches
+    );
 }
 
-#[test]
-fn honest_plan_of_mobilenet_v2_verifies() {
-    honest_trace_verifies("mobilenet_v2");
+macro_rules! real_plan_tests {
+    ($($trace:ident: $ggml:ident, $best:ident;)*) => {$(
+        #[test]
+        fn $ggml() {
+            real_plan_of_trace_verifies(stringify!($trace), "ggml");
+        }
+
+        #[test]
+        fn $best() {
+            real_plan_of_trace_verifies(stringify!($trace), "best");
+        }
+    )*};
 }
 
-#[test]
-fn honest_plan_of_resnet50_verifies() {
-    honest_trace_verifies("resnet50");
+real_plan_tests! {
+    mobilenet_v2: ggml_plan_of_mobilenet_v2_verifies, best_plan_of_mobilenet_v2_verifies;
+    efficientnet_b0: ggml_plan_of_efficientnet_b0_verifies, best_plan_of_efficientnet_b0_verifies;
+    resnet50: ggml_plan_of_resnet50_verifies, best_plan_of_resnet50_verifies;
+    bert_base_seq128: ggml_plan_of_bert_base_seq128_verifies, best_plan_of_bert_base_seq128_verifies;
+    gpt2_seq256: ggml_plan_of_gpt2_seq256_verifies, best_plan_of_gpt2_seq256_verifies;
 }
 
+/// Corrupts the ggml plan of a real network with `inject_clobber` (the intruder is
+/// written over the victim while the victim is still live): the proof names the victim
+/// and the first node that reads it after the intruder's producer.
 #[test]
-fn honest_plan_of_efficientnet_b0_verifies() {
-    honest_trace_verifies("efficientnet_b0");
-}
-
-#[test]
-fn honest_plan_of_gpt2_seq256_verifies() {
-    honest_trace_verifies("gpt2_seq256");
-}
-
-#[test]
-fn honest_plan_of_bert_base_seq128_verifies() {
-    honest_trace_verifies("bert_base_seq128");
-}
-
-/// In a real network, moves a tensor B over a tensor A that is still read after B is
-/// written: the proof names A and the first node reading A after B's producer.
-#[test]
-fn corrupted_plan_of_a_trace_names_the_clobbered_tensor_and_node() {
-    let Some(ctx) = gpu() else { return };
+fn clobber_injected_into_a_ggml_plan_of_a_trace_names_the_victim_and_the_node() {
+    let Some(ctx) = common::gpu() else { return };
     let graph = trace("mobilenet_v2");
+    let mut plan = Planner::Ggml
+        .plan_graph(&graph, &storage(&ctx))
+        .expect("plan");
+    let clobber = inject_clobber(&mut plan, &graph).expect("mobilenet has a pair to clobber");
     let lifetimes = Lifetimes::of(&graph);
-    let mut plan = naive(ctx, &graph);
-    let mut found = None;
-    'search: for (step, node) in graph.nodes.iter().enumerate() {
-        let b = node.output;
-        let Some(b_place) = plan.placement(b) else {
-            continue;
-        };
-        if !graph.is_planned(b) {
-            continue;
-        }
-        for a in graph.planned_tensors() {
-            let (Some(la), Some(a_place)) = (lifetimes.get(a), plan.placement(a)) else {
-                continue;
-            };
-            // a is produced before b and read by a later node than b's producer.
-            let later_reader = graph
-                .nodes
+    let written = lifetimes.by_tensor[clobber.intruder.index()]
+        .expect("intruder is planned")
+        .first as usize;
+    let reader = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .skip(written + 1)
+        .find(|(_, n)| {
+            n.inputs
                 .iter()
-                .enumerate()
-                .skip(step + 1)
-                .find(|(_, n)| n.inputs.iter().any(|&i| graph.root_of(i) == Some(a)));
-            if a != b
-                && la.first < step as u32
-                && b_place.size <= a_place.size
-                && graph.tensors[b.index()].size > 0
-            {
-                if let Some((reader, _)) = later_reader {
-                    found = Some((a, b, reader));
-                    break 'search;
-                }
-            }
-        }
-    }
-    let (a, b, reader) = found.expect("mobilenet has a live tensor to clobber");
-    plan.placements[b.index()] = plan.placements[a.index()];
-    let report = run(ctx, &graph, &plan);
-    let first = report.first().expect("the clobber is detected");
-    assert_eq!(first.tensor, a, "{report}");
-    assert_eq!(first.node, Some(NodeId(reader as u32)), "{report}");
-    println!("{report}");
+                .any(|&i| graph.root_of(i) == Some(clobber.victim))
+        })
+        .map(|(step, _)| NodeId(step as u32));
+    let report = run(&ctx, &graph, &plan);
+    assert!(!report.verified(), "clobber not detected: {report}");
+    let first = report.first().expect("a mismatch record");
+    assert_eq!(first.tensor, clobber.victim, "{report}");
+    assert_eq!(first.node, reader, "{report}");
+    let victim_name = &graph.tensors[clobber.victim.index()].name;
+    assert_eq!(&first.tensor_name, victim_name);
+    assert!(
+        report.to_string().contains(victim_name.as_str()),
+        "{report}"
+    );
+    println!("{clobber:?}: {report}");
 }

@@ -21,12 +21,10 @@
 
 mod gpu;
 pub mod hash;
-mod memory;
 mod predict;
 mod report;
 mod schedule;
 
 pub use gpu::{checksum_run, ChecksumRun, CHECKSUM_WGSL};
-pub use memory::{create_plan_buffers, storage_buffer_type};
 pub use predict::Prediction;
 pub use report::{ChecksumReport, Mismatch};
