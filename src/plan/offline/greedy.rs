@@ -2,9 +2,10 @@
 //! overlaps no already placed item that is live at a common time (the "greedy by size"
 //! of TFLite and MNN when the order is by size). The orderings live here too.
 //!
-//! Placed items are indexed by time buckets, so placing an item costs time proportional
-//! to the placed items that share a bucket with it (O(n * overlapping), not O(n^2)).
+//! Overlaps come from the static [`OverlapIndex`], so placing an item costs time
+//! proportional to the items live with it (O(n log T + overlapping pairs), not O(n^2)).
 
+use super::index::OverlapIndex;
 use super::prepared::{Item, Prepared};
 
 /// An order of item positions (indices into [`Prepared::items`]).
@@ -69,58 +70,6 @@ fn sorted<K: Ord>(p: &Prepared, key: impl Fn(&Item) -> K) -> Order {
     order
 }
 
-/// Time buckets over the compressed sections, each listing the placed items that touch it.
-pub(crate) struct BucketIndex {
-    buckets: Vec<Vec<u32>>,
-    /// First and last bucket of each item.
-    span: Vec<(u32, u32)>,
-}
-
-impl BucketIndex {
-    /// An empty index for the problem's items.
-    pub fn new(p: &Prepared) -> BucketIndex {
-        let count = p.sections.clamp(1, 64);
-        let sections = p.sections.max(1) as u64;
-        let bucket = |section: u32| (u64::from(section) * count as u64 / sections) as u32;
-        let span = p
-            .items
-            .iter()
-            .map(|it| (bucket(it.a), bucket(it.b - 1)))
-            .collect();
-        BucketIndex {
-            buckets: vec![Vec::new(); count],
-            span,
-        }
-    }
-
-    /// Records item `i` as placed.
-    pub fn insert(&mut self, i: usize) {
-        let (first, last) = self.span[i];
-        for b in first..=last {
-            self.buckets[b as usize].push(i as u32);
-        }
-    }
-
-    /// Calls `f` once for every placed item that shares a section with item `i`.
-    pub fn for_each_overlapping(&self, items: &[Item], i: usize, mut f: impl FnMut(usize)) {
-        let (first, last) = self.span[i];
-        let it = &items[i];
-        for b in first..=last {
-            for &j in &self.buckets[b as usize] {
-                let j = j as usize;
-                // Report j only in the first bucket both share.
-                if self.span[j].0.max(first) != b {
-                    continue;
-                }
-                let other = &items[j];
-                if other.a < it.b && it.a < other.b {
-                    f(j);
-                }
-            }
-        }
-    }
-}
-
 /// Which free gap an item takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fit {
@@ -132,27 +81,49 @@ pub(crate) enum Fit {
 
 /// Places the items in `order`, each in a gap free of the placed items live with it
 /// (chosen by `fit`). Returns offsets per item position and the peak.
-pub(crate) fn place(p: &Prepared, order: &[usize], fit: Fit) -> (Vec<u64>, u64) {
+pub(crate) fn place(
+    p: &Prepared,
+    index: &OverlapIndex,
+    order: &[usize],
+    fit: Fit,
+) -> (Vec<u64>, u64) {
     let mut offsets = vec![0u64; p.items.len()];
-    let mut index = BucketIndex::new(p);
+    let mut placed = vec![false; p.items.len()];
     let mut busy: Vec<(u64, u64)> = Vec::new();
     let mut peak = 0u64;
     for &i in order {
-        busy.clear();
-        index.for_each_overlapping(&p.items, i, |j| {
-            let o = offsets[j];
-            busy.push((o, o.saturating_add(p.items[j].size)));
-        });
-        busy.sort_unstable();
-        let offset = match fit {
-            Fit::Lowest => lowest_fit(&busy, p.items[i].size),
-            Fit::Smallest => best_fit(&busy, p.items[i].size),
-        };
+        let offset = fit_among_placed(p, index, &offsets, &placed, i, fit, &mut busy).0;
         offsets[i] = offset;
+        placed[i] = true;
         peak = peak.max(offset.saturating_add(p.items[i].size));
-        index.insert(i);
     }
     (offsets, peak)
+}
+
+/// The offset `fit` picks for item `i` among the placed items live with it, and the
+/// number of overlapping items the index visited (the work done). `busy` is scratch.
+pub(crate) fn fit_among_placed(
+    p: &Prepared,
+    index: &OverlapIndex,
+    offsets: &[u64],
+    placed: &[bool],
+    i: usize,
+    fit: Fit,
+    busy: &mut Vec<(u64, u64)>,
+) -> (u64, u64) {
+    busy.clear();
+    let visited = index.for_each_overlapping(p, i, |j| {
+        if placed[j] {
+            let o = offsets[j];
+            busy.push((o, o.saturating_add(p.items[j].size)));
+        }
+    });
+    busy.sort_unstable();
+    let offset = match fit {
+        Fit::Lowest => lowest_fit(busy, p.items[i].size),
+        Fit::Smallest => best_fit(busy, p.items[i].size),
+    };
+    (offset, visited)
 }
 
 /// The lowest offset at which `size` bytes avoid every `[start, end)` of `busy` (sorted
@@ -214,7 +185,7 @@ mod tests {
     #[test]
     fn items_live_at_different_times_share_offset_zero() {
         let p = Prepared::new(&[r(0, 2, 8), r(2, 4, 8), r(1, 3, 4)], 1).expect("valid");
-        let (offsets, peak) = place(&p, &by_size(&p), Fit::Lowest);
+        let (offsets, peak) = place(&p, &OverlapIndex::new(&p), &by_size(&p), Fit::Lowest);
         assert_eq!(offsets, vec![0, 0, 8]);
         assert_eq!(peak, 12);
     }
@@ -226,21 +197,7 @@ mod tests {
             1,
         )
         .expect("valid");
-        let (_, peak) = place(&p, &by_lifetime(&p), Fit::Lowest);
+        let (_, peak) = place(&p, &OverlapIndex::new(&p), &by_lifetime(&p), Fit::Lowest);
         assert_eq!(peak, 12);
-    }
-
-    #[test]
-    fn bucket_index_reports_each_overlap_once() {
-        let ranges: Vec<LiveRange> = (0..200u64).map(|i| r(i, i + 50, 1)).collect();
-        let p = Prepared::new(&ranges, 1).expect("valid");
-        let mut index = BucketIndex::new(&p);
-        for i in 0..100 {
-            index.insert(i);
-        }
-        let mut seen = Vec::new();
-        index.for_each_overlapping(&p.items, 120, |j| seen.push(j));
-        seen.sort_unstable();
-        assert_eq!(seen, (71..100).collect::<Vec<_>>());
     }
 }

@@ -1,9 +1,13 @@
-//! Improvement by seeded perturbation: starting from the best greedy order, swap a few
-//! items (mostly near each other in the order) and keep the new order when the greedy
-//! placement does not peak higher. The random numbers come from a fixed-seed SplitMix64,
-//! and the number of tries from a work budget, so the result is deterministic.
+//! Improvement by seeded ruin and repair around the peak: pick an item that reaches
+//! the peak and a time window inside its lifetime, lift the highest items live in that
+//! window, and place them back one by one (largest first, with a little shuffling)
+//! among the items that stayed. A move is kept when the peak does not rise and, at an
+//! equal peak, no more items reach it; otherwise it is undone. Random numbers come from
+//! a fixed-seed SplitMix64 and the number of moves from a work budget (overlaps
+//! visited), so the result is deterministic.
 
-use super::greedy::{place, Fit, Order};
+use super::greedy::{fit_among_placed, Fit};
+use super::index::OverlapIndex;
 use super::prepared::Prepared;
 
 /// SplitMix64: a tiny, fast, seedable generator (enough for shuffling orders).
@@ -30,57 +34,116 @@ impl SplitMix64 {
     }
 }
 
-/// Hill climbing over orders. `start` is the order to improve, `peak` its placement's
-/// peak; `tries` placements are evaluated at most. Stops early at `lower_bound`.
-pub(crate) fn climb(
+/// The peak of a placement and how many items reach it.
+fn peak_and_count(p: &Prepared, offsets: &[u64]) -> (u64, usize) {
+    let mut peak = 0u64;
+    let mut count = 0usize;
+    for (it, &o) in p.items.iter().zip(offsets) {
+        let top = o.saturating_add(it.size);
+        if top > peak {
+            peak = top;
+            count = 1;
+        } else if top == peak {
+            count += 1;
+        }
+    }
+    (peak, count)
+}
+
+/// Ruin-and-repair local search from a valid placement `offsets` (per item position),
+/// spending at most about `work` units (one per overlap visited or item scanned).
+/// Returns the best placement and its peak; stops early at the lower bound.
+pub(crate) fn repack(
     p: &Prepared,
-    start: Order,
-    start_offsets: Vec<u64>,
-    peak: u64,
-    tries: u64,
+    index: &OverlapIndex,
+    mut offsets: Vec<u64>,
+    work: u64,
     seed: u64,
 ) -> (Vec<u64>, u64) {
-    let n = start.len();
-    let (mut best_order, mut best_offsets, mut best_peak) = (start, start_offsets, peak);
+    let n = p.items.len();
+    let (mut peak, mut at_peak) = peak_and_count(p, &offsets);
     if n < 2 {
-        return (best_offsets, best_peak);
+        return (offsets, peak);
     }
     let mut rng = SplitMix64::new(seed);
-    for _ in 0..tries {
-        if best_peak <= p.lower_bound {
+    let mut placed = vec![true; n];
+    let mut busy: Vec<(u64, u64)> = Vec::new();
+    let mut window: Vec<(u64, usize)> = Vec::new();
+    let mut lifted: Vec<(usize, u64)> = Vec::new();
+    let mut spent = 0u64;
+    let max_lift = n.min(64);
+    while spent < work && peak > p.lower_bound {
+        // An item at the peak, chosen at random among them.
+        let nth = rng.below(at_peak);
+        let Some(j) = (0..n)
+            .filter(|&i| offsets[i].saturating_add(p.items[i].size) == peak)
+            .nth(nth)
+        else {
             break;
+        };
+        spent = spent.saturating_add(n as u64);
+        let it = p.items[j];
+        let t = it.a + rng.below((it.b - it.a) as usize) as u32;
+        let half = (1u32 << rng.below(6)) - 1;
+        let lo = t.saturating_sub(half);
+        let hi = t.saturating_add(half + 1).min(p.sections as u32);
+        window.clear();
+        spent = spent.saturating_add(index.for_each_in(lo, hi, None, |i| {
+            window.push((offsets[i].saturating_add(p.items[i].size), i));
+        }));
+        // The highest items of the window (ties: item position, for determinism).
+        window.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        let lift = (2usize << rng.below(6)).min(max_lift).min(window.len());
+        lifted.clear();
+        for &(_, i) in &window[..lift] {
+            lifted.push((i, offsets[i]));
+            placed[i] = false;
         }
-        let mut order = best_order.clone();
-        let moves = 1 + rng.below(3);
-        for _ in 0..moves {
-            let i = rng.below(n);
-            let j = if rng.below(4) == 0 {
-                rng.below(n)
-            } else {
-                let window = 8.min(n - 1);
-                let step = 1 + rng.below(window);
-                if rng.below(2) == 0 {
-                    i.saturating_sub(step)
-                } else {
-                    (i + step).min(n - 1)
-                }
-            };
-            order.swap(i, j);
+        // Largest first, then a few random swaps of neighbours.
+        lifted.sort_unstable_by(|x, y| {
+            p.items[y.0]
+                .size
+                .cmp(&p.items[x.0].size)
+                .then(x.0.cmp(&y.0))
+        });
+        let swaps = rng.below(lift.max(1));
+        for _ in 0..swaps {
+            if lift < 2 {
+                break;
+            }
+            let k = rng.below(lift - 1);
+            lifted.swap(k, k + 1);
         }
-        let (offsets, peak) = place(p, &order, Fit::Lowest);
-        if peak <= best_peak {
-            best_order = order;
-            best_offsets = offsets;
-            best_peak = peak;
+        let fit = if rng.below(4) == 0 {
+            Fit::Smallest
+        } else {
+            Fit::Lowest
+        };
+        for &(i, _) in &lifted {
+            let (offset, visited) =
+                fit_among_placed(p, index, &offsets, &placed, i, fit, &mut busy);
+            spent = spent.saturating_add(visited);
+            offsets[i] = offset;
+            placed[i] = true;
+        }
+        spent = spent.saturating_add(n as u64);
+        let (new_peak, new_at_peak) = peak_and_count(p, &offsets);
+        if (new_peak, new_at_peak) <= (peak, at_peak) {
+            peak = new_peak;
+            at_peak = new_at_peak;
+        } else {
+            for &(i, old) in &lifted {
+                offsets[i] = old;
+            }
         }
     }
-    (best_offsets, best_peak)
+    (offsets, peak)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::offline::greedy::by_size;
+    use crate::plan::offline::greedy::{by_size, place};
     use crate::plan::offline::LiveRange;
 
     #[test]
@@ -93,8 +156,7 @@ mod tests {
         assert!((0..1000).all(|_| a.below(5) < 5));
     }
 
-    #[test]
-    fn climbing_never_makes_the_peak_worse() {
+    fn staggered() -> Prepared {
         let ranges: Vec<LiveRange> = (0..60u64)
             .map(|i| LiveRange {
                 start: (i * 7) % 23,
@@ -102,11 +164,35 @@ mod tests {
                 size: 1 + (i * 13) % 9,
             })
             .collect();
-        let p = Prepared::new(&ranges, 1).expect("valid");
-        let order = by_size(&p);
-        let (offsets, peak) = place(&p, &order, Fit::Lowest);
-        let (_, improved) = climb(&p, order, offsets, peak, 200, 1);
-        assert!(improved <= peak);
-        assert!(improved >= p.lower_bound);
+        Prepared::new(&ranges, 1).expect("valid")
+    }
+
+    #[test]
+    fn repacking_keeps_the_placement_valid_and_the_peak_no_higher() {
+        let p = staggered();
+        let index = OverlapIndex::new(&p);
+        let (offsets, peak) = place(&p, &index, &by_size(&p), Fit::Lowest);
+        let (improved, improved_peak) = repack(&p, &index, offsets, 200_000, 1);
+        assert!(improved_peak <= peak);
+        assert!(improved_peak >= p.lower_bound);
+        for (i, x) in p.items.iter().enumerate() {
+            assert!(improved[i] + x.size <= improved_peak);
+            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
+                let live_together = x.a < y.b && y.a < x.b;
+                let apart =
+                    improved[i] + x.size <= improved[j] || improved[j] + y.size <= improved[i];
+                assert!(!live_together || apart, "{i} and {j} overlap");
+            }
+        }
+    }
+
+    #[test]
+    fn repacking_is_deterministic_for_a_seed() {
+        let p = staggered();
+        let index = OverlapIndex::new(&p);
+        let (offsets, _) = place(&p, &index, &by_size(&p), Fit::Lowest);
+        let first = repack(&p, &index, offsets.clone(), 50_000, 9);
+        let second = repack(&p, &index, offsets, 50_000, 9);
+        assert_eq!(first, second);
     }
 }

@@ -9,14 +9,15 @@
 //!
 //! Strategies: greedy placement (lowest free offset, or smallest free gap, among the
 //! buffers live at the same time) in four orders (size, breadth, lifetime, conflict), a bounded exact search over
-//! canonical solutions ([`Strategy::Search`]), seeded hill climbing over greedy orders
-//! ([`Strategy::Climb`]), and [`Strategy::Best`], which runs them all and keeps the
+//! canonical solutions ([`Strategy::Search`]), a seeded ruin-and-repair local
+//! search around the peak ([`Strategy::Climb`]), and [`Strategy::Best`], which runs them all and keeps the
 //! smallest peak. Every strategy has a deterministic work budget ([`Budget`]): the same
 //! input gives the same output on every machine.
 
 mod graph;
 mod greedy;
 mod improve;
+mod index;
 mod prepared;
 mod search;
 
@@ -27,6 +28,7 @@ pub use graph::{graph_live_ranges, plan_graph_offline, plan_graph_offline_with, 
 pub use crate::plan::intervals::IntervalPlan;
 use crate::plan::{IntervalProblem, PlanError};
 use greedy::{Fit, Order};
+use index::OverlapIndex;
 use prepared::Prepared;
 use search::Found;
 
@@ -61,7 +63,8 @@ pub enum Strategy {
     /// Bounded exact search over canonical solutions, aiming at the lower bound, then
     /// at capacities between it and the best greedy peak.
     Search,
-    /// Seeded hill climbing over the best greedy order.
+    /// Seeded local search from the best greedy placement: lifts the highest items
+    /// around the peak and places them back, keeping changes that lower it.
     Climb,
     /// All of the above; keeps the smallest peak (ties: the earlier strategy).
     Best,
@@ -112,8 +115,9 @@ pub struct Budget {
     /// Work allowed to [`Strategy::Search`] (each search node costs about
     /// `buffers + sections` units).
     pub search_work: u64,
-    /// Work allowed to [`Strategy::Climb`] (each try costs about `buffers + overlapping
-    /// pairs` units).
+    /// Work allowed to [`Strategy::Climb`] (a unit per overlapping buffer visited or
+    /// buffer scanned; a move costs about twice the buffer count plus the overlaps of
+    /// the buffers it moves).
     pub climb_work: u64,
 }
 
@@ -217,6 +221,7 @@ pub fn plan_intervals_with(
 
 /// Runs one strategy on a prepared problem: offsets per item, peak, and who found them.
 fn run(p: &Prepared, strategy: Strategy, budget: &Budget) -> (Vec<u64>, u64, Strategy) {
+    let index = OverlapIndex::new(p);
     match strategy {
         Strategy::GreedySize
         | Strategy::GreedySizeBestFit
@@ -224,20 +229,20 @@ fn run(p: &Prepared, strategy: Strategy, budget: &Budget) -> (Vec<u64>, u64, Str
         | Strategy::GreedyLifetime
         | Strategy::GreedyConflict => {
             let (order, fit) = greedy_order(p, strategy);
-            let (offsets, peak) = greedy::place(p, &order, fit);
+            let (offsets, peak) = greedy::place(p, &index, &order, fit);
             (offsets, peak, strategy)
         }
         Strategy::Search => {
-            let (offsets, peak, _, _) = best_greedy(p);
+            let (offsets, peak, _) = best_greedy(p, &index);
             let (offsets, peak) = search_below(p, offsets, peak, budget.search_work);
             (offsets, peak, strategy)
         }
         Strategy::Climb => {
-            let (offsets, peak, _, order) = best_greedy(p);
-            let (offsets, peak) = climb(p, order, offsets, peak, budget.climb_work);
+            let (offsets, _, _) = best_greedy(p, &index);
+            let (offsets, peak) = climb(p, &index, offsets, budget.climb_work);
             (offsets, peak, strategy)
         }
-        Strategy::Best => best(p, budget),
+        Strategy::Best => best(p, &index, budget),
     }
 }
 
@@ -261,47 +266,46 @@ fn greedy_order(p: &Prepared, strategy: Strategy) -> (Order, Fit) {
     }
 }
 
-/// Every greedy strategy; the lowest peak (first on ties), with its strategy and order.
-fn best_greedy(p: &Prepared) -> (Vec<u64>, u64, Strategy, Order) {
-    let mut best: Option<(Vec<u64>, u64, Strategy, Order)> = None;
+/// Every greedy strategy; the lowest peak (first on ties), with its strategy.
+fn best_greedy(p: &Prepared, index: &OverlapIndex) -> (Vec<u64>, u64, Strategy) {
+    let mut best: Option<(Vec<u64>, u64, Strategy)> = None;
     for strategy in GREEDY {
         let (order, fit) = greedy_order(p, strategy);
-        let (offsets, peak) = greedy::place(p, &order, fit);
+        let (offsets, peak) = greedy::place(p, index, &order, fit);
         if best.as_ref().is_none_or(|b| peak < b.1) {
-            best = Some((offsets, peak, strategy, order));
+            best = Some((offsets, peak, strategy));
         }
     }
-    best.unwrap_or_else(|| (Vec::new(), 0, Strategy::GreedySize, Vec::new()))
+    best.unwrap_or_else(|| (Vec::new(), 0, Strategy::GreedySize))
 }
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
-/// lower bound.
-fn best(p: &Prepared, budget: &Budget) -> (Vec<u64>, u64, Strategy) {
-    let (offsets, peak, strategy, order) = best_greedy(p);
+/// lower bound. The local search starts from the best placement found before it.
+fn best(p: &Prepared, index: &OverlapIndex, budget: &Budget) -> (Vec<u64>, u64, Strategy) {
+    let (offsets, peak, strategy) = best_greedy(p, index);
     if peak <= p.lower_bound {
         return (offsets, peak, strategy);
     }
     let (searched, searched_peak) = search_below(p, offsets.clone(), peak, budget.search_work);
-    if searched_peak <= p.lower_bound {
-        return (searched, searched_peak, Strategy::Search);
-    }
-    let (climbed, climbed_peak) = climb(p, order, offsets.clone(), peak, budget.climb_work);
-    if climbed_peak < searched_peak.min(peak) {
-        (climbed, climbed_peak, Strategy::Climb)
-    } else if searched_peak < peak {
+    let (start, start_peak, start_by) = if searched_peak < peak {
         (searched, searched_peak, Strategy::Search)
     } else {
         (offsets, peak, strategy)
+    };
+    if start_peak <= p.lower_bound {
+        return (start, start_peak, start_by);
+    }
+    let (climbed, climbed_peak) = climb(p, index, start.clone(), budget.climb_work);
+    if climbed_peak < start_peak {
+        (climbed, climbed_peak, Strategy::Climb)
+    } else {
+        (start, start_peak, start_by)
     }
 }
 
-/// Hill climbing with as many tries as the budget buys.
-fn climb(p: &Prepared, order: Order, offsets: Vec<u64>, peak: u64, work: u64) -> (Vec<u64>, u64) {
-    let cost = (p.items.len() as u64)
-        .saturating_add(p.overlap_pairs())
-        .max(1);
-    let tries = work / cost;
-    improve::climb(p, order, offsets, peak, tries, 0x5EED_0FF1_1E00_0001)
+/// The seeded ruin-and-repair local search with the climb budget.
+fn climb(p: &Prepared, index: &OverlapIndex, offsets: Vec<u64>, work: u64) -> (Vec<u64>, u64) {
+    improve::repack(p, index, offsets, work, 0x5EED_0FF1_1E00_0001)
 }
 
 /// The search keeps a list of overlapping items per item: above this many pairs it is

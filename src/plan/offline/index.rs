@@ -1,0 +1,150 @@
+//! A static index of which items are live at a common time, built once per problem.
+//!
+//! Item `j` overlaps item `i` (sections `[a, b)`) exactly when `j` covers section `a`,
+//! or `j` starts strictly inside `(a, b)`. The first set is a stabbing query on a
+//! segment tree whose nodes list the items that cover them canonically (each covering
+//! item sits on exactly one node of the root-to-leaf path); the second is a contiguous
+//! slice of the items sorted by first section. A query costs `O(log T + answers)`, and
+//! the index takes `O(n log T)` memory: no per-pair lists.
+
+use super::prepared::Prepared;
+
+/// Items by time, for overlap queries.
+#[derive(Debug, Clone)]
+pub(crate) struct OverlapIndex {
+    /// Leaves of the segment tree (a power of two, at least the section count).
+    leaves: usize,
+    /// `node_items[node_start[v]..node_start[v + 1]]`: items stored at node `v`.
+    node_start: Vec<u32>,
+    node_items: Vec<u32>,
+    /// Items sorted by first section, and for each section where its items begin.
+    by_start: Vec<u32>,
+    start_at: Vec<u32>,
+}
+
+impl OverlapIndex {
+    /// Builds the index for every item of the problem.
+    pub fn new(p: &Prepared) -> OverlapIndex {
+        let leaves = p.sections.max(1).next_power_of_two();
+        let mut count = vec![0u32; 2 * leaves + 1];
+        for it in &p.items {
+            canonical(leaves, it.a as usize, it.b as usize, |v| count[v] += 1);
+        }
+        let mut node_start = vec![0u32; 2 * leaves + 1];
+        for v in 0..2 * leaves {
+            node_start[v + 1] = node_start[v] + count[v];
+        }
+        let mut fill = node_start.clone();
+        let mut node_items = vec![0u32; node_start[2 * leaves] as usize];
+        for (i, it) in p.items.iter().enumerate() {
+            canonical(leaves, it.a as usize, it.b as usize, |v| {
+                node_items[fill[v] as usize] = i as u32;
+                fill[v] += 1;
+            });
+        }
+        let mut by_start: Vec<u32> = (0..p.items.len() as u32).collect();
+        by_start.sort_by_key(|&i| p.items[i as usize].a);
+        let mut start_at = vec![0u32; p.sections + 2];
+        for it in &p.items {
+            start_at[it.a as usize + 1] += 1;
+        }
+        for s in 0..=p.sections {
+            start_at[s + 1] += start_at[s];
+        }
+        OverlapIndex {
+            leaves,
+            node_start,
+            node_items,
+            by_start,
+            start_at,
+        }
+    }
+
+    /// Calls `f` once for every item other than `i` live at a common time with it, and
+    /// returns how many it reported.
+    pub fn for_each_overlapping(&self, p: &Prepared, i: usize, f: impl FnMut(usize)) -> u64 {
+        let it = &p.items[i];
+        self.for_each_in(it.a, it.b, Some(i), f)
+    }
+
+    /// Calls `f` once for every item (but `skip`) live in some section of `[a, b)`
+    /// (`a < b`), and returns how many it reported.
+    pub fn for_each_in(
+        &self,
+        a: u32,
+        b: u32,
+        skip: Option<usize>,
+        mut f: impl FnMut(usize),
+    ) -> u64 {
+        let mut seen = 0u64;
+        let mut v = a as usize + self.leaves;
+        while v >= 1 {
+            let items =
+                &self.node_items[self.node_start[v] as usize..self.node_start[v + 1] as usize];
+            for &j in items {
+                if Some(j as usize) != skip {
+                    f(j as usize);
+                    seen += 1;
+                }
+            }
+            v >>= 1;
+        }
+        let from = self.start_at[a as usize + 1] as usize;
+        let to = self.start_at[b as usize] as usize;
+        for &j in self.by_start.get(from..to).unwrap_or(&[]) {
+            if Some(j as usize) != skip {
+                f(j as usize);
+                seen += 1;
+            }
+        }
+        seen
+    }
+}
+
+/// Calls `f` for each node of the canonical cover of `[a, b)` in a tree with `leaves`
+/// leaves (node 1 is the root, leaf `s` is node `leaves + s`).
+fn canonical(leaves: usize, a: usize, b: usize, mut f: impl FnMut(usize)) {
+    let (mut l, mut r) = (a + leaves, b + leaves);
+    while l < r {
+        if l & 1 == 1 {
+            f(l);
+            l += 1;
+        }
+        if r & 1 == 1 {
+            r -= 1;
+            f(r);
+        }
+        l >>= 1;
+        r >>= 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::offline::LiveRange;
+
+    #[test]
+    fn index_reports_exactly_the_overlapping_items_once() {
+        let ranges: Vec<LiveRange> = (0..300u64)
+            .map(|i| LiveRange {
+                start: (i * 37) % 101,
+                end: (i * 37) % 101 + 1 + (i * 11) % 40,
+                size: 1,
+            })
+            .collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        for i in 0..p.items.len() {
+            let mut seen = Vec::new();
+            let count = index.for_each_overlapping(&p, i, |j| seen.push(j));
+            seen.sort_unstable();
+            let x = &p.items[i];
+            let expected: Vec<usize> = (0..p.items.len())
+                .filter(|&j| j != i && p.items[j].a < x.b && x.a < p.items[j].b)
+                .collect();
+            assert_eq!(seen, expected, "item {i}");
+            assert_eq!(count, expected.len() as u64);
+        }
+    }
+}
