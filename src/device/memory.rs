@@ -1,5 +1,7 @@
 //! [`PlannedMemory`]: the `wgpu::Buffer`s that back a plan, one per planned chunk.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use super::BufferAllocator;
 use crate::plan::{BufferId, Placement};
 
@@ -10,8 +12,11 @@ use crate::plan::{BufferId, Placement};
 /// Dropping it destroys every buffer it owns, so the memory goes back at once (handles
 /// cloned out of it become invalid). [`PlannedMemory::release`] hands them back to an
 /// allocator instead.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PlannedMemory {
+    /// Unique to this memory in the process (never reused), so caches of bind groups
+    /// can tell one allocation from another.
+    id: u64,
     chunks: Vec<Vec<wgpu::Buffer>>,
     /// `owned[buffer]`: whether the row's buffers are this memory's own (false for a
     /// row that shares an earlier row's buffers).
@@ -23,13 +28,23 @@ impl PlannedMemory {
     /// [`crate::plan::Plan::buffers`]. It owns all of them.
     pub fn from_buffers(chunks: Vec<Vec<wgpu::Buffer>>) -> PlannedMemory {
         let owned = vec![true; chunks.len()];
-        PlannedMemory { chunks, owned }
+        PlannedMemory::with_ownership(chunks, owned)
     }
 
     /// Like [`PlannedMemory::from_buffers`] with `owned[buffer]` false for rows that
     /// share another row's buffers (they are neither destroyed nor released twice).
     pub(crate) fn with_ownership(chunks: Vec<Vec<wgpu::Buffer>>, owned: Vec<bool>) -> Self {
-        PlannedMemory { chunks, owned }
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        PlannedMemory {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            chunks,
+            owned,
+        }
+    }
+
+    /// A number unique to this memory in the process (a new allocation gets a new one).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The buffer of one chunk, if it exists.

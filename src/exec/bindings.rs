@@ -47,7 +47,7 @@ pub struct BindGroupKey {
 /// when either changes, so it never holds buffers of a memory no longer in use.
 #[derive(Debug, Default)]
 pub struct BindGroupCache {
-    owner: Option<(u64, u64)>,
+    owner: Option<(Vec<u64>, u64)>,
     groups: HashMap<BindGroupKey, wgpu::BindGroup>,
     created: usize,
     reused: usize,
@@ -59,12 +59,17 @@ impl BindGroupCache {
         BindGroupCache::default()
     }
 
-    /// Makes the cache belong to `(memory id, uniform generation)`, dropping every
-    /// bind group made for another.
-    pub fn bind_to(&mut self, memory: u64, uniform: u64) {
-        if self.owner != Some((memory, uniform)) {
+    /// Makes the cache belong to `(memory key, uniform generation)` (the key from
+    /// [`crate::exec::TensorMemory::memory_key`]), dropping every bind group made for
+    /// another.
+    pub fn bind_to(&mut self, memory: &[u64], uniform: u64) {
+        let same = self
+            .owner
+            .as_ref()
+            .is_some_and(|(m, u)| m.as_slice() == memory && *u == uniform);
+        if !same {
             self.groups.clear();
-            self.owner = Some((memory, uniform));
+            self.owner = Some((memory.to_vec(), uniform));
         }
     }
 

@@ -277,7 +277,7 @@ impl Executor {
             self.ctx.queue.write_buffer(&uniform, 0, packer.bytes());
         }
         self.bind_groups
-            .bind_to(memory.id(), self.uniform_generation);
+            .bind_to(&memory.memory_key(), self.uniform_generation);
         let mut dispatches = Vec::with_capacity(prepared.len());
         let mut failure = None;
         for p in prepared {

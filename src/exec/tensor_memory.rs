@@ -1,8 +1,6 @@
 //! [`TensorMemory`]: where each tensor of a graph lives on the device, as a list of
 //! (plan, planned memory) layers, and the upload and readback of tensor bytes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::bindings::RangeKey;
 use super::ExecError;
 use crate::device::{read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory};
@@ -15,8 +13,6 @@ fn device_error(error: DeviceError) -> ExecError {
     }
 }
 
-static NEXT_MEMORY_ID: AtomicU64 = AtomicU64::new(1);
-
 /// The device memory of a graph: layers of (plan, memory), e.g. the activations placed
 /// by the graph planner, then the weights placed by a context allocator. A tensor lives
 /// where the first layer that places its root says (a view aliases its root at
@@ -24,7 +20,6 @@ static NEXT_MEMORY_ID: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug, Clone)]
 pub struct TensorMemory<'a> {
     layers: Vec<(&'a Plan, &'a PlannedMemory)>,
-    id: u64,
 }
 
 /// A tensor's bound range: its buffer, offset and size rounded up to 4 bytes.
@@ -45,10 +40,7 @@ impl Default for TensorMemory<'_> {
 impl<'a> TensorMemory<'a> {
     /// No layers yet.
     pub fn new() -> TensorMemory<'a> {
-        TensorMemory {
-            layers: Vec::new(),
-            id: NEXT_MEMORY_ID.fetch_add(1, Ordering::Relaxed),
-        }
+        TensorMemory { layers: Vec::new() }
     }
 
     /// One layer: everything the plan places.
@@ -59,13 +51,14 @@ impl<'a> TensorMemory<'a> {
     /// Adds a layer, consulted after the earlier ones.
     pub fn with_layer(mut self, plan: &'a Plan, memory: &'a PlannedMemory) -> TensorMemory<'a> {
         self.layers.push((plan, memory));
-        self.id = NEXT_MEMORY_ID.fetch_add(1, Ordering::Relaxed);
         self
     }
 
-    /// A number unique to this set of layers (bind groups are cached per memory).
-    pub fn id(&self) -> u64 {
-        self.id
+    /// The ids of the layers' memories ([`PlannedMemory::id`]), in layer order: two
+    /// `TensorMemory`s over the same allocations have the same key, so bind groups
+    /// cached for one serve the other.
+    pub fn memory_key(&self) -> Vec<u64> {
+        self.layers.iter().map(|(_, memory)| memory.id()).collect()
     }
 
     /// Number of layers.

@@ -136,6 +136,7 @@ impl IntervalProblem {
     }
 
     /// The largest total size live at one time: no placement can peak below it.
+    /// Saturates at `u64::MAX` when more is live at once than 64 bits can count.
     pub fn lower_bound(&self) -> u64 {
         let mut events: Vec<(u64, i8, u64)> = Vec::with_capacity(self.intervals.len() * 2);
         for iv in &self.intervals {
@@ -144,16 +145,17 @@ impl IntervalProblem {
         }
         // Ends sort before starts at the same time: [lower, upper) is half-open.
         events.sort_unstable_by_key(|&(t, kind, _)| (t, kind));
-        let (mut live, mut peak) = (0u64, 0u64);
+        // 128 bits: 2^64 intervals of 2^64 - 1 bytes cannot overflow it.
+        let (mut live, mut peak) = (0u128, 0u128);
         for (_, kind, size) in events {
             if kind > 0 {
-                live = live.saturating_add(size);
+                live += u128::from(size);
                 peak = peak.max(live);
             } else {
-                live -= size;
+                live -= u128::from(size);
             }
         }
-        peak
+        u64::try_from(peak).unwrap_or(u64::MAX)
     }
 
     /// Checks a plan in O(n log n): one offset per interval, every interval ends at or
@@ -321,6 +323,14 @@ mod tests {
             example().verify(&plan(&[0, 0, 4, 0, u64::MAX], u64::MAX)),
             Err(PlanError::OutOfBounds { .. })
         ));
+    }
+
+    #[test]
+    fn a_bound_beyond_64_bits_saturates_instead_of_panicking() {
+        let p = IntervalProblem::parse_csv("x", "a,0,2,18446744073709551615\nb,0,2,1\n")
+            .expect("valid rows");
+        assert_eq!(p.lower_bound(), u64::MAX);
+        assert_eq!(p.naive_size(), u64::MAX);
     }
 
     #[test]

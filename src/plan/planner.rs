@@ -142,9 +142,14 @@ fn online_walk(problem: &IntervalProblem, alignment: u64) -> Result<(Vec<u64>, u
     for (_, starts, i) in events {
         let size = problem.intervals[i].size;
         if starts {
-            let a = allocator.alloc(size).map_err(|_| PlanError::SizeOverflow {
+            let overflow = || PlanError::SizeOverflow {
                 tensor: TensorId(u32::try_from(i).unwrap_or(u32::MAX)),
-            })?;
+            };
+            let a = allocator.alloc(size).map_err(|_| overflow())?;
+            // One memory of at most 2^64 bytes: a second chunk means it ran out.
+            if a.chunk != 0 {
+                return Err(overflow());
+            }
             placed[i] = Some(a);
         } else if let Some(a) = placed[i] {
             allocator.free(a.chunk, a.offset, size)?;
@@ -224,6 +229,21 @@ mod tests {
         assert!(plan.offsets.iter().all(|o| o.is_multiple_of(8)));
         // b2 starts when b1 ends and takes its place.
         assert_eq!(plan.offsets[1], plan.offsets[0]);
+    }
+
+    #[test]
+    fn intervals_that_overflow_64_bits_are_an_error_for_every_planner() {
+        let problem = IntervalProblem::parse_csv("x", "a,0,2,18446744073709551615\nb,0,2,1\n")
+            .expect("valid rows");
+        for p in Planner::all() {
+            assert!(
+                matches!(
+                    p.plan_intervals(&problem, 1, u64::MAX),
+                    Err(PlanError::SizeOverflow { .. })
+                ),
+                "{p}"
+            );
+        }
     }
 
     #[test]

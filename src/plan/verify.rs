@@ -22,7 +22,10 @@ impl Plan {
     /// * a chunk is at most the buffer type's max size unless marked oversized, and an
     ///   oversized chunk holds at most one tensor;
     /// * each in-place pair `(output, input)` is legal: the node producing `output` may
-    ///   run in place, its first input's root is `input`, and `input` dies there;
+    ///   run in place, its first input's root is `input`, `input` dies there and
+    ///   `output` is born there, no other input of the node is a view of `input`,
+    ///   `input`'s memory holds no graph output, and both start at the same offset of
+    ///   the same chunk;
     /// * no two tensors live at a common step overlap in one chunk, except a legal
     ///   in-place pair. Placed tensors that are not planned (weights in a context
     ///   plan) are live at every step.
@@ -157,6 +160,12 @@ impl Plan {
         for (s, node) in graph.nodes.iter().enumerate() {
             producer[node.output.index()] = Some(s as u32);
         }
+        let mut keeps_output = vec![false; graph.tensors.len()];
+        for t in &graph.tensors {
+            if t.role == crate::graph::Role::Output {
+                keeps_output[root[t.id.index()] as usize] = true;
+            }
+        }
         let mut inplace_of = vec![None; graph.tensors.len()];
         for &(out, input) in &self.inplace {
             let Some(step) = producer.get(out.index()).copied().flatten() else {
@@ -184,6 +193,38 @@ impl Plan {
             if lifetimes.get(input).map(|l| l.last) != Some(step) {
                 return Err(bad(format!(
                     "{out} placed over {input}, which is still read after step {step}"
+                )));
+            }
+            if lifetimes.get(out).map(|l| l.first) != Some(step) {
+                return Err(bad(format!(
+                    "{out} placed over {input}, but {out}'s memory is written before step {step}"
+                )));
+            }
+            if keeps_output.get(input.index()).copied().unwrap_or(true) {
+                return Err(bad(format!(
+                    "{out} placed over {input}, whose memory holds a graph output"
+                )));
+            }
+            let first = node.inputs.first().copied();
+            if node
+                .inputs
+                .iter()
+                .skip(1)
+                .any(|t| Some(*t) != first && root[t.index()] == input.0)
+            {
+                return Err(bad(format!(
+                    "{out} placed over {input}, which the node also reads through a view"
+                )));
+            }
+            let (Some(po), Some(pi)) =
+                (self.placements[out.index()], self.placements[input.index()])
+            else {
+                return Err(bad(format!("{out} or {input} has no placement")));
+            };
+            if (po.buffer, po.chunk, po.offset) != (pi.buffer, pi.chunk, pi.offset) {
+                return Err(bad(format!(
+                    "{out} at buffer {} chunk {} offset {} does not start where {input} does (buffer {} chunk {} offset {})",
+                    po.buffer.0, po.chunk, po.offset, pi.buffer.0, pi.chunk, pi.offset
                 )));
             }
             inplace_of[out.index()] = Some(input);

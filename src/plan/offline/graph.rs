@@ -51,6 +51,15 @@ pub fn graph_live_ranges(graph: &Graph) -> Result<GraphRanges, PlanError> {
             .get(id)
             .map(|l| (u64::from(l.first), u64::from(l.last) + 1))
     };
+    // Roots whose memory must survive the pass: an output, or a view of one.
+    let mut keeps_output = vec![false; count];
+    for t in &graph.tensors {
+        if t.role == Role::Output {
+            if let Some(root) = graph.root_of(t.id) {
+                keeps_output[root.index()] = true;
+            }
+        }
+    }
     // Inputs first (they exist from step 0), then outputs in node order, so that an
     // in-place output finds its input's range already made.
     for t in &graph.tensors {
@@ -77,7 +86,10 @@ pub fn graph_live_ranges(graph: &Graph) -> Result<GraphRanges, PlanError> {
             .inplace
             .then(|| node.inputs.first().copied())
             .flatten()
-            .filter(|&input| can_overwrite(graph, &lifetimes, step, input, out, &node.inputs))
+            .filter(|&input| {
+                !keeps_output[input.index()]
+                    && can_overwrite(graph, &lifetimes, step, input, out, &node.inputs)
+            })
             .and_then(|input| own[input.index()]);
         match merge_into {
             Some(group) => {
@@ -124,7 +136,11 @@ pub fn graph_live_ranges(graph: &Graph) -> Result<GraphRanges, PlanError> {
     })
 }
 
-/// Whether node `step`'s output `out` may be written over `input`.
+/// Whether node `step`'s output `out` may be written over `input` (its first input): both
+/// are non-views of the same size, `input` dies at this step, `out` is born at it, and
+/// no other input of the node is a view of `input` (it may be a transpose, read at
+/// other indices; `input` itself read twice is fine for an elementwise op). The caller
+/// also refuses an `input` whose memory holds an output.
 fn can_overwrite(
     graph: &Graph,
     lifetimes: &Lifetimes,
@@ -142,9 +158,14 @@ fn can_overwrite(
         && i.role != Role::Output
         && i.size == o.size
         && !inputs.contains(&out)
+        && !inputs
+            .iter()
+            .skip(1)
+            .any(|t| *t != input && graph.root_of(*t) == Some(input))
         && lifetimes
             .get(input)
             .is_some_and(|l| l.last as usize == step)
+        && lifetimes.get(out).is_some_and(|l| l.first as usize == step)
 }
 
 /// Plans a graph's memory in one buffer of type `buffer_type` with the default
