@@ -4,7 +4,8 @@
 //! graph's own validation (`Graph::validate`, which `plan_graph` runs first).
 //!
 //! `cargo bench --bench plan_time`; `WGALLOC_BENCH_QUICK=1` skips 1M nodes and runs
-//! fewer repetitions.
+//! fewer repetitions; `WGALLOC_BENCH_ONLY=transformer` keeps only the graphs whose name
+//! contains that text.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ const TRACES: [&str; 5] = [
 
 fn reps_for(nodes: usize, quick: bool) -> usize {
     let budget: usize = if quick { 200_000 } else { 5_000_000 };
-    (budget / nodes.max(1)).clamp(if quick { 2 } else { 5 }, 200)
+    (budget / nodes.max(1)).clamp(if quick { 2 } else { 8 }, 200)
 }
 
 fn measure(graph: &Graph, buffer_type: &BufferTypeDesc, reps: usize) -> (Duration, Duration, u64) {
@@ -46,6 +47,11 @@ fn measure(graph: &Graph, buffer_type: &BufferTypeDesc, reps: usize) -> (Duratio
 }
 
 fn row(graph: &Graph, buffer_type: &BufferTypeDesc, quick: bool) {
+    if let Some(only) = std::env::var_os("WGALLOC_BENCH_ONLY") {
+        if !graph.name.contains(only.to_string_lossy().as_ref()) {
+            return;
+        }
+    }
     let nodes = graph.nodes.len();
     let reps = reps_for(nodes, quick);
     let (best, median, total) = measure(graph, buffer_type, reps);
@@ -61,7 +67,7 @@ fn row(graph: &Graph, buffer_type: &BufferTypeDesc, quick: bool) {
         .unwrap_or_default();
     let per_node = |d: Duration| d.as_nanos() as f64 / nodes.max(1) as f64;
     println!(
-        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10.3} | {:>10.1} | {:>10.1} | {:>12.1} | {:>14} |",
+        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10.3} | {:>10.1} | {:>10.1} | {:>13.1} | {:>14} |",
         graph.name,
         nodes,
         graph.tensors.len(),
@@ -88,7 +94,7 @@ fn main() {
         if quick { " (quick)" } else { "" }
     );
     println!(
-        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10} | {:>10} | {:>10} | {:>12} | {:>14} |",
+        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10} | {:>10} | {:>10} | {:>13} | {:>14} |",
         "graph",
         "nodes",
         "tensors",
@@ -100,8 +106,8 @@ fn main() {
         "total bytes"
     );
     println!(
-        "|{:-<24}|{:->11}|{:->11}|{:->7}|{:->12}|{:->12}|{:->12}|{:->16}|",
-        "", "", "", "", "", "", "", ""
+        "|{:-<24}|{:->11}|{:->11}|{:->7}|{:->12}|{:->12}|{:->12}|{:->15}|{:->16}|",
+        "", "", "", "", "", "", "", "", ""
     );
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces");
     for name in TRACES {
