@@ -4,8 +4,8 @@
 //! graph's own validation (`Graph::validate`, which `plan_graph` runs first).
 //!
 //! `cargo bench --bench plan_time`; `WGALLOC_BENCH_QUICK=1` skips 1M nodes and runs
-//! fewer repetitions; `WGALLOC_BENCH_ONLY=transformer` keeps only the graphs whose name
-//! contains that text.
+//! fewer repetitions; `WGALLOC_BENCH_ONLY=transformer,chain1000000` keeps only the graphs
+//! whose name contains `transformer` or is `chain1000000`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -46,12 +46,17 @@ fn measure(graph: &Graph, buffer_type: &BufferTypeDesc, reps: usize) -> (Duratio
     (times[0], times[times.len() / 2], total)
 }
 
+/// Whether `WGALLOC_BENCH_ONLY` (if set) keeps the graph of this name: one of its
+/// comma-separated items is the name, or has no digit and is part of the name.
+fn wanted(name: &str) -> bool {
+    std::env::var_os("WGALLOC_BENCH_ONLY").is_none_or(|only| {
+        only.to_string_lossy().split(',').any(|item| {
+            item == name || (!item.chars().any(|c| c.is_ascii_digit()) && name.contains(item))
+        })
+    })
+}
+
 fn row(graph: &Graph, buffer_type: &BufferTypeDesc, quick: bool) {
-    if let Some(only) = std::env::var_os("WGALLOC_BENCH_ONLY") {
-        if !graph.name.contains(only.to_string_lossy().as_ref()) {
-            return;
-        }
-    }
     let nodes = graph.nodes.len();
     let reps = reps_for(nodes, quick);
     let (best, median, total) = measure(graph, buffer_type, reps);
@@ -110,7 +115,7 @@ fn main() {
         "", "", "", "", "", "", "", "", ""
     );
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces");
-    for name in TRACES {
+    for name in TRACES.into_iter().filter(|name| wanted(name)) {
         match read_trace(&dir.join(format!("{name}.json"))) {
             Ok(graph) => row(&graph, &storage, quick),
             Err(e) => eprintln!("{name}: {e}"),
@@ -122,7 +127,13 @@ fn main() {
         &[1_000, 10_000, 100_000, 1_000_000]
     };
     for &n in sizes {
-        for make in [chain, transformer] {
+        for (kind, make) in [
+            ("chain", chain as fn(usize) -> _),
+            ("transformer", transformer),
+        ] {
+            if !wanted(&format!("{kind}{n}")) {
+                continue;
+            }
             match make(n) {
                 Ok(graph) => row(&graph, &storage, quick),
                 Err(e) => eprintln!("synthetic {n}: {e}"),

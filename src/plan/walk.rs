@@ -316,6 +316,7 @@ impl Walk<'_> {
         legal.then_some(i)
     }
 
+    #[inline]
     fn free_if_dead(&mut self, r: usize, step: u32) -> Result<(), PlanError> {
         let flags = self.prep.flags[r];
         if flags & (FREED | OUTPUT) != 0 || flags & PLANNED == 0 || self.prep.last[r] != step {
