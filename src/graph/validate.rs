@@ -12,6 +12,9 @@ pub(crate) const K_VIEW: u8 = 4;
 pub(crate) const K_HAS_PRODUCER: u8 = 8;
 /// ...(during validation) a node before the current one produced it.
 const K_PRODUCED: u8 = 16;
+/// ...(fast validation) a node read it as an alias of its root, before anyone knew
+/// whether a later node produces it.
+const K_READ_AS_ALIAS: u8 = 32;
 
 /// Role bits of an input, a weight, an intermediate and an output.
 const ROLE_INPUT: u8 = 0;
@@ -95,6 +98,18 @@ impl Graph {
     /// documentation: tensor ids and sizes, then views, then nodes in execution order,
     /// then tensors never produced. With `facts`, also fills roots and the node lists.
     fn check(&self, facts: bool) -> Result<GraphFacts, GraphError> {
+        // The fast pass skips the pass over node outputs; any problem (or a view read
+        // as an alias and produced later) sends it to the exact pass, which finds the
+        // first problem in the documented order.
+        self.check_pass(facts, false)
+            .or_else(|_| self.check_pass(facts, true))
+    }
+
+    /// One validation. `exact`: first mark every tensor some node produces (a view
+    /// read before its producer runs is then an error at the read). Otherwise such a
+    /// view is read as an alias of its root and marked, and producing a marked view
+    /// later fails the pass (the exact pass then reports it at the read).
+    fn check_pass(&self, facts: bool, exact: bool) -> Result<GraphFacts, GraphError> {
         let n = self.tensors.len();
         let mut kind = vec![0u8; n];
         let mut root: Vec<u32> = Vec::with_capacity(if facts { n } else { 0 });
@@ -161,9 +176,11 @@ impl Graph {
         if view_problem {
             self.first_view_error()?;
         }
-        for node in &self.nodes {
-            if let Some(k) = kind.get_mut(node.output.index()) {
-                *k |= K_HAS_PRODUCER;
+        if exact {
+            for node in &self.nodes {
+                if let Some(k) = kind.get_mut(node.output.index()) {
+                    *k |= K_HAS_PRODUCER;
+                }
             }
         }
         let mut nodes = Vec::with_capacity(if facts { self.nodes.len() } else { 0 });
@@ -194,7 +211,7 @@ impl Graph {
                 self.check_inplace(step)?;
             }
             for &input in &node.inputs {
-                if !self.is_available(input.index(), &kind) {
+                if !self.is_available(input.index(), &mut kind, exact) {
                     return Err(GraphError::ReadBeforeProduced {
                         node: NodeId(step as u32),
                         op: node.op.clone(),
@@ -202,6 +219,15 @@ impl Graph {
                         name: self.tensors[input.index()].name.clone(),
                     });
                 }
+            }
+            if kind[out] & K_READ_AS_ALIAS != 0 {
+                // Read before this node produced it: an error at the earlier read.
+                return Err(GraphError::ReadBeforeProduced {
+                    node: NodeId(step as u32),
+                    op: node.op.clone(),
+                    tensor: node.output,
+                    name: self.tensors[out].name.clone(),
+                });
             }
             kind[out] |= K_PRODUCED;
             if facts {
@@ -213,13 +239,21 @@ impl Graph {
                 });
             }
         }
+        if !exact {
+            // Every node produced its output: the producers are known now.
+            for k in &mut kind {
+                if *k & K_PRODUCED != 0 {
+                    *k |= K_HAS_PRODUCER;
+                }
+            }
+        }
         for i in 0..n {
             // Intermediate (2) or output (3), not produced by any node.
             let needs_producer =
                 kind[i] & (ROLE_MASK | K_PRODUCED) >= 2 && kind[i] & (ROLE_MASK | K_PRODUCED) <= 3;
             if needs_producer {
                 // A view needs a producer only if its root is not available from outside.
-                let from_outside = kind[i] & K_VIEW != 0 && self.is_available(i, &kind);
+                let from_outside = kind[i] & K_VIEW != 0 && self.is_available(i, &mut kind, true);
                 if !from_outside {
                     let tensor = &self.tensors[i];
                     return Err(GraphError::NeverProduced {
@@ -231,7 +265,7 @@ impl Graph {
             }
         }
         for k in &mut kind {
-            *k &= !K_PRODUCED;
+            *k &= !(K_PRODUCED | K_READ_AS_ALIAS);
         }
         Ok(GraphFacts {
             root,
@@ -315,8 +349,10 @@ impl Graph {
     }
 
     /// Whether tensor `id` can be read now: it (or, for a view not yet produced
-    /// itself, its root) is an input, a weight, or already produced.
-    fn is_available(&self, id: usize, kind: &[u8]) -> bool {
+    /// itself, its root) is an input, a weight, or already produced. With `known`
+    /// producers, a view some node produces is not readable before that node; else
+    /// the views passed through are marked [`K_READ_AS_ALIAS`].
+    fn is_available(&self, id: usize, kind: &mut [u8], known: bool) -> bool {
         let mut current = id;
         for _ in 0..=self.tensors.len() {
             let k = kind[current];
@@ -324,10 +360,13 @@ impl Graph {
                 return true;
             }
             if k & K_VIEW == 0 {
-                return k & ROLE_MASK <= 1;
+                return k & ROLE_MASK <= ROLE_WEIGHT;
             }
-            if k & K_HAS_PRODUCER != 0 {
+            if known && k & K_HAS_PRODUCER != 0 {
                 return false;
+            }
+            if !known {
+                kind[current] |= K_READ_AS_ALIAS;
             }
             // A view produced by no node aliases its root directly.
             match self.tensors[current].view_of {
@@ -692,6 +731,23 @@ mod tests {
                 tensor: TensorId(2),
                 ..
             })
+        ));
+    }
+
+    #[test]
+    fn view_read_before_the_node_that_produces_it_is_an_error_at_the_read() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", DType::F32, &[4]);
+        let a = b.node("relu", &[x], &[4], false);
+        let v = b.view("v", a, &[2, 2]);
+        let c = b.node("neg", &[v], &[2, 2], false);
+        b.push_node("view", &[a], v, false, &[]);
+        b.mark_output(c);
+        let graph = b.graph().clone();
+        assert_eq!(graph.validate(), reference::validate(&graph));
+        assert!(matches!(
+            graph.validate(),
+            Err(GraphError::ReadBeforeProduced { node: NodeId(1), tensor, .. }) if tensor == v
         ));
     }
 
