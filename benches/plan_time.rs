@@ -4,7 +4,8 @@
 //! graph's own validation (`Graph::validate`, which `plan_graph` runs first).
 //!
 //! `cargo bench --bench plan_time`; `WGALLOC_BENCH_QUICK=1` skips 1M nodes and runs
-//! fewer repetitions.
+//! fewer repetitions; `WGALLOC_BENCH_ONLY=transformer,chain1000000` keeps only the graphs
+//! whose name contains `transformer` or is `chain1000000`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ const TRACES: [&str; 5] = [
 
 fn reps_for(nodes: usize, quick: bool) -> usize {
     let budget: usize = if quick { 200_000 } else { 5_000_000 };
-    (budget / nodes.max(1)).clamp(if quick { 2 } else { 5 }, 200)
+    (budget / nodes.max(1)).clamp(if quick { 2 } else { 8 }, 200)
 }
 
 fn measure(graph: &Graph, buffer_type: &BufferTypeDesc, reps: usize) -> (Duration, Duration, u64) {
@@ -45,6 +46,16 @@ fn measure(graph: &Graph, buffer_type: &BufferTypeDesc, reps: usize) -> (Duratio
     (times[0], times[times.len() / 2], total)
 }
 
+/// Whether `WGALLOC_BENCH_ONLY` (if set) keeps the graph of this name: one of its
+/// comma-separated items is the name, or has no digit and is part of the name.
+fn wanted(name: &str) -> bool {
+    std::env::var_os("WGALLOC_BENCH_ONLY").is_none_or(|only| {
+        only.to_string_lossy().split(',').any(|item| {
+            item == name || (!item.chars().any(|c| c.is_ascii_digit()) && name.contains(item))
+        })
+    })
+}
+
 fn row(graph: &Graph, buffer_type: &BufferTypeDesc, quick: bool) {
     let nodes = graph.nodes.len();
     let reps = reps_for(nodes, quick);
@@ -61,7 +72,7 @@ fn row(graph: &Graph, buffer_type: &BufferTypeDesc, quick: bool) {
         .unwrap_or_default();
     let per_node = |d: Duration| d.as_nanos() as f64 / nodes.max(1) as f64;
     println!(
-        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10.3} | {:>10.1} | {:>10.1} | {:>12.1} | {:>14} |",
+        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10.3} | {:>10.1} | {:>10.1} | {:>13.1} | {:>14} |",
         graph.name,
         nodes,
         graph.tensors.len(),
@@ -88,7 +99,7 @@ fn main() {
         if quick { " (quick)" } else { "" }
     );
     println!(
-        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10} | {:>10} | {:>10} | {:>12} | {:>14} |",
+        "| {:<22} | {:>9} | {:>9} | {:>5} | {:>10} | {:>10} | {:>10} | {:>13} | {:>14} |",
         "graph",
         "nodes",
         "tensors",
@@ -100,11 +111,11 @@ fn main() {
         "total bytes"
     );
     println!(
-        "|{:-<24}|{:->11}|{:->11}|{:->7}|{:->12}|{:->12}|{:->12}|{:->16}|",
-        "", "", "", "", "", "", "", ""
+        "|{:-<24}|{:->11}|{:->11}|{:->7}|{:->12}|{:->12}|{:->12}|{:->15}|{:->16}|",
+        "", "", "", "", "", "", "", "", ""
     );
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces");
-    for name in TRACES {
+    for name in TRACES.into_iter().filter(|name| wanted(name)) {
         match read_trace(&dir.join(format!("{name}.json"))) {
             Ok(graph) => row(&graph, &storage, quick),
             Err(e) => eprintln!("{name}: {e}"),
@@ -116,7 +127,13 @@ fn main() {
         &[1_000, 10_000, 100_000, 1_000_000]
     };
     for &n in sizes {
-        for make in [chain, transformer] {
+        for (kind, make) in [
+            ("chain", chain as fn(usize) -> _),
+            ("transformer", transformer),
+        ] {
+            if !wanted(&format!("{kind}{n}")) {
+                continue;
+            }
             match make(n) {
                 Ok(graph) => row(&graph, &storage, quick),
                 Err(e) => eprintln!("synthetic {n}: {e}"),

@@ -125,10 +125,12 @@ impl DynamicAllocator {
     /// # Errors
     /// [`PlanError::AlignOverflow`] if rounding `size` up overflows 64 bits.
     pub fn alloc(&mut self, size: u64) -> Result<Allocation, PlanError> {
-        let size = align_up(size.max(1), self.alignment).ok_or(PlanError::AlignOverflow {
-            size,
-            alignment: self.alignment,
-        })?;
+        let Some(size) = align_up(size.max(1), self.alignment) else {
+            return Err(PlanError::AlignOverflow {
+                size,
+                alignment: self.alignment,
+            });
+        };
         if size > self.max_size {
             return Ok(self.new_chunk(size, true));
         }
@@ -227,10 +229,12 @@ impl DynamicAllocator {
     /// (unknown chunk, misaligned, past the top, or overlapping a free block);
     /// [`PlanError::AlignOverflow`] if rounding `size` up overflows.
     pub fn free(&mut self, chunk: usize, offset: u64, size: u64) -> Result<(), PlanError> {
-        let aligned = align_up(size.max(1), self.alignment).ok_or(PlanError::AlignOverflow {
-            size,
-            alignment: self.alignment,
-        })?;
+        let Some(aligned) = align_up(size.max(1), self.alignment) else {
+            return Err(PlanError::AlignOverflow {
+                size,
+                alignment: self.alignment,
+            });
+        };
         let bad = |problem| PlanError::BadFree {
             chunk,
             offset,
@@ -238,11 +242,16 @@ impl DynamicAllocator {
             problem,
         };
         let alignment = self.alignment;
-        let c = self.chunks.get_mut(chunk).ok_or(bad("no such chunk"))?;
+        let c = self
+            .chunks
+            .get_mut(chunk)
+            .ok_or_else(|| bad("no such chunk"))?;
         if !offset.is_multiple_of(alignment) {
             return Err(bad("offset is not aligned"));
         }
-        let end = offset.checked_add(aligned).ok_or(bad("end overflows"))?;
+        let end = offset
+            .checked_add(aligned)
+            .ok_or_else(|| bad("end overflows"))?;
         if end > c.top {
             return Err(bad("block ends past the allocated top"));
         }

@@ -30,9 +30,9 @@ pub const GGML_PLANNER: &str = "ggml";
 /// [`PlanError::InvalidGraph`] for a graph that does not validate;
 /// [`PlanError::SizeOverflow`] for a tensor whose size overflows when aligned.
 pub fn plan_graph(graph: &Graph, buffer_type: &BufferTypeDesc) -> Result<Plan, PlanError> {
-    graph.validate()?;
+    let facts = graph.validated_facts()?;
     let types = std::slice::from_ref(buffer_type);
-    let a = walk(graph, types, &[0], BufferChoice::Single)?;
+    let a = walk(graph, facts, types, &[0], BufferChoice::Single)?;
     let plan = Plan {
         planner: GGML_PLANNER.to_string(),
         placements: a.placements,
@@ -199,7 +199,7 @@ impl GraphAllocator {
         node_buffer_ids: &[usize],
         leaf_buffer_ids: &[usize],
     ) -> Result<(), PlanError> {
-        graph.validate()?;
+        let facts = graph.validated_facts()?;
         let leaves = graph_leaves(graph).len();
         for (what, ids, expected) in [
             ("node_buffer_ids", node_buffer_ids, graph.nodes.len()),
@@ -231,7 +231,7 @@ impl GraphAllocator {
             placements,
             inplace,
             chunks,
-        } = walk(graph, &self.buffer_types, &self.canonical, choice)?;
+        } = walk(graph, facts, &self.buffer_types, &self.canonical, choice)?;
         for (old, new) in self.reserved.iter_mut().zip(chunks) {
             merge_chunks(old, &new);
         }

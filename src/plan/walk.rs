@@ -18,7 +18,9 @@
 //! * Views share their root's placement; weights are not placed.
 
 use super::{BufferId, BufferTypeDesc, ChunkPlan, DynamicAllocator, Placement, PlanError};
-use crate::graph::{Graph, Role, TensorId};
+use crate::graph::{
+    Graph, GraphFacts, Role, TensorId, K_HAS_PRODUCER, K_VIEW, ROLE_MASK, ROLE_OUTPUT, ROLE_WEIGHT,
+};
 
 /// The leaves of a graph: the planned tensors (non-view, non-weight) that no node
 /// produces, i.e. the graph inputs, in tensor-id order. `reserve_n`'s
@@ -94,10 +96,12 @@ const NODE_OUTPUT: u8 = 8;
 const VIEW: u8 = 16;
 const FREED: u8 = 32;
 const HANDED_OVER: u8 = 64;
+const PLACED: u8 = 4;
 
-/// Compact per-tensor facts computed in one pass over the tensors and one over the
-/// nodes: roots, flags and the last step of each planned tensor's memory. The same
-/// rules as [`crate::graph::Lifetimes`] (which `verify` uses), without its per-tensor
+/// Compact per-tensor facts: roots, flags and the last step of each planned tensor's
+/// memory, from the graph's validated [`GraphFacts`] in one pass over the tensor
+/// bytes and one over the compact node lists. The same rules as
+/// [`crate::graph::Lifetimes`] (which `verify` uses), without its per-tensor
 /// `Option`s and repeated root walks.
 struct Prep {
     root: Vec<u32>,
@@ -106,39 +110,43 @@ struct Prep {
 }
 
 impl Prep {
-    fn of(graph: &Graph) -> Prep {
-        let n = graph.tensors.len();
-        let mut root: Vec<u32> = Vec::with_capacity(n);
+    fn of(facts: &mut GraphFacts) -> Prep {
+        let root = std::mem::take(&mut facts.root);
+        let n = root.len();
         let mut flags = vec![0u8; n];
-        for (i, t) in graph.tensors.iter().enumerate() {
-            let r = match t.view_of {
-                None => i as u32,
-                Some(v) if v.index() < i => root[v.index()],
-                Some(_) => graph.root_of(t.id).unwrap_or(t.id).0,
+        for (i, &kind) in facts.kind.iter().enumerate() {
+            let role = kind & ROLE_MASK;
+            let own = if kind & K_VIEW != 0 {
+                VIEW
+            } else if role == ROLE_WEIGHT {
+                0
+            } else {
+                PLANNED
             };
-            root.push(r);
-            flags[i] |= match (t.view_of.is_some(), t.role) {
-                (true, _) => VIEW,
-                (false, Role::Weight) => 0,
-                (false, Role::Input) => PLANNED,
-                (false, _) => PLANNED,
+            let produced = if kind & K_HAS_PRODUCER != 0 {
+                NODE_OUTPUT
+            } else {
+                0
             };
-            if t.role == Role::Output {
-                flags[r as usize] |= OUTPUT;
+            flags[i] |= own | produced;
+            if role == ROLE_OUTPUT {
+                flags[root[i] as usize] |= OUTPUT;
             }
         }
         let mut last = vec![0u32; n];
-        for (s, node) in graph.nodes.iter().enumerate() {
+        let mut start = 0usize;
+        for (s, node) in facts.nodes.iter().enumerate() {
             let s = s as u32;
-            flags[node.output.index()] |= NODE_OUTPUT;
-            let r = root[node.output.index()] as usize;
+            let end = node.inputs_end as usize;
+            let r = root[node.output as usize] as usize;
             last[r] = last[r].max(s);
-            for input in &node.inputs {
-                let r = root[input.index()] as usize;
+            for &input in &facts.inputs[start..end] {
+                let r = root[input as usize] as usize;
                 last[r] = last[r].max(s);
             }
+            start = end;
         }
-        let last_step = (graph.nodes.len() as u32).saturating_sub(1);
+        let last_step = (facts.nodes.len() as u32).saturating_sub(1);
         for (l, &f) in last.iter_mut().zip(&flags) {
             if f & (OUTPUT | PLANNED) == OUTPUT | PLANNED {
                 *l = (*l).max(last_step);
@@ -150,6 +158,7 @@ impl Prep {
 
 struct Walk<'a> {
     graph: &'a Graph,
+    facts: GraphFacts,
     prep: Prep,
     canonical: &'a [usize],
     allocators: Vec<DynamicAllocator>,
@@ -157,20 +166,23 @@ struct Walk<'a> {
     inplace: Vec<(TensorId, TensorId)>,
 }
 
-/// Runs the walk over a validated graph.
+/// Runs the walk over a graph validated into `facts` (`Graph::validated_facts`).
 ///
 /// # Errors
 /// [`PlanError::SizeOverflow`] for a tensor whose size overflows when aligned.
 pub(crate) fn walk(
     graph: &Graph,
+    mut facts: GraphFacts,
     buffer_types: &[BufferTypeDesc],
     canonical: &[usize],
     choice: BufferChoice<'_>,
 ) -> Result<Assignment, PlanError> {
     let n = graph.tensors.len();
+    let prep = Prep::of(&mut facts);
     let mut w = Walk {
         graph,
-        prep: Prep::of(graph),
+        facts,
+        prep,
         canonical,
         allocators: buffer_types
             .iter()
@@ -180,47 +192,58 @@ pub(crate) fn walk(
         inplace: Vec::new(),
     };
     // The leaves (see `graph_leaves`), from the flags.
-    let leaves: Vec<TensorId> = (0..n)
+    let leaves: Vec<u32> = (0..n)
         .filter(|&i| w.prep.flags[i] & (PLANNED | NODE_OUTPUT) == PLANNED)
-        .map(|i| TensorId(i as u32))
+        .map(|i| i as u32)
         .collect();
     for (k, &leaf) in leaves.iter().enumerate() {
         let buffer = match choice {
             BufferChoice::Single => 0,
             BufferChoice::PerTensor { leaves, .. } => leaves.get(k).copied().unwrap_or(0),
         };
-        w.place(leaf.index(), buffer)?;
+        w.place(leaf as usize, buffer)?;
     }
-    for (s, node) in graph.nodes.iter().enumerate() {
+    let mut start = 0usize;
+    for s in 0..w.facts.nodes.len() {
         let step = s as u32;
-        let out = node.output.index();
+        let node = w.facts.nodes[s];
+        let end = node.inputs_end as usize;
+        let out = node.output as usize;
         let r = w.prep.root[out] as usize;
         // The first node whose output is (a view of) a planned tensor places it.
-        if w.prep.flags[r] & PLANNED != 0 && w.placements[r].is_none() {
+        if w.prep.flags[r] & (PLANNED | PLACED) == PLANNED {
             let buffer = match choice {
                 BufferChoice::Single => 0,
                 BufferChoice::PerTensor { nodes, .. } => nodes.get(s).copied().unwrap_or(0),
             };
-            match w.inplace_source(s, buffer) {
-                Some(input) if r == out => {
+            let source = if node.inplace && r == out {
+                w.inplace_source(step, out, (start, end), buffer)
+            } else {
+                None
+            };
+            match source {
+                Some(input) => {
                     w.placements[out] = w.placements[input];
+                    w.prep.flags[out] |= PLACED;
                     w.prep.flags[input] |= HANDED_OVER;
-                    w.inplace.push((node.output, TensorId(input as u32)));
+                    w.inplace
+                        .push((TensorId(out as u32), TensorId(input as u32)));
                 }
-                _ => w.place(r, buffer)?,
+                None => w.place(r, buffer)?,
             }
         }
-        for input in &node.inputs {
-            let r = w.prep.root[input.index()] as usize;
+        for k in start..end {
+            let r = w.prep.root[w.facts.inputs[k] as usize] as usize;
             w.free_if_dead(r, step)?;
         }
         w.free_if_dead(r, step)?;
         if s == 0 {
             // Inputs nobody reads live at step 0 only.
             for &leaf in &leaves {
-                w.free_if_dead(leaf.index(), 0)?;
+                w.free_if_dead(leaf as usize, 0)?;
             }
         }
+        start = end;
     }
     // Views share their root's placement.
     for i in 0..n {
@@ -259,32 +282,41 @@ impl Walk<'_> {
             offset: a.offset,
             size: a.size,
         });
+        self.prep.flags[tensor] |= PLACED;
         Ok(())
     }
 
-    /// The first input of node `s`, if the node may write its output over it.
-    fn inplace_source(&self, s: usize, buffer: usize) -> Option<usize> {
-        let node = &self.graph.nodes[s];
-        if !node.inplace {
-            return None;
-        }
-        let input = *node.inputs.first()?;
-        let i = input.index();
+    /// The first input of the in-place node at `step` writing `out` (a non-view),
+    /// whose inputs are `facts.inputs[start..end]`, if the node may write its output
+    /// over it.
+    fn inplace_source(
+        &self,
+        step: u32,
+        out: usize,
+        inputs: (usize, usize),
+        buffer: usize,
+    ) -> Option<usize> {
+        let inputs = self.facts.inputs.get(inputs.0..inputs.1)?;
+        let (&first, others) = inputs.split_first()?;
+        let i = first as usize;
         let flags = self.prep.flags[i];
-        if flags & PLANNED == 0 || flags & (OUTPUT | FREED | HANDED_OVER) != 0 {
+        if flags & (PLANNED | PLACED) != PLANNED | PLACED
+            || flags & (OUTPUT | FREED | HANDED_OVER) != 0
+        {
             return None;
         }
         let placement = self.placements[i]?;
-        let legal = self.prep.last[i] == s as u32
-            && self.graph.tensors[i].size == self.graph.tensors[node.output.index()].size
+        let legal = self.prep.last[i] == step
+            && self.graph.tensors[i].size == self.graph.tensors[out].size
             && placement.buffer.0 == self.canonical[buffer]
             && !self.allocators[placement.buffer.0].is_oversized(placement.chunk)
-            && node.inputs[1..]
+            && others
                 .iter()
-                .all(|&other| other == input || self.prep.root[other.index()] as usize != i);
+                .all(|&other| other == first || self.prep.root[other as usize] != first);
         legal.then_some(i)
     }
 
+    #[inline]
     fn free_if_dead(&mut self, r: usize, step: u32) -> Result<(), PlanError> {
         let flags = self.prep.flags[r];
         if flags & (FREED | OUTPUT) != 0 || flags & PLANNED == 0 || self.prep.last[r] != step {
