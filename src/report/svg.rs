@@ -47,9 +47,12 @@ pub fn plan_svg(graph: &Graph, plan: &Plan, lower_bound: Option<u64>) -> String 
             .map(|b| format!(", lower bound {b} bytes"))
             .unwrap_or_default()
     );
+    // The bound is for the whole plan: it is drawn in a panel only when there is one.
+    let panel_bound = if panels.len() == 1 { lower_bound } else { None };
     for (panel, &(buffer, chunk, chunk_size)) in panels.iter().enumerate() {
         let top = MARGIN_TOP + panel as f64 * (PANEL_HEIGHT + PANEL_GAP) + 20.0;
-        let scale_max = chunk_size.max(lower_bound.unwrap_or(0)).max(1) as f64;
+        let scale = chunk_size.max(panel_bound.unwrap_or(0)).max(1);
+        let scale_max = scale as f64;
         let y_of = |bytes: u64| top + PANEL_HEIGHT - bytes as f64 / scale_max * PANEL_HEIGHT;
         let _ = writeln!(
             out,
@@ -62,7 +65,7 @@ pub fn plan_svg(graph: &Graph, plan: &Plan, lower_bound: Option<u64>) -> String 
             r##"<rect x="{MARGIN_LEFT}" y="{top:.1}" width="{PANEL_WIDTH}" height="{PANEL_HEIGHT}" fill="#f7f7f7" stroke="#888"/>"##
         );
         for tick in 0..=4u64 {
-            let bytes = chunk_size / 4 * tick;
+            let bytes = scale / 4 * tick;
             let _ = writeln!(
                 out,
                 r##"<text x="4" y="{:.1}" fill="#555">{}</text>"##,
@@ -97,7 +100,7 @@ pub fn plan_svg(graph: &Graph, plan: &Plan, lower_bound: Option<u64>) -> String 
                 life.last
             );
         }
-        if let Some(bound) = lower_bound {
+        if let Some(bound) = panel_bound {
             let y = y_of(bound);
             let _ = writeln!(
                 out,
@@ -175,5 +178,35 @@ mod tests {
         assert_eq!(svg.matches("<title>").count(), 2);
         assert!(svg.contains("lower bound"));
         assert!(svg.contains("g&lt;1&gt;"));
+    }
+}
+
+#[cfg(test)]
+mod chunk_tests {
+    use super::*;
+    use crate::graph::{DType, GraphBuilder};
+    use crate::plan::{plan_graph, BufferTypeDesc};
+
+    #[test]
+    fn several_chunks_get_a_panel_each_scaled_to_the_chunk_without_a_bound_line() {
+        let mut b = GraphBuilder::new("g");
+        let x = b.input("x", DType::F32, &[64]);
+        let y = b.node("relu", &[x], &[64], false);
+        let z = b.node("add", &[x, y], &[64], false);
+        b.mark_output(z);
+        let g = b.build().expect("valid");
+        // 256-byte tensors, chunks of at most 512 bytes: three live at once need two.
+        let storage = BufferTypeDesc::new("s", 4, 512).expect("valid");
+        let plan = plan_graph(&g, &storage).expect("plans");
+        assert!(plan.buffers[0].chunks.len() > 1);
+        let svg = plan_svg(&g, &plan, Some(768));
+        assert_eq!(svg.matches("chunk 1:").count(), 1);
+        assert!(
+            svg.contains("lower bound 768 bytes"),
+            "the bound is in the title"
+        );
+        assert!(!svg.contains(">lower bound</text>"), "no per-panel line");
+        // A rectangle never starts above its panel (y >= the panel's top).
+        assert!(!svg.contains("y=\"-"));
     }
 }
