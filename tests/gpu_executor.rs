@@ -528,3 +528,215 @@ fn a_new_memory_gets_new_bind_groups_not_the_old_buffers() {
         "the second memory builds all its groups anew"
     );
 }
+
+/// Uploads `values`, runs `graph` over `plan` twice with one executor, checks every
+/// node's output against the CPU reference after the first run and that the second
+/// run gives the same bytes; returns both reports.
+fn run_twice_against_the_cpu(
+    ctx: &GpuContext,
+    graph: &Graph,
+    plan: &Plan,
+    values: &HashMap<TensorId, TensorData>,
+) -> (RunReport, RunReport) {
+    let mem = allocate(ctx, plan);
+    let memory = TensorMemory::single(plan, &mem);
+    for (&id, d) in values {
+        memory.write(ctx, graph, id, &d.to_bytes()).expect("upload");
+    }
+    let mut exec = Executor::new(ctx);
+    let first = exec.run(graph, &memory).expect("first run");
+    let cpu = cpu_ref::evaluate(graph, values).expect("cpu");
+    // The last node's output is live at the end; earlier ones may have been reused.
+    let last = graph.nodes.last().expect("a node").output;
+    let expected = cpu[last.index()]
+        .as_ref()
+        .and_then(|d| d.as_f32())
+        .expect("value");
+    let gpu = memory.read_f32(ctx, graph, last).expect("read");
+    assert_close(graph.name.as_str(), &gpu, expected, 1e-5);
+    // Inputs are not outputs of any node: write them again for the second run.
+    for (&id, d) in values {
+        memory.write(ctx, graph, id, &d.to_bytes()).expect("upload");
+    }
+    let second = exec.run(graph, &memory).expect("second run");
+    let again = memory.read_f32(ctx, graph, last).expect("read");
+    assert_eq!(
+        gpu, again,
+        "{}: a repeated run is deterministic",
+        graph.name
+    );
+    assert_eq!(
+        second.workspace_bytes, first.workspace_bytes,
+        "{}: the workspace is reused, not grown",
+        graph.name
+    );
+    assert_eq!(exec.workspace_bytes(), first.workspace_bytes);
+    assert_eq!(
+        second.bind_groups_created, 0,
+        "{}: the second run, staging copies included, reuses every bind group",
+        graph.name
+    );
+    assert_eq!(second.staging_copies, first.staging_copies);
+    (first, second)
+}
+
+fn ramp(len: usize, step: f32, start: f32) -> TensorData {
+    TensorData::F32((0..len).map(|i| start + i as f32 * step).collect())
+}
+
+#[test]
+fn mul_of_a_tensor_by_itself_is_staged_and_matches_the_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    let mut g = GraphBuilder::new("square");
+    let x = g.input("x", DType::F32, &[4, 16]);
+    let y = g.node("mul", &[x, x], &[4, 16], false);
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let plan = ggml_plan(&ctx, &graph);
+    let values = HashMap::from([(x, ramp(64, 0.125, -4.0))]);
+    let (first, _) = run_twice_against_the_cpu(&ctx, &graph, &plan, &values);
+    assert_eq!((first.dispatches, first.staging_copies), (1, 1));
+    assert!(first.workspace_bytes >= 64 * 4, "{first:?}");
+}
+
+#[test]
+fn add_of_a_tensor_to_itself_in_place_matches_the_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    let mut g = GraphBuilder::new("double");
+    let x = g.input("x", DType::F32, &[8, 8]);
+    let a = g.node("relu", &[x], &[8, 8], false);
+    let y = g.node("add", &[a, a], &[8, 8], true);
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let plan = ggml_plan(&ctx, &graph);
+    assert_eq!(
+        plan.placement(y),
+        plan.placement(a),
+        "the planner puts add over its first input: {:?}",
+        plan.inplace
+    );
+    let values = HashMap::from([(x, ramp(64, 0.25, -8.0))]);
+    let (first, _) = run_twice_against_the_cpu(&ctx, &graph, &plan, &values);
+    assert_eq!(first.inplace_dispatches, 1);
+    assert_eq!(first.staging_copies, 1);
+}
+
+#[test]
+fn matmul_bt_of_a_tensor_with_itself_matches_the_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    let mut g = GraphBuilder::new("gram");
+    let q = g.input("q", DType::F32, &[24, 40]);
+    let s = g.node("matmul_bt", &[q, q], &[24, 24], false);
+    g.mark_output(s);
+    let graph = g.build().expect("valid");
+    let plan = ggml_plan(&ctx, &graph);
+    let values = HashMap::from([(
+        q,
+        TensorData::F32((0..960).map(|i| (i as f32 * 0.37).sin()).collect()),
+    )]);
+    let (first, _) = run_twice_against_the_cpu(&ctx, &graph, &plan, &values);
+    assert_eq!(first.staging_copies, 1);
+}
+
+#[test]
+fn add_of_a_tensor_and_a_view_of_it_matches_the_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    let mut g = GraphBuilder::new("self-bias");
+    let x = g.input("x", DType::F32, &[4, 8]);
+    let a = g.node_with_params("scale", &[x], &[4, 8], false, &[0.5]);
+    let flat = g.view("flat", a, &[32]);
+    // Out of place: y = a + a (through the view).
+    let y = g.node("add", &[a, flat], &[4, 8], false);
+    // z = y + y's first row (a view of 8 of its elements, repeated).
+    let row = g.view("row", y, &[8]);
+    let z = g.node("add", &[y, row], &[4, 8], true);
+    g.mark_output(z);
+    let graph = g.build().expect("valid");
+    let plan = ggml_plan(&ctx, &graph);
+    let values = HashMap::from([(x, ramp(32, 0.5, -3.0))]);
+    let (first, _) = run_twice_against_the_cpu(&ctx, &graph, &plan, &values);
+    assert_eq!(first.staging_copies, 2);
+}
+
+#[test]
+fn an_in_place_add_of_a_row_view_of_its_own_input_matches_the_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    let mut g = GraphBuilder::new("row-bias in place");
+    let x = g.input("x", DType::F32, &[4, 8]);
+    let y = g.node("silu", &[x], &[4, 8], false);
+    let row = g.view("row", y, &[8]);
+    let z = g.node("add", &[y, row], &[4, 8], true);
+    g.mark_output(z);
+    let graph = g.build().expect("valid");
+    // The ggml planner keeps z apart from y (y is read through a view); put it over y
+    // by hand: every z[i] = y[i] + y[i % 8] must read the row before it is rewritten.
+    let mut plan = separate_plan(&graph);
+    plan.placements[z.index()] = plan.placements[y.index()];
+    let values = HashMap::from([(x, ramp(32, 0.5, -3.0))]);
+    let (first, _) = run_twice_against_the_cpu(&ctx, &graph, &plan, &values);
+    assert_eq!((first.inplace_dispatches, first.staging_copies), (1, 1));
+}
+
+#[test]
+fn nodes_share_one_workspace_sized_to_the_largest_need() {
+    let Some(ctx) = common::gpu() else { return };
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    let mut g = GraphBuilder::new("norms");
+    let x = g.input("x", DType::F32, &[4, 64]);
+    let w = g.weight("w", DType::F32, &[64]);
+    // gain and bias are one tensor: the bias is staged (64 floats).
+    let n = g.node("layer_norm", &[x, w, w], &[4, 64], false);
+    // x twice, 256 floats.
+    let y = g.node("mul", &[n, n], &[4, 64], false);
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let plan = separate_plan(&graph);
+    let mut values = HashMap::from([(x, ramp(256, 0.01, -1.0))]);
+    values.insert(w, ramp(64, 0.05, 0.5));
+    let (first, _) = run_twice_against_the_cpu(&ctx, &graph, &plan, &values);
+    assert_eq!(first.staging_copies, 2);
+    let largest = 256 * 4;
+    let sum = align_up(64 * 4, alignment).expect("size") + largest;
+    assert!(
+        first.workspace_bytes >= largest && first.workspace_bytes < sum.next_power_of_two(),
+        "one workspace of {} bytes for needs of 256 and 1024",
+        first.workspace_bytes
+    );
+}
+
+#[test]
+fn a_graph_without_overlapping_inputs_has_no_workspace() {
+    let Some(ctx) = common::gpu() else { return };
+    let (graph, x, b) = small_graph();
+    let plan = ggml_plan(&ctx, &graph);
+    let values = HashMap::from([(x, ramp(32, 0.1, -1.0)), (b, ramp(8, 0.2, 0.0))]);
+    let (first, _) = run_twice_against_the_cpu(&ctx, &graph, &plan, &values);
+    assert_eq!((first.staging_copies, first.workspace_bytes), (0, 0));
+}
+
+#[test]
+fn an_output_exactly_over_the_second_input_is_still_refused() {
+    let Some(ctx) = common::gpu() else { return };
+    let mut g = GraphBuilder::new("bad");
+    let x = g.input("x", DType::F32, &[64]);
+    let s = g.input("s", DType::F32, &[64]);
+    let y = g.node("mul", &[x, s], &[64], true);
+    g.mark_output(y);
+    let graph = g.build().expect("valid");
+    let mut plan = separate_plan(&graph);
+    // y over s, the second input: not an in-place pair, a plan bug (staging is for
+    // inputs that overlap inputs, never for an output over a later input).
+    plan.placements[y.index()] = plan.placements[s.index()];
+    let mem = allocate(&ctx, &plan);
+    let err = Executor::new(&ctx)
+        .run(&graph, &TensorMemory::single(&plan, &mem))
+        .expect_err("output over the second input");
+    assert_eq!(
+        err,
+        ExecError::OverlappingBindings {
+            node: 0,
+            first: s.0,
+            second: y.0
+        }
+    );
+}

@@ -1,5 +1,6 @@
-//! The bind-group cache: one bind group per kernel and set of planned ranges, reused
-//! by every later dispatch (and run) that binds the same ranges of the same memory.
+//! The bind-group cache: one bind group per kernel and set of bound ranges (planned
+//! ranges and ranges of the executor's workspace), reused by every later dispatch (and
+//! run) that binds the same ranges of the same memory.
 
 use std::collections::HashMap;
 
@@ -33,6 +34,21 @@ impl RangeKey {
     }
 }
 
+/// One storage binding of a bind group: a planned range, or a range of the executor's
+/// workspace (where an input that overlaps another input of its dispatch is staged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BindingKey {
+    /// A tensor's planned range.
+    Planned(RangeKey),
+    /// Bytes `offset..offset + size` of the executor's workspace buffer.
+    Workspace {
+        /// Byte offset in the workspace (a multiple of the storage offset alignment).
+        offset: u64,
+        /// Bytes bound.
+        size: u64,
+    },
+}
+
 /// What a bind group is cached under: the kernel and its storage ranges in binding
 /// order. The uniform is the executor's one parameter buffer, the same for all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -40,14 +56,15 @@ pub struct BindGroupKey {
     /// The kernel (its layout follows from it).
     pub kernel: Kernel,
     /// The storage ranges, binding 1 first.
-    pub ranges: Vec<RangeKey>,
+    pub ranges: Vec<BindingKey>,
 }
 
-/// Bind groups of one tensor memory and one parameter buffer. The executor clears it
-/// when either changes, so it never holds buffers of a memory no longer in use.
+/// Bind groups of one tensor memory, one parameter buffer and one workspace buffer.
+/// The executor clears it when any changes, so it never holds buffers of a memory no
+/// longer in use.
 #[derive(Debug, Default)]
 pub struct BindGroupCache {
-    owner: Option<(Vec<u64>, u64)>,
+    owner: Option<(Vec<u64>, u64, u64)>,
     groups: HashMap<BindGroupKey, wgpu::BindGroup>,
     created: usize,
     reused: usize,
@@ -59,17 +76,17 @@ impl BindGroupCache {
         BindGroupCache::default()
     }
 
-    /// Makes the cache belong to `(memory key, uniform generation)` (the key from
-    /// [`crate::exec::TensorMemory::memory_key`]), dropping every bind group made for
-    /// another.
-    pub fn bind_to(&mut self, memory: &[u64], uniform: u64) {
+    /// Makes the cache belong to `(memory key, uniform generation, workspace
+    /// generation)` (the key from [`crate::exec::TensorMemory::memory_key`]), dropping
+    /// every bind group made for another.
+    pub fn bind_to(&mut self, memory: &[u64], uniform: u64, workspace: u64) {
         let same = self
             .owner
             .as_ref()
-            .is_some_and(|(m, u)| m.as_slice() == memory && *u == uniform);
+            .is_some_and(|(m, u, w)| m.as_slice() == memory && *u == uniform && *w == workspace);
         if !same {
             self.groups.clear();
-            self.owner = Some((memory.to_vec(), uniform));
+            self.owner = Some((memory.to_vec(), uniform, workspace));
         }
     }
 
@@ -109,14 +126,18 @@ mod tests {
         }
     }
 
+    fn planned(layer: usize, chunk: usize, offset: u64, size: u64) -> BindingKey {
+        BindingKey::Planned(range(layer, chunk, offset, size))
+    }
+
     #[test]
     fn same_kernel_and_ranges_give_equal_keys() {
         let a = BindGroupKey {
             kernel: Kernel::Binary,
             ranges: vec![
-                range(0, 0, 0, 64),
-                range(0, 0, 64, 64),
-                range(0, 0, 128, 64),
+                planned(0, 0, 0, 64),
+                planned(0, 0, 64, 64),
+                planned(0, 0, 128, 64),
             ],
         };
         let b = a.clone();
@@ -127,11 +148,35 @@ mod tests {
         };
         assert_ne!(a, other_kernel);
         let mut moved = a.clone();
-        moved.ranges[2].offset = 192;
+        moved.ranges[2] = planned(0, 0, 192, 64);
         assert_ne!(a, moved);
         let mut other_layer = a.clone();
-        other_layer.ranges[0].layer = 1;
+        other_layer.ranges[0] = planned(1, 0, 0, 64);
         assert_ne!(a, other_layer);
+    }
+
+    #[test]
+    fn a_staged_input_keys_its_workspace_range_not_its_planned_one() {
+        let planned_key = BindGroupKey {
+            kernel: Kernel::Binary,
+            ranges: vec![
+                planned(0, 0, 0, 64),
+                planned(0, 0, 0, 64),
+                planned(0, 0, 64, 64),
+            ],
+        };
+        let mut staged = planned_key.clone();
+        staged.ranges[1] = BindingKey::Workspace {
+            offset: 0,
+            size: 64,
+        };
+        assert_ne!(planned_key, staged);
+        let mut elsewhere = staged.clone();
+        elsewhere.ranges[1] = BindingKey::Workspace {
+            offset: 256,
+            size: 64,
+        };
+        assert_ne!(staged, elsewhere);
     }
 
     #[test]

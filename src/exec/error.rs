@@ -134,8 +134,9 @@ pub enum ExecError {
         /// The tensor.
         tensor: u32,
     },
-    /// Two tensors of one dispatch overlap in memory (other than an in-place output
-    /// over its first input).
+    /// A node's output overlaps one of its inputs other than as an in-place output over
+    /// its first input (same range): a plan bug. (Inputs that overlap each other are
+    /// not an error: the executor stages the later one through its workspace.)
     #[error("node {node}: tensors t{first} and t{second} overlap in memory")]
     OverlappingBindings {
         /// The node's step.
@@ -144,6 +145,17 @@ pub enum ExecError {
         first: u32,
         /// The other.
         second: u32,
+    },
+    /// The executor's workspace would exceed the device's largest buffer: the inputs a
+    /// node stages (see [`crate::exec::Executor`]) need more than `max` bytes.
+    #[error("node {node}: staging its overlapping inputs needs a {size}-byte workspace, over the device's {max}-byte buffer limit")]
+    WorkspaceTooLarge {
+        /// The node's step.
+        node: u32,
+        /// Workspace bytes the node needs (`u64::MAX` when the sum overflows).
+        size: u64,
+        /// `max_buffer_size`.
+        max: u64,
     },
     /// The output was placed over the first input but the op has no in-place kernel.
     #[error(

@@ -1,15 +1,17 @@
 //! [`Executor`]: records a whole planned graph into one command encoder and one compute
-//! pass, with pipelines built once, bind groups cached per planned range and all
+//! pass, with pipelines built once, bind groups cached per bound range and all
 //! per-dispatch parameters in one uniform buffer at dynamic offsets; submits once and
-//! waits.
+//! waits. Inputs of a node that overlap each other are staged through the executor's
+//! workspace (see [`super::workspace`]) by copy dispatches in the same pass.
 
 use std::time::{Duration, Instant};
 
-use super::bindings::{BindGroupCache, BindGroupKey};
+use super::bindings::{BindGroupCache, BindGroupKey, BindingKey};
 use super::kernels::{self, Kernel, KernelRegistry};
 use super::ops::{self, OpCall};
 use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{map_read, TensorMemory, TensorRange};
+use super::workspace::{self, Slot, Workspace};
 use super::ExecError;
 use crate::device::GpuContext;
 use crate::graph::Graph;
@@ -17,10 +19,16 @@ use crate::graph::Graph;
 /// What one run did and how long it took.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReport {
-    /// Dispatches recorded (one per node).
+    /// Node dispatches recorded (one per node; staging copies are counted apart).
     pub dispatches: usize,
     /// Of those, dispatches that ran an in-place kernel.
     pub inplace_dispatches: usize,
+    /// Copy dispatches that staged an input overlapping another input of its node into
+    /// the workspace (recorded in the same pass, just before the node).
+    pub staging_copies: usize,
+    /// Bytes of the executor's workspace after this run (0 while no graph has needed
+    /// one): scratch memory apart from planned memory, kept and reused across runs.
+    pub workspace_bytes: u64,
     /// CPU time to resolve the nodes, build missing pipelines and bind groups, and
     /// record the pass.
     pub encode_time: Duration,
@@ -78,17 +86,65 @@ struct Dispatch {
     grid: [u32; 3],
 }
 
-/// One node before its bind group exists.
-struct Prepared<'a> {
+/// One storage binding before its bind group exists.
+#[derive(Clone, Copy)]
+enum Bound<'a> {
+    /// A tensor's planned range.
+    Planned(TensorRange<'a>),
+    /// A staged input's slot in the workspace.
+    Workspace(Slot),
+}
+
+impl Bound<'_> {
+    fn key(&self) -> BindingKey {
+        match self {
+            Bound::Planned(r) => BindingKey::Planned(r.key),
+            Bound::Workspace(slot) => BindingKey::Workspace {
+                offset: slot.offset,
+                size: slot.size,
+            },
+        }
+    }
+}
+
+/// One dispatch before its bind group exists.
+struct PreparedDispatch<'a> {
     kernel: Kernel,
-    ranges: Vec<TensorRange<'a>>,
+    bindings: Vec<Bound<'a>>,
     offset: u32,
     grid: [u32; 3],
 }
 
+/// One node: its staging copies, then its kernel.
+struct Prepared<'a> {
+    copies: Vec<PreparedDispatch<'a>>,
+    node: PreparedDispatch<'a>,
+    /// Workspace bytes the copies use.
+    workspace: u64,
+    inplace: bool,
+}
+
+/// Whether two bound ranges share a byte of one wgpu buffer.
+fn ranges_overlap(a: &TensorRange<'_>, b: &TensorRange<'_>) -> bool {
+    a.buffer == b.buffer
+        && a.key.offset < b.key.offset.saturating_add(b.key.size)
+        && b.key.offset < a.key.offset.saturating_add(a.key.size)
+}
+
 /// Runs planned graphs on one device. Pipelines and bind-group layouts are built on
-/// first use and kept; bind groups are cached per kernel and planned ranges for the
+/// first use and kept; bind groups are cached per kernel and bound ranges for the
 /// last [`TensorMemory`] run.
+///
+/// **Workspace.** WebGPU forbids two overlapping writable bindings in one dispatch (and
+/// every tensor is bound `read_write`). When inputs of a node share bytes (`mul(x, x)`,
+/// `matmul_bt(q, q)`, `add(a, view_of_a)`, also with the output in place over input
+/// 0), the executor copies each later overlapping input into its workspace (one
+/// storage buffer it owns, apart from planned memory, slots aligned to
+/// `min_storage_buffer_offset_alignment`) with a copy dispatch in the same pass, and
+/// binds the copy. The workspace is sized to the largest need of any node, grows when a
+/// graph needs more and is reused by later runs ([`RunReport::workspace_bytes`]). An
+/// output that overlaps an input other than as an in-place output over input 0 is
+/// still a plan bug ([`ExecError::OverlappingBindings`]).
 #[derive(Debug)]
 pub struct Executor {
     ctx: GpuContext,
@@ -96,6 +152,7 @@ pub struct Executor {
     bind_groups: BindGroupCache,
     uniform: Option<wgpu::Buffer>,
     uniform_generation: u64,
+    workspace: Workspace,
     timer: Option<Timer>,
 }
 
@@ -108,6 +165,7 @@ impl Executor {
             bind_groups: BindGroupCache::new(),
             uniform: None,
             uniform_generation: 0,
+            workspace: Workspace::new(),
             timer: ctx.has_timestamps().then(|| Timer::new(&ctx.device)),
         }
     }
@@ -120,6 +178,12 @@ impl Executor {
     /// The device context.
     pub fn context(&self) -> &GpuContext {
         &self.ctx
+    }
+
+    /// Bytes of the workspace where overlapping inputs are staged (0 until a graph
+    /// needs one).
+    pub fn workspace_bytes(&self) -> u64 {
+        self.workspace.bytes()
     }
 
     /// Builds every kernel's pipeline now instead of on first use.
@@ -174,14 +238,15 @@ impl Executor {
     }
 
     /// Resolves node `step`: its call, kernel (in place when the output shares input
-    /// 0's range), bound ranges in binding order and grid.
+    /// 0's range), the inputs it stages through the workspace, bound ranges in binding
+    /// order and grids.
     fn prepare<'m>(
         &self,
         graph: &Graph,
         memory: &TensorMemory<'m>,
         step: usize,
         packer: &mut UniformPacker,
-    ) -> Result<(Prepared<'m>, bool), ExecError> {
+    ) -> Result<Prepared<'m>, ExecError> {
         let call: OpCall = ops::resolve(graph, step)?;
         let node_id = u32::try_from(step).unwrap_or(u32::MAX);
         let node = graph.nodes.get(step).ok_or(ExecError::UnknownTensor {
@@ -197,21 +262,16 @@ impl Executor {
         let out = ranges.len() - 1;
         let inplace = ranges[out].buffer == ranges[0].buffer
             && ranges[out].key.offset == ranges[0].key.offset;
-        // Every other pair of tensors must be disjoint (the in-place pair is bound once).
-        for i in 0..ranges.len() {
-            for j in i + 1..ranges.len() {
-                let same_buffer = ranges[i].buffer == ranges[j].buffer;
-                let (a, b) = (&ranges[i].key, &ranges[j].key);
-                let intersect = a.offset < b.offset.saturating_add(b.size)
-                    && b.offset < a.offset.saturating_add(a.size);
-                let allowed = inplace && i == 0 && j == out && a.size == b.size;
-                if same_buffer && intersect && !allowed {
-                    return Err(ExecError::OverlappingBindings {
-                        node: node_id,
-                        first: tensors[i].0,
-                        second: tensors[j].0,
-                    });
-                }
+        // The output may share bytes with an input only as an in-place output exactly
+        // over input 0; inputs that overlap input 0 are then staged like any other.
+        for i in 0..out {
+            let legal = inplace && (i > 0 || ranges[0].key.size == ranges[out].key.size);
+            if ranges_overlap(&ranges[i], &ranges[out]) && !legal {
+                return Err(ExecError::OverlappingBindings {
+                    node: node_id,
+                    first: tensors[i].0,
+                    second: tensors[out].0,
+                });
             }
         }
         let (kernel, order) =
@@ -219,26 +279,119 @@ impl Executor {
                 node: node_id,
                 op: node.op.clone(),
             })?;
-        let mut bound = Vec::with_capacity(order.len());
         for &i in order {
             self.check_binding(tensors[i].0, &ranges[i])?;
-            bound.push(ranges[i]);
         }
-        let grid = kernels::workgroups(
-            &call,
-            node_id,
-            self.ctx.limits.max_compute_workgroups_per_dimension,
-        )?;
+        let limits = &self.ctx.limits;
+        let sizes: Vec<u64> = ranges[..out].iter().map(|r| r.key.size).collect();
+        let staging = workspace::stage_overlapping(
+            &sizes,
+            |i, j| ranges_overlap(&ranges[i], &ranges[j]),
+            u64::from(limits.min_storage_buffer_offset_alignment),
+        );
+        let staging = match staging {
+            Some(s) if s.bytes <= limits.max_buffer_size => s,
+            other => {
+                return Err(ExecError::WorkspaceTooLarge {
+                    node: node_id,
+                    size: other.map_or(u64::MAX, |s| s.bytes),
+                    max: limits.max_buffer_size,
+                })
+            }
+        };
+        let mut copies = Vec::with_capacity(staging.count());
+        for (i, slot) in staging.slots.iter().enumerate() {
+            let Some(slot) = *slot else { continue };
+            let words = slot.size / 4;
+            let small = u32::try_from(words).map_err(|_| ExecError::TooManyElements {
+                node: node_id,
+                len: words,
+                max: u64::from(u32::MAX),
+            })?;
+            copies.push(PreparedDispatch {
+                kernel: Kernel::CopyWords,
+                bindings: vec![Bound::Planned(ranges[i]), Bound::Workspace(slot)],
+                offset: packer.push(&KernelParams::copy(small))?,
+                grid: kernels::copy_workgroups(
+                    words,
+                    node_id,
+                    limits.max_compute_workgroups_per_dimension,
+                )?,
+            });
+        }
+        let bindings = order
+            .iter()
+            .map(|&i| match staging.slots.get(i).copied().flatten() {
+                Some(slot) => Bound::Workspace(slot),
+                None => Bound::Planned(ranges[i]),
+            })
+            .collect();
+        let grid =
+            kernels::workgroups(&call, node_id, limits.max_compute_workgroups_per_dimension)?;
         let offset = packer.push(&KernelParams::for_call(&call))?;
-        Ok((
-            Prepared {
+        Ok(Prepared {
+            copies,
+            node: PreparedDispatch {
                 kernel,
-                ranges: bound,
+                bindings,
                 offset,
                 grid,
             },
+            workspace: staging.bytes,
             inplace,
-        ))
+        })
+    }
+
+    /// The pipeline and (cached) bind group of one prepared dispatch.
+    fn record(
+        &mut self,
+        p: &PreparedDispatch<'_>,
+        uniform: &wgpu::Buffer,
+    ) -> Result<Dispatch, ExecError> {
+        let device = &self.ctx.device;
+        let pipeline = self.registry.pipeline(device, p.kernel)?;
+        let layout = self.registry.layout(device, p.kernel.storage_bindings());
+        let workspace = self.workspace.buffer();
+        let staged = p.bindings.iter().any(|b| matches!(b, Bound::Workspace(_)));
+        if staged && workspace.is_none() {
+            return Err(ExecError::Device {
+                message: "a staged input has no workspace buffer".into(),
+            });
+        }
+        let key = BindGroupKey {
+            kernel: p.kernel,
+            ranges: p.bindings.iter().map(Bound::key).collect(),
+        };
+        let group = self.bind_groups.get_or_create(key, || {
+            let uniform = (uniform, 0, PARAMS_SIZE);
+            let storage = p.bindings.iter().filter_map(|b| match b {
+                Bound::Planned(r) => Some((r.buffer, r.key.offset, r.key.size)),
+                Bound::Workspace(slot) => workspace.map(|w| (w, slot.offset, slot.size)),
+            });
+            let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(uniform)
+                .chain(storage)
+                .enumerate()
+                .map(|(i, (buffer, offset, size))| wgpu::BindGroupEntry {
+                    binding: i as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset,
+                        size: wgpu::BufferSize::new(size),
+                    }),
+                })
+                .collect();
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &layout,
+                entries: &entries,
+            })
+        });
+        Ok(Dispatch {
+            pipeline,
+            group,
+            offset: p.offset,
+            grid: p.grid,
+        })
     }
 
     /// Runs every node of `graph` over `memory`: one encoder, one compute pass, one
@@ -249,9 +402,10 @@ impl Executor {
     /// Before anything is submitted: [`ExecError::NoKernel`] for an op without a kernel,
     /// [`ExecError::BadShape`] / [`ExecError::WrongArity`] for a node its op cannot
     /// take, [`ExecError::NotPlaced`] and the other placement errors of
-    /// [`TensorMemory::range`], [`ExecError::OverlappingBindings`],
-    /// [`ExecError::NoInPlaceKernel`], [`ExecError::MisalignedOffset`],
-    /// [`ExecError::BindingTooLarge`], [`ExecError::TooManyWorkgroups`]. After:
+    /// [`TensorMemory::range`], [`ExecError::OverlappingBindings`] (an output over an
+    /// input other than in place over input 0), [`ExecError::NoInPlaceKernel`],
+    /// [`ExecError::MisalignedOffset`], [`ExecError::BindingTooLarge`],
+    /// [`ExecError::TooManyWorkgroups`], [`ExecError::WorkspaceTooLarge`]. After:
     /// [`ExecError::Device`] for anything wgpu reports.
     pub fn run(
         &mut self,
@@ -261,12 +415,12 @@ impl Executor {
         let started = Instant::now();
         let mut packer = UniformPacker::new(self.ctx.limits.min_uniform_buffer_offset_alignment)?;
         let mut prepared = Vec::with_capacity(graph.nodes.len());
-        let mut inplace_dispatches = 0;
         for step in 0..graph.nodes.len() {
-            let (p, inplace) = self.prepare(graph, memory, step, &mut packer)?;
-            inplace_dispatches += usize::from(inplace);
-            prepared.push(p);
+            prepared.push(self.prepare(graph, memory, step, &mut packer)?);
         }
+        let inplace_dispatches = prepared.iter().filter(|p| p.inplace).count();
+        let staging_copies = prepared.iter().map(|p| p.copies.len()).sum();
+        let workspace_need = prepared.iter().map(|p| p.workspace).max().unwrap_or(0);
         let (created_before, reused_before) = self.bind_groups.counts();
         let device = self.ctx.device.clone();
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -276,54 +430,25 @@ impl Executor {
         if !packer.bytes().is_empty() {
             self.ctx.queue.write_buffer(&uniform, 0, packer.bytes());
         }
-        self.bind_groups
-            .bind_to(&memory.memory_key(), self.uniform_generation);
-        let mut dispatches = Vec::with_capacity(prepared.len());
+        self.workspace
+            .ensure(&device, workspace_need, self.ctx.limits.max_buffer_size);
+        self.bind_groups.bind_to(
+            &memory.memory_key(),
+            self.uniform_generation,
+            self.workspace.generation(),
+        );
+        let mut dispatches = Vec::with_capacity(prepared.len() + staging_copies);
         let mut failure = None;
-        for p in prepared {
-            let pipeline = match self.registry.pipeline(&device, p.kernel) {
-                Ok(pipeline) => pipeline,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
+        'nodes: for p in &prepared {
+            for d in p.copies.iter().chain(std::iter::once(&p.node)) {
+                match self.record(d, &uniform) {
+                    Ok(dispatch) => dispatches.push(dispatch),
+                    Err(e) => {
+                        failure = Some(e);
+                        break 'nodes;
+                    }
                 }
-            };
-            let layout = self.registry.layout(&device, p.kernel.storage_bindings());
-            let key = BindGroupKey {
-                kernel: p.kernel,
-                ranges: p.ranges.iter().map(|r| r.key).collect(),
-            };
-            let group = self.bind_groups.get_or_create(key, || {
-                let mut entries = vec![wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &uniform,
-                        offset: 0,
-                        size: wgpu::BufferSize::new(PARAMS_SIZE),
-                    }),
-                }];
-                for (i, r) in p.ranges.iter().enumerate() {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: i as u32 + 1,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: r.buffer,
-                            offset: r.key.offset,
-                            size: wgpu::BufferSize::new(r.key.size),
-                        }),
-                    });
-                }
-                device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &layout,
-                    entries: &entries,
-                })
-            });
-            dispatches.push(Dispatch {
-                pipeline,
-                group,
-                offset: p.offset,
-                grid: p.grid,
-            });
+            }
         }
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("wgalloc graph"),
@@ -378,8 +503,10 @@ impl Executor {
         };
         let (created, reused) = self.bind_groups.counts();
         Ok(RunReport {
-            dispatches: dispatches.len(),
+            dispatches: prepared.len(),
             inplace_dispatches,
+            staging_copies,
+            workspace_bytes: self.workspace.bytes(),
             encode_time,
             wait_time,
             gpu_time,

@@ -23,11 +23,13 @@ pub enum Shader {
     Embedding,
     /// `shaders/rope.wgsl`.
     Rope,
+    /// `shaders/copy.wgsl` (the executor's staging copy).
+    Copy,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 7] = [
+    pub const ALL: [Shader; 8] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -35,6 +37,7 @@ impl Shader {
         Shader::Matmul,
         Shader::Embedding,
         Shader::Rope,
+        Shader::Copy,
     ];
 
     /// The file name under `shaders/`.
@@ -47,6 +50,7 @@ impl Shader {
             Shader::Matmul => "matmul.wgsl",
             Shader::Embedding => "embedding.wgsl",
             Shader::Rope => "rope.wgsl",
+            Shader::Copy => "copy.wgsl",
         }
     }
 
@@ -60,6 +64,7 @@ impl Shader {
             Shader::Matmul => include_str!("../../shaders/matmul.wgsl"),
             Shader::Embedding => include_str!("../../shaders/embedding.wgsl"),
             Shader::Rope => include_str!("../../shaders/rope.wgsl"),
+            Shader::Copy => include_str!("../../shaders/copy.wgsl"),
         }
     }
 }
@@ -94,6 +99,8 @@ pub enum Kernel {
     Rope,
     /// `x` rewritten.
     RopeInPlace,
+    /// `src → dst` word for word: stages an input into the executor's workspace.
+    CopyWords,
 }
 
 impl Kernel {
@@ -113,6 +120,7 @@ impl Kernel {
             Kernel::Embedding => (Shader::Embedding, "embedding"),
             Kernel::Rope => (Shader::Rope, "rope"),
             Kernel::RopeInPlace => (Shader::Rope, "rope_inplace"),
+            Kernel::CopyWords => (Shader::Copy, "copy_words"),
         }
     }
 
@@ -120,7 +128,11 @@ impl Kernel {
     pub fn storage_bindings(self) -> usize {
         match self {
             Kernel::UnaryInPlace | Kernel::SoftmaxInPlace | Kernel::RopeInPlace => 1,
-            Kernel::Unary | Kernel::BinaryInPlace | Kernel::Softmax | Kernel::Rope => 2,
+            Kernel::Unary
+            | Kernel::BinaryInPlace
+            | Kernel::Softmax
+            | Kernel::Rope
+            | Kernel::CopyWords => 2,
             Kernel::Binary
             | Kernel::RmsNorm
             | Kernel::Matmul
@@ -131,7 +143,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 13] = [
+    pub const ALL: [Kernel; 14] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -145,6 +157,7 @@ impl Kernel {
         Kernel::Embedding,
         Kernel::Rope,
         Kernel::RopeInPlace,
+        Kernel::CopyWords,
     ];
 }
 
@@ -191,6 +204,28 @@ fn spread(groups: u64, max: u32) -> Option<[u32; 3]> {
         return None;
     }
     Some([u32::try_from(x).ok()?, u32::try_from(y).ok()?, 1])
+}
+
+/// The grid of an elementwise kernel over `len` elements (one thread each).
+fn elementwise(len: u64, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
+    let groups = len.div_ceil(WORKGROUP_THREADS);
+    spread(groups, max_per_dimension).ok_or(ExecError::TooManyWorkgroups {
+        node,
+        groups,
+        max: max_per_dimension,
+    })
+}
+
+/// The grid of [`Kernel::CopyWords`] over `words` 32-bit words.
+///
+/// # Errors
+/// [`ExecError::TooManyWorkgroups`] when the grid exceeds `max_per_dimension` even in 2-D.
+pub fn copy_workgroups(
+    words: u64,
+    node: u32,
+    max_per_dimension: u32,
+) -> Result<[u32; 3], ExecError> {
+    elementwise(words, node, max_per_dimension)
 }
 
 /// The workgroup grid of a call.

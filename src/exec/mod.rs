@@ -23,6 +23,10 @@
 //!   (`[rows, d]`, row = position, base `params[0]`, default 10000).
 //!   Elementwise ops, both softmaxes and rope also run in place: when the plan puts a
 //!   node's output on its first input's range, the in-place kernel binds it once.
+//! * Inputs of one node that share bytes (`mul(x, x)`, `add(a, view_of_a)`) are legal:
+//!   the executor stages the later one through its workspace (scratch memory it owns,
+//!   apart from planned memory) with a copy dispatch in the same pass
+//!   ([`RunReport::staging_copies`], [`RunReport::workspace_bytes`]).
 
 mod bindings;
 pub mod cpu_ref;
@@ -32,8 +36,9 @@ mod kernels;
 mod ops;
 mod params;
 mod tensor_memory;
+mod workspace;
 
-pub use bindings::{BindGroupKey, RangeKey};
+pub use bindings::{BindGroupKey, BindingKey, RangeKey};
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use kernels::{Kernel, Shader};

@@ -53,6 +53,15 @@ impl KernelParams {
             floats: [f0, 0.0, 0.0, 0.0],
         }
     }
+
+    /// The parameter block of the staging copy (`shaders/copy.wgsl`): `words` 32-bit
+    /// words.
+    pub fn copy(words: u32) -> KernelParams {
+        KernelParams {
+            ints: [words, 0, 0, 0],
+            floats: [0.0; 4],
+        }
+    }
 }
 
 /// Packs one [`KernelParams`] per dispatch into a byte block, each at a multiple of the
