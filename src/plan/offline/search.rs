@@ -27,6 +27,9 @@
 //! that doubles every round, so that a lucky order finds a solution early and a hard
 //! instance still gets a long run.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use super::prepared::Prepared;
 
 /// What the search found for one capacity.
@@ -148,8 +151,9 @@ struct State<'a> {
     offsets: Vec<u64>,
     /// Work units left (one per open item or section visited, per overlap updated).
     work_left: u64,
-    /// Scratch per section: lowest offset an unplaced item covering it can take.
-    section_floor: Vec<u64>,
+    /// Scratch for the sweep over sections: (lowest offset, end section) of the open
+    /// items covering the current section, smallest offset on top.
+    covering: BinaryHeap<Reverse<(u64, u32)>>,
     /// Placements in order, each with the floor log length before it.
     trail: Vec<(usize, usize)>,
     /// The open items of every node on the current path, each node's above its
@@ -207,7 +211,7 @@ impl<'a> State<'a> {
             placed: vec![false; p.items.len()],
             offsets: vec![0; p.items.len()],
             work_left: work,
-            section_floor: vec![0; p.sections],
+            covering: BinaryHeap::with_capacity(p.items.len()),
             trail: Vec::with_capacity(p.items.len()),
             stack: Vec::with_capacity(p.items.len() * 4),
             cand: Vec::with_capacity(p.items.len() * 4),
@@ -277,34 +281,42 @@ impl<'a> State<'a> {
             return step;
         }
         // The lowest top any open item could reach, and the lowest fill of every
-        // section the open items cover.
-        let first = self.p.items[self.stack[base] as usize].a as usize;
-        let last = reach as usize;
+        // section the open items cover: a sweep over the sections with the covering
+        // items in a heap by lowest offset (the open items are sorted by first section).
+        let first = self.p.items[self.stack[base] as usize].a;
+        let last = reach;
         self.work_left = self
             .work_left
-            .saturating_sub((end - base + last - first) as u64);
-        self.section_floor[first..last].fill(u64::MAX);
+            .saturating_sub((end - base + (last - first) as usize) as u64);
         let mut min_top = u64::MAX;
         let cand_base = self.cand.len();
-        for k in base..end {
-            let i = self.stack[k] as usize;
-            let floor = self.floor[i];
-            let it = self.p.items[i];
-            min_top = min_top.min(floor.saturating_add(it.size));
-            let lowest = floor.max(offset);
-            for f in &mut self.section_floor[it.a as usize..it.b as usize] {
-                *f = (*f).min(lowest);
+        self.covering.clear();
+        let mut next = base;
+        let mut fits = true;
+        for t in first..last {
+            while next < end && self.p.items[self.stack[next] as usize].a == t {
+                let i = self.stack[next] as usize;
+                next += 1;
+                let floor = self.floor[i];
+                let it = self.p.items[i];
+                min_top = min_top.min(floor.saturating_add(it.size));
+                self.covering.push(Reverse((floor.max(offset), it.b)));
+                let rank = self.rank[i];
+                let canonical = floor > offset || (floor == offset && rank >= last_rank);
+                if canonical && floor.saturating_add(it.size) <= self.capacity {
+                    self.cand.push((floor, rank as u32, i as u32));
+                }
             }
-            let rank = self.rank[i];
-            let canonical = floor > offset || (floor == offset && rank >= last_rank);
-            if canonical && floor.saturating_add(it.size) <= self.capacity {
-                self.cand.push((floor, rank as u32, i as u32));
+            while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
+                self.covering.pop();
+            }
+            if let Some(Reverse((lowest, _))) = self.covering.peek() {
+                if lowest.saturating_add(self.remaining[t as usize]) > self.capacity {
+                    fits = false;
+                    break;
+                }
             }
         }
-        let fits = (first..last).all(|t| {
-            self.section_floor[t] == u64::MAX
-                || self.section_floor[t].saturating_add(self.remaining[t]) <= self.capacity
-        });
         let mut step = Step::Failed;
         if fits {
             self.cand[cand_base..].sort_unstable();
