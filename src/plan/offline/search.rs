@@ -536,7 +536,17 @@ mod brute {
                 let expect = fits(&p, cap);
                 let got = search(&p, cap, 1 << 40);
                 match got {
-                    Found::Plan(_, peak) => assert!(expect && peak <= cap, "{ranges:?} {cap}"),
+                    Found::Plan(offsets, peak) => {
+                        assert!(expect && peak <= cap, "{ranges:?} {cap}");
+                        for (i, x) in p.items.iter().enumerate() {
+                            assert!(offsets[i] + x.size <= peak);
+                            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
+                                let apart = offsets[i] + x.size <= offsets[j]
+                                    || offsets[j] + y.size <= offsets[i];
+                                assert!(apart || x.b <= y.a || y.b <= x.a, "{ranges:?} {cap}");
+                            }
+                        }
+                    }
                     Found::Infeasible => assert!(!expect, "{ranges:?} {cap}"),
                     Found::Unknown => panic!("budget"),
                 }
