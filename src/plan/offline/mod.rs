@@ -112,8 +112,9 @@ impl fmt::Display for Strategy {
 /// Deterministic work budgets. A unit is roughly one visit of a buffer or a time section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
-    /// Work allowed to [`Strategy::Search`] (each search node costs about
-    /// `buffers + sections` units).
+    /// Work allowed to [`Strategy::Search`] (a search node costs a unit per unplaced
+    /// buffer and per time section it looks at, plus one per buffer whose floor a
+    /// placement raises).
     pub search_work: u64,
     /// Work allowed to [`Strategy::Climb`] (a unit per overlapping buffer visited or
     /// buffer scanned; a move costs about twice the buffer count plus the overlaps of
@@ -122,10 +123,10 @@ pub struct Budget {
 }
 
 impl Default for Budget {
-    /// About a second of work for each of search and climb on a 2020s CPU core.
+    /// A few seconds of search and about a second of climb on a 2020s CPU core.
     fn default() -> Budget {
         Budget {
-            search_work: 400_000_000,
+            search_work: 1_000_000_000,
             climb_work: 40_000_000,
         }
     }
@@ -322,15 +323,12 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, work: u64) -> (Vec<u
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
-    let node_cost = (p.items.len() as u64)
-        .saturating_add(p.sections as u64)
-        .max(1);
-    let mut nodes_left = work / node_cost;
+    let mut work_left = work;
     let (mut best, mut best_peak) = (offsets, peak);
     // Capacities below `floor` are infeasible or were given up on.
     let mut floor = p.lower_bound;
     let mut first = true;
-    while nodes_left > 0 && floor < best_peak {
+    while work_left > 0 && floor < best_peak {
         // First probe at the bound with half the budget; then bisect with a quarter of
         // what is left each time.
         let target = if first {
@@ -338,14 +336,14 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, work: u64) -> (Vec<u
         } else {
             floor + (best_peak - floor) / 2
         };
-        let nodes = if first {
-            nodes_left / 2
+        let share = if first {
+            work_left / 2
         } else {
-            (nodes_left / 4).max(1)
+            (work_left / 4).max(1)
         };
         first = false;
-        nodes_left = nodes_left.saturating_sub(nodes);
-        match search::search(p, target, nodes) {
+        work_left = work_left.saturating_sub(share);
+        match search::search(p, target, share) {
             Found::Plan(offsets, found) => {
                 best = offsets;
                 best_peak = found;

@@ -12,10 +12,23 @@
 //!   fit entirely below `x` (that solution is found with the other item first);
 //! * inference: an unplaced item ends up no lower than its floor, so every section's
 //!   lowest possible fill plus the sizes still to place there must fit the capacity;
-//! * of several identical items only the first in rank order is a candidate.
+//! * of several identical items only the first in rank order is a candidate;
+//! * hatless: when the item just placed is live with no unplaced item, its placement
+//!   changed nothing for the others, so if that branch fails the later candidates
+//!   (all no lower) fail too;
+//! * a candidate whose top would exceed the capacity is not placed;
+//! * independent parts (no unplaced item of one live with one of another) are solved
+//!   one after the other.
 //!
-//! Several preorders take turns, each with a node limit that doubles every round, so
-//! that a lucky order finds a solution early and a hard instance still gets a long run.
+//! Nodes allocate nothing: the open items and candidates of the nodes on the current
+//! path live on two shared stacks, and placements are undone from logs.
+//!
+//! Several preorders (MiniMalloc's WAT, TAW and TWA) take turns, each with a work limit
+//! that doubles every round, so that a lucky order finds a solution early and a hard
+//! instance still gets a long run.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use super::prepared::Prepared;
 
@@ -30,8 +43,9 @@ pub(crate) enum Found {
     Unknown,
 }
 
-/// Searches for a placement with peak at most `capacity`, visiting at most `budget`
-/// nodes over all preorders. Deterministic.
+/// Searches for a placement with peak at most `capacity`, doing at most `budget` units
+/// of work (one per open item or section a node visits, one per floor it updates) over
+/// all preorders. Deterministic.
 pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
     if p.lower_bound > capacity {
         return Found::Infeasible;
@@ -41,19 +55,22 @@ pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
     }
     let preorders = preorders(p);
     let overlaps = overlap_lists(p);
-    let mut all: Vec<usize> = (0..p.items.len()).collect();
-    all.sort_by_key(|&i| p.items[i].a);
+    let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
+    all.sort_by_key(|&i| p.items[i as usize].a);
     let mut left = budget;
-    let mut limit = (p.items.len() as u64).max(16);
+    // About as many nodes as items in the first round.
+    let n = p.items.len() as u64;
+    let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
     loop {
         for order in &preorders {
-            let nodes = limit.min(left);
-            if nodes == 0 {
+            let work = limit.min(left);
+            if work == 0 {
                 return Found::Unknown;
             }
-            left -= nodes;
-            let mut state = State::new(p, capacity, order, &overlaps, nodes);
-            match state.descend(&all, 0, 0) {
+            left -= work;
+            let mut state = State::new(p, capacity, order, &overlaps, work);
+            state.stack.extend_from_slice(&all);
+            match state.descend(0, all.len(), 0, 0) {
                 Step::Solved => {
                     let peak = state.peak();
                     return Found::Plan(state.offsets, peak);
@@ -67,31 +84,47 @@ pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
     }
 }
 
-/// Static preorders (item positions, best first): by breadth, size and width in three
-/// priorities.
+/// Static preorders (item positions, best first), each a priority of three keys, all
+/// largest first: W (lifetime length), A (area: size times length) and T (the total
+/// size live at the item's busiest section), as WAT, TAW and TWA.
 fn preorders(p: &Prepared) -> Vec<Vec<usize>> {
     let breadth = p.breadths();
-    let key = |i: usize| {
-        let it = &p.items[i];
-        let width = u64::from(it.b - it.a);
-        let area = u128::from(it.size) * u128::from(it.len);
-        (breadth[i], width, area)
-    };
     let mut out = Vec::new();
-    for rule in 0..3 {
+    for rule in 0..RULES.len() {
         let mut order: Vec<usize> = (0..p.items.len()).collect();
         order.sort_by(|&x, &y| {
-            let ((tx, wx, ax), (ty, wy, ay)) = (key(x), key(y));
-            let primary = match rule {
-                0 => (ty, wy, ay).cmp(&(tx, wx, ax)),
-                1 => (ay, ty, wy).cmp(&(ax, tx, wx)),
-                _ => (wy, ty, ay).cmp(&(wx, tx, ax)),
-            };
-            primary.then(p.items[x].index.cmp(&p.items[y].index))
+            rank_key(&p.items[y], breadth[y], rule)
+                .cmp(&rank_key(&p.items[x], breadth[x], rule))
+                .then(p.items[x].index.cmp(&p.items[y].index))
         });
         out.push(order);
     }
     out
+}
+
+/// The preorder rules, each three keys in priority, all largest first: W (lifetime
+/// length), A (area: size times length), T (the total size live in the item's
+/// busiest section).
+const RULES: [[Key; 3]; 3] = [
+    [Key::Width, Key::Area, Key::Total],
+    [Key::Total, Key::Area, Key::Width],
+    [Key::Total, Key::Width, Key::Area],
+];
+
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    Width,
+    Area,
+    Total,
+}
+
+/// An item's preorder key (larger first) under rule `rule`, with `total` as its T.
+fn rank_key(it: &super::prepared::Item, total: u64, rule: usize) -> [u128; 3] {
+    RULES[rule].map(|k| match k {
+        Key::Width => u128::from(it.len),
+        Key::Area => u128::from(it.size) * u128::from(it.len),
+        Key::Total => u128::from(total),
+    })
 }
 
 enum Step {
@@ -116,12 +149,18 @@ struct State<'a> {
     remaining: Vec<u64>,
     placed: Vec<bool>,
     offsets: Vec<u64>,
-    unplaced: usize,
-    nodes_left: u64,
-    /// Scratch per section: lowest offset an unplaced item covering it can take.
-    section_floor: Vec<u64>,
+    /// Work units left (one per open item or section visited, per overlap updated).
+    work_left: u64,
+    /// Scratch for the sweep over sections: (lowest offset, end section) of the open
+    /// items covering the current section, smallest offset on top.
+    covering: BinaryHeap<Reverse<(u64, u32)>>,
     /// Placements in order, each with the floor log length before it.
     trail: Vec<(usize, usize)>,
+    /// The open items of every node on the current path, each node's above its
+    /// parent's.
+    stack: Vec<u32>,
+    /// The candidates (floor, rank, item) of every node on the current path.
+    cand: Vec<(u64, u32, u32)>,
 }
 
 /// For each item, the items whose lifetimes overlap it (a sweep over sections).
@@ -148,7 +187,7 @@ impl<'a> State<'a> {
         capacity: u64,
         order: &'a [usize],
         overlaps: &'a [Vec<u32>],
-        nodes: u64,
+        work: u64,
     ) -> State<'a> {
         let mut rank = vec![0; p.items.len()];
         for (r, &i) in order.iter().enumerate() {
@@ -171,10 +210,11 @@ impl<'a> State<'a> {
             remaining: p.live.clone(),
             placed: vec![false; p.items.len()],
             offsets: vec![0; p.items.len()],
-            unplaced: p.items.len(),
-            nodes_left: nodes,
-            section_floor: vec![0; p.sections],
-            trail: Vec::new(),
+            work_left: work,
+            covering: BinaryHeap::with_capacity(p.items.len()),
+            trail: Vec::with_capacity(p.items.len()),
+            stack: Vec::with_capacity(p.items.len() * 4),
+            cand: Vec::with_capacity(p.items.len() * 4),
         }
     }
 
@@ -189,106 +229,125 @@ impl<'a> State<'a> {
             .unwrap_or(0)
     }
 
-    /// One node over `scope` (unplaced item positions sorted by first section; items
-    /// outside it are placed or belong to an independent part). `offset` and
-    /// `last_rank` are those of the item placed last in this scope. On failure the
-    /// state is as on entry; on success the scope's placements stay.
-    fn descend(&mut self, scope: &[usize], offset: u64, last_rank: usize) -> Step {
-        let open: Vec<usize> = scope.iter().copied().filter(|&i| !self.placed[i]).collect();
-        if open.is_empty() {
-            return Step::Solved;
-        }
-        if self.nodes_left == 0 {
-            return Step::OutOfBudget;
-        }
-        self.nodes_left -= 1;
-        if let Some(parts) = self.split(&open) {
-            // Independent parts (no item of one is live with an item of another):
-            // solve each on its own; one that fails makes the whole fail.
-            let mark = self.trail.len();
-            for part in parts {
-                let step = self.descend(&part, 0, 0);
-                if !matches!(step, Step::Solved) {
-                    self.undo_to(mark);
-                    return step;
-                }
-            }
-            return Step::Solved;
-        }
-        // The lowest top any open item could reach, and the lowest fill of every
-        // section the open items cover.
-        let mut candidates: Vec<(u64, usize)> = Vec::with_capacity(open.len());
-        let mut min_top = u64::MAX;
-        let (first, last) = open.iter().fold((u32::MAX, 0u32), |(f, l), &i| {
-            (f.min(self.p.items[i].a), l.max(self.p.items[i].b))
-        });
-        let span = first as usize..last as usize;
-        self.section_floor[span.clone()].fill(u64::MAX);
-        for &i in &open {
-            let floor = self.floor[i];
-            let it = self.p.items[i];
-            min_top = min_top.min(floor.saturating_add(it.size));
-            let lowest = floor.max(offset);
-            for f in &mut self.section_floor[it.a as usize..it.b as usize] {
-                *f = (*f).min(lowest);
-            }
-            if floor > offset || (floor == offset && self.rank[i] >= last_rank) {
-                candidates.push((floor, i));
+    /// One node over the open items listed in `self.stack[from..to]` (sorted by first
+    /// section; items outside it are placed or belong to an independent part).
+    /// `offset` and `last_rank` are those of the item placed last in this scope. On
+    /// failure the state is as on entry; on success the scope's placements stay. Uses
+    /// the stacks above their current lengths as scratch and leaves them as found.
+    fn descend(&mut self, from: usize, to: usize, offset: u64, last_rank: usize) -> Step {
+        let base = self.stack.len();
+        for k in from..to {
+            let i = self.stack[k];
+            if !self.placed[i as usize] {
+                self.stack.push(i);
             }
         }
-        let fits = span.clone().all(|t| {
-            self.section_floor[t] == u64::MAX
-                || self.section_floor[t].saturating_add(self.remaining[t]) <= self.capacity
-        });
-        if !fits {
-            return Step::Failed;
-        }
-        candidates.sort_unstable_by_key(|&(floor, i)| (floor, self.rank[i]));
-        for (floor, i) in candidates {
-            if floor >= min_top {
-                break; // an item fits wholly below: found with that item first
-            }
-            if self.twin[i].is_some_and(|t| !self.placed[t]) {
-                continue;
-            }
-            let mark = self.trail.len();
-            self.put(i, floor);
-            let step = self.descend(&open, floor, self.rank[i]);
-            if matches!(step, Step::Solved) {
-                return step;
-            }
-            self.undo_to(mark);
-            if matches!(step, Step::OutOfBudget) {
-                return step;
-            }
-        }
-        Step::Failed
+        let step = self.node(base, offset, last_rank);
+        self.stack.truncate(base);
+        step
     }
 
-    /// Splits open items (sorted by first section) into groups that share no section;
-    /// `None` when they form one group.
-    fn split(&self, open: &[usize]) -> Option<Vec<Vec<usize>>> {
-        let mut reach = 0u32;
-        let cut = open.iter().enumerate().any(|(k, &i)| {
-            let it = &self.p.items[i];
-            let cut_here = k > 0 && it.a >= reach;
-            reach = reach.max(it.b);
-            cut_here
-        });
-        if !cut {
-            return None;
+    /// [`State::descend`] once the open items are `self.stack[base..]`.
+    fn node(&mut self, base: usize, offset: u64, last_rank: usize) -> Step {
+        let end = self.stack.len();
+        if end == base {
+            return Step::Solved;
         }
-        let mut parts: Vec<Vec<usize>> = Vec::new();
+        if self.work_left == 0 {
+            return Step::OutOfBudget;
+        }
+        // Independent parts (no item of one is live with an item of another) are runs
+        // of the open list: solve each on its own; one that fails makes the whole fail.
         let mut reach = 0u32;
-        for &i in open {
-            let it = &self.p.items[i];
-            match parts.last_mut() {
-                Some(part) if it.a < reach => part.push(i),
-                _ => parts.push(vec![i]),
+        let mut cut = None;
+        for k in base..end {
+            let it = &self.p.items[self.stack[k] as usize];
+            if k > base && it.a >= reach {
+                cut = Some(k);
+                break;
             }
             reach = reach.max(it.b);
         }
-        Some(parts)
+        if let Some(cut) = cut {
+            let mark = self.trail.len();
+            let step = self.descend(base, cut, 0, 0);
+            let step = match step {
+                Step::Solved => self.descend(cut, end, 0, 0),
+                other => other,
+            };
+            if !matches!(step, Step::Solved) {
+                self.undo_to(mark);
+            }
+            return step;
+        }
+        // The lowest top any open item could reach, and the lowest fill of every
+        // section the open items cover: a sweep over the sections with the covering
+        // items in a heap by lowest offset (the open items are sorted by first section).
+        let first = self.p.items[self.stack[base] as usize].a;
+        let last = reach;
+        self.work_left = self
+            .work_left
+            .saturating_sub((end - base + (last - first) as usize) as u64);
+        let mut min_top = u64::MAX;
+        let cand_base = self.cand.len();
+        self.covering.clear();
+        let mut next = base;
+        let mut fits = true;
+        for t in first..last {
+            while next < end && self.p.items[self.stack[next] as usize].a == t {
+                let i = self.stack[next] as usize;
+                next += 1;
+                let floor = self.floor[i];
+                let it = self.p.items[i];
+                min_top = min_top.min(floor.saturating_add(it.size));
+                self.covering.push(Reverse((floor.max(offset), it.b)));
+                let rank = self.rank[i];
+                let canonical = floor > offset || (floor == offset && rank >= last_rank);
+                if canonical && floor.saturating_add(it.size) <= self.capacity {
+                    self.cand.push((floor, rank as u32, i as u32));
+                }
+            }
+            while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
+                self.covering.pop();
+            }
+            if let Some(Reverse((lowest, _))) = self.covering.peek() {
+                if lowest.saturating_add(self.remaining[t as usize]) > self.capacity {
+                    fits = false;
+                    break;
+                }
+            }
+        }
+        let mut step = Step::Failed;
+        if fits {
+            self.cand[cand_base..].sort_unstable();
+            for k in cand_base..self.cand.len() {
+                let (floor, rank, i) = self.cand[k];
+                let i = i as usize;
+                if floor >= min_top {
+                    break; // an item fits wholly below: found with that item first
+                }
+                if self.twin[i].is_some_and(|t| !self.placed[t]) {
+                    continue;
+                }
+                let mark = self.trail.len();
+                let hatless = self.put(i, floor);
+                let next = self.descend(base, end, floor, rank as usize);
+                if matches!(next, Step::Solved) {
+                    step = next;
+                    break;
+                }
+                self.undo_to(mark);
+                if matches!(next, Step::OutOfBudget) || hatless {
+                    // Hatless: no open item is live with `i`, so placing it changed
+                    // nothing for them; every later candidate sits no lower, and its
+                    // solutions would work with `i` here too.
+                    step = next;
+                    break;
+                }
+            }
+        }
+        self.cand.truncate(cand_base);
+        step
     }
 
     /// Takes back every placement made since the trail had length `mark`.
@@ -300,30 +359,35 @@ impl<'a> State<'a> {
         }
     }
 
-    fn put(&mut self, i: usize, offset: u64) {
+    /// Places item `i` at `offset`; true when no open item is live with it.
+    fn put(&mut self, i: usize, offset: u64) -> bool {
         self.trail.push((i, self.floor_log.len()));
         let it = self.p.items[i];
         let top = offset.saturating_add(it.size);
         for t in it.a as usize..it.b as usize {
             self.remaining[t] -= it.size;
         }
+        self.work_left = self.work_left.saturating_sub(self.overlaps[i].len() as u64);
+        let mut hatless = true;
         for &j in &self.overlaps[i] {
             let j = j as usize;
-            if !self.placed[j] && self.floor[j] < top {
-                self.floor_log.push((j as u32, self.floor[j]));
-                self.floor[j] = top;
+            if !self.placed[j] {
+                hatless = false;
+                if self.floor[j] < top {
+                    self.floor_log.push((j as u32, self.floor[j]));
+                    self.floor[j] = top;
+                }
             }
         }
         self.placed[i] = true;
         self.offsets[i] = offset;
-        self.unplaced -= 1;
+        hatless
     }
 
     /// Undoes [`State::put`], replaying the floor log back to `mark`.
     fn take(&mut self, i: usize, mark: usize) {
         let it = self.p.items[i];
         self.placed[i] = false;
-        self.unplaced += 1;
         for t in it.a as usize..it.b as usize {
             self.remaining[t] += it.size;
         }
@@ -392,5 +456,101 @@ mod tests {
         let ranges: Vec<LiveRange> = (0..40u64).map(|i| r(i % 7, i % 7 + 3, 1 + i % 5)).collect();
         let p = Prepared::new(&ranges, 1).expect("valid");
         assert_eq!(search(&p, p.lower_bound, 1), Found::Unknown);
+    }
+}
+
+#[cfg(test)]
+mod brute {
+    use super::*;
+    use crate::plan::offline::LiveRange;
+
+    /// Whether some order of first-fit placements (every pushed-down solution is one)
+    /// fits `capacity`.
+    fn fits(p: &Prepared, capacity: u64) -> bool {
+        fn go(p: &Prepared, cap: u64, placed: &mut Vec<(usize, u64)>, used: &mut [bool]) -> bool {
+            if placed.len() == p.items.len() {
+                return true;
+            }
+            for i in 0..p.items.len() {
+                if used[i] {
+                    continue;
+                }
+                let it = p.items[i];
+                let mut busy: Vec<(u64, u64)> = placed
+                    .iter()
+                    .filter(|&&(j, _)| p.items[j].a < it.b && it.a < p.items[j].b)
+                    .map(|&(j, o)| (o, o + p.items[j].size))
+                    .collect();
+                busy.sort_unstable();
+                let mut at = 0;
+                for (lo, hi) in busy {
+                    if lo >= at + it.size {
+                        break;
+                    }
+                    at = at.max(hi);
+                }
+                if at + it.size > cap {
+                    continue;
+                }
+                used[i] = true;
+                placed.push((i, at));
+                if go(p, cap, placed, used) {
+                    return true;
+                }
+                placed.pop();
+                used[i] = false;
+            }
+            false
+        }
+        go(
+            p,
+            capacity,
+            &mut Vec::new(),
+            &mut vec![false; p.items.len()],
+        )
+    }
+
+    #[test]
+    fn search_agrees_with_brute_force_on_small_instances() {
+        let mut seed = 0x1234_5678_9abc_def1u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for _ in 0..2000 {
+            let n = 3 + next(7) as usize;
+            let ranges: Vec<LiveRange> = (0..n)
+                .map(|_| {
+                    let s = next(8);
+                    LiveRange {
+                        start: s,
+                        end: s + 1 + next(5),
+                        size: 1 + next(6),
+                    }
+                })
+                .collect();
+            let p = Prepared::new(&ranges, 1).expect("valid");
+            for cap in p.lower_bound..p.lower_bound + 3 {
+                let expect = fits(&p, cap);
+                let got = search(&p, cap, 1 << 40);
+                match got {
+                    Found::Plan(offsets, peak) => {
+                        assert!(expect && peak <= cap, "{ranges:?} {cap}");
+                        for (i, x) in p.items.iter().enumerate() {
+                            assert!(offsets[i] + x.size <= peak);
+                            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
+                                let apart = offsets[i] + x.size <= offsets[j]
+                                    || offsets[j] + y.size <= offsets[i];
+                                assert!(apart || x.b <= y.a || y.b <= x.a, "{ranges:?} {cap}");
+                            }
+                        }
+                    }
+                    Found::Infeasible => assert!(!expect, "{ranges:?} {cap}"),
+                    Found::Unknown => panic!("budget"),
+                }
+            }
+        }
     }
 }
