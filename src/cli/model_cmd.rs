@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use wgalloc::device::GpuContext;
 use wgalloc::model::{ModelConfig, ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
 
-use super::plan_cmd::{buffers_json, write_svg};
+use super::plan_cmd::{buffers_json, percent_over, write_svg};
 
 /// Options of `wgalloc model` (and of the default run).
 #[derive(Debug, Clone, clap::Args)]
@@ -181,15 +181,6 @@ fn print_device(ctx: &GpuContext) {
     );
 }
 
-fn percent_over(total: u64, bound: u64) -> f64 {
-    if bound == 0 {
-        0.0
-    } else {
-        // Display only.
-        (total as f64 / bound as f64 - 1.0) * 100.0
-    }
-}
-
 fn print_run(run: &ModelRun, index: usize) {
     let seq = run.config.seq;
     println!(
@@ -222,7 +213,7 @@ fn print_run(run: &ModelRun, index: usize) {
         );
     }
     println!(
-        "         memory   activations {} B allocated; this graph alone plans to {} B; naive {} B; lower bound {} B (+{:.2}%)",
+        "         memory   activations {} B allocated; this graph alone plans to {} B; naive {} B; lower bound {} B ({})",
         run.activation_bytes,
         run.graph_bytes,
         run.naive_bytes,

@@ -143,7 +143,8 @@ pub fn buffers_json(plan: &Plan) -> Vec<Value> {
         .collect()
 }
 
-fn percent_over(total: u64, bound: u64) -> String {
+/// How far `total` is above `bound`, as `+1.23%` (`-` for a zero bound).
+pub fn percent_over(total: u64, bound: u64) -> String {
     if bound == 0 {
         return String::from("-");
     }

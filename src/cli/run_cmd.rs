@@ -13,7 +13,7 @@ use wgalloc::exec::checksum::ChecksumRun;
 use wgalloc::graph::read_trace;
 use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, Planner};
 
-use super::plan_cmd::{buffers_json, write_svg};
+use super::plan_cmd::{buffers_json, percent_over, write_svg};
 
 /// Options of `wgalloc run`.
 #[derive(Debug, Clone)]
@@ -32,15 +32,6 @@ pub struct RunArgs {
 
 fn millis(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
-}
-
-fn percent_over(total: u64, bound: u64) -> f64 {
-    if bound == 0 {
-        0.0
-    } else {
-        // Display only.
-        (total as f64 / bound as f64 - 1.0) * 100.0
-    }
 }
 
 /// Loads, plans, allocates, runs the checksum run and reports. Exit code 1 when the
@@ -120,7 +111,7 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
             );
         }
         println!(
-            "planned {planned} bytes; naive {naive} bytes ({:.1}x more); lower bound {bound} bytes (planned {:+.2}%)",
+            "planned {planned} bytes; naive {naive} bytes ({:.1}x more); lower bound {bound} bytes (planned {})",
             naive as f64 / planned.max(1) as f64,
             percent_over(planned, bound)
         );

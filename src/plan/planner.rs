@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::offline::{plan_graph_offline, plan_ranges, LiveRange, Strategy};
+use super::offline::{interval_ranges, plan_graph_offline, plan_ranges, Strategy};
 use super::{
     naive_plan, plan_graph, BufferTypeDesc, DynamicAllocator, IntervalPlan, IntervalProblem, Plan,
     PlanError,
@@ -98,16 +98,7 @@ impl Planner {
             Planner::Ggml => online_walk(problem, alignment)?,
             Planner::Naive => stacked(problem, alignment)?,
             Planner::Offline(strategy) => {
-                let ranges: Vec<LiveRange> = problem
-                    .intervals
-                    .iter()
-                    .map(|iv| LiveRange {
-                        start: iv.lower,
-                        end: iv.upper,
-                        size: iv.size,
-                    })
-                    .collect();
-                let plan = plan_ranges(&ranges, alignment, strategy)?;
+                let plan = plan_ranges(&interval_ranges(problem), alignment, strategy)?;
                 (plan.offsets, plan.peak)
             }
         };

@@ -183,6 +183,19 @@ pub fn plan_ranges_with(
     })
 }
 
+/// The live ranges of an interval problem, in file order (`[lower, upper)`, `size`).
+pub fn interval_ranges(problem: &IntervalProblem) -> Vec<LiveRange> {
+    problem
+        .intervals
+        .iter()
+        .map(|iv| LiveRange {
+            start: iv.lower,
+            end: iv.upper,
+            size: iv.size,
+        })
+        .collect()
+}
+
 /// Plans an interval problem (alignment 1) with the default [`Budget`].
 ///
 /// # Errors
@@ -203,16 +216,7 @@ pub fn plan_intervals_with(
     strategy: Strategy,
     budget: &Budget,
 ) -> Result<IntervalPlan, PlanError> {
-    let ranges: Vec<LiveRange> = problem
-        .intervals
-        .iter()
-        .map(|iv| LiveRange {
-            start: iv.lower,
-            end: iv.upper,
-            size: iv.size,
-        })
-        .collect();
-    let plan = plan_ranges_with(&ranges, 1, strategy, budget)?;
+    let plan = plan_ranges_with(&interval_ranges(problem), 1, strategy, budget)?;
     Ok(IntervalPlan {
         offsets: plan.offsets,
         peak: plan.peak,
