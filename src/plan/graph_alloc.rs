@@ -1,6 +1,7 @@
 //! [`GraphAllocator`]: ggml's graph allocator (`gallocr`) over plain buffer types, and
 //! the one-shot [`plan_graph`].
 
+use super::offline::{plan_graph_offline_n, Budget, Strategy};
 use super::walk::{canonical_buffers, graph_leaves, walk, Assignment, BufferChoice};
 use super::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan, PlanError};
 use crate::graph::{Graph, Lifetimes, Role, TensorId};
@@ -153,6 +154,8 @@ pub struct GraphAllocator {
     /// Per buffer: chunk sizes, the largest over all reservations.
     reserved: Vec<Vec<ChunkPlan>>,
     current: Option<Reservation>,
+    /// The offline strategy that plans reservations (`None`: ggml's walk).
+    offline: Option<(Strategy, Budget)>,
 }
 
 impl GraphAllocator {
@@ -164,7 +167,39 @@ impl GraphAllocator {
             buffer_types,
             canonical,
             current: None,
+            offline: None,
         }
+    }
+
+    /// An allocator whose reservations are planned by an offline strategy (see
+    /// [`crate::plan::offline`]) over the whole graph at once, instead of ggml's walk in
+    /// execution order. Everything else (`reserve_n`'s buffer ids, sizes that only grow,
+    /// `needs_realloc`, `alloc_graph` handing out the reservation) is unchanged.
+    ///
+    /// ```
+    /// use wgalloc::graph::synthetic::transformer;
+    /// use wgalloc::plan::offline::{Budget, Strategy};
+    /// use wgalloc::plan::{lower_bounds, BufferTypeDesc, GraphAllocator};
+    /// let graph = transformer(200).unwrap();
+    /// let storage = BufferTypeDesc::new("gpu", 1, 1 << 30).unwrap();
+    /// let mut galloc = GraphAllocator::with_strategy(vec![storage], Strategy::Best, Budget::default());
+    /// let plan = galloc.alloc_graph(&graph).unwrap();
+    /// assert_eq!(plan.total_size(), lower_bounds(&graph).unwrap().inplace_aware);
+    /// ```
+    pub fn with_strategy(
+        buffer_types: Vec<BufferTypeDesc>,
+        strategy: Strategy,
+        budget: Budget,
+    ) -> GraphAllocator {
+        let mut galloc = GraphAllocator::new(buffer_types);
+        galloc.offline = Some((strategy, budget));
+        galloc
+    }
+
+    /// The name of the planner behind reservations (`ggml` or the offline strategy's).
+    pub fn planner_name(&self) -> &'static str {
+        self.offline
+            .map_or(GGML_PLANNER, |(strategy, _)| strategy.name())
     }
 
     /// The buffer types, indexed by buffer id.
@@ -223,15 +258,34 @@ impl GraphAllocator {
                 count: 0,
             });
         }
-        let choice = BufferChoice::PerTensor {
-            nodes: node_buffer_ids,
-            leaves: leaf_buffer_ids,
-        };
         let Assignment {
             placements,
             inplace,
             chunks,
-        } = walk(graph, facts, &self.buffer_types, &self.canonical, choice)?;
+        } = match self.offline {
+            Some((strategy, budget)) => {
+                let plan = plan_graph_offline_n(
+                    graph,
+                    &self.buffer_types,
+                    node_buffer_ids,
+                    leaf_buffer_ids,
+                    strategy,
+                    &budget,
+                )?;
+                Assignment {
+                    placements: plan.placements,
+                    inplace: plan.inplace,
+                    chunks: plan.buffers.into_iter().map(|b| b.chunks).collect(),
+                }
+            }
+            None => {
+                let choice = BufferChoice::PerTensor {
+                    nodes: node_buffer_ids,
+                    leaves: leaf_buffer_ids,
+                };
+                walk(graph, facts, &self.buffer_types, &self.canonical, choice)?
+            }
+        };
         for (old, new) in self.reserved.iter_mut().zip(chunks) {
             merge_chunks(old, &new);
         }
@@ -300,7 +354,7 @@ impl GraphAllocator {
             })
             .collect();
         let plan = Plan {
-            planner: GGML_PLANNER.to_string(),
+            planner: self.planner_name().to_string(),
             placements: current.placements.clone(),
             buffers,
             inplace: current.inplace.clone(),

@@ -4,6 +4,7 @@
 
 use super::{plan_ranges_with, Budget, LiveRange, Strategy};
 use crate::graph::{Graph, Lifetimes, Role, TensorId};
+use crate::plan::walk::{canonical_buffers, graph_leaves};
 use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan, PlanError};
 
 /// The memory a graph needs, as live ranges: one per group of tensors that share
@@ -41,6 +42,12 @@ impl GraphRanges {
 /// [`PlanError::InvalidGraph`] if the graph does not validate.
 pub fn graph_live_ranges(graph: &Graph) -> Result<GraphRanges, PlanError> {
     graph.validate()?;
+    Ok(live_ranges_in(graph, None))
+}
+
+/// [`graph_live_ranges`] of a validated graph; with `buffer_of` (a buffer per tensor) an
+/// in-place output is merged only into an input of the same buffer.
+fn live_ranges_in(graph: &Graph, buffer_of: Option<&[usize]>) -> GraphRanges {
     let lifetimes = Lifetimes::of(graph);
     let count = graph.tensors.len();
     let mut own: Vec<Option<usize>> = vec![None; count];
@@ -88,6 +95,7 @@ pub fn graph_live_ranges(graph: &Graph) -> Result<GraphRanges, PlanError> {
             .flatten()
             .filter(|&input| {
                 !keeps_output[input.index()]
+                    && buffer_of.is_none_or(|b| b.get(input.index()) == b.get(out.index()))
                     && can_overwrite(graph, &lifetimes, step, input, out, &node.inputs)
             })
             .and_then(|input| own[input.index()]);
@@ -129,11 +137,11 @@ pub fn graph_live_ranges(graph: &Graph) -> Result<GraphRanges, PlanError> {
         .iter()
         .map(|t| graph.root_of(t.id).and_then(|root| own[root.index()]))
         .collect();
-    Ok(GraphRanges {
+    GraphRanges {
         ranges,
         group,
         inplace,
-    })
+    }
 }
 
 /// Whether node `step`'s output `out` may be written over `input` (its first input): both
@@ -194,35 +202,200 @@ pub fn plan_graph_offline_with(
     strategy: Strategy,
     budget: &Budget,
 ) -> Result<Plan, PlanError> {
-    let live = graph_live_ranges(graph)?;
-    let alignment = buffer_type.alignment();
-    let mut aligned = Vec::with_capacity(live.ranges.len());
-    for (g, range) in live.ranges.iter().enumerate() {
-        let size = buffer_type
-            .align_up(range.size)
-            .ok_or_else(|| PlanError::SizeOverflow {
-                tensor: first_tensor_of(&live, g),
-            })?;
-        aligned.push(size);
+    graph.validate()?;
+    let live = live_ranges_in(graph, None);
+    let group_buffer = vec![0; live.ranges.len()];
+    let types = std::slice::from_ref(buffer_type);
+    assemble(&live, &group_buffer, types, &[0], strategy, budget)
+}
+
+/// Plans a graph over several buffers, as ggml's `reserve_n`: node `s`'s output goes to
+/// buffer `node_buffer_ids[s]`, leaf `k` (the k-th graph input in tensor-id order, see
+/// [`graph_leaves`](crate::plan::graph_leaves)) to `leaf_buffer_ids[k]`, a view to its
+/// root's buffer. Each buffer is planned on its own with its type's alignment and max
+/// size; an in-place output is merged only into an input of the same buffer. A buffer
+/// whose type equals an earlier buffer's shares that buffer's memory (its tensors are
+/// planned there, its own chunk list is empty and `same_as` names the earlier one).
+///
+/// ```
+/// use wgalloc::graph::{DType, GraphBuilder};
+/// use wgalloc::plan::offline::{plan_graph_offline_n, Budget, Strategy};
+/// use wgalloc::plan::BufferTypeDesc;
+/// let mut b = GraphBuilder::new("g");
+/// let x = b.input("x", DType::F32, &[64]);
+/// let y = b.node("neg", &[x], &[64], true);
+/// let z = b.node("exp", &[y], &[64], true);
+/// b.mark_output(z);
+/// let graph = b.build().unwrap();
+/// let types = [
+///     BufferTypeDesc::new("gpu", 32, 1 << 20).unwrap(),
+///     BufferTypeDesc::new("host", 64, 1 << 20).unwrap(),
+/// ];
+/// let plan = plan_graph_offline_n(&graph, &types, &[0, 1], &[0], Strategy::Best, &Budget::default()).unwrap();
+/// assert_eq!(plan.placement(z).unwrap().buffer.0, 1);
+/// assert_eq!(plan.inplace.len(), 1); // y over x (same buffer), not z over y
+/// plan.verify(&graph).unwrap();
+/// ```
+///
+/// # Errors
+/// [`PlanError::InvalidGraph`]; [`PlanError::BufferIdCount`] if a list's length is not
+/// the number of nodes or leaves; [`PlanError::UnknownBuffer`] for an id past the buffer
+/// types (or any tensor to place with no buffer types); [`PlanError::SizeOverflow`].
+pub fn plan_graph_offline_n(
+    graph: &Graph,
+    buffer_types: &[BufferTypeDesc],
+    node_buffer_ids: &[usize],
+    leaf_buffer_ids: &[usize],
+    strategy: Strategy,
+    budget: &Budget,
+) -> Result<Plan, PlanError> {
+    graph.validate()?;
+    let leaves = graph_leaves(graph);
+    for (what, ids, expected) in [
+        ("node_buffer_ids", node_buffer_ids, graph.nodes.len()),
+        ("leaf_buffer_ids", leaf_buffer_ids, leaves.len()),
+    ] {
+        if ids.len() != expected {
+            return Err(PlanError::BufferIdCount {
+                what,
+                got: ids.len(),
+                expected,
+            });
+        }
+        let count = buffer_types.len();
+        if let Some(&buffer) = ids.iter().find(|&&b| b >= count) {
+            return Err(PlanError::UnknownBuffer { buffer, count });
+        }
     }
-    // (chunk, offset) per group.
-    let mut spot: Vec<(usize, u64)> = vec![(0, 0); live.ranges.len()];
+    if buffer_types.is_empty() && (!leaves.is_empty() || !graph.nodes.is_empty()) {
+        return Err(PlanError::UnknownBuffer {
+            buffer: 0,
+            count: 0,
+        });
+    }
+    let canonical = canonical_buffers(buffer_types);
+    let mut buffer_of = vec![0usize; graph.tensors.len()];
+    for (&leaf, &b) in leaves.iter().zip(leaf_buffer_ids) {
+        buffer_of[leaf.index()] = canonical[b];
+    }
+    for (node, &b) in graph.nodes.iter().zip(node_buffer_ids) {
+        if let Some(slot) = buffer_of.get_mut(node.output.index()) {
+            *slot = canonical[b];
+        }
+    }
+    let live = live_ranges_in(graph, Some(&buffer_of));
+    let mut group_buffer = vec![0usize; live.ranges.len()];
+    for (t, g) in live.group.iter().enumerate() {
+        if let (Some(g), Some(root)) = (g, graph.root_of(TensorId(t as u32))) {
+            group_buffer[*g] = buffer_of[root.index()];
+        }
+    }
+    assemble(
+        &live,
+        &group_buffer,
+        buffer_types,
+        &canonical,
+        strategy,
+        budget,
+    )
+}
+
+/// Where each group went: its buffer, chunk, offset and aligned size.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spot {
+    chunk: usize,
+    offset: u64,
+    size: u64,
+}
+
+/// Places every group in its (canonical) buffer and builds the plan.
+fn assemble(
+    live: &GraphRanges,
+    group_buffer: &[usize],
+    buffer_types: &[BufferTypeDesc],
+    canonical: &[usize],
+    strategy: Strategy,
+    budget: &Budget,
+) -> Result<Plan, PlanError> {
+    let mut spots = vec![Spot::default(); live.ranges.len()];
+    let mut buffers = Vec::with_capacity(buffer_types.len());
+    for (b, buffer_type) in buffer_types.iter().enumerate() {
+        if canonical[b] != b {
+            buffers.push(BufferPlan {
+                buffer_type: buffer_type.clone(),
+                chunks: Vec::new(),
+                same_as: Some(BufferId(canonical[b])),
+            });
+            continue;
+        }
+        let groups: Vec<usize> = (0..live.ranges.len())
+            .filter(|&g| group_buffer[g] == b)
+            .collect();
+        let chunks = place_in_chunks(live, &groups, buffer_type, strategy, budget, &mut spots)?;
+        buffers.push(BufferPlan {
+            buffer_type: buffer_type.clone(),
+            chunks,
+            same_as: None,
+        });
+    }
+    let placements = live
+        .group
+        .iter()
+        .map(|g| {
+            g.map(|g| Placement {
+                buffer: BufferId(group_buffer[g]),
+                chunk: spots[g].chunk,
+                offset: spots[g].offset,
+                size: spots[g].size,
+            })
+        })
+        .collect();
+    Ok(Plan {
+        planner: strategy.name().to_string(),
+        placements,
+        buffers,
+        inplace: live.inplace.clone(),
+    })
+}
+
+/// Plans `groups` into chunks of one buffer type: the ranges that do not fit below the
+/// max size in chunk 0 are planned again for chunk 1, and so on; a range larger than
+/// the max size gets an oversized chunk of its own. Fills `spots` for those groups.
+fn place_in_chunks(
+    live: &GraphRanges,
+    groups: &[usize],
+    buffer_type: &BufferTypeDesc,
+    strategy: Strategy,
+    budget: &Budget,
+    spots: &mut [Spot],
+) -> Result<Vec<ChunkPlan>, PlanError> {
+    let alignment = buffer_type.alignment();
+    for &g in groups {
+        spots[g].size =
+            buffer_type
+                .align_up(live.ranges[g].size)
+                .ok_or_else(|| PlanError::SizeOverflow {
+                    tensor: first_tensor_of(live, g),
+                })?;
+    }
     let mut chunks: Vec<ChunkPlan> = Vec::new();
-    let mut pending: Vec<usize> = (0..live.ranges.len())
-        .filter(|&g| aligned[g] > 0 && aligned[g] <= buffer_type.max_size)
+    let mut pending: Vec<usize> = groups
+        .iter()
+        .copied()
+        .filter(|&g| spots[g].size > 0 && spots[g].size <= buffer_type.max_size)
         .collect();
     while !pending.is_empty() {
         let sub: Vec<LiveRange> = pending.iter().map(|&g| live.ranges[g]).collect();
         let plan = plan_ranges_with(&sub, alignment, strategy, budget)?;
         let chunk = chunks.len();
-        let fits =
-            |k: usize| plan.offsets[k].saturating_add(aligned[pending[k]]) <= buffer_type.max_size;
         let mut rest = Vec::new();
         let mut size = 0u64;
         for (k, &g) in pending.iter().enumerate() {
-            if fits(k) {
-                spot[g] = (chunk, plan.offsets[k]);
-                size = size.max(plan.offsets[k].saturating_add(aligned[g]));
+            let end = plan.offsets[k].saturating_add(spots[g].size);
+            if end <= buffer_type.max_size {
+                spots[g].chunk = chunk;
+                spots[g].offset = plan.offsets[k];
+                size = size.max(end);
             } else {
                 rest.push(g);
             }
@@ -231,8 +404,9 @@ pub fn plan_graph_offline_with(
             // Nothing fitted (no strategy leaves offset 0 empty, but never loop): the
             // first range goes alone at offset 0; it fits, being at most the max size.
             let g = rest.remove(0);
-            spot[g] = (chunk, 0);
-            size = aligned[g];
+            spots[g].chunk = chunk;
+            spots[g].offset = 0;
+            size = spots[g].size;
         }
         chunks.push(ChunkPlan {
             size,
@@ -240,43 +414,23 @@ pub fn plan_graph_offline_with(
         });
         pending = rest;
     }
-    for (g, &size) in aligned.iter().enumerate() {
-        if size > buffer_type.max_size {
-            spot[g] = (chunks.len(), 0);
+    for &g in groups {
+        if spots[g].size > buffer_type.max_size {
+            spots[g].chunk = chunks.len();
+            spots[g].offset = 0;
             chunks.push(ChunkPlan {
-                size,
+                size: spots[g].size,
                 oversized: true,
             });
         }
     }
-    if chunks.is_empty() && live.group.iter().any(Option::is_some) {
+    if chunks.is_empty() && !groups.is_empty() {
         chunks.push(ChunkPlan {
             size: 0,
             oversized: false,
         });
     }
-    let placements = live
-        .group
-        .iter()
-        .map(|g| {
-            g.map(|g| Placement {
-                buffer: BufferId(0),
-                chunk: spot[g].0,
-                offset: spot[g].1,
-                size: aligned[g],
-            })
-        })
-        .collect();
-    Ok(Plan {
-        planner: strategy.name().to_string(),
-        placements,
-        buffers: vec![BufferPlan {
-            buffer_type: buffer_type.clone(),
-            chunks,
-            same_as: None,
-        }],
-        inplace: live.inplace,
-    })
+    Ok(chunks)
 }
 
 /// A tensor whose memory is range `g` (for error messages).

@@ -23,7 +23,10 @@ mod search;
 
 use std::fmt;
 
-pub use graph::{graph_live_ranges, plan_graph_offline, plan_graph_offline_with, GraphRanges};
+pub use graph::{
+    graph_live_ranges, plan_graph_offline, plan_graph_offline_n, plan_graph_offline_with,
+    GraphRanges,
+};
 
 pub use crate::plan::intervals::IntervalPlan;
 use crate::plan::{IntervalProblem, PlanError};
