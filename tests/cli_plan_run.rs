@@ -46,12 +46,65 @@ fn plan_json_has_the_fields_scripts_depend_on() {
     for key in ["id", "alignment", "max_size", "chunks", "size"] {
         assert!(!buffer[key].is_null(), "buffer lacks {key}: {buffer}");
     }
-    assert_eq!(v["planner"], "ggml");
+    // `best` is the default planner; on bert it reaches the in-place-aware bound.
+    assert_eq!(v["planner"], "best");
     assert_eq!(v["verified"], true);
     assert_eq!(v["lower_bound_bytes"], 2_359_424);
     assert_eq!(v["lower_bound_strict_bytes"], 3_539_072);
-    let total = v["total_bytes"].as_u64().expect("total");
-    assert!(total >= 2_359_424 && total < v["naive_bytes"].as_u64().expect("naive"));
+    assert_eq!(v["total_bytes"], 2_359_424);
+    assert!(v["capacity"].is_null() && v["fits"] == true, "{v}");
+}
+
+#[test]
+fn plan_with_a_capacity_reports_whether_it_fits_and_exits_one_when_not() {
+    let csv = format!("{}/dsa/C.1048576.csv", env!("CARGO_MANIFEST_DIR"));
+    let fits = wgalloc()
+        .args(["plan", &csv, "--json", "--capacity", "1048576"])
+        .args(["--time-limit", "2"])
+        .output()
+        .expect("runs");
+    assert!(fits.status.success(), "{}", text(&fits));
+    let v: serde_json::Value = serde_json::from_slice(&fits.stdout).expect("JSON");
+    assert_eq!(v["planner"], "best");
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["verified"], true);
+    assert!(
+        v["total_bytes"].as_u64().expect("total") <= 1_048_576,
+        "{v}"
+    );
+    // Below C's lower bound (1,039,360) nothing fits: the best plan is still reported.
+    let tight = wgalloc()
+        .args(["plan", &csv, "--capacity", "1000000", "--time-limit", "0.5"])
+        .output()
+        .expect("runs");
+    assert_eq!(tight.status.code(), Some(1), "{}", text(&tight));
+    assert!(text(&tight).contains("DOES NOT FIT"), "{}", text(&tight));
+    let bad = wgalloc()
+        .args(["plan", &csv, "--time-limit", "soon"])
+        .output()
+        .expect("runs");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad).contains("not a number of seconds"),
+        "{}",
+        text(&bad)
+    );
+}
+
+#[test]
+fn plan_best_is_below_the_ggml_walk_on_resnet50() {
+    let run = |planner: &str| {
+        let out = wgalloc()
+            .args(["plan", &trace("resnet50"), "--json", "--planner", planner])
+            .output()
+            .expect("runs");
+        assert!(out.status.success(), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        v["total_bytes"].as_u64().expect("total")
+    };
+    let (best, ggml) = (run("best"), run("ggml"));
+    assert_eq!(best, 9_633_792);
+    assert!(best < ggml, "best {best} vs ggml {ggml}");
 }
 
 #[test]
@@ -102,7 +155,7 @@ fn run_proves_the_ggml_plan_of_a_trace_on_the_gpu() {
         return;
     }
     let out = wgalloc()
-        .args(["run", &trace("mobilenet_v2"), "--json"])
+        .args(["run", &trace("mobilenet_v2"), "--json", "--planner", "ggml"])
         .output()
         .expect("runs");
     assert!(out.status.success(), "{}", text(&out));
@@ -110,6 +163,23 @@ fn run_proves_the_ggml_plan_of_a_trace_on_the_gpu() {
     assert_eq!(v["verified"], true);
     assert_eq!(v["planner"], "ggml");
     assert!(v["total_bytes"].as_u64() < v["naive_bytes"].as_u64());
+    assert_eq!(v["report"]["mismatches"], 0);
+}
+
+#[test]
+fn run_proves_the_default_best_plan_at_the_bound() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let out = wgalloc()
+        .args(["run", &trace("mobilenet_v2"), "--json", "--time-limit", "1"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["planner"], "best");
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["total_bytes"], 9_633_792);
     assert_eq!(v["report"]["mismatches"], 0);
 }
 

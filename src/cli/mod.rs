@@ -43,9 +43,18 @@ pub enum Command {
     Plan {
         /// A tensor-graph-trace/1 JSON file or an `id,lower,upper,size` CSV.
         file: PathBuf,
-        /// The planner.
-        #[arg(long, default_value = "ggml")]
+        /// The planner (`best`: every offline strategy and ggml's walk, smallest kept).
+        #[arg(long, default_value = "best")]
         planner: String,
+        /// The memory the plan must fit in, in bytes: the offline planners stop once a
+        /// plan fits (and search at it); the report says whether it fits, and the exit
+        /// code is 1 when it does not.
+        #[arg(long)]
+        capacity: Option<u64>,
+        /// Seconds the offline search may take (default: a fixed work budget, a few
+        /// seconds at most).
+        #[arg(long, value_parser = parse_seconds)]
+        time_limit: Option<std::time::Duration>,
         /// Offset alignment in bytes (default: 32 for traces, 1 for CSVs).
         #[arg(long)]
         alignment: Option<u64>,
@@ -64,9 +73,12 @@ pub enum Command {
     Run {
         /// A tensor-graph-trace/1 JSON file.
         file: PathBuf,
-        /// The planner.
-        #[arg(long, default_value = "ggml")]
+        /// The planner (`best`: every offline strategy and ggml's walk, smallest kept).
+        #[arg(long, default_value = "best")]
         planner: String,
+        /// Seconds the offline search may take (default: a fixed work budget).
+        #[arg(long, value_parser = parse_seconds)]
+        time_limit: Option<std::time::Duration>,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
@@ -92,6 +104,8 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
         Some(Command::Plan {
             file,
             planner,
+            capacity,
+            time_limit,
             alignment,
             max_size,
             json,
@@ -99,6 +113,10 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
         }) => plan_cmd::run(&plan_cmd::PlanArgs {
             file,
             planner,
+            limits: wgalloc::plan::PlanLimits {
+                capacity,
+                time_limit,
+            },
             alignment,
             max_size,
             json,
@@ -107,12 +125,14 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
         Some(Command::Run {
             file,
             planner,
+            time_limit,
             json,
             svg,
             inject_clobber,
         }) => run_cmd::run(&run_cmd::RunArgs {
             file,
             planner,
+            time_limit,
             json,
             svg,
             inject_clobber,
@@ -120,4 +140,13 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
         Some(Command::Model(args)) => model_cmd::run(&args),
         None => model_cmd::run(&model_cmd::ModelArgs::default_run()),
     }
+}
+
+/// A time limit in seconds (`0.5`, `2`): finite and not negative.
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("`{text}` is not a usable number of seconds"))
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use wgalloc::plan::{lower_bounds, naive_size, BufferTypeDesc, Plan, Planner};
+use wgalloc::plan::{lower_bounds, naive_size, BufferTypeDesc, Plan, PlanLimits, Planner};
 
 use super::input::{load, Input};
 
@@ -16,6 +16,8 @@ pub struct PlanArgs {
     pub file: PathBuf,
     /// Planner name.
     pub planner: String,
+    /// Capacity to fit and time limit for the offline search.
+    pub limits: PlanLimits,
     /// Offset alignment (default: 32 for traces, 1 for CSVs).
     pub alignment: Option<u64>,
     /// Largest chunk (default: 2 GiB for traces, unlimited for CSVs).
@@ -42,7 +44,7 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 args.max_size.unwrap_or(TRACE_MAX_SIZE),
             )?;
             let started = Instant::now();
-            let plan = planner.plan_graph(&graph, &buffer_type)?;
+            let plan = planner.plan_graph_limited(&graph, &buffer_type, &args.limits)?;
             let plan_seconds = started.elapsed().as_secs_f64();
             let verified = plan.verify(&graph).is_ok();
             let bounds = lower_bounds(&graph)?;
@@ -64,15 +66,36 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "inplace_pairs": plan.inplace.len(),
                 "plan_seconds": plan_seconds,
                 "verified": verified,
+                "capacity": args.limits.capacity,
+                "fits": fits(plan.total_size(), args.limits.capacity),
             });
             print_report(&report, args.json);
-            Ok(exit_code(verified))
+            Ok(exit_code(
+                verified && fits(plan.total_size(), args.limits.capacity),
+            ))
         }
         Input::Intervals(problem) => {
             let alignment = args.alignment.unwrap_or(1);
             let capacity = args.max_size.unwrap_or(u64::MAX);
             let started = Instant::now();
-            let solution = planner.plan_intervals(&problem, alignment, capacity)?;
+            let solution = if capacity == u64::MAX {
+                planner.plan_intervals_limited(&problem, alignment, &args.limits)?
+            } else {
+                let limits = PlanLimits {
+                    capacity: Some(args.limits.capacity.map_or(capacity, |c| c.min(capacity))),
+                    ..args.limits
+                };
+                let plan = planner.plan_intervals_limited(&problem, alignment, &limits)?;
+                if plan.peak > capacity {
+                    return Err(wgalloc::plan::PlanError::OverCapacity {
+                        planner: planner.name(),
+                        needed: plan.peak,
+                        capacity,
+                    }
+                    .into());
+                }
+                plan
+            };
             let plan_seconds = started.elapsed().as_secs_f64();
             let verified = problem.verify(&solution).is_ok();
             let bound = problem.lower_bound();
@@ -94,11 +117,20 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "naive_bytes": problem.naive_size(),
                 "plan_seconds": plan_seconds,
                 "verified": verified,
+                "capacity": args.limits.capacity,
+                "fits": fits(solution.peak, args.limits.capacity),
             });
             print_report(&report, args.json);
-            Ok(exit_code(verified))
+            Ok(exit_code(
+                verified && fits(solution.peak, args.limits.capacity),
+            ))
         }
     }
+}
+
+/// Whether `total` fits the capacity asked for (always, when none was).
+fn fits(total: u64, capacity: Option<u64>) -> bool {
+    capacity.is_none_or(|c| total <= c)
 }
 
 fn exit_code(verified: bool) -> ExitCode {
@@ -190,6 +222,14 @@ fn print_report(report: &Value, as_json: bool) {
         "  naive        {:>16} bytes (every tensor its own memory)",
         n("naive_bytes")
     );
+    if let Some(capacity) = report["capacity"].as_u64() {
+        let verdict = if report["fits"] == true {
+            "fits"
+        } else {
+            "DOES NOT FIT"
+        };
+        println!("  capacity     {capacity:>16} bytes: {verdict}");
+    }
     println!(
         "  planned in {:.3} ms; verified: {}",
         report["plan_seconds"].as_f64().unwrap_or(0.0) * 1e3,

@@ -11,7 +11,7 @@ use wgalloc::device::{
 };
 use wgalloc::exec::checksum::ChecksumRun;
 use wgalloc::graph::read_trace;
-use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, Planner};
+use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, PlanLimits, Planner};
 
 use super::plan_cmd::{buffers_json, percent_over, write_svg};
 
@@ -22,6 +22,8 @@ pub struct RunArgs {
     pub file: PathBuf,
     /// Planner name.
     pub planner: String,
+    /// Time limit for the offline search.
+    pub time_limit: Option<std::time::Duration>,
     /// One JSON object instead of text.
     pub json: bool,
     /// Write the plan as an SVG picture here.
@@ -42,7 +44,11 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
     let ctx = GpuContext::from_env()?;
     let storage = ctx.buffer_types()?.storage.desc;
     let started = Instant::now();
-    let mut plan = planner.plan_graph(&graph, &storage)?;
+    let limits = PlanLimits {
+        capacity: None,
+        time_limit: args.time_limit,
+    };
+    let mut plan = planner.plan_graph_limited(&graph, &storage, &limits)?;
     let plan_seconds = started.elapsed().as_secs_f64();
     let clobber = if args.inject_clobber {
         inject_clobber(&mut plan, &graph)

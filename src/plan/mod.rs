@@ -64,7 +64,7 @@ pub use fault::{inject_clobber, Clobber};
 pub use graph_alloc::{plan_graph, GraphAllocator, GGML_PLANNER};
 pub use intervals::{Interval, IntervalPlan, IntervalProblem};
 pub use naive::naive_plan;
-pub use planner::Planner;
+pub use planner::{PlanLimits, Planner};
 pub use tensor_alloc::TensorAllocator;
 pub use types::{BufferId, BufferPlan, ChunkPlan, Placement, Plan};
 pub use walk::graph_leaves;

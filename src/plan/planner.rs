@@ -2,13 +2,37 @@
 //! graphs and for lifetime-interval problems.
 
 use std::fmt;
+use std::time::Duration;
 
-use super::offline::{interval_ranges, plan_graph_offline, plan_ranges, Strategy};
+use super::offline::{
+    interval_ranges, plan_graph_offline_with, plan_ranges_with, Budget, Strategy,
+};
 use super::{
     naive_plan, plan_graph, BufferTypeDesc, DynamicAllocator, IntervalPlan, IntervalProblem, Plan,
     PlanError,
 };
 use crate::graph::{Graph, TensorId};
+
+/// What a planning call may spend and aim at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlanLimits {
+    /// Interval problems: the memory the plan must fit in. The offline planners stop
+    /// improving once a plan fits it (and search at it rather than at the lower bound);
+    /// [`Planner::plan_intervals_limited`] returns the best plan found even when it does
+    /// not fit, so the caller can report it. Graphs ignore it: there the buffer type's max
+    /// size bounds every chunk.
+    pub capacity: Option<u64>,
+    /// Wall-clock time the offline search phases may take (greedy placements always
+    /// run). `None`: the deterministic work budget alone ([`Budget::default`]).
+    pub time_limit: Option<Duration>,
+}
+
+impl PlanLimits {
+    /// The offline planners' budget for these limits.
+    fn budget(&self) -> Budget {
+        Budget::default()
+    }
+}
 
 /// A planner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,10 +96,38 @@ impl Planner {
         graph: &Graph,
         buffer_type: &BufferTypeDesc,
     ) -> Result<Plan, PlanError> {
+        self.plan_graph_limited(graph, buffer_type, &PlanLimits::default())
+    }
+
+    /// Plans `graph` in one buffer of `buffer_type` within `limits`. `best` also runs
+    /// ggml's walk and keeps whichever verified plan is smaller, so it is never above the
+    /// ggml planner.
+    ///
+    /// # Errors
+    /// As [`Planner::plan_graph`].
+    pub fn plan_graph_limited(
+        self,
+        graph: &Graph,
+        buffer_type: &BufferTypeDesc,
+        limits: &PlanLimits,
+    ) -> Result<Plan, PlanError> {
         match self {
             Planner::Ggml => plan_graph(graph, buffer_type),
             Planner::Naive => naive_plan(graph, buffer_type),
-            Planner::Offline(strategy) => plan_graph_offline(graph, buffer_type, strategy),
+            Planner::Offline(Strategy::Best) => {
+                let offline =
+                    plan_graph_offline_with(graph, buffer_type, Strategy::Best, &limits.budget())?;
+                let ggml = plan_graph(graph, buffer_type)?;
+                let offline_ok = offline.verify(graph).is_ok();
+                Ok(if !offline_ok || ggml.total_size() < offline.total_size() {
+                    ggml
+                } else {
+                    offline
+                })
+            }
+            Planner::Offline(strategy) => {
+                plan_graph_offline_with(graph, buffer_type, strategy, &limits.budget())
+            }
         }
     }
 
@@ -91,6 +143,33 @@ impl Planner {
         alignment: u64,
         capacity: u64,
     ) -> Result<IntervalPlan, PlanError> {
+        let limits = PlanLimits {
+            capacity: Some(capacity),
+            time_limit: None,
+        };
+        let plan = self.plan_intervals_limited(problem, alignment, &limits)?;
+        if plan.peak > capacity {
+            return Err(PlanError::OverCapacity {
+                planner: self.name(),
+                needed: plan.peak,
+                capacity,
+            });
+        }
+        Ok(plan)
+    }
+
+    /// Plans an interval problem within `limits`, every offset a multiple of
+    /// `alignment`. The result is the best plan found, which may exceed
+    /// `limits.capacity`: compare its `peak`.
+    ///
+    /// # Errors
+    /// [`PlanError::BadAlignment`]; [`PlanError::SizeOverflow`] when sizes overflow.
+    pub fn plan_intervals_limited(
+        self,
+        problem: &IntervalProblem,
+        alignment: u64,
+        limits: &PlanLimits,
+    ) -> Result<IntervalPlan, PlanError> {
         if !alignment.is_power_of_two() {
             return Err(PlanError::BadAlignment { alignment });
         }
@@ -98,17 +177,11 @@ impl Planner {
             Planner::Ggml => online_walk(problem, alignment)?,
             Planner::Naive => stacked(problem, alignment)?,
             Planner::Offline(strategy) => {
-                let plan = plan_ranges(&interval_ranges(problem), alignment, strategy)?;
+                let ranges = interval_ranges(problem);
+                let plan = plan_ranges_with(&ranges, alignment, strategy, &limits.budget())?;
                 (plan.offsets, plan.peak)
             }
         };
-        if peak > capacity {
-            return Err(PlanError::OverCapacity {
-                planner: self.name(),
-                needed: peak,
-                capacity,
-            });
-        }
         Ok(IntervalPlan {
             offsets,
             peak,

@@ -1,0 +1,223 @@
+//! Footprints of every planner on every trace and interval CSV in the repository, as
+//! one markdown table: size, lower bound, ggml's walk, each offline strategy, `best`
+//! (the default planner, as the CLI runs it), best / bound and best's time.
+//!
+//! `cargo bench --bench footprint [-- NAME]` runs every instance (or those whose name
+//! contains NAME). `WGALLOC_BENCH_QUICK=1` leaves out the slow single strategies
+//! (`search`, `climb`) and gives `best` a 1 s time limit per instance. Interval files
+//! named `X.CAPACITY.csv` (MiniMalloc's naming) are planned to that capacity, as
+//! `wgalloc plan X.CAPACITY.csv --capacity CAPACITY` does. Traces are planned with
+//! alignment 32 and a 2 GiB max size, as `wgalloc plan` does. A final line gives the
+//! geometric mean of best / bound over the traces.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use wgalloc::graph::{read_trace, Graph};
+use wgalloc::plan::offline::Strategy;
+use wgalloc::plan::{lower_bounds, BufferTypeDesc, IntervalProblem, PlanLimits, Planner};
+
+fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut out: Vec<PathBuf> = match std::fs::read_dir(root) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    out.sort();
+    out
+}
+
+/// The capacity in a MiniMalloc-style file name (`A.1048576.csv`).
+fn capacity_in_name(path: &Path) -> Option<u64> {
+    let stem = path.file_stem()?.to_str()?;
+    stem.rsplit_once('.')?.1.parse().ok()
+}
+
+/// One planner's result: bytes (or why it failed) and time.
+struct Cell {
+    bytes: Option<u64>,
+    seconds: f64,
+}
+
+impl Cell {
+    fn measure(run: impl FnOnce() -> Option<u64>) -> Cell {
+        let started = Instant::now();
+        let bytes = run();
+        Cell {
+            bytes,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+
+    fn text(&self, bound: u64) -> String {
+        match self.bytes {
+            Some(b) if bound > 0 => {
+                // Display only.
+                let over = (b as f64 / bound as f64 - 1.0) * 100.0;
+                format!("{b} ({over:+.2}%)")
+            }
+            Some(b) => b.to_string(),
+            None => String::from("error"),
+        }
+    }
+}
+
+struct Row {
+    name: String,
+    n: usize,
+    bound: u64,
+    capacity: Option<u64>,
+    ggml: Cell,
+    strategies: Vec<Cell>,
+    best: Cell,
+}
+
+impl Row {
+    fn print(&self) {
+        let mut cells = vec![
+            self.name.clone(),
+            self.n.to_string(),
+            self.bound.to_string(),
+            self.capacity.map_or(String::from("-"), |c| c.to_string()),
+            self.ggml.text(self.bound),
+        ];
+        cells.extend(self.strategies.iter().map(|c| c.text(self.bound)));
+        cells.push(
+            self.best
+                .bytes
+                .map_or(String::from("error"), |b| b.to_string()),
+        );
+        cells.push(ratio(self.best.bytes, self.bound));
+        cells.push(match (self.best.bytes, self.capacity) {
+            (Some(b), Some(c)) => if b <= c { "yes" } else { "NO" }.to_string(),
+            (Some(b), None) => match self.ggml.bytes {
+                Some(g) if b > g => String::from("NO (above ggml)"),
+                _ => String::from("yes"),
+            },
+            (None, _) => String::from("NO"),
+        });
+        cells.push(format!("{:.1}", self.best.seconds * 1e3));
+        println!("| {} |", cells.join(" | "));
+    }
+}
+
+fn ratio(bytes: Option<u64>, bound: u64) -> String {
+    match bytes {
+        // Display only.
+        Some(b) if bound > 0 => format!("{:.4}", b as f64 / bound as f64),
+        _ => String::from("-"),
+    }
+}
+
+fn main() {
+    let quick = std::env::var_os("WGALLOC_BENCH_QUICK").is_some();
+    let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wanted = |name: &str| only.as_ref().is_none_or(|o| name.contains(o.as_str()));
+    let strategies: Vec<Strategy> = Strategy::ALL
+        .into_iter()
+        .filter(|&s| s != Strategy::Best)
+        .filter(|&s| !quick || !matches!(s, Strategy::Search | Strategy::Climb))
+        .collect();
+    let best_limits = |capacity: Option<u64>| PlanLimits {
+        capacity,
+        time_limit: quick.then_some(Duration::from_secs(1)),
+    };
+    let mut header = vec!["instance", "n", "lower bound", "capacity", "ggml"];
+    header.extend(strategies.iter().map(|s| s.name()));
+    header.extend(["best", "best / bound", "fits", "best ms"]);
+    println!("| {} |", header.join(" | "));
+    println!("|{}", " --- |".repeat(header.len()));
+    for path in files("dsa", "csv") {
+        let problem = match IntervalProblem::read_csv(&path) {
+            Ok(p) => p,
+            Err(e) => {
+                println!("{}: {e}", path.display());
+                continue;
+            }
+        };
+        if !wanted(&problem.name) {
+            continue;
+        }
+        let capacity = capacity_in_name(&path);
+        let plan = |planner: Planner, limits: &PlanLimits| {
+            Cell::measure(|| {
+                let plan = planner.plan_intervals_limited(&problem, 1, limits).ok()?;
+                problem.verify(&plan).ok()?;
+                Some(plan.peak)
+            })
+        };
+        let unlimited = PlanLimits::default();
+        let row = Row {
+            name: problem.name.clone(),
+            n: problem.intervals.len(),
+            bound: problem.lower_bound(),
+            capacity,
+            ggml: plan(Planner::Ggml, &unlimited),
+            strategies: strategies
+                .iter()
+                .map(|&s| plan(Planner::Offline(s), &unlimited))
+                .collect(),
+            best: plan(Planner::Offline(Strategy::Best), &best_limits(capacity)),
+        };
+        row.print();
+    }
+    let mut log_ratio_sum = 0.0f64;
+    let mut traces = 0u32;
+    for path in files("traces", "json") {
+        let graph = match read_trace(&path) {
+            Ok(g) => g,
+            Err(e) => {
+                println!("{}: {e}", path.display());
+                continue;
+            }
+        };
+        if !wanted(&graph.name) {
+            continue;
+        }
+        let Some(row) = trace_row(&graph, &strategies, &best_limits(None)) else {
+            println!("{}: could not be planned", graph.name);
+            continue;
+        };
+        if let Some(b) = row.best.bytes.filter(|_| row.bound > 0) {
+            // Display only.
+            log_ratio_sum += (b as f64 / row.bound as f64).ln();
+            traces += 1;
+        }
+        row.print();
+    }
+    if traces > 0 {
+        println!(
+            "\ngeometric mean of best / bound over {traces} traces: {:.5}",
+            (log_ratio_sum / f64::from(traces)).exp()
+        );
+    }
+}
+
+/// A trace's row: alignment 32, max size 2 GiB, as `wgalloc plan` plans traces.
+fn trace_row(graph: &Graph, strategies: &[Strategy], best_limits: &PlanLimits) -> Option<Row> {
+    let storage = BufferTypeDesc::new("storage", 32, 1 << 31).ok()?;
+    let bound = lower_bounds(graph).ok()?.inplace_aware;
+    let plan = |planner: Planner, limits: &PlanLimits| {
+        Cell::measure(|| {
+            let plan = planner.plan_graph_limited(graph, &storage, limits).ok()?;
+            plan.verify(graph).ok()?;
+            Some(plan.total_size())
+        })
+    };
+    let unlimited = PlanLimits::default();
+    Some(Row {
+        name: graph.name.clone(),
+        n: graph.planned_tensors().count(),
+        bound,
+        capacity: None,
+        ggml: plan(Planner::Ggml, &unlimited),
+        strategies: strategies
+            .iter()
+            .map(|&s| plan(Planner::Offline(s), &unlimited))
+            .collect(),
+        best: plan(Planner::Offline(Strategy::Best), best_limits),
+    })
+}
