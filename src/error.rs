@@ -21,6 +21,9 @@ pub enum Error {
     /// The built-in model's configuration was refused.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    /// Registering an allocator on a stream, executing or synchronizing it failed.
+    #[error(transparent)]
+    Stream(#[from] crate::stream::StreamError),
     /// Reading a file failed.
     #[error("cannot read {path}: {source}")]
     Io {

@@ -30,3 +30,4 @@ pub mod plan;
 pub mod report;
 
 pub use error::{Error, Result};
+pub mod stream;

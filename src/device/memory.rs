@@ -21,6 +21,22 @@ pub struct PlannedMemory {
     /// `owned[buffer]`: whether the row's buffers are this memory's own (false for a
     /// row that shares an earlier row's buffers).
     owned: Vec<bool>,
+    /// `regions[buffer][chunk] = (base offset, size)` when the chunks are ranges of
+    /// larger buffers ([`PlannedMemory::from_regions`]); `None` when each chunk is a
+    /// whole buffer.
+    regions: Option<Vec<Vec<(u64, u64)>>>,
+}
+
+/// One planned chunk's memory as a range of a larger buffer: `size` bytes of `buffer`
+/// from byte `offset` (e.g. a block of a user's pool).
+#[derive(Debug, Clone)]
+pub struct Region {
+    /// The buffer that holds the chunk.
+    pub buffer: wgpu::Buffer,
+    /// Where the chunk starts in `buffer`.
+    pub offset: u64,
+    /// Bytes of the chunk.
+    pub size: u64,
 }
 
 impl PlannedMemory {
@@ -39,6 +55,41 @@ impl PlannedMemory {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             chunks,
             owned,
+            regions: None,
+        }
+    }
+
+    /// Memory whose chunks are ranges of buffers it does not own, indexed
+    /// `[buffer][chunk]` like the plan's buffers: a tensor at offset `o` of a chunk
+    /// lives at `region.offset + o` of `region.buffer`. Nothing is destroyed on drop
+    /// nor handed back by [`PlannedMemory::release`] (the regions' owner frees them);
+    /// [`PlannedMemory::total_size`] and [`PlannedMemory::buffer_count`] count only
+    /// owned buffers, so they are 0.
+    pub fn from_regions(regions: Vec<Vec<Region>>) -> PlannedMemory {
+        let spans = regions
+            .iter()
+            .map(|row| row.iter().map(|r| (r.offset, r.size)).collect())
+            .collect();
+        let owned = vec![false; regions.len()];
+        let chunks = regions
+            .into_iter()
+            .map(|row| row.into_iter().map(|r| r.buffer).collect())
+            .collect();
+        let mut memory = PlannedMemory::with_ownership(chunks, owned);
+        memory.regions = Some(spans);
+        memory
+    }
+
+    /// The buffer of one chunk with the chunk's base offset and size in it: `(buffer,
+    /// 0, buffer size)` for a chunk that is a whole buffer.
+    pub fn region(&self, buffer: BufferId, chunk: usize) -> Option<(&wgpu::Buffer, u64, u64)> {
+        let whole = self.chunk(buffer, chunk)?;
+        match &self.regions {
+            None => Some((whole, 0, whole.size())),
+            Some(spans) => {
+                let &(offset, size) = spans.get(buffer.0)?.get(chunk)?;
+                Some((whole, offset, size))
+            }
         }
     }
 

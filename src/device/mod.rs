@@ -28,5 +28,6 @@ pub use context::{
 };
 pub use error::DeviceError;
 pub use memory::PlannedMemory;
+pub use memory::Region;
 pub use scope::scoped;
 pub use transfer::{read_buffer_range, read_tensor, write_buffer, write_tensor};

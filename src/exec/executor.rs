@@ -412,6 +412,32 @@ impl Executor {
         graph: &Graph,
         memory: &TensorMemory<'_>,
     ) -> Result<RunReport, ExecError> {
+        self.record_and_submit(graph, memory, true)
+            .map(|(report, _)| report)
+    }
+
+    /// Like [`Executor::run`] but returns as soon as the pass is submitted, with the
+    /// submission's index: the caller waits for it (e.g. `device.poll` with
+    /// `PollType::Wait`) before reading results or reusing the memory. The report's
+    /// `wait_time` covers only the submit and its `gpu_time` is `None`.
+    ///
+    /// # Errors
+    /// As [`Executor::run`], except that nothing is waited for.
+    pub fn submit(
+        &mut self,
+        graph: &Graph,
+        memory: &TensorMemory<'_>,
+    ) -> Result<(RunReport, wgpu::SubmissionIndex), ExecError> {
+        self.record_and_submit(graph, memory, false)
+    }
+
+    /// Records and submits the graph; waits for the device when `wait`.
+    fn record_and_submit(
+        &mut self,
+        graph: &Graph,
+        memory: &TensorMemory<'_>,
+        wait: bool,
+    ) -> Result<(RunReport, wgpu::SubmissionIndex), ExecError> {
         let started = Instant::now();
         let mut packer = UniformPacker::new(self.ctx.limits.min_uniform_buffer_offset_alignment)?;
         let mut prepared = Vec::with_capacity(graph.nodes.len());
@@ -479,10 +505,8 @@ impl Executor {
         let commands = encoder.finish();
         let encode_time = started.elapsed();
         let submitted = Instant::now();
-        if failure.is_none() {
-            self.ctx.queue.submit([commands]);
-        }
-        let poll = device.poll(wgpu::PollType::wait_indefinitely());
+        let index = failure.is_none().then(|| self.ctx.queue.submit([commands]));
+        let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
         let wait_time = submitted.elapsed();
         let oom_error = pollster::block_on(oom.pop());
         let validation_error = pollster::block_on(validation.pop());
@@ -494,15 +518,20 @@ impl Executor {
                 message: error.to_string(),
             });
         }
-        poll.map_err(|e| ExecError::Device {
-            message: format!("poll: {e}"),
+        if let Some(poll) = poll {
+            poll.map_err(|e| ExecError::Device {
+                message: format!("poll: {e}"),
+            })?;
+        }
+        let index = index.ok_or_else(|| ExecError::Device {
+            message: "the pass was not submitted".into(),
         })?;
         let gpu_time = match &self.timer {
-            Some(t) => Some(self.read_timer(t)?),
-            None => None,
+            Some(t) if wait => Some(self.read_timer(t)?),
+            _ => None,
         };
         let (created, reused) = self.bind_groups.counts();
-        Ok(RunReport {
+        let report = RunReport {
             dispatches: prepared.len(),
             inplace_dispatches,
             staging_copies,
@@ -513,7 +542,8 @@ impl Executor {
             bind_groups_created: created - created_before,
             bind_groups_reused: reused - reused_before,
             pipelines: self.registry.pipelines_built(),
-        })
+        };
+        Ok((report, index))
     }
 
     fn read_timer(&self, timer: &Timer) -> Result<Duration, ExecError> {

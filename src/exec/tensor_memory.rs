@@ -22,7 +22,10 @@ pub struct TensorMemory<'a> {
     layers: Vec<(&'a Plan, &'a PlannedMemory)>,
 }
 
-/// A tensor's bound range: its buffer, offset and size rounded up to 4 bytes.
+/// A tensor's bound range: its buffer, offset and size rounded up to 4 bytes. The key's
+/// offset is the byte offset in `buffer` (the placement's offset plus the chunk's base
+/// offset when the chunk is a region of a larger buffer, see
+/// [`PlannedMemory::from_regions`]).
 #[derive(Debug, Clone, Copy)]
 pub struct TensorRange<'a> {
     /// The range as the plan names it (the bind-group cache key).
@@ -89,13 +92,14 @@ impl<'a> TensorMemory<'a> {
             .enumerate()
             .find_map(|(i, (plan, memory))| plan.placement(root).map(|p| (i, p, *memory)))
             .ok_or_else(not_placed)?;
-        let buffer = memory
-            .buffer_of(&placement)
-            .ok_or(ExecError::MissingChunk {
-                tensor: tensor.0,
-                buffer: placement.buffer.0,
-                chunk: placement.chunk,
-            })?;
+        let (buffer, base, region_size) =
+            memory
+                .region(placement.buffer, placement.chunk)
+                .ok_or(ExecError::MissingChunk {
+                    tensor: tensor.0,
+                    buffer: placement.buffer.0,
+                    chunk: placement.chunk,
+                })?;
         if t.size == 0 {
             return Err(ExecError::EmptyTensor { tensor: tensor.0 });
         }
@@ -111,21 +115,28 @@ impl<'a> TensorMemory<'a> {
                 placement_size: placement.size,
             });
         }
+        // A chunk may be a range of a larger buffer: the tensor must end inside both.
         let end = placement.offset.checked_add(size);
-        if end.is_none_or(|end| end > buffer.size()) {
+        let offset = base.checked_add(placement.offset);
+        let past_end = end.is_none_or(|end| end > region_size)
+            || offset
+                .and_then(|o| o.checked_add(size))
+                .is_none_or(|end| end > buffer.size());
+        if past_end {
             return Err(ExecError::PastBufferEnd {
                 tensor: tensor.0,
                 offset: placement.offset,
                 size,
-                buffer_size: buffer.size(),
+                buffer_size: region_size.min(buffer.size()),
             });
         }
+        let offset = offset.unwrap_or(placement.offset);
         Ok(TensorRange {
             key: RangeKey {
                 layer,
                 buffer: placement.buffer,
                 chunk: placement.chunk,
-                offset: placement.offset,
+                offset,
                 size,
             },
             buffer,

@@ -1,0 +1,590 @@
+//! [`Stream`]: a sequence of executions on a device's queue, each taking its
+//! activation memory from the allocator registered on the stream.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::registered::{DefaultAllocator, HeldBlock, StreamAllocator, UserAllocator};
+use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
+use crate::device::{
+    check_plan_against_limits, chunk_alloc_size, GpuContext, PlannedMemory, Region, STORAGE_USAGE,
+};
+use crate::exec::{Executor, RunReport, TensorMemory};
+use crate::graph::{Graph, Role, TensorId};
+use crate::plan::Plan;
+
+/// One execution on a stream, numbered from 1 in submission order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExecutionId(pub u64);
+
+/// What to execute: a graph, the plan of its activations (their memory comes from the
+/// stream's allocator), input bytes, memory layers placed by other plans (e.g. weights
+/// in memory of their own) and the tensors to read back.
+#[derive(Debug, Clone)]
+pub struct ExecuteRequest<'a> {
+    /// The graph.
+    pub graph: &'a Graph,
+    /// Where its activations live; one block per planned chunk is allocated.
+    pub plan: &'a Plan,
+    /// Bytes written into the activation memory before the graph runs.
+    pub inputs: Vec<(TensorId, &'a [u8])>,
+    /// Further layers consulted after the activations (see [`TensorMemory`]); they must
+    /// stay alive until the stream is synchronized.
+    pub layers: Vec<(&'a Plan, &'a PlannedMemory)>,
+    /// Tensors copied out when the run completes (the graph's outputs by default).
+    pub outputs: Vec<TensorId>,
+}
+
+impl<'a> ExecuteRequest<'a> {
+    /// `graph` with its activations placed by `plan`, reading back the graph's outputs.
+    pub fn new(graph: &'a Graph, plan: &'a Plan) -> ExecuteRequest<'a> {
+        let outputs = graph
+            .tensors
+            .iter()
+            .filter(|t| t.role == Role::Output)
+            .map(|t| t.id)
+            .collect();
+        ExecuteRequest {
+            graph,
+            plan,
+            inputs: Vec::new(),
+            layers: Vec::new(),
+            outputs,
+        }
+    }
+
+    /// Adds an input's bytes (exactly the tensor's size).
+    pub fn input(mut self, tensor: TensorId, bytes: &'a [u8]) -> Self {
+        self.inputs.push((tensor, bytes));
+        self
+    }
+
+    /// Adds an input's f32 values.
+    pub fn input_f32(self, tensor: TensorId, values: &'a [f32]) -> Self {
+        self.input(tensor, bytemuck::cast_slice(values))
+    }
+
+    /// Adds a memory layer (e.g. the weights).
+    pub fn layer(mut self, plan: &'a Plan, memory: &'a PlannedMemory) -> Self {
+        self.layers.push((plan, memory));
+        self
+    }
+
+    /// Reads back `tensor` as well.
+    pub fn read_back(mut self, tensor: TensorId) -> Self {
+        if !self.outputs.contains(&tensor) {
+            self.outputs.push(tensor);
+        }
+        self
+    }
+}
+
+/// What a completed execution gives back.
+#[derive(Debug, Clone)]
+pub struct ExecutionResult {
+    /// The executor's report (dispatches, encode time; no wait or GPU time, since the
+    /// stream does not wait at submit).
+    pub report: RunReport,
+    /// Bytes of the activation blocks the execution took.
+    pub block_bytes: u64,
+    /// The read-back tensors' bytes, in request order.
+    pub outputs: Vec<(TensorId, Vec<u8>)>,
+}
+
+impl ExecutionResult {
+    /// The bytes read back for `tensor`.
+    pub fn output(&self, tensor: TensorId) -> Option<&[u8]> {
+        self.outputs
+            .iter()
+            .find(|(t, _)| *t == tensor)
+            .map(|(_, b)| b.as_slice())
+    }
+
+    /// The values read back for `tensor`, as f32.
+    pub fn output_f32(&self, tensor: TensorId) -> Option<Vec<f32>> {
+        self.output(tensor).map(|bytes| {
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        })
+    }
+}
+
+/// What one [`Stream::synchronize`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    /// Executions that completed.
+    pub executions: usize,
+    /// Blocks handed back to their allocators.
+    pub blocks_freed: usize,
+}
+
+/// A submitted execution not yet synchronized.
+struct Pending {
+    id: ExecutionId,
+    /// The claimed allocator, if shared.
+    key: Option<usize>,
+    /// Dropping one frees it through its allocator.
+    blocks: Vec<HeldBlock>,
+    block_bytes: u64,
+    /// (tensor, staging buffer, bytes to keep).
+    readbacks: Vec<(TensorId, wgpu::Buffer, u64)>,
+    report: RunReport,
+}
+
+/// A sequence of executions on a device's queue with the allocator they take their
+/// activation memory from.
+///
+/// Rules (those of ACL's `aclrtAllocatorRegister`):
+/// * [`Stream::register_allocator`] takes a complete [`AllocatorDesc`]; the descriptor
+///   may be dropped afterwards. Registering again replaces the allocator: later
+///   executions use the last one; blocks of earlier executions go back through the
+///   allocator they came from.
+/// * With no allocator registered, the stream uses its own default (one wgpu buffer
+///   per block, destroyed when freed), so a stream works out of the box.
+/// * [`Stream::execute`] allocates one block per planned chunk, binds the tensors
+///   inside the blocks, submits and returns without waiting.
+/// * One allocator (the same object) registered on two streams: executing on one while
+///   the other has unsynchronized work with it is refused
+///   ([`StreamError::AllocatorBusy`]) until the other is synchronized.
+/// * Blocks go back to their allocator (its `free`) only after the stream has waited
+///   for the submissions that used them: in [`Stream::synchronize`], when an execution
+///   fails after something was queued, and when the stream is dropped.
+pub struct Stream {
+    id: u64,
+    name: String,
+    ctx: GpuContext,
+    executor: Executor,
+    allocator: Arc<dyn StreamAllocator>,
+    registered: bool,
+    next_execution: u64,
+    pending: Vec<Pending>,
+    last_submission: Option<wgpu::SubmissionIndex>,
+    results: HashMap<ExecutionId, ExecutionResult>,
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("registered", &self.registered)
+            .field("pending", &self.pending.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stream {
+    /// A stream on `ctx`'s queue, with the default allocator until one is registered.
+    pub fn new(ctx: &GpuContext, name: impl Into<String>) -> Stream {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Stream {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            name: name.into(),
+            ctx: ctx.clone(),
+            executor: Executor::new(ctx),
+            allocator: Arc::new(DefaultAllocator),
+            registered: false,
+            next_execution: 1,
+            pending: Vec::new(),
+            last_submission: None,
+            results: HashMap::new(),
+        }
+    }
+
+    /// A number unique to this stream in the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether a user allocator is registered (otherwise the default is used).
+    pub fn has_registered_allocator(&self) -> bool {
+        self.registered
+    }
+
+    /// Executions submitted and not yet synchronized.
+    pub fn pending_executions(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Blocks held by unsynchronized executions.
+    pub fn held_blocks(&self) -> usize {
+        self.pending.iter().map(|p| p.blocks.len()).sum()
+    }
+
+    /// Registers `desc` as the stream's allocator; the last registration wins. The
+    /// stream keeps shared handles to the object and callbacks, so `desc` may be
+    /// dropped afterwards.
+    ///
+    /// # Errors
+    /// [`StreamError::MissingCallback`] naming the first part `desc` lacks; the stream
+    /// keeps its previous allocator.
+    pub fn register_allocator<T, B>(
+        &mut self,
+        desc: &AllocatorDesc<T, B>,
+    ) -> Result<(), StreamError>
+    where
+        T: Send + Sync + 'static,
+        B: Send + 'static,
+    {
+        let parts = desc.parts()?;
+        self.allocator = Arc::new(UserAllocator::new(parts));
+        self.registered = true;
+        Ok(())
+    }
+
+    /// Executes `request` on the stream: checks the plan against the device's limits,
+    /// claims the allocator, allocates one block per planned chunk (bound at the block's
+    /// address), writes the inputs, submits the graph and the read-back copies, and
+    /// returns without waiting. The results arrive with [`Stream::synchronize`].
+    ///
+    /// # Errors
+    /// [`StreamError::Device`] when the plan cannot fit the device;
+    /// [`StreamError::AllocatorBusy`] when another stream holds the allocator;
+    /// [`StreamError::AllocFailed`] when `alloc` fails; [`StreamError::BlockTooSmall`],
+    /// [`StreamError::MisalignedBlock`], [`StreamError::BlockPastBufferEnd`],
+    /// [`StreamError::BlockMissingUsage`] for a bad `address_of`;
+    /// [`StreamError::Exec`] when an input or the graph is refused. On every error the
+    /// blocks already taken go back to the allocator (after waiting for the queue when
+    /// anything was queued) and the stream stays usable.
+    pub fn execute(&mut self, request: &ExecuteRequest<'_>) -> Result<ExecutionId, StreamError> {
+        check_plan_against_limits(request.plan, request.graph, &self.ctx.limits)?;
+        let allocator = self.allocator.clone();
+        let key = allocator.key();
+        if let Some(key) = key {
+            busy::claim(key, self.id, &self.name)?;
+        }
+        let mut blocks: Vec<HeldBlock> = Vec::new();
+        let result = self.allocate_and_submit(request, allocator.as_ref(), &mut blocks);
+        match result {
+            Ok((report, readbacks, block_bytes, index)) => {
+                let id = ExecutionId(self.next_execution);
+                self.next_execution += 1;
+                self.last_submission = Some(index);
+                self.pending.push(Pending {
+                    id,
+                    key,
+                    blocks,
+                    block_bytes,
+                    readbacks,
+                    report,
+                });
+                Ok(id)
+            }
+            Err((error, queued)) => {
+                if queued {
+                    // Writes or a submission may touch the blocks: let them finish.
+                    self.wait_idle();
+                }
+                drop(blocks);
+                if let Some(key) = key {
+                    if !self.pending.iter().any(|p| p.key == Some(key)) {
+                        busy::release(key, self.id);
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Everything after the claim; on error, says whether anything reached the queue.
+    #[allow(clippy::type_complexity)]
+    fn allocate_and_submit(
+        &mut self,
+        request: &ExecuteRequest<'_>,
+        allocator: &dyn StreamAllocator,
+        blocks: &mut Vec<HeldBlock>,
+    ) -> Result<
+        (
+            RunReport,
+            Vec<(TensorId, wgpu::Buffer, u64)>,
+            u64,
+            wgpu::SubmissionIndex,
+        ),
+        (StreamError, bool),
+    > {
+        let not_queued = |e: StreamError| (e, false);
+        let queued = |e: StreamError| (e, true);
+        let regions = self
+            .take_blocks(request.plan, allocator, blocks)
+            .map_err(not_queued)?;
+        let block_bytes = regions
+            .iter()
+            .flatten()
+            .fold(0u64, |acc, r| acc.saturating_add(r.size));
+        let memory = PlannedMemory::from_regions(regions);
+        let mut tensors = TensorMemory::single(request.plan, &memory);
+        for &(plan, layer) in &request.layers {
+            tensors = tensors.with_layer(plan, layer);
+        }
+        for &(tensor, bytes) in &request.inputs {
+            tensors
+                .write(&self.ctx, request.graph, tensor, bytes)
+                .map_err(|e| queued(e.into()))?;
+        }
+        let (report, _) = self
+            .executor
+            .submit(request.graph, &tensors)
+            .map_err(|e| queued(e.into()))?;
+        let (readbacks, index) = self.submit_readbacks(request, &tensors).map_err(queued)?;
+        Ok((report, readbacks, block_bytes, index))
+    }
+
+    /// One block per chunk of `plan`, each checked; blocks go into `blocks` as soon as
+    /// they are taken, so the caller frees them on any error.
+    fn take_blocks(
+        &self,
+        plan: &Plan,
+        allocator: &dyn StreamAllocator,
+        blocks: &mut Vec<HeldBlock>,
+    ) -> Result<Vec<Vec<Region>>, StreamError> {
+        let alignment = u64::from(self.ctx.limits.min_storage_buffer_offset_alignment.max(1));
+        let mut regions = Vec::with_capacity(plan.buffers.len());
+        for (b, buffer) in plan.buffers.iter().enumerate() {
+            let mut row = Vec::with_capacity(buffer.chunks.len());
+            for (c, chunk) in buffer.chunks.iter().enumerate() {
+                let request = BlockRequest {
+                    buffer: b,
+                    chunk: c,
+                    size: chunk_alloc_size(chunk).unwrap_or(u64::MAX),
+                    alignment,
+                    usage: STORAGE_USAGE,
+                };
+                let (held, address) = allocator.allocate(&self.ctx, &request).map_err(|e| {
+                    StreamError::AllocFailed {
+                        buffer: b,
+                        chunk: c,
+                        size: request.size,
+                        message: e.to_string(),
+                    }
+                })?;
+                blocks.push(held);
+                check_address(&request, &address)?;
+                row.push(Region {
+                    buffer: address.buffer,
+                    offset: address.offset,
+                    size: address.size,
+                });
+            }
+            regions.push(row);
+        }
+        Ok(regions)
+    }
+
+    /// Copies every requested output into a staging buffer in one submission.
+    #[allow(clippy::type_complexity)]
+    fn submit_readbacks(
+        &self,
+        request: &ExecuteRequest<'_>,
+        tensors: &TensorMemory<'_>,
+    ) -> Result<(Vec<(TensorId, wgpu::Buffer, u64)>, wgpu::SubmissionIndex), StreamError> {
+        let device = &self.ctx.device;
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("wgalloc stream read-back"),
+        });
+        let mut readbacks = Vec::with_capacity(request.outputs.len());
+        for &tensor in &request.outputs {
+            let range = tensors.range(request.graph, tensor)?;
+            let len = request.graph.tensor(tensor).map_or(0, |t| t.size);
+            let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc stream output"),
+                size: range.key.size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            encoder.copy_buffer_to_buffer(
+                range.buffer,
+                range.key.offset,
+                &staging,
+                0,
+                range.key.size,
+            );
+            readbacks.push((tensor, staging, len));
+        }
+        let index = self.ctx.queue.submit([encoder.finish()]);
+        Ok((readbacks, index))
+    }
+
+    /// Submits nothing and waits for everything queued so far (errors are ignored:
+    /// a device that cannot be polled runs nothing more on the blocks).
+    fn wait_idle(&self) {
+        let index = self.ctx.queue.submit([]);
+        let _ = self.ctx.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        });
+    }
+
+    /// Waits until every submission of the stream has completed, reads back the
+    /// requested outputs, then hands every block of those executions back to its
+    /// allocator and lets go of the allocators this stream held.
+    ///
+    /// # Errors
+    /// [`StreamError::Sync`] when the wait or a read-back map fails; the blocks are
+    /// then kept (and freed when the stream is dropped).
+    pub fn synchronize(&mut self) -> Result<SyncReport, StreamError> {
+        if self.pending.is_empty() {
+            return Ok(SyncReport::default());
+        }
+        let sync_error = |message: String| StreamError::Sync {
+            stream: self.id,
+            message,
+        };
+        self.ctx
+            .device
+            .poll(wgpu::PollType::Wait {
+                submission_index: self.last_submission.clone(),
+                timeout: None,
+            })
+            .map_err(|e| sync_error(format!("poll: {e}")))?;
+        let outputs = self.read_outputs().map_err(sync_error)?;
+        let pending = std::mem::take(&mut self.pending);
+        let mut report = SyncReport::default();
+        for (p, outputs) in pending.into_iter().zip(outputs) {
+            report.executions += 1;
+            report.blocks_freed += p.blocks.len();
+            self.results.insert(
+                p.id,
+                ExecutionResult {
+                    report: p.report,
+                    block_bytes: p.block_bytes,
+                    outputs,
+                },
+            );
+            // The submissions are complete: the blocks go back now.
+            drop(p.blocks);
+            if let Some(key) = p.key {
+                busy::release(key, self.id);
+            }
+        }
+        self.last_submission = None;
+        Ok(report)
+    }
+
+    /// Maps every pending read-back (one poll for all) and copies the bytes out, per
+    /// pending execution in order.
+    #[allow(clippy::type_complexity)]
+    fn read_outputs(&self) -> Result<Vec<Vec<(TensorId, Vec<u8>)>>, String> {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let mut expected = 0usize;
+        for p in &self.pending {
+            for (_, staging, _) in &p.readbacks {
+                let sender = sender.clone();
+                staging.map_async(wgpu::MapMode::Read, .., move |result| {
+                    // The receiver outlives the poll below; a failed send means it is gone.
+                    let _ = sender.send(result);
+                });
+                expected += 1;
+            }
+        }
+        drop(sender);
+        self.ctx
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| format!("poll: {e}"))?;
+        for _ in 0..expected {
+            receiver
+                .recv()
+                .map_err(|e| format!("map callback never ran: {e}"))?
+                .map_err(|e| format!("map: {e}"))?;
+        }
+        let mut all = Vec::with_capacity(self.pending.len());
+        for p in &self.pending {
+            let mut outputs = Vec::with_capacity(p.readbacks.len());
+            for (tensor, staging, len) in &p.readbacks {
+                let bytes = {
+                    let view = staging
+                        .get_mapped_range(..)
+                        .map_err(|e| format!("mapped range: {e}"))?;
+                    let end = usize::try_from(*len).unwrap_or(usize::MAX).min(view.len());
+                    view[..end].to_vec()
+                };
+                staging.unmap();
+                outputs.push((*tensor, bytes));
+            }
+            all.push(outputs);
+        }
+        Ok(all)
+    }
+
+    /// The result of a synchronized execution, if it has not been taken.
+    pub fn result(&self, id: ExecutionId) -> Option<&ExecutionResult> {
+        self.results.get(&id)
+    }
+
+    /// Takes the result of a synchronized execution out of the stream.
+    pub fn take_result(&mut self, id: ExecutionId) -> Option<ExecutionResult> {
+        self.results.remove(&id)
+    }
+}
+
+/// Checks a block's address against its request and the device's alignment.
+fn check_address(request: &BlockRequest, address: &BlockAddress) -> Result<(), StreamError> {
+    let (buffer, chunk) = (request.buffer, request.chunk);
+    if address.size < request.size {
+        return Err(StreamError::BlockTooSmall {
+            buffer,
+            chunk,
+            needed: request.size,
+            got: address.size,
+        });
+    }
+    if !address.offset.is_multiple_of(request.alignment.max(1)) {
+        return Err(StreamError::MisalignedBlock {
+            buffer,
+            chunk,
+            offset: address.offset,
+            alignment: request.alignment,
+        });
+    }
+    let buffer_size = address.buffer.size();
+    if address
+        .offset
+        .checked_add(request.size)
+        .is_none_or(|end| end > buffer_size)
+    {
+        return Err(StreamError::BlockPastBufferEnd {
+            buffer,
+            chunk,
+            offset: address.offset,
+            size: address.size,
+            buffer_size,
+        });
+    }
+    if !address.buffer.usage().contains(request.usage) {
+        return Err(StreamError::BlockMissingUsage {
+            buffer,
+            chunk,
+            needed: format!("{:?}", request.usage),
+            has: format!("{:?}", address.buffer.usage()),
+        });
+    }
+    Ok(())
+}
+
+impl Drop for Stream {
+    /// Waits for the stream's work, then frees its blocks (even if the wait failed: a
+    /// device that cannot be waited on runs nothing more on them).
+    fn drop(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.synchronize().is_err() {
+            self.wait_idle();
+            for p in std::mem::take(&mut self.pending) {
+                drop(p.blocks);
+                if let Some(key) = p.key {
+                    busy::release(key, self.id);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,956 @@
+//! Allocators registered per stream (issue 7 part 2, ACL's `aclrtAllocatorRegister`):
+//! every rule and failure path on a real device, with a user pool allocator that hands
+//! out sub-ranges of one big wgpu buffer and counts what comes back.
+//!
+//! Leak / double-free proof: each descriptor is wrapped by `AllocatorDesc::counted`
+//! (allocations == frees at the end) and the pool itself refuses a block it does not
+//! hold (`double_frees`) and notes a free that came before the queue finished the work
+//! submitted before it (`freed_early`, set from `queue.on_submitted_work_done`).
+//!
+//! No adapter: each test prints `SKIPPED: no wgpu adapter` and passes, unless
+//! `WGALLOC_REQUIRE_GPU=1`, where it fails.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use wgalloc::device::{
+    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, Region, WgpuAllocator,
+    DEFAULT_USAGE, STORAGE_USAGE,
+};
+use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::{ExecError, TensorMemory};
+use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
+use wgalloc::model::{build_gpt, ModelConfig};
+use wgalloc::plan::{plan_graph, plan_weights, BufferId, BufferTypeDesc, Plan};
+use wgalloc::stream::{
+    AllocatorDesc, BlockAddress, BlockCounter, BlockRequest, ExecuteRequest, Stream, StreamError,
+};
+
+// ---------------------------------------------------------------------------------
+// A user pool: sub-ranges of one big buffer, first fit over freed ranges, then bump.
+
+#[derive(Debug)]
+struct PoolBlock {
+    offset: u64,
+    size: u64,
+}
+
+#[derive(Default)]
+struct PoolState {
+    /// Where the never-used tail starts.
+    tail: u64,
+    /// Freed ranges (offset, size).
+    free: Vec<(u64, u64)>,
+    /// Offsets of blocks handed out and not freed.
+    live: HashSet<u64>,
+}
+
+struct Pool {
+    buffer: wgpu::Buffer,
+    state: Mutex<PoolState>,
+    /// `alloc` fails once this many blocks were handed out (None: never).
+    fail_after: Option<u64>,
+    handed_out: AtomicU64,
+    /// `address_of` reports this many bytes less than the block has.
+    shrink: u64,
+    /// `address_of` reports the offset moved by this many bytes.
+    skew: u64,
+    /// Set by `queue.on_submitted_work_done` after an execution was submitted.
+    done: Arc<AtomicBool>,
+    freed_early: AtomicU64,
+    double_frees: AtomicU64,
+}
+
+impl Pool {
+    /// A pool of `size` bytes whose first block starts one alignment unit in, so that
+    /// no block sits at offset 0 of the buffer.
+    fn new(ctx: &GpuContext, size: u64) -> Pool {
+        let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+        Pool {
+            buffer: ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("test pool"),
+                size,
+                usage: STORAGE_USAGE,
+                mapped_at_creation: false,
+            }),
+            state: Mutex::new(PoolState {
+                tail: alignment,
+                ..PoolState::default()
+            }),
+            fail_after: None,
+            handed_out: AtomicU64::new(0),
+            shrink: 0,
+            skew: 0,
+            done: Arc::new(AtomicBool::new(false)),
+            freed_early: AtomicU64::new(0),
+            double_frees: AtomicU64::new(0),
+        }
+    }
+
+    fn alloc(&self, request: &BlockRequest) -> Result<PoolBlock, wgalloc::stream::AllocFailure> {
+        if self
+            .fail_after
+            .is_some_and(|n| self.handed_out.load(Ordering::SeqCst) >= n)
+        {
+            return Err(format!(
+                "pool exhausted after {} blocks",
+                self.handed_out.load(Ordering::SeqCst)
+            )
+            .into());
+        }
+        let mut state = self.state.lock().unwrap();
+        let fit = state
+            .free
+            .iter()
+            .position(|&(o, s)| s >= request.size && o.is_multiple_of(request.alignment));
+        let offset = match fit {
+            Some(i) => state.free.swap_remove(i).0,
+            None => {
+                let offset = state.tail.next_multiple_of(request.alignment);
+                let end = offset + request.size;
+                if end > self.buffer.size() {
+                    return Err(format!("pool of {} bytes is full", self.buffer.size()).into());
+                }
+                state.tail = end;
+                offset
+            }
+        };
+        state.live.insert(offset);
+        self.handed_out.fetch_add(1, Ordering::SeqCst);
+        Ok(PoolBlock {
+            offset,
+            size: request.size,
+        })
+    }
+
+    fn free(&self, block: PoolBlock) {
+        if !self.done.load(Ordering::SeqCst) {
+            self.freed_early.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut state = self.state.lock().unwrap();
+        if !state.live.remove(&block.offset) {
+            self.double_frees.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
+        state.free.push((block.offset, block.size));
+    }
+
+    fn address(&self, block: &PoolBlock) -> BlockAddress {
+        BlockAddress {
+            buffer: self.buffer.clone(),
+            offset: block.offset + self.skew,
+            size: block.size - self.shrink,
+        }
+    }
+
+    fn live_blocks(&self) -> usize {
+        self.state.lock().unwrap().live.len()
+    }
+
+    /// Arms `done`: it becomes true once everything submitted so far has completed.
+    fn arm(&self, ctx: &GpuContext) {
+        self.done.store(false, Ordering::SeqCst);
+        let done = self.done.clone();
+        ctx.queue
+            .on_submitted_work_done(move || done.store(true, Ordering::SeqCst));
+    }
+
+    /// Checks every block came back exactly once.
+    fn assert_balanced(&self, counter: &BlockCounter) {
+        let report = counter.report();
+        assert!(
+            report.balanced(),
+            "every block freed exactly once: {report:?}"
+        );
+        assert_eq!(self.live_blocks(), 0, "the pool holds no live block");
+        assert_eq!(
+            self.double_frees.load(Ordering::SeqCst),
+            0,
+            "no double free"
+        );
+    }
+
+    /// Checks every block came back exactly once, none before its work completed.
+    fn assert_clean(&self, counter: &BlockCounter) {
+        self.assert_balanced(counter);
+        assert_eq!(
+            self.freed_early.load(Ordering::SeqCst),
+            0,
+            "no block freed before the queue finished"
+        );
+    }
+}
+
+fn pool_desc(pool: Arc<Pool>) -> (AllocatorDesc<Pool, PoolBlock>, Arc<BlockCounter>) {
+    AllocatorDesc::new()
+        .object(pool)
+        .alloc(|p: &Pool, r| p.alloc(r))
+        .free(|p: &Pool, b| p.free(b))
+        .address_of(|p: &Pool, b| p.address(b))
+        .counted()
+}
+
+// ---------------------------------------------------------------------------------
+// A small graph with a weight, its plans and its CPU reference.
+
+struct Net {
+    graph: Graph,
+    x: TensorId,
+    w: TensorId,
+    out: TensorId,
+    x_values: Vec<f32>,
+    w_values: Vec<f32>,
+}
+
+fn net() -> Net {
+    let mut b = GraphBuilder::new("stream-net");
+    let x = b.input("x", DType::F32, &[8, 16]);
+    let w = b.weight("w", DType::F32, &[16, 16]);
+    let h = b.node("matmul", &[x, w], &[8, 16], false);
+    let r = b.node("relu", &[h], &[8, 16], true);
+    let s = b.node("add", &[r, x], &[8, 16], true);
+    let out = b.node("softmax", &[s], &[8, 16], true);
+    b.mark_output(out);
+    let graph = b.build().expect("graph");
+    let x_values = (0..128)
+        .map(|i| ((i * 7 % 23) as f32 - 11.0) / 10.0)
+        .collect();
+    let w_values = (0..256)
+        .map(|i| ((i * 5 % 17) as f32 - 8.0) / 16.0)
+        .collect();
+    Net {
+        graph,
+        x,
+        w,
+        out,
+        x_values,
+        w_values,
+    }
+}
+
+impl Net {
+    fn expected(&self) -> Vec<f32> {
+        let mut values = HashMap::new();
+        values.insert(self.x, TensorData::F32(self.x_values.clone()));
+        values.insert(self.w, TensorData::F32(self.w_values.clone()));
+        let all = cpu_ref::evaluate(&self.graph, &values).expect("cpu");
+        all[self.out.index()]
+            .as_ref()
+            .and_then(|d| d.as_f32())
+            .expect("out")
+            .to_vec()
+    }
+
+    /// The weight in memory of its own (default allocator).
+    fn weights(&self, ctx: &GpuContext) -> (Plan, PlannedMemory) {
+        let plan = plan_weights(&self.graph, &storage(ctx)).expect("weight plan");
+        let memory = allocate_plan(ctx, &plan, DEFAULT_USAGE, &WgpuAllocator).expect("alloc");
+        TensorMemory::single(&plan, &memory)
+            .write_f32(ctx, &self.graph, self.w, &self.w_values)
+            .expect("upload w");
+        (plan, memory)
+    }
+
+    fn request<'a>(
+        &'a self,
+        plan: &'a Plan,
+        weights: &'a (Plan, PlannedMemory),
+    ) -> ExecuteRequest<'a> {
+        ExecuteRequest::new(&self.graph, plan)
+            .input_f32(self.x, &self.x_values)
+            .layer(&weights.0, &weights.1)
+    }
+}
+
+fn storage(ctx: &GpuContext) -> BufferTypeDesc {
+    ctx.buffer_types().expect("buffer types").storage.desc
+}
+
+/// The activation plan in one chunk.
+fn one_chunk_plan(ctx: &GpuContext, graph: &Graph) -> Plan {
+    let plan = plan_graph(graph, &storage(ctx)).expect("plan");
+    plan.verify(graph).expect("verifies");
+    plan
+}
+
+/// The activation plan spread over several chunks (at most 600 bytes each: one
+/// 512-byte tensor per chunk).
+fn multi_chunk_plan(ctx: &GpuContext, graph: &Graph) -> Plan {
+    let small = BufferTypeDesc::new("small", storage(ctx).alignment(), 600).expect("type");
+    let plan = plan_graph(graph, &small).expect("plan");
+    plan.verify(graph).expect("verifies");
+    assert!(
+        plan.buffers[0].chunks.len() >= 2,
+        "the plan has several chunks"
+    );
+    plan
+}
+
+fn chunks(plan: &Plan) -> u64 {
+    plan.buffers.iter().map(|b| b.chunks.len() as u64).sum()
+}
+
+fn assert_close(gpu: &[f32], cpu: &[f32]) {
+    assert_eq!(gpu.len(), cpu.len());
+    for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
+        assert!(
+            (g - c).abs() <= 1e-4 * (1.0 + c.abs()),
+            "element {i}: gpu {g} cpu {c}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Running with a user pool.
+
+#[test]
+fn a_graph_in_user_pool_blocks_matches_the_cpu_reference() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = multi_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "pool");
+    stream.register_allocator(&desc).expect("register");
+    let id = stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    assert_eq!(counter.report().allocations, chunks(&plan));
+    pool.arm(&ctx);
+    let sync = stream.synchronize().expect("sync");
+    assert_eq!(sync.executions, 1);
+    assert_eq!(sync.blocks_freed as u64, chunks(&plan));
+    let result = stream.take_result(id).expect("result");
+    assert_close(&result.output_f32(net.out).expect("out"), &net.expected());
+    pool.assert_clean(&counter);
+    // A second execution reuses the freed ranges of the pool and still matches.
+    let again = stream
+        .execute(&net.request(&plan, &weights))
+        .expect("again");
+    pool.arm(&ctx);
+    stream.synchronize().expect("sync");
+    let result = stream.take_result(again).expect("result");
+    assert_close(&result.output_f32(net.out).expect("out"), &net.expected());
+    assert_eq!(pool.state.lock().unwrap().tail, {
+        // No new tail bytes: every block of the second run came from the free list.
+        let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+        let mut tail = alignment;
+        for b in &plan.buffers {
+            for c in &b.chunks {
+                tail = tail.next_multiple_of(alignment) + c.size.next_multiple_of(4);
+            }
+        }
+        tail
+    });
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn execute_returns_before_the_free_and_blocks_go_back_only_after_the_queue_finished() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "ordering");
+    stream.register_allocator(&desc).expect("register");
+    for _ in 0..3 {
+        stream
+            .execute(&net.request(&plan, &weights))
+            .expect("execute");
+    }
+    pool.arm(&ctx);
+    assert_eq!(stream.pending_executions(), 3);
+    assert_eq!(stream.held_blocks() as u64, 3 * chunks(&plan));
+    assert_eq!(
+        counter.report().frees,
+        0,
+        "nothing is freed before synchronize"
+    );
+    let sync = stream.synchronize().expect("sync");
+    assert_eq!(sync.executions, 3);
+    assert_eq!(stream.held_blocks(), 0);
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn the_descriptor_can_be_dropped_after_registration() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let mut stream = Stream::new(&ctx, "dropped-desc");
+    let counter = {
+        let (desc, counter) = pool_desc(pool.clone());
+        stream.register_allocator(&desc).expect("register");
+        counter
+    };
+    let id = stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    pool.arm(&ctx);
+    stream.synchronize().expect("sync");
+    assert_close(
+        &stream
+            .result(id)
+            .and_then(|r| r.output_f32(net.out))
+            .expect("out"),
+        &net.expected(),
+    );
+    assert_eq!(counter.report().allocations, chunks(&plan));
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn with_no_allocator_registered_the_stream_uses_the_default() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = multi_chunk_plan(&ctx, &net.graph);
+    let mut stream = Stream::new(&ctx, "default");
+    assert!(!stream.has_registered_allocator());
+    let id = stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    let sync = stream.synchronize().expect("sync");
+    assert_eq!(sync.blocks_freed as u64, chunks(&plan));
+    let result = stream.take_result(id).expect("result");
+    assert!(result.block_bytes >= plan.total_size());
+    assert_close(&result.output_f32(net.out).expect("out"), &net.expected());
+}
+
+// ---------------------------------------------------------------------------------
+// Registration.
+
+#[test]
+fn an_incomplete_descriptor_is_refused_and_the_previous_allocator_stays() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "incomplete");
+    stream.register_allocator(&desc).expect("register");
+    let no_free: AllocatorDesc<Pool, PoolBlock> = AllocatorDesc::new()
+        .object(pool.clone())
+        .alloc(|p: &Pool, r| p.alloc(r))
+        .address_of(|p: &Pool, b| p.address(b));
+    assert_eq!(
+        stream.register_allocator(&no_free),
+        Err(StreamError::MissingCallback { callback: "free" })
+    );
+    let no_object: AllocatorDesc<Pool, PoolBlock> = AllocatorDesc::new()
+        .alloc(|p: &Pool, r| p.alloc(r))
+        .free(|p: &Pool, b| p.free(b))
+        .address_of(|p: &Pool, b| p.address(b));
+    assert_eq!(
+        stream.register_allocator(&no_object),
+        Err(StreamError::MissingCallback { callback: "object" })
+    );
+    stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    pool.arm(&ctx);
+    stream.synchronize().expect("sync");
+    assert_eq!(
+        counter.report().allocations,
+        chunks(&plan),
+        "the first allocator served"
+    );
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn the_last_registration_wins_and_earlier_blocks_go_back_through_their_own_free() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = multi_chunk_plan(&ctx, &net.graph);
+    let (pool_a, pool_b) = (
+        Arc::new(Pool::new(&ctx, 1 << 16)),
+        Arc::new(Pool::new(&ctx, 1 << 16)),
+    );
+    let (desc_a, count_a) = pool_desc(pool_a.clone());
+    let (desc_b, count_b) = pool_desc(pool_b.clone());
+    let mut stream = Stream::new(&ctx, "reregister");
+    stream.register_allocator(&desc_a).expect("register a");
+    let first = stream.execute(&net.request(&plan, &weights)).expect("on a");
+    stream.register_allocator(&desc_b).expect("register b");
+    let second = stream.execute(&net.request(&plan, &weights)).expect("on b");
+    assert_eq!(count_a.report().allocations, chunks(&plan));
+    assert_eq!(count_b.report().allocations, chunks(&plan));
+    assert_eq!(count_a.report().frees, 0, "a's blocks wait for the stream");
+    pool_a.arm(&ctx);
+    pool_b.arm(&ctx);
+    stream.synchronize().expect("sync");
+    pool_a.assert_clean(&count_a);
+    pool_b.assert_clean(&count_b);
+    for id in [first, second] {
+        let out = stream
+            .result(id)
+            .and_then(|r| r.output_f32(net.out))
+            .expect("out");
+        assert_close(&out, &net.expected());
+    }
+}
+
+#[test]
+fn registering_the_same_allocator_twice_keeps_one_allocator_and_frees_once() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "twice");
+    stream.register_allocator(&desc).expect("first");
+    stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    stream
+        .register_allocator(&desc)
+        .expect("second registration of the same");
+    stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute again");
+    pool.arm(&ctx);
+    stream.synchronize().expect("sync");
+    assert_eq!(counter.report().allocations, 2 * chunks(&plan));
+    pool.assert_clean(&counter);
+}
+
+// ---------------------------------------------------------------------------------
+// Two streams.
+
+#[test]
+fn one_allocator_on_two_streams_is_refused_until_the_first_is_synchronized() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut a = Stream::new(&ctx, "stream-a");
+    let mut b = Stream::new(&ctx, "stream-b");
+    a.register_allocator(&desc).expect("a");
+    b.register_allocator(&desc).expect("b");
+    a.execute(&net.request(&plan, &weights)).expect("a runs");
+    let before = counter.report();
+    assert_eq!(
+        b.execute(&net.request(&plan, &weights)),
+        Err(StreamError::AllocatorBusy {
+            stream: a.id(),
+            name: "stream-a".into()
+        })
+    );
+    assert_eq!(
+        counter.report(),
+        before,
+        "the refused execution took no block"
+    );
+    assert_eq!(b.pending_executions(), 0);
+    a.execute(&net.request(&plan, &weights))
+        .expect("a may keep going");
+    pool.arm(&ctx);
+    a.synchronize().expect("sync a");
+    let id = b
+        .execute(&net.request(&plan, &weights))
+        .expect("b after a synchronized");
+    pool.arm(&ctx);
+    b.synchronize().expect("sync b");
+    assert_close(
+        &b.result(id)
+            .and_then(|r| r.output_f32(net.out))
+            .expect("out"),
+        &net.expected(),
+    );
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn different_allocators_on_two_streams_run_at_once() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let (pool_a, pool_b) = (
+        Arc::new(Pool::new(&ctx, 1 << 16)),
+        Arc::new(Pool::new(&ctx, 1 << 16)),
+    );
+    let (desc_a, count_a) = pool_desc(pool_a.clone());
+    let (desc_b, count_b) = pool_desc(pool_b.clone());
+    let mut a = Stream::new(&ctx, "a");
+    let mut b = Stream::new(&ctx, "b");
+    a.register_allocator(&desc_a).expect("a");
+    b.register_allocator(&desc_b).expect("b");
+    let ia = a.execute(&net.request(&plan, &weights)).expect("a");
+    let ib = b
+        .execute(&net.request(&plan, &weights))
+        .expect("b while a is unsynchronized");
+    pool_a.arm(&ctx);
+    pool_b.arm(&ctx);
+    b.synchronize().expect("sync b");
+    a.synchronize().expect("sync a");
+    for out in [
+        a.result(ia).and_then(|r| r.output_f32(net.out)),
+        b.result(ib).and_then(|r| r.output_f32(net.out)),
+    ] {
+        assert_close(&out.expect("out"), &net.expected());
+    }
+    pool_a.assert_clean(&count_a);
+    pool_b.assert_clean(&count_b);
+}
+
+// ---------------------------------------------------------------------------------
+// Failure paths.
+
+#[test]
+fn a_failing_alloc_returns_the_blocks_already_taken_and_the_stream_stays_usable() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = multi_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool {
+        fail_after: Some(1),
+        ..Pool::new(&ctx, 1 << 16)
+    });
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "failing");
+    stream.register_allocator(&desc).expect("register");
+    let error = stream
+        .execute(&net.request(&plan, &weights))
+        .expect_err("alloc fails");
+    match &error {
+        StreamError::AllocFailed {
+            buffer: 0,
+            chunk: 1,
+            message,
+            ..
+        } => assert!(
+            message.contains("pool exhausted after 1 blocks"),
+            "{message}"
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
+    let report = counter.report();
+    assert_eq!(
+        (report.allocations, report.failures, report.frees),
+        (1, 1, 1)
+    );
+    assert_eq!(stream.pending_executions(), 0);
+    // Never queued: the block goes back at once.
+    pool.assert_balanced(&counter);
+    // The stream still works with another allocator...
+    let (good, good_count) = pool_desc(Arc::new(Pool::new(&ctx, 1 << 16)));
+    stream.register_allocator(&good).expect("register");
+    let id = stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    stream.synchronize().expect("sync");
+    assert_close(
+        &stream
+            .result(id)
+            .and_then(|r| r.output_f32(net.out))
+            .expect("out"),
+        &net.expected(),
+    );
+    assert!(good_count.report().balanced());
+}
+
+#[test]
+fn an_address_smaller_than_the_request_is_refused_and_the_block_goes_back() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool {
+        shrink: 4,
+        ..Pool::new(&ctx, 1 << 16)
+    });
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "short");
+    stream.register_allocator(&desc).expect("register");
+    let needed = plan.buffers[0].chunks[0].size.next_multiple_of(4);
+    assert_eq!(
+        stream.execute(&net.request(&plan, &weights)),
+        Err(StreamError::BlockTooSmall {
+            buffer: 0,
+            chunk: 0,
+            needed,
+            got: needed - 4
+        })
+    );
+    assert_eq!(counter.report().allocations, 1);
+    // Never queued: the block goes back at once.
+    pool.assert_balanced(&counter);
+}
+
+#[test]
+fn a_misaligned_address_is_refused_and_the_block_goes_back() {
+    let ctx = require_gpu!();
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    if alignment <= 4 {
+        eprintln!("SKIPPED: storage offsets need no alignment beyond 4 on this device");
+        return;
+    }
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool {
+        skew: 4,
+        ..Pool::new(&ctx, 1 << 16)
+    });
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "misaligned");
+    stream.register_allocator(&desc).expect("register");
+    assert_eq!(
+        stream.execute(&net.request(&plan, &weights)),
+        Err(StreamError::MisalignedBlock {
+            buffer: 0,
+            chunk: 0,
+            offset: alignment + 4,
+            alignment
+        })
+    );
+    // Never queued: the block goes back at once.
+    pool.assert_balanced(&counter);
+}
+
+#[test]
+fn an_address_past_its_buffer_end_is_refused() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    let pool = Arc::new(Pool {
+        skew: alignment * 64,
+        ..Pool::new(&ctx, 1 << 16)
+    });
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "past-end");
+    stream.register_allocator(&desc).expect("register");
+    let bigger = BufferTypeDesc::new("big", alignment, 1 << 30).expect("type");
+    // A chunk that nearly fills the pool: moved by 64 alignment units it ends past it.
+    let mut plan = plan.clone();
+    plan.buffers[0].buffer_type = bigger;
+    plan.buffers[0].chunks[0].size = (1 << 16) - 2 * alignment;
+    assert!(matches!(
+        stream.execute(&net.request(&plan, &weights)),
+        Err(StreamError::BlockPastBufferEnd { buffer_size, .. }) if buffer_size == 1 << 16
+    ));
+    // Never queued: the block goes back at once.
+    pool.assert_balanced(&counter);
+}
+
+#[test]
+fn a_refused_input_after_allocation_returns_the_blocks_and_the_stream_stays_usable() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "bad-input");
+    stream.register_allocator(&desc).expect("register");
+    let short = [1.0f32; 3];
+    let bad = ExecuteRequest::new(&net.graph, &plan)
+        .input_f32(net.x, &short)
+        .layer(&weights.0, &weights.1);
+    pool.arm(&ctx);
+    assert!(matches!(
+        stream.execute(&bad),
+        Err(StreamError::Exec(ExecError::WrongDataSize { got: 12, .. }))
+    ));
+    pool.assert_clean(&counter);
+    let id = stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    pool.arm(&ctx);
+    stream.synchronize().expect("sync");
+    assert!(stream.result(id).is_some());
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn dropping_a_stream_with_unsynchronized_work_waits_then_frees() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = multi_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "dropped");
+    stream.register_allocator(&desc).expect("register");
+    stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    pool.arm(&ctx);
+    assert_eq!(counter.report().frees, 0);
+    drop(stream);
+    assert_eq!(counter.report().allocations, 2 * chunks(&plan));
+    pool.assert_clean(&counter);
+    // Its allocator is free for another stream now.
+    let mut other = Stream::new(&ctx, "after");
+    other.register_allocator(&desc).expect("register");
+    other
+        .execute(&net.request(&plan, &weights))
+        .expect("no longer busy");
+    pool.arm(&ctx);
+    other.synchronize().expect("sync");
+    pool.assert_clean(&counter);
+}
+
+// ---------------------------------------------------------------------------------
+// Regions: tensors bound inside a larger buffer at a base offset.
+
+#[test]
+fn tensors_of_a_region_live_at_the_region_base_plus_their_offset() {
+    let ctx = require_gpu!();
+    let net = net();
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let base = 4 * u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    let size = plan.buffers[0].chunks[0].size.next_multiple_of(4);
+    let big = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("big"),
+        size: base + size,
+        usage: STORAGE_USAGE,
+        mapped_at_creation: false,
+    });
+    let memory = PlannedMemory::from_regions(vec![vec![Region {
+        buffer: big.clone(),
+        offset: base,
+        size,
+    }]]);
+    assert_eq!(
+        memory.region(BufferId(0), 0).map(|r| (r.1, r.2)),
+        Some((base, size))
+    );
+    let tensors = TensorMemory::single(&plan, &memory);
+    tensors
+        .write_f32(&ctx, &net.graph, net.x, &net.x_values)
+        .expect("write");
+    let at = plan.placement(net.x).expect("x placed").offset;
+    let raw = read_buffer_range(&ctx, &big, base + at, 512).expect("raw read");
+    assert_eq!(raw, bytemuck::cast_slice::<f32, u8>(&net.x_values));
+    assert_eq!(
+        tensors.read_f32(&ctx, &net.graph, net.x).expect("read"),
+        net.x_values
+    );
+    assert_eq!(memory.total_size(), 0, "regions are not owned");
+    drop(memory);
+    // The big buffer was not destroyed with the memory: it can still be read.
+    assert!(read_buffer_range(&ctx, &big, 0, 4).is_ok());
+}
+
+#[test]
+fn a_tensor_past_its_region_is_refused() {
+    let ctx = require_gpu!();
+    let net = net();
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let big = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("big"),
+        size: 1 << 16,
+        usage: STORAGE_USAGE,
+        mapped_at_creation: false,
+    });
+    // A region shorter than the chunk, inside a buffer that would be long enough.
+    let memory = PlannedMemory::from_regions(vec![vec![Region {
+        buffer: big,
+        offset: 0,
+        size: 64,
+    }]]);
+    let tensors = TensorMemory::single(&plan, &memory);
+    let far = net
+        .graph
+        .tensors
+        .iter()
+        .map(|t| t.id)
+        .find(|&t| plan.placement(t).is_some_and(|p| p.offset + p.size > 64))
+        .expect("a tensor beyond 64 bytes");
+    assert!(matches!(
+        tensors.range(&net.graph, far),
+        Err(ExecError::PastBufferEnd {
+            buffer_size: 64,
+            ..
+        })
+    ));
+}
+
+// ---------------------------------------------------------------------------------
+// The built-in transformer on a stream.
+
+#[test]
+fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
+    let ctx = require_gpu!();
+    let config = ModelConfig {
+        layers: 1,
+        width: 32,
+        heads: 2,
+        seq: 8,
+        vocab: 50,
+        seed: 7,
+    };
+    let model = build_gpt(&config).expect("model");
+    let graph = &model.graph;
+    let weight_plan = plan_weights(graph, &storage(&ctx)).expect("weights");
+    let weight_memory =
+        allocate_plan(&ctx, &weight_plan, DEFAULT_USAGE, &WgpuAllocator).expect("alloc");
+    let mut values = HashMap::new();
+    {
+        let layer = TensorMemory::single(&weight_plan, &weight_memory);
+        for w in model.weights() {
+            let v = model.weight_values(w);
+            layer.write_f32(&ctx, graph, w, &v).expect("upload");
+            values.insert(w, TensorData::F32(v));
+        }
+    }
+    let tokens = model.token_ids();
+    values.insert(model.tokens, TensorData::U32(tokens.clone()));
+    let plan = one_chunk_plan(&ctx, graph);
+    let pool = Arc::new(Pool::new(&ctx, plan.total_size() * 2 + (1 << 12)));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "gpt");
+    stream.register_allocator(&desc).expect("register");
+    let request = ExecuteRequest::new(graph, &plan)
+        .input(model.tokens, bytemuck::cast_slice(&tokens))
+        .layer(&weight_plan, &weight_memory)
+        .read_back(model.logits);
+    let id = stream.execute(&request).expect("execute");
+    pool.arm(&ctx);
+    stream.synchronize().expect("sync");
+    let cpu = cpu_ref::evaluate(graph, &values).expect("cpu");
+    let cpu = cpu[model.logits.index()]
+        .as_ref()
+        .and_then(|d| d.as_f32())
+        .expect("logits");
+    let gpu = stream
+        .result(id)
+        .and_then(|r| r.output_f32(model.logits))
+        .expect("logits");
+    assert_eq!(gpu.len(), cpu.len());
+    for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
+        assert!(
+            (g - c).abs() <= 1e-3 * (1.0 + c.abs()),
+            "logit {i}: gpu {g} cpu {c}"
+        );
+    }
+    pool.assert_clean(&counter);
+    eprintln!(
+        "gpt on a stream: {} nodes, {} activation bytes in {} pool block(s), weights {} B",
+        graph.nodes.len(),
+        plan.total_size(),
+        counter.report().allocations,
+        weight_plan.total_size()
+    );
+}
