@@ -21,6 +21,9 @@ pub enum Error {
     /// The built-in model's configuration was refused.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    /// A graph context refused a setting or an execution.
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
     /// Reading a file failed.
     #[error("cannot read {path}: {source}")]
     Io {

@@ -28,5 +28,6 @@ pub mod graph;
 pub mod model;
 pub mod plan;
 pub mod report;
+pub mod runtime;
 
 pub use error::{Error, Result};
