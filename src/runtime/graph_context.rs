@@ -75,6 +75,8 @@ impl Blocks {
             return Ok(());
         }
         let old = self.chunks[chunk].take();
+        // Nothing to keep without an old block (or past its end).
+        let used = old.as_ref().map_or(0, |o| used.min(o.size()));
         let role = self.role;
         let block = match &self.allocation {
             Allocation::Default => default_realloc(gpu, old, used, size),

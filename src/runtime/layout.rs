@@ -156,8 +156,8 @@ impl Layout {
 }
 
 /// The nodes `steps` of `graph` (whose tensors they touch are all resolved) as a graph
-/// of their own: tensors in `placed` (set by an earlier phase, or kept elsewhere)
-/// become weights, which planners do not place; tensors produced here that `keep`
+/// of their own: tensors in `placed` (set by an earlier phase, or kept elsewhere) that
+/// no node of the phase produces become weights, which planners do not place; tensors produced here that `keep`
 /// holds (read after the phase, or read back by the host) become outputs; the rest
 /// are intermediates. Returns the phase graph and, for each of its tensors, the id in
 /// `graph`.
@@ -191,11 +191,15 @@ pub(crate) fn phase_graph(
     for (i, id) in original.iter().enumerate() {
         new_id[id.index()] = TensorId(u32::try_from(i).unwrap_or(u32::MAX));
     }
+    let produced: HashSet<TensorId> = nodes
+        .iter()
+        .filter_map(|n| graph.root_of(n.output))
+        .collect();
     let role_of = |id: TensorId| -> Role {
         let Some(t) = graph.tensor(id) else {
             return Role::Intermediate;
         };
-        if t.role == Role::Weight || placed(id) {
+        if t.role == Role::Weight || (placed(id) && !produced.contains(&id)) {
             Role::Weight
         } else if keep.contains(&id) {
             Role::Output
