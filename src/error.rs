@@ -24,6 +24,9 @@ pub enum Error {
     /// Registering an allocator on a stream, executing or synchronizing it failed.
     #[error(transparent)]
     Stream(#[from] crate::stream::StreamError),
+    /// A graph context refused a setting or an execution.
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
     /// Reading a file failed.
     #[error("cannot read {path}: {source}")]
     Io {

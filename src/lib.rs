@@ -28,6 +28,7 @@ pub mod graph;
 pub mod model;
 pub mod plan;
 pub mod report;
+pub mod runtime;
 
 pub use error::{Error, Result};
 pub mod stream;

@@ -344,6 +344,7 @@ mod tests {
                 size: 1000,
                 role: crate::graph::Role::Input,
                 view_of: None,
+                dynamic: None,
             }],
             nodes: vec![],
         };

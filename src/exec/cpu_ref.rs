@@ -223,6 +223,13 @@ pub fn rope(x: &[f32], dim: usize, base: f32) -> Vec<f32> {
     out
 }
 
+/// The elements of `x` that are > 0, in order, cut or zero-padded to `out_len`.
+pub fn compact(x: &[f32], out_len: usize) -> Vec<f32> {
+    let mut kept: Vec<f32> = x.iter().copied().filter(|&v| v > 0.0).collect();
+    kept.resize(out_len, 0.0);
+    kept
+}
+
 /// Applies one checked call to its inputs' values (in the node's order).
 ///
 /// # Errors
@@ -290,6 +297,10 @@ pub fn apply(
             embedding(ids, float(1, u(vocab) * u(dim))?, u(dim))
         }
         OpCall::Rope { rows, dim, base } => rope(float(0, u(rows) * u(dim))?, u(dim), base),
+        OpCall::CountPositive { len } => {
+            vec![float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
+        }
+        OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
     })
 }
 

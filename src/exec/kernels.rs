@@ -25,11 +25,13 @@ pub enum Shader {
     Rope,
     /// `shaders/copy.wgsl` (the executor's staging copy).
     Copy,
+    /// `shaders/compact.wgsl`.
+    Compact,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 8] = [
+    pub const ALL: [Shader; 9] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -38,6 +40,7 @@ impl Shader {
         Shader::Embedding,
         Shader::Rope,
         Shader::Copy,
+        Shader::Compact,
     ];
 
     /// The file name under `shaders/`.
@@ -51,6 +54,7 @@ impl Shader {
             Shader::Embedding => "embedding.wgsl",
             Shader::Rope => "rope.wgsl",
             Shader::Copy => "copy.wgsl",
+            Shader::Compact => "compact.wgsl",
         }
     }
 
@@ -65,6 +69,7 @@ impl Shader {
             Shader::Embedding => include_str!("../../shaders/embedding.wgsl"),
             Shader::Rope => include_str!("../../shaders/rope.wgsl"),
             Shader::Copy => include_str!("../../shaders/copy.wgsl"),
+            Shader::Compact => include_str!("../../shaders/compact.wgsl"),
         }
     }
 }
@@ -101,6 +106,10 @@ pub enum Kernel {
     RopeInPlace,
     /// `src → dst` word for word: stages an input into the executor's workspace.
     CopyWords,
+    /// `(x, count)`: counts the elements > 0.
+    CountPositive,
+    /// `(x, count, out)`: keeps the elements > 0, in order.
+    Compact,
 }
 
 impl Kernel {
@@ -121,6 +130,8 @@ impl Kernel {
             Kernel::Rope => (Shader::Rope, "rope"),
             Kernel::RopeInPlace => (Shader::Rope, "rope_inplace"),
             Kernel::CopyWords => (Shader::Copy, "copy_words"),
+            Kernel::CountPositive => (Shader::Compact, "count_positive"),
+            Kernel::Compact => (Shader::Compact, "compact"),
         }
     }
 
@@ -132,18 +143,20 @@ impl Kernel {
             | Kernel::BinaryInPlace
             | Kernel::Softmax
             | Kernel::Rope
-            | Kernel::CopyWords => 2,
+            | Kernel::CopyWords
+            | Kernel::CountPositive => 2,
             Kernel::Binary
             | Kernel::RmsNorm
             | Kernel::Matmul
             | Kernel::MatmulBt
-            | Kernel::Embedding => 3,
+            | Kernel::Embedding
+            | Kernel::Compact => 3,
             Kernel::LayerNorm => 4,
         }
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -158,6 +171,8 @@ impl Kernel {
         Kernel::Rope,
         Kernel::RopeInPlace,
         Kernel::CopyWords,
+        Kernel::CountPositive,
+        Kernel::Compact,
     ];
 }
 
@@ -185,6 +200,8 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
         (OpCall::Embedding { .. }, false) => (Kernel::Embedding, &[0, 1, 2]),
         (OpCall::Rope { .. }, false) => (Kernel::Rope, &[0, 1]),
         (OpCall::Rope { .. }, true) => (Kernel::RopeInPlace, &[0]),
+        (OpCall::CountPositive { .. }, false) => (Kernel::CountPositive, &[0, 1]),
+        (OpCall::Compact { .. }, false) => (Kernel::Compact, &[0, 1, 2]),
         _ => return None,
     })
 }
@@ -241,6 +258,8 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         OpCall::Softmax { rows, .. }
         | OpCall::LayerNorm { rows, .. }
         | OpCall::RmsNorm { rows, .. } => u64::from(rows),
+        // One workgroup walks the whole input (an order-keeping prefix sum).
+        OpCall::CountPositive { .. } | OpCall::Compact { .. } => 1,
         OpCall::Matmul { m, n, .. } => {
             let gx = u64::from(n).div_ceil(MATMUL_BLOCK);
             let gy = u64::from(m).div_ceil(MATMUL_BLOCK);

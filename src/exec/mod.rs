@@ -21,6 +21,9 @@
 //!   (x, gain; eps), `matmul` (`[m,k]×[k,n]`), `matmul_bt` (`[m,k]×[n,k]ᵀ`),
 //!   `embedding` (u32 ids × `[vocab, d]` table; an id ≥ vocab gives a zero row), `rope`
 //!   (`[rows, d]`, row = position, base `params[0]`, default 10000).
+//!   `count_positive` (`x → [1]`, how many elements are > 0) and `compact`
+//!   (`(x, count) → out`, the elements > 0 in order; `out` has a data-dependent length,
+//!   see [`crate::graph::DynamicLen`] and [`crate::runtime`]).
 //!   Elementwise ops, both softmaxes and rope also run in place: when the plan puts a
 //!   node's output on its first input's range, the in-place kernel binds it once.
 //! * Inputs of one node that share bytes (`mul(x, x)`, `add(a, view_of_a)`) are legal:
@@ -49,3 +52,4 @@ pub use ops::{
 pub use params::KernelParams;
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub mod checksum;
+pub use ops::MAX_COMPACT_ELEMENTS;

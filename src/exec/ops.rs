@@ -21,7 +21,13 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "matmul_bt",
     "embedding",
     "rope",
+    "count_positive",
+    "compact",
 ];
+
+/// The most elements `count_positive` and `compact` take: their count is a whole
+/// number stored in an f32, exact up to 2^24.
+pub const MAX_COMPACT_ELEMENTS: u64 = 1 << 24;
 
 /// Whether `op` has a kernel (see [`SUPPORTED_OPS`]).
 pub fn supports(op: &str) -> bool {
@@ -161,6 +167,20 @@ pub enum OpCall {
         /// Frequency base (`params[0]`, default [`DEFAULT_ROPE_BASE`]).
         base: f32,
     },
+    /// `x [len] → count [1]`: how many elements of `x` are > 0, as a whole-number f32.
+    CountPositive {
+        /// Elements of `x`.
+        len: u32,
+    },
+    /// `(x [len], count [1]) → out [out_len]`: the elements of `x` that are > 0, in
+    /// order (zeros after them when `out_len` exceeds their number). `out` has a
+    /// data-dependent length ([`crate::graph::DynamicLen`]) whose count is `count`.
+    Compact {
+        /// Elements of `x`.
+        len: u32,
+        /// Elements of `out`.
+        out_len: u32,
+    },
 }
 
 impl OpCall {
@@ -270,6 +290,8 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         "copy" | "scale" | "relu" | "gelu" | "silu" | "softmax" | "softmax_causal" | "rope" => 1,
         "add" | "mul" | "rms_norm" | "matmul" | "matmul_bt" | "embedding" => 2,
         "layer_norm" => 3,
+        "count_positive" => 1,
+        "compact" => 2,
         _ => {
             return Err(ExecError::NoKernel {
                 node: step_id,
@@ -429,6 +451,35 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
                 rows: c.small(rows)?,
                 dim: c.small(dim)?,
                 vocab: c.small(vocab)?,
+            }
+        }
+        "count_positive" | "compact" => {
+            let len = c.len(x, f32s)?;
+            if len > MAX_COMPACT_ELEMENTS {
+                return Err(c.bad(format!(
+                    "{len} elements; counts are exact up to {MAX_COMPACT_ELEMENTS}"
+                )));
+            }
+            if op == "count_positive" {
+                c.same_len(out, out_len, 1)?;
+                OpCall::CountPositive { len: c.small(len)? }
+            } else {
+                let count_len = c.len(inputs[1], f32s)?;
+                if count_len != 1 {
+                    return Err(c.bad(format!(
+                        "count {} has {count_len} elements, expected 1",
+                        inputs[1].id
+                    )));
+                }
+                if out_len > len {
+                    return Err(c.bad(format!(
+                        "output has {out_len} elements, more than the {len} of its input"
+                    )));
+                }
+                OpCall::Compact {
+                    len: c.small(len)?,
+                    out_len: c.small(out_len)?,
+                }
             }
         }
         _ => {

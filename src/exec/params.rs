@@ -47,6 +47,8 @@ impl KernelParams {
                 ([rows.saturating_mul(dim), dim, vocab, 0], 0.0)
             }
             OpCall::Rope { rows, dim, base } => ([rows.saturating_mul(dim / 2), dim, 0, 0], base),
+            OpCall::CountPositive { len } => ([len, 0, 0, 0], 0.0),
+            OpCall::Compact { len, out_len } => ([len, out_len, 0, 0], 0.0),
         };
         KernelParams {
             ints,

@@ -1,6 +1,6 @@
 //! [`GraphBuilder`]: build a graph from code, node by node in execution order.
 
-use super::{DType, Graph, GraphError, Node, Role, Tensor, TensorId};
+use super::{DType, DynamicLen, Graph, GraphError, Node, Role, Tensor, TensorId};
 
 /// Builds a [`Graph`] in execution order. Byte sizes are computed from shape and
 /// element type (saturating; [`GraphBuilder::build`] rejects an overflow).
@@ -53,6 +53,7 @@ impl GraphBuilder {
             size,
             role,
             view_of,
+            dynamic: None,
         });
         id
     }
@@ -108,6 +109,27 @@ impl GraphBuilder {
         let name = format!("{op}_{}", self.graph.nodes.len());
         let output = self.push_tensor(name, DType::F32, shape, Role::Intermediate, None);
         self.push_node(op, inputs, output, inplace, params);
+        output
+    }
+
+    /// Appends a node `op(inputs)` whose new rank-1 f32 output has a length known only
+    /// after the node that writes `count` ran (see [`DynamicLen`]): its shape is
+    /// `[max_len]` until then (`[0]` when `max_len` is `None`).
+    pub fn dynamic_node(
+        &mut self,
+        op: &str,
+        inputs: &[TensorId],
+        count: TensorId,
+        max_len: Option<u64>,
+        params: &[f32],
+    ) -> TensorId {
+        let name = format!("{op}_{}", self.graph.nodes.len());
+        let shape = [max_len.unwrap_or(0)];
+        let output = self.push_tensor(name, DType::F32, &shape, Role::Intermediate, None);
+        if let Some(t) = self.graph.tensors.get_mut(output.index()) {
+            t.dynamic = Some(DynamicLen { count, max_len });
+        }
+        self.push_node(op, inputs, output, false, params);
         output
     }
 

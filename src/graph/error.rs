@@ -154,4 +154,39 @@ pub enum GraphError {
         /// What is wrong with the row.
         problem: String,
     },
+    /// A tensor with a data-dependent length breaks one of [`super::DynamicLen`]'s
+    /// rules (its count is not a one-element f32 tensor, it is a view or an input,
+    /// it is not rank 1, its shape is not `[max_len]`, a view aliases it).
+    #[error("dynamic tensor {tensor} ({name}): {problem}")]
+    BadDynamicLen {
+        /// The dynamic tensor.
+        tensor: TensorId,
+        /// Its name.
+        name: String,
+        /// Which rule it breaks.
+        problem: String,
+    },
+    /// The node that writes a dynamic tensor's count does not run before the node that
+    /// writes the dynamic tensor (or no node writes the count).
+    #[error("dynamic tensor {tensor} is written by node {producer}, but its count {count} is written by {count_producer:?}")]
+    CountTooLate {
+        /// The dynamic tensor.
+        tensor: TensorId,
+        /// Its count tensor.
+        count: TensorId,
+        /// The node that writes the dynamic tensor.
+        producer: NodeId,
+        /// The node that writes the count, if any.
+        count_producer: Option<NodeId>,
+    },
+    /// A length read at run time exceeds the bound the graph declared.
+    #[error("dynamic tensor {tensor} has {len} elements at run time, above its bound {max_len}")]
+    LengthAboveBound {
+        /// The dynamic tensor.
+        tensor: TensorId,
+        /// The length found.
+        len: u64,
+        /// The declared bound.
+        max_len: u64,
+    },
 }

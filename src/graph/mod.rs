@@ -2,6 +2,7 @@
 //! lifetimes and the import of real-network traces (tensor-graph-trace/1).
 
 mod builder;
+mod dynamic;
 mod error;
 mod lifetime;
 mod model;
@@ -13,7 +14,7 @@ mod validate;
 pub use builder::GraphBuilder;
 pub use error::GraphError;
 pub use lifetime::{Lifetime, Lifetimes};
-pub use model::{DType, Graph, Node, NodeId, Role, Tensor, TensorId};
+pub use model::{DType, DynamicLen, Graph, Node, NodeId, Role, Tensor, TensorId};
 pub use summary::{GraphSummary, RoleSummary};
 pub use trace::{parse_trace, read_trace, TRACE_FORMAT};
 pub(crate) use validate::{

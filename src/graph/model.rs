@@ -120,6 +120,23 @@ pub struct Tensor {
     pub role: Role,
     /// The tensor this one aliases, if it is a view.
     pub view_of: Option<TensorId>,
+    /// Set when the tensor's length is known only after an earlier node ran (see
+    /// [`DynamicLen`]); `None` for the usual tensor whose size is known up front.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic: Option<DynamicLen>,
+}
+
+/// A data-dependent length: the tensor is rank 1 and its element count is the value
+/// of `count` (a one-element f32 tensor holding a whole number), which an earlier node
+/// writes. Until that node has run, `shape` is `[max_len]` (`[0]` when unbounded) and
+/// `size` is the matching byte size: a planner that sees the unresolved graph plans
+/// the bound. [`Graph::resolve_lengths`] turns it into an ordinary tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct DynamicLen {
+    /// The one-element tensor whose value is the length.
+    pub count: TensorId,
+    /// An upper bound on the length, when the graph knows one.
+    pub max_len: Option<u64>,
 }
 
 impl Tensor {

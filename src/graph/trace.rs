@@ -147,6 +147,7 @@ fn parse_tensor(position: usize, value: &Value, dtype: DType) -> Result<Tensor, 
         size,
         role,
         view_of,
+        dynamic: None,
     })
 }
 

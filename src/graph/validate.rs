@@ -77,12 +77,14 @@ impl Graph {
     /// Checks that the graph is well formed: ids match positions, every id refers to a
     /// tensor, each tensor is produced at most once and before it is read,
     /// no node produces an input or weight, every intermediate/output non-view is
-    /// produced, view chains end at a real root, and sizes match shapes without overflow.
+    /// produced, view chains end at a real root, and sizes match shapes without overflow;
+    /// then that data-dependent lengths follow [`super::DynamicLen`]'s rules.
     ///
     /// # Errors
     /// The first problem found, as a [`GraphError`] naming the tensor or node.
     pub fn validate(&self) -> Result<(), GraphError> {
-        self.check(false).map(|_| ())
+        self.check(false)?;
+        self.check_dynamic()
     }
 
     /// [`Graph::validate`], keeping the compact facts the planner walks.
@@ -90,7 +92,9 @@ impl Graph {
     /// # Errors
     /// As [`Graph::validate`].
     pub(crate) fn validated_facts(&self) -> Result<GraphFacts, GraphError> {
-        self.check(true)
+        let facts = self.check(true)?;
+        self.check_dynamic()?;
+        Ok(facts)
     }
 
     /// Validation in four linear passes (tensors, node outputs, nodes, tensors again

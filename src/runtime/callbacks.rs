@@ -1,0 +1,290 @@
+//! Allocation callbacks of a graph context: a `realloc` and a `free_all` with a user
+//! context, for the workspace and for the outputs ([`Allocation`]), and
+//! [`BlockPool`], which turns any [`BufferAllocator`] into such a pair.
+//!
+//! Ownership follows C's `realloc`: every block `realloc` returns is the callback's
+//! until its `free_all`; the context only borrows it. `realloc` takes the old block
+//! (`None` the first time) and returns one of at least `new_size` bytes whose first
+//! `old_used` bytes equal the old block's: **the callback copies** (see
+//! [`copy_prefix`]); it may return the old block itself when it is large enough.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{CallbackError, MemoryRole, RuntimeError};
+use crate::device::{BufferAllocator, ChunkRequest, GpuContext};
+use crate::plan::BufferId;
+
+/// The user context passed unchanged to every call of a callback pair. Two settings
+/// share one when their `Arc`s point to the same value ([`Arc::ptr_eq`]).
+pub type UserContext = Arc<dyn Any + Send + Sync>;
+
+/// One call of a `realloc` callback.
+pub struct ReallocRequest<'a> {
+    /// The device to allocate on.
+    pub gpu: &'a GpuContext,
+    /// The user context given with the callbacks.
+    pub user: Option<&'a UserContext>,
+    /// Which memory the block is for.
+    pub role: MemoryRole,
+    /// Which chunk of that memory (a kernel binds at most one chunk per tensor).
+    pub chunk: usize,
+    /// The block being replaced (`None` the first time, and after a release).
+    pub old: Option<wgpu::Buffer>,
+    /// Leading bytes of `old` the new block must hold too (0 when nothing is live).
+    pub old_used: u64,
+    /// Bytes the new block must have at least (a multiple of 4).
+    pub new_size: u64,
+    /// The usage the new block must have.
+    pub usage: wgpu::BufferUsages,
+}
+
+impl fmt::Debug for ReallocRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReallocRequest")
+            .field("role", &self.role)
+            .field("chunk", &self.chunk)
+            .field("old", &self.old.as_ref().map(wgpu::Buffer::size))
+            .field("old_used", &self.old_used)
+            .field("new_size", &self.new_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A `realloc` callback: returns a block of at least `new_size` bytes holding the old
+/// block's first `old_used` bytes, or fails with its own message.
+pub type ReallocFn =
+    Box<dyn Fn(ReallocRequest<'_>) -> Result<wgpu::Buffer, CallbackError> + Send + Sync>;
+
+/// A `free_all` callback: releases every block its `realloc` handed out.
+pub type FreeAllFn = Box<dyn Fn(Option<&UserContext>) + Send + Sync>;
+
+/// Where one kind of a context's memory comes from.
+pub(crate) enum Allocation {
+    /// Plain wgpu buffers the context creates, copies and destroys itself.
+    Default,
+    /// The user's callbacks.
+    User {
+        realloc: ReallocFn,
+        free_all: FreeAllFn,
+        user: Option<UserContext>,
+    },
+}
+
+impl Allocation {
+    /// Both callbacks: user allocation; neither: the default; one: an error.
+    pub(crate) fn from_parts(
+        role: MemoryRole,
+        realloc: Option<ReallocFn>,
+        free_all: Option<FreeAllFn>,
+        user: Option<UserContext>,
+    ) -> Result<Allocation, RuntimeError> {
+        match (realloc, free_all) {
+            (None, None) => Ok(Allocation::Default),
+            (Some(realloc), Some(free_all)) => Ok(Allocation::User {
+                realloc,
+                free_all,
+                user,
+            }),
+            (realloc, free_all) => Err(RuntimeError::HalfSetCallbacks {
+                role,
+                realloc_given: realloc.is_some(),
+                free_all_given: free_all.is_some(),
+            }),
+        }
+    }
+
+    /// The user context, if user callbacks with one are set.
+    pub(crate) fn user(&self) -> Option<&UserContext> {
+        match self {
+            Allocation::User { user, .. } => user.as_ref(),
+            Allocation::Default => None,
+        }
+    }
+
+    /// Whether both are user callbacks with the same user context.
+    pub(crate) fn shares_user_with(&self, other: &Allocation) -> bool {
+        match (self.user(), other.user()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    /// Calls `free_all` (user callbacks only).
+    pub(crate) fn free_all(&self) {
+        if let Allocation::User { free_all, user, .. } = self {
+            free_all(user.as_ref());
+        }
+    }
+}
+
+/// Copies the first `len` bytes (rounded up to 4, at most `old`'s size) of `old` into
+/// `new` and submits the copy. Nothing is submitted when `len` is 0 or the two are the
+/// same buffer.
+///
+/// # Errors
+/// [`CallbackError`] when `new` is too small or either buffer lacks the copy usage.
+pub fn copy_prefix(
+    gpu: &GpuContext,
+    old: &wgpu::Buffer,
+    new: &wgpu::Buffer,
+    len: u64,
+) -> Result<(), CallbackError> {
+    if len == 0 || old == new {
+        return Ok(());
+    }
+    let bytes = len
+        .checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+        .unwrap_or(u64::MAX)
+        .min(old.size());
+    if bytes > new.size() {
+        return Err(CallbackError::new(format!(
+            "cannot keep {bytes} bytes in a block of {}",
+            new.size()
+        )));
+    }
+    if !old.usage().contains(wgpu::BufferUsages::COPY_SRC)
+        || !new.usage().contains(wgpu::BufferUsages::COPY_DST)
+    {
+        return Err(CallbackError::new("copy needs COPY_SRC and COPY_DST"));
+    }
+    let mut encoder = gpu
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("wgalloc realloc copy"),
+        });
+    encoder.copy_buffer_to_buffer(old, 0, new, 0, bytes);
+    gpu.queue.submit([encoder.finish()]);
+    Ok(())
+}
+
+/// What a [`BlockPool`] has done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// `realloc` calls.
+    pub reallocs: u64,
+    /// `new_size` of the last `realloc` call.
+    pub last_size: u64,
+    /// `free_all` calls.
+    pub free_alls: u64,
+    /// Blocks given back that the pool never handed out, or had already taken back
+    /// (a double free; not passed on to the allocator).
+    pub unknown_releases: u64,
+}
+
+/// Realloc/free-all callbacks over any [`BufferAllocator`]: `realloc` allocates a new
+/// block, copies the old block's live prefix into it and hands the old one back;
+/// `free_all` hands back every block still out. Wrap the allocator in a
+/// [`crate::device::CountingAllocator`] to prove that nothing leaks.
+#[derive(Debug)]
+pub struct BlockPool<A> {
+    allocator: A,
+    outstanding: Mutex<Vec<wgpu::Buffer>>,
+    stats: Mutex<PoolStats>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl<A: BufferAllocator + Send + Sync + 'static> BlockPool<A> {
+    /// A pool drawing from `allocator`.
+    pub fn new(allocator: A) -> Arc<BlockPool<A>> {
+        Arc::new(BlockPool {
+            allocator,
+            outstanding: Mutex::new(Vec::new()),
+            stats: Mutex::new(PoolStats::default()),
+        })
+    }
+
+    /// The allocator underneath (e.g. to read a counting allocator's report).
+    pub fn allocator(&self) -> &A {
+        &self.allocator
+    }
+
+    /// What the pool has done so far.
+    pub fn stats(&self) -> PoolStats {
+        *lock(&self.stats)
+    }
+
+    /// Blocks handed out and not yet taken back.
+    pub fn outstanding(&self) -> usize {
+        lock(&self.outstanding).len()
+    }
+
+    /// Hands one block back to the allocator, if the pool handed it out.
+    fn give_back(&self, block: wgpu::Buffer) {
+        let mut out = lock(&self.outstanding);
+        match out.iter().position(|b| *b == block) {
+            Some(i) => {
+                let block = out.swap_remove(i);
+                drop(out);
+                self.allocator.release(block);
+            }
+            None => lock(&self.stats).unknown_releases += 1,
+        }
+    }
+
+    /// The `realloc` of the pair: a new block from the allocator, the old block's
+    /// `old_used` bytes copied into it, the old block handed back.
+    ///
+    /// # Errors
+    /// [`CallbackError`] with the allocator's message when it fails (the old block is
+    /// then kept as it is, still outstanding), or when the copy cannot be made.
+    pub fn realloc(&self, request: ReallocRequest<'_>) -> Result<wgpu::Buffer, CallbackError> {
+        {
+            let mut stats = lock(&self.stats);
+            stats.reallocs += 1;
+            stats.last_size = request.new_size;
+        }
+        let chunk = ChunkRequest {
+            buffer: BufferId(request.role.index()),
+            chunk: request.chunk,
+            size: request.new_size,
+            usage: request.usage,
+        };
+        let block = self
+            .allocator
+            .allocate(request.gpu, &chunk)
+            .map_err(|e| CallbackError::new(e.to_string()))?;
+        lock(&self.outstanding).push(block.clone());
+        if let Some(old) = request.old {
+            if let Err(e) = copy_prefix(request.gpu, &old, &block, request.old_used) {
+                self.give_back(block);
+                return Err(e);
+            }
+            self.give_back(old);
+        }
+        Ok(block)
+    }
+
+    /// The `free_all` of the pair: every outstanding block back to the allocator.
+    pub fn free_all(&self) {
+        lock(&self.stats).free_alls += 1;
+        let blocks = std::mem::take(&mut *lock(&self.outstanding));
+        for block in blocks.into_iter().rev() {
+            self.allocator.release(block);
+        }
+    }
+
+    /// The pair as callbacks with this pool as their user context: they find the pool
+    /// through the user context they are called with (a pool of another type there is
+    /// a callback error).
+    pub fn callbacks(self: &Arc<Self>) -> (ReallocFn, FreeAllFn, UserContext) {
+        let realloc: ReallocFn = Box::new(|request| {
+            let pool = request
+                .user
+                .and_then(|u| u.downcast_ref::<BlockPool<A>>())
+                .ok_or_else(|| CallbackError::new("user context is not this block pool"))?;
+            pool.realloc(request)
+        });
+        let free_all: FreeAllFn = Box::new(|user| {
+            if let Some(pool) = user.and_then(|u| u.downcast_ref::<BlockPool<A>>()) {
+                pool.free_all();
+            }
+        });
+        let user: UserContext = self.clone();
+        (realloc, free_all, user)
+    }
+}

@@ -1,0 +1,739 @@
+//! [`GraphContext`]: a graph, a planner and the memory one execution needs, with the
+//! workspace and the outputs allocated through optional user callbacks.
+
+use std::collections::{HashMap, HashSet};
+
+use super::callbacks::{
+    copy_prefix, Allocation, FreeAllFn, ReallocFn, ReallocRequest, UserContext,
+};
+use super::layout::{phase_graph, Layout};
+use super::{MemoryRole, RuntimeError};
+use crate::device::{
+    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE,
+};
+use crate::exec::cpu_ref::TensorData;
+use crate::exec::{Executor, TensorMemory};
+use crate::graph::{Graph, Role, TensorId};
+use crate::plan::{plan_weights, BufferTypeDesc, Placement, Plan, Planner};
+
+/// The usage every block of a context has: storage for the kernels, copies both ways.
+pub const BLOCK_USAGE: wgpu::BufferUsages = DEFAULT_USAGE;
+
+/// The blocks of one kind of memory, and where they come from.
+struct Blocks {
+    role: MemoryRole,
+    allocation: Allocation,
+    /// One block per chunk; `None` where none is held.
+    chunks: Vec<Option<wgpu::Buffer>>,
+    /// Whether `realloc` ran since the last `free_all`.
+    owes_free_all: bool,
+}
+
+impl Blocks {
+    fn new(role: MemoryRole) -> Blocks {
+        Blocks {
+            role,
+            allocation: Allocation::Default,
+            chunks: Vec::new(),
+            owes_free_all: false,
+        }
+    }
+
+    /// Bytes of the blocks held.
+    fn bytes(&self) -> u64 {
+        self.chunks
+            .iter()
+            .flatten()
+            .fold(0u64, |acc, b| acc.saturating_add(b.size()))
+    }
+
+    /// Forgets every block: destroys them under the default allocation; under user
+    /// callbacks they are the callbacks' (their free-all is called by the caller).
+    fn forget(&mut self) {
+        for block in self.chunks.drain(..).flatten() {
+            if matches!(self.allocation, Allocation::Default) {
+                block.destroy();
+            }
+        }
+    }
+
+    /// Makes chunk `c`'s block at least `size` bytes, keeping its first `used` bytes.
+    fn grow(
+        &mut self,
+        gpu: &GpuContext,
+        chunk: usize,
+        size: u64,
+        used: u64,
+    ) -> Result<(), RuntimeError> {
+        if self.chunks.len() <= chunk {
+            self.chunks.resize(chunk + 1, None);
+        }
+        if self.chunks[chunk]
+            .as_ref()
+            .is_some_and(|b| b.size() >= size)
+        {
+            return Ok(());
+        }
+        let old = self.chunks[chunk].take();
+        // Nothing to keep without an old block (or past its end).
+        let used = old.as_ref().map_or(0, |o| used.min(o.size()));
+        let role = self.role;
+        let block = match &self.allocation {
+            Allocation::Default => default_realloc(gpu, old, used, size),
+            Allocation::User { realloc, user, .. } => {
+                self.owes_free_all = true;
+                realloc(ReallocRequest {
+                    gpu,
+                    user: user.as_ref(),
+                    role,
+                    chunk,
+                    old,
+                    old_used: used,
+                    new_size: size,
+                    usage: BLOCK_USAGE,
+                })
+            }
+        }
+        .map_err(|source| RuntimeError::Callback {
+            role,
+            chunk,
+            size,
+            source,
+        })?;
+        if block.size() < size {
+            let got = block.size();
+            if matches!(self.allocation, Allocation::Default) {
+                block.destroy();
+            }
+            return Err(RuntimeError::ShortBlock {
+                role,
+                chunk,
+                requested: size,
+                got,
+            });
+        }
+        if !block.usage().contains(BLOCK_USAGE) {
+            return Err(RuntimeError::MissingUsage {
+                role,
+                chunk,
+                needed: format!("{BLOCK_USAGE:?}"),
+                has: format!("{:?}", block.usage()),
+            });
+        }
+        self.chunks[chunk] = Some(block);
+        Ok(())
+    }
+
+    /// The held blocks as planned memory that does not own them.
+    fn memory(&self) -> PlannedMemory {
+        let row = self.chunks.iter().flatten().cloned().collect();
+        PlannedMemory::with_ownership(vec![row], vec![false])
+    }
+}
+
+/// The default `realloc`: a new wgpu buffer (out of memory is an error), the old
+/// block's live bytes copied, the old block destroyed.
+fn default_realloc(
+    gpu: &GpuContext,
+    old: Option<wgpu::Buffer>,
+    used: u64,
+    size: u64,
+) -> Result<wgpu::Buffer, super::CallbackError> {
+    use crate::device::BufferAllocator;
+    let request = crate::device::ChunkRequest {
+        buffer: crate::plan::BufferId(0),
+        chunk: 0,
+        size,
+        usage: BLOCK_USAGE,
+    };
+    let block = WgpuAllocator
+        .allocate(gpu, &request)
+        .map_err(|e| super::CallbackError::new(e.to_string()))?;
+    if let Some(old) = old {
+        copy_prefix(gpu, &old, &block, used)?;
+        old.destroy();
+    }
+    Ok(block)
+}
+
+/// One graph output after an execution: where it lives in the output memory.
+#[derive(Debug, Clone)]
+pub struct OutputTensor {
+    /// The output tensor.
+    pub tensor: TensorId,
+    /// The output block that holds it (valid until the next execution, a release or
+    /// the context's drop).
+    pub buffer: wgpu::Buffer,
+    /// Byte offset in the block.
+    pub offset: u64,
+    /// Bytes (its length is only known after the run for a dynamic tensor).
+    pub size: u64,
+}
+
+/// What one [`GraphContext::execute`] did.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    /// Every graph output, in tensor order.
+    pub outputs: Vec<OutputTensor>,
+    /// Phases run: 1 for a graph with no data-dependent length, one more per point
+    /// where lengths had to be read back before planning the rest.
+    pub phases: usize,
+    /// Bytes of workspace held after the run.
+    pub workspace_bytes: u64,
+    /// Bytes of output memory held after the run.
+    pub output_bytes: u64,
+    /// Bytes of the workspace each phase needed, summed over chunks, phase by phase.
+    pub workspace_per_phase: Vec<u64>,
+}
+
+impl Execution {
+    /// The output `tensor`, if it is one.
+    pub fn output(&self, tensor: TensorId) -> Option<&OutputTensor> {
+        self.outputs.iter().find(|o| o.tensor == tensor)
+    }
+
+    /// Reads an output's f32 values back.
+    ///
+    /// # Errors
+    /// [`RuntimeError::MissingValue`] for a tensor that is not an output; the
+    /// device's readback errors.
+    pub fn read_f32(&self, gpu: &GpuContext, tensor: TensorId) -> Result<Vec<f32>, RuntimeError> {
+        let out = self.output(tensor).ok_or(RuntimeError::MissingValue {
+            tensor,
+            name: String::new(),
+        })?;
+        let bytes = read_buffer_range(gpu, &out.buffer, out.offset, out.size)?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}
+
+/// A graph ready to run, with its own memory: the workspace (inputs and intermediates)
+/// and the outputs, each from the default allocator or from user callbacks
+/// ([`GraphContext::set_workspace_allocation`], [`GraphContext::set_output_allocation`]),
+/// and the weights (default allocator).
+///
+/// A graph with data-dependent lengths ([`crate::graph::DynamicLen`]) runs in phases:
+/// up to the first node whose lengths are unknown, then the counts are read back, the
+/// rest is planned, and the workspace grows through `realloc` (the bytes of earlier
+/// phases keep their offsets), and so on. A graph without them runs in one phase.
+///
+/// Dropping the context calls each `free_all` once; when the workspace and the outputs
+/// share one user context, its `free_all` is called once for both.
+pub struct GraphContext {
+    graph: Graph,
+    planner: Planner,
+    workspace: Blocks,
+    outputs: Blocks,
+    weights: Option<(Plan, PlannedMemory)>,
+    executor: Option<Executor>,
+}
+
+impl std::fmt::Debug for GraphContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphContext")
+            .field("graph", &self.graph.name)
+            .field("planner", &self.planner)
+            .field("workspace_bytes", &self.workspace.bytes())
+            .field("output_bytes", &self.outputs.bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GraphContext {
+    /// A context for `graph`, planned by `planner`, with the default allocators.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Graph`] when the graph does not validate.
+    pub fn new(graph: Graph, planner: Planner) -> Result<GraphContext, RuntimeError> {
+        graph.validate()?;
+        Ok(GraphContext {
+            graph,
+            planner,
+            workspace: Blocks::new(MemoryRole::Workspace),
+            outputs: Blocks::new(MemoryRole::Output),
+            weights: None,
+            executor: None,
+        })
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Bytes of workspace held now (0 after [`GraphContext::release_workspace`]).
+    pub fn workspace_bytes(&self) -> u64 {
+        self.workspace.bytes()
+    }
+
+    /// Sets where the workspace comes from: both callbacks, or neither for the default
+    /// allocator. Memory held under the previous setting is released first (its
+    /// free-all called when it owes one).
+    ///
+    /// # Errors
+    /// [`RuntimeError::HalfSetCallbacks`] when exactly one callback is given; the old
+    /// setting is kept.
+    pub fn set_workspace_allocation(
+        &mut self,
+        realloc: Option<ReallocFn>,
+        free_all: Option<FreeAllFn>,
+        user: Option<UserContext>,
+    ) -> Result<(), RuntimeError> {
+        let allocation = Allocation::from_parts(MemoryRole::Workspace, realloc, free_all, user)?;
+        self.release(MemoryRole::Workspace);
+        self.workspace.allocation = allocation;
+        Ok(())
+    }
+
+    /// Sets where the outputs' memory comes from, like
+    /// [`GraphContext::set_workspace_allocation`].
+    ///
+    /// # Errors
+    /// [`RuntimeError::HalfSetCallbacks`] when exactly one callback is given; the old
+    /// setting is kept.
+    pub fn set_output_allocation(
+        &mut self,
+        realloc: Option<ReallocFn>,
+        free_all: Option<FreeAllFn>,
+        user: Option<UserContext>,
+    ) -> Result<(), RuntimeError> {
+        let allocation = Allocation::from_parts(MemoryRole::Output, realloc, free_all, user)?;
+        self.release(MemoryRole::Output);
+        self.outputs.allocation = allocation;
+        Ok(())
+    }
+
+    /// Frees the workspace between executions (the next execution reallocates it from
+    /// nothing, `old = None`). With user callbacks their free-all is called; when the
+    /// outputs share its user context, that frees the output memory too, so the
+    /// context forgets it as well.
+    pub fn release_workspace(&mut self) {
+        self.release(MemoryRole::Workspace);
+    }
+
+    /// Releases one kind of memory (and the other when they share a user context).
+    fn release(&mut self, role: MemoryRole) {
+        let shared = self
+            .workspace
+            .allocation
+            .shares_user_with(&self.outputs.allocation);
+        let (mine, other) = match role {
+            MemoryRole::Workspace => (&mut self.workspace, &mut self.outputs),
+            MemoryRole::Output => (&mut self.outputs, &mut self.workspace),
+        };
+        let owed = mine.owes_free_all || (shared && other.owes_free_all);
+        mine.forget();
+        if owed {
+            mine.allocation.free_all();
+            mine.owes_free_all = false;
+            if shared {
+                other.forget();
+                other.owes_free_all = false;
+            }
+        }
+    }
+
+    /// The executor, created on the first execution; later ones must use the same
+    /// device.
+    fn executor(&mut self, gpu: &GpuContext) -> Result<&mut Executor, RuntimeError> {
+        if let Some(first) = &self.executor {
+            if first.context().device != gpu.device {
+                return Err(RuntimeError::OtherDevice {
+                    first: first.context().info.name.clone(),
+                    given: gpu.info.name.clone(),
+                });
+            }
+        }
+        Ok(self.executor.get_or_insert_with(|| Executor::new(gpu)))
+    }
+
+    /// Weight memory (default allocator, allocated once) with `values` written.
+    fn upload_weights(
+        &mut self,
+        gpu: &GpuContext,
+        storage: &BufferTypeDesc,
+        values: &HashMap<TensorId, TensorData>,
+    ) -> Result<(), RuntimeError> {
+        if self.weights.is_none() {
+            let plan = plan_weights(&self.graph, storage)?;
+            let memory = allocate_plan(gpu, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
+            self.weights = Some((plan, memory));
+        }
+        if let Some((plan, memory)) = &self.weights {
+            let layer = TensorMemory::single(plan, memory);
+            for t in self.graph.tensors.iter().filter(|t| t.role == Role::Weight) {
+                if t.view_of.is_none() {
+                    let data = value_of(&self.graph, values, t.id)?;
+                    layer.write(gpu, &self.graph, t.id, &data.to_bytes())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the graph: `values` gives every input and weight. Inputs and intermediates
+    /// live in the workspace, outputs in the output memory, each grown through its
+    /// allocator as the phases need.
+    ///
+    /// # Errors
+    /// [`RuntimeError::MissingValue`]; [`RuntimeError::ChunkTooLarge`] (before any
+    /// allocation of the phase); [`RuntimeError::Callback`],
+    /// [`RuntimeError::ShortBlock`], [`RuntimeError::MissingUsage`] from an allocator;
+    /// [`RuntimeError::BadCount`], [`RuntimeError::EmptyDynamicTensor`],
+    /// [`RuntimeError::Graph`] for lengths read at run time; planning, device and
+    /// execution errors. After an error the context can execute again.
+    pub fn execute(
+        &mut self,
+        gpu: &GpuContext,
+        values: &HashMap<TensorId, TensorData>,
+    ) -> Result<Execution, RuntimeError> {
+        self.executor(gpu)?;
+        let storage = gpu.buffer_types()?.storage.desc;
+        self.upload_weights(gpu, &storage, values)?;
+        let n = self.graph.nodes.len();
+        let count = self.graph.tensors.len();
+        let mut ws = Layout::new(MemoryRole::Workspace, &storage, count);
+        let mut outs = Layout::new(MemoryRole::Output, &storage, count);
+        let inputs: Vec<TensorId> = self
+            .graph
+            .tensors
+            .iter()
+            .filter(|t| t.role == Role::Input && t.view_of.is_none())
+            .map(|t| t.id)
+            .collect();
+        for &id in &inputs {
+            value_of(&self.graph, values, id)?;
+        }
+        ws.bump(&self.graph, &inputs)?;
+        let mut known: HashMap<TensorId, u64> = HashMap::new();
+        let mut resolved = self.graph.clone();
+        let mut cursor = 0;
+        let mut per_phase = Vec::new();
+        let mut inputs_written = false;
+        loop {
+            let end = resolved.first_unresolved_node(cursor).unwrap_or(n);
+            let (ws_before, outs_before) = (ws.chunks.clone(), outs.chunks.clone());
+            let produced: Vec<TensorId> = resolved.nodes[cursor..end]
+                .iter()
+                .filter_map(|node| resolved.root_of(node.output))
+                .filter(|&r| resolved.tensor(r).is_some_and(|t| t.role == Role::Output))
+                .filter(|&r| !outs.places(r))
+                .collect();
+            outs.bump(&resolved, &produced)?;
+            let keep = kept_after(&resolved, end);
+            let (sub, original) = phase_graph(
+                &resolved,
+                cursor..end,
+                |t| ws.places(t) || outs.places(t),
+                &keep,
+            );
+            let plan = self.planner.plan_graph(&sub, &storage)?;
+            ws.append(&plan, &original)?;
+            for &used in &ws.chunks {
+                if used > gpu.limits.max_buffer_size {
+                    return Err(RuntimeError::ChunkTooLarge {
+                        role: MemoryRole::Workspace,
+                        size: used,
+                        max_size: gpu.limits.max_buffer_size,
+                    });
+                }
+            }
+            per_phase.push(ws.chunks.iter().sum());
+            grow(&mut self.workspace, gpu, &ws, &ws_before)?;
+            grow(&mut self.outputs, gpu, &outs, &outs_before)?;
+            let (ws_plan, outs_plan) = (ws.to_plan(), outs.to_plan());
+            let (ws_memory, outs_memory) = (self.workspace.memory(), self.outputs.memory());
+            let mut memory =
+                TensorMemory::single(&outs_plan, &outs_memory).with_layer(&ws_plan, &ws_memory);
+            if let Some((plan, weights)) = &self.weights {
+                memory = memory.with_layer(plan, weights);
+            }
+            if !inputs_written {
+                for &id in &inputs {
+                    let data = value_of(&self.graph, values, id)?;
+                    memory.write(gpu, &resolved, id, &data.to_bytes())?;
+                }
+                inputs_written = true;
+            }
+            let phase = Graph {
+                name: resolved.name.clone(),
+                tensors: resolved.tensors.clone(),
+                nodes: resolved.nodes[cursor..end].to_vec(),
+            };
+            if let Some(executor) = &mut self.executor {
+                executor.run(&phase, &memory)?;
+            }
+            cursor = end;
+            if cursor >= n {
+                let outputs = output_tensors(&resolved, &outs, &self.outputs);
+                return Ok(Execution {
+                    outputs,
+                    phases: per_phase.len(),
+                    workspace_bytes: self.workspace.bytes(),
+                    output_bytes: self.outputs.bytes(),
+                    workspace_per_phase: per_phase,
+                });
+            }
+            read_counts(gpu, &resolved, &memory, end, &mut known)?;
+            let before = resolved.first_unresolved_node(cursor);
+            resolved = self.graph.resolve_lengths(|c| known.get(&c).copied())?;
+            if let Some(t) = resolved.tensors.iter().find(|t| {
+                t.dynamic.is_none()
+                    && t.size == 0
+                    && self.graph.tensors[t.id.index()].dynamic.is_some()
+            }) {
+                return Err(RuntimeError::EmptyDynamicTensor { tensor: t.id });
+            }
+            if resolved.first_unresolved_node(cursor) == before {
+                // Validation guarantees every count is written before its use.
+                return Err(RuntimeError::Graph(crate::graph::GraphError::BadNode {
+                    node: crate::graph::NodeId(u32::try_from(cursor).unwrap_or(u32::MAX)),
+                    op: resolved
+                        .nodes
+                        .get(cursor)
+                        .map(|n| n.op.clone())
+                        .unwrap_or_default(),
+                    problem: "its length is still unknown after the nodes before it ran".into(),
+                }));
+            }
+        }
+    }
+}
+
+/// Grows each chunk's block to what the layout needs, keeping what earlier phases
+/// placed (`before`).
+fn grow(
+    blocks: &mut Blocks,
+    gpu: &GpuContext,
+    layout: &Layout,
+    before: &[u64],
+) -> Result<(), RuntimeError> {
+    for (chunk, &size) in layout.block_sizes().iter().enumerate() {
+        let used = before.get(chunk).copied().unwrap_or(0);
+        blocks.grow(gpu, chunk, size, used)?;
+    }
+    Ok(())
+}
+
+/// The value given for `id`.
+fn value_of<'v>(
+    graph: &Graph,
+    values: &'v HashMap<TensorId, TensorData>,
+    id: TensorId,
+) -> Result<&'v TensorData, RuntimeError> {
+    values.get(&id).ok_or_else(|| RuntimeError::MissingValue {
+        tensor: id,
+        name: graph.tensor(id).map(|t| t.name.clone()).unwrap_or_default(),
+    })
+}
+
+/// Roots that must outlive a phase ending before node `end`: read by a later node, or
+/// a count still to be read back.
+fn kept_after(graph: &Graph, end: usize) -> HashSet<TensorId> {
+    let mut keep: HashSet<TensorId> = graph
+        .nodes
+        .iter()
+        .skip(end)
+        .flat_map(|n| n.inputs.iter())
+        .filter_map(|&i| graph.root_of(i))
+        .collect();
+    keep.extend(
+        graph
+            .tensors
+            .iter()
+            .filter_map(|t| t.dynamic.map(|d| d.count)),
+    );
+    keep
+}
+
+/// Reads the counts that nodes before `end` wrote and that some unresolved length
+/// waits for.
+fn read_counts(
+    gpu: &GpuContext,
+    graph: &Graph,
+    memory: &TensorMemory<'_>,
+    end: usize,
+    known: &mut HashMap<TensorId, u64>,
+) -> Result<(), RuntimeError> {
+    let produced: HashSet<TensorId> = graph.nodes[..end].iter().map(|n| n.output).collect();
+    let waiting: Vec<TensorId> = graph
+        .tensors
+        .iter()
+        .filter_map(|t| t.dynamic.map(|d| d.count))
+        .filter(|c| produced.contains(c) && !known.contains_key(c))
+        .collect();
+    for count in waiting {
+        let value = memory
+            .read_f32(gpu, graph, count)?
+            .first()
+            .copied()
+            .unwrap_or(f32::NAN);
+        if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
+            return Err(RuntimeError::BadCount {
+                tensor: count,
+                value,
+            });
+        }
+        known.insert(count, value as u64);
+    }
+    Ok(())
+}
+
+/// Every graph output with its block, offset and exact size.
+fn output_tensors(graph: &Graph, layout: &Layout, blocks: &Blocks) -> Vec<OutputTensor> {
+    graph
+        .tensors
+        .iter()
+        .filter(|t| t.role == Role::Output)
+        .filter_map(|t| {
+            let root = graph.root_of(t.id)?;
+            let p: Placement = layout.placements.get(root.index()).copied().flatten()?;
+            let buffer = blocks.chunks.get(p.chunk)?.clone()?;
+            Some(OutputTensor {
+                tensor: t.id,
+                buffer,
+                offset: p.offset,
+                size: t.size,
+            })
+        })
+        .collect()
+}
+
+impl Drop for GraphContext {
+    /// Calls each free-all once: once in all when workspace and outputs share a user
+    /// context. Default-allocated blocks are destroyed.
+    fn drop(&mut self) {
+        let shared = self
+            .workspace
+            .allocation
+            .shares_user_with(&self.outputs.allocation);
+        self.workspace.forget();
+        self.outputs.forget();
+        self.workspace.allocation.free_all();
+        if !shared {
+            self.outputs.allocation.free_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::graph::{DType, GraphBuilder};
+    use crate::runtime::CallbackError;
+
+    fn context() -> GraphContext {
+        let mut b = GraphBuilder::new("relu");
+        let x = b.input("x", DType::F32, &[4]);
+        let y = b.node("relu", &[x], &[4], false);
+        b.mark_output(y);
+        GraphContext::new(b.build().expect("valid"), Planner::Ggml).expect("valid")
+    }
+
+    /// A realloc that always fails and a free-all that counts its calls on `calls`.
+    fn counting(calls: &Arc<AtomicU64>) -> (ReallocFn, FreeAllFn) {
+        let calls = calls.clone();
+        (
+            Box::new(|_| Err(CallbackError::new("unused"))),
+            Box::new(move |_| {
+                calls.fetch_add(1, Ordering::Relaxed);
+            }),
+        )
+    }
+
+    #[test]
+    fn realloc_without_free_all_or_the_reverse_is_refused_and_the_old_setting_kept() {
+        let mut ctx = context();
+        let calls = Arc::new(AtomicU64::new(0));
+        let (realloc, free_all) = counting(&calls);
+        ctx.set_workspace_allocation(Some(realloc), Some(free_all), None)
+            .expect("both given");
+        let (realloc, _) = counting(&calls);
+        assert!(matches!(
+            ctx.set_workspace_allocation(Some(realloc), None, None),
+            Err(RuntimeError::HalfSetCallbacks {
+                role: MemoryRole::Workspace,
+                realloc_given: true,
+                free_all_given: false
+            })
+        ));
+        let (_, free_all) = counting(&calls);
+        assert!(matches!(
+            ctx.set_output_allocation(None, Some(free_all), None),
+            Err(RuntimeError::HalfSetCallbacks {
+                role: MemoryRole::Output,
+                realloc_given: false,
+                free_all_given: true
+            })
+        ));
+        drop(ctx);
+        // The first setting survived both refusals: its free-all ran at drop.
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn free_all_is_called_once_when_workspace_and_outputs_share_a_user_context() {
+        let calls = Arc::new(AtomicU64::new(0));
+        let user: UserContext = Arc::new(7u32);
+        let mut ctx = context();
+        let (r, f) = counting(&calls);
+        ctx.set_workspace_allocation(Some(r), Some(f), Some(user.clone()))
+            .expect("set");
+        let (r, f) = counting(&calls);
+        ctx.set_output_allocation(Some(r), Some(f), Some(user))
+            .expect("set");
+        drop(ctx);
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn free_all_is_called_per_setting_when_user_contexts_differ() {
+        let calls = Arc::new(AtomicU64::new(0));
+        let mut ctx = context();
+        let (r, f) = counting(&calls);
+        ctx.set_workspace_allocation(Some(r), Some(f), Some(Arc::new(1u8)))
+            .expect("set");
+        let (r, f) = counting(&calls);
+        // Equal values in two Arcs are two user contexts.
+        ctx.set_output_allocation(Some(r), Some(f), Some(Arc::new(1u8)))
+            .expect("set");
+        drop(ctx);
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_dropped_context_calls_free_all_and_the_default_calls_nothing() {
+        let calls = Arc::new(AtomicU64::new(0));
+        let mut ctx = context();
+        let (r, f) = counting(&calls);
+        ctx.set_output_allocation(Some(r), Some(f), None)
+            .expect("set");
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
+        drop(ctx);
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        // Back to the default: the old callbacks owed nothing, so none is called now,
+        // and a default context has no free-all at all.
+        let mut ctx = context();
+        let (r, f) = counting(&calls);
+        ctx.set_workspace_allocation(Some(r), Some(f), None)
+            .expect("set");
+        ctx.set_workspace_allocation(None, None, None)
+            .expect("default");
+        drop(ctx);
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_graph_that_does_not_validate_gives_no_context() {
+        let mut b = GraphBuilder::new("bad");
+        let x = b.input("x", DType::F32, &[4]);
+        b.push_node("relu", &[x], x, false, &[]);
+        assert!(matches!(
+            GraphContext::new(b.graph().clone(), Planner::Ggml),
+            Err(RuntimeError::Graph(_))
+        ));
+    }
+}

@@ -1,0 +1,89 @@
+//! [`evaluate`]: the CPU reference of a graph whose lengths may depend on data, run
+//! in the same phases as a [`super::GraphContext`].
+
+use std::collections::HashMap;
+
+use super::RuntimeError;
+use crate::exec::cpu_ref::{self, TensorData};
+use crate::graph::{Graph, TensorId};
+
+/// Evaluates `graph` on the CPU (see [`cpu_ref::evaluate`]): runs the nodes whose
+/// lengths are known, reads the counts they wrote, resolves the lengths and goes on.
+/// Returns the resolved graph and every tensor's value.
+///
+/// # Errors
+/// [`RuntimeError::BadCount`] for a count that is not a whole number,
+/// [`RuntimeError::Graph`] for a length above its bound, and the CPU reference's
+/// errors.
+pub fn evaluate(
+    graph: &Graph,
+    values: &HashMap<TensorId, TensorData>,
+) -> Result<(Graph, Vec<Option<TensorData>>), RuntimeError> {
+    let mut known: HashMap<TensorId, u64> = HashMap::new();
+    loop {
+        let resolved = graph.resolve_lengths(|c| known.get(&c).copied())?;
+        let Some(end) = resolved.first_unresolved_node(0) else {
+            let result = cpu_ref::evaluate(&resolved, values)?;
+            return Ok((resolved, result));
+        };
+        let prefix = Graph {
+            name: resolved.name.clone(),
+            tensors: resolved.tensors.clone(),
+            nodes: resolved.nodes[..end].to_vec(),
+        };
+        let result = cpu_ref::evaluate(&prefix, values)?;
+        let before = known.len();
+        for t in &resolved.tensors {
+            let Some(dynamic) = t.dynamic else { continue };
+            let value = result
+                .get(dynamic.count.index())
+                .and_then(|v| v.as_ref())
+                .and_then(|v| v.as_f32())
+                .and_then(|v| v.first().copied());
+            if let Some(value) = value {
+                if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
+                    return Err(RuntimeError::BadCount {
+                        tensor: dynamic.count,
+                        value,
+                    });
+                }
+                known.insert(dynamic.count, value as u64);
+            }
+        }
+        if known.len() == before {
+            return Err(RuntimeError::Graph(crate::graph::GraphError::BadNode {
+                node: crate::graph::NodeId(u32::try_from(end).unwrap_or(u32::MAX)),
+                op: resolved.nodes[end].op.clone(),
+                problem: "its length is still unknown after the nodes before it ran".into(),
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::{DType, GraphBuilder};
+
+    #[test]
+    fn the_reference_compacts_then_scales_the_kept_elements() {
+        let mut b = GraphBuilder::new("compact");
+        let x = b.input("x", DType::F32, &[6]);
+        let count = b.node("count_positive", &[x], &[1], false);
+        let kept = b.dynamic_node("compact", &[x, count], count, Some(6), &[]);
+        let y = b.dynamic_node("scale", &[kept], count, Some(6), &[10.0]);
+        b.mark_output(y);
+        let graph = b.build().expect("valid");
+        let values: HashMap<TensorId, TensorData> =
+            [(x, TensorData::F32(vec![1.0, -2.0, 3.0, 0.0, -5.0, 0.5]))]
+                .into_iter()
+                .collect();
+        let (resolved, result) = evaluate(&graph, &values).expect("runs");
+        assert_eq!(resolved.tensors[y.index()].shape, vec![3]);
+        assert_eq!(
+            result[y.index()],
+            Some(TensorData::F32(vec![10.0, 30.0, 5.0]))
+        );
+        assert_eq!(result[count.index()], Some(TensorData::F32(vec![3.0])));
+    }
+}

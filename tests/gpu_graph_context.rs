@@ -1,0 +1,328 @@
+//! GPU tests of graph contexts with user allocation callbacks: results match the CPU
+//! reference, the data-dependent graph grows its workspace through realloc, and a
+//! counting allocator under every callback shows each block released exactly once.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use wgalloc::device::{AllocatorReport, CountingAllocator, WgpuAllocator};
+use wgalloc::exec::cpu_ref::TensorData;
+use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
+use wgalloc::plan::Planner;
+use wgalloc::runtime::{
+    evaluate, BlockPool, CallbackError, GraphContext, MemoryRole, ReallocFn, RuntimeError,
+};
+
+type Pool = BlockPool<CountingAllocator<WgpuAllocator>>;
+
+fn pool() -> Arc<Pool> {
+    BlockPool::new(CountingAllocator::new(WgpuAllocator))
+}
+
+/// Every block the pool's allocator handed out went back exactly once.
+fn assert_balanced(pool: &Pool) {
+    let report: AllocatorReport = pool.allocator().report();
+    assert!(report.allocations > 0, "nothing was allocated: {report:?}");
+    assert_eq!(report.allocations, report.releases, "{report:?}");
+    assert_eq!(report.live_bytes, 0, "{report:?}");
+    assert_eq!(pool.stats().unknown_releases, 0, "double free");
+    assert_eq!(pool.outstanding(), 0);
+}
+
+/// x [rows, k] · w [k, n] → gelu → + bias → softmax: a small static graph with weights.
+fn mlp() -> (Graph, HashMap<TensorId, TensorData>, TensorId) {
+    let (rows, k, n) = (8u64, 32u64, 16u64);
+    let mut b = GraphBuilder::new("mlp");
+    let x = b.input("x", DType::F32, &[rows, k]);
+    let w = b.weight("w", DType::F32, &[k, n]);
+    let bias = b.weight("bias", DType::F32, &[n]);
+    let h = b.node("matmul", &[x, w], &[rows, n], false);
+    let a = b.node("gelu", &[h], &[rows, n], true);
+    let s = b.node("add", &[a, bias], &[rows, n], true);
+    let y = b.node("softmax", &[s], &[rows, n], false);
+    b.mark_output(y);
+    let graph = b.build().expect("valid");
+    let wave = |len: u64, f: f32| (0..len).map(|i| ((i as f32) * f).sin()).collect();
+    let values = [
+        (x, TensorData::F32(wave(rows * k, 0.37))),
+        (w, TensorData::F32(wave(k * n, 0.11))),
+        (bias, TensorData::F32(wave(n, 0.7))),
+    ]
+    .into_iter()
+    .collect();
+    (graph, values, y)
+}
+
+/// x → count_positive → compact(x) → scale → add(·, itself scaled): every length after
+/// the count is data-dependent and unbounded.
+fn compacting(len: u64) -> (Graph, TensorId, TensorId) {
+    let mut b = GraphBuilder::new("compacting");
+    let x = b.input("x", DType::F32, &[len]);
+    let pre = b.node("scale", &[x], &[len], false);
+    let count = b.node("count_positive", &[pre], &[1], false);
+    let kept = b.dynamic_node("compact", &[pre, count], count, None, &[]);
+    let scaled = b.dynamic_node("scale", &[kept], count, None, &[3.0]);
+    let y = b.dynamic_node("add", &[scaled, kept], count, None, &[]);
+    b.mark_output(y);
+    let graph = b.build().expect("valid");
+    // `pre` = 1 * x, written with params below.
+    let mut graph = graph;
+    graph.nodes[0].params = vec![1.0];
+    (graph, x, y)
+}
+
+fn signed_values(len: u64, seed: u64) -> Vec<f32> {
+    (0..len)
+        .map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 - 400.0) / 100.0)
+        .collect()
+}
+
+fn close(gpu: &[f32], cpu: &[f32]) {
+    assert_eq!(gpu.len(), cpu.len());
+    for (i, (a, b)) in gpu.iter().zip(cpu).enumerate() {
+        assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{i}: {a} vs {b}");
+    }
+}
+
+fn reference(graph: &Graph, values: &HashMap<TensorId, TensorData>, out: TensorId) -> Vec<f32> {
+    let (_, result) = evaluate(graph, values).expect("reference");
+    result[out.index()]
+        .as_ref()
+        .and_then(|d| d.as_f32())
+        .expect("computed")
+        .to_vec()
+}
+
+#[test]
+fn a_static_graph_with_user_callbacks_matches_the_cpu_and_frees_everything_once() {
+    let gpu = require_gpu!();
+    let (graph, values, y) = mlp();
+    let expected = reference(&graph, &values, y);
+    let workspace = pool();
+    let outputs = pool();
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let (r, f, u) = workspace.callbacks();
+    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    let (r, f, u) = outputs.callbacks();
+    ctx.set_output_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    for _ in 0..2 {
+        let run = ctx.execute(&gpu, &values).expect("runs");
+        assert_eq!(run.phases, 1);
+        close(&run.read_f32(&gpu, y).expect("reads"), &expected);
+    }
+    // The second run reused the blocks of the first.
+    assert_eq!(workspace.stats().reallocs, 1);
+    assert_eq!(outputs.stats().reallocs, 1);
+    drop(ctx);
+    assert_eq!(
+        (workspace.stats().free_alls, outputs.stats().free_alls),
+        (1, 1)
+    );
+    assert_balanced(&workspace);
+    assert_balanced(&outputs);
+}
+
+#[test]
+fn the_default_allocator_runs_the_same_graph() {
+    let gpu = require_gpu!();
+    let (graph, values, y) = mlp();
+    let expected = reference(&graph, &values, y);
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let run = ctx.execute(&gpu, &values).expect("runs");
+    close(&run.read_f32(&gpu, y).expect("reads"), &expected);
+    assert!(run.workspace_bytes > 0 && run.output_bytes > 0);
+}
+
+#[test]
+fn a_shared_user_context_gets_one_free_all_for_workspace_and_outputs() {
+    let gpu = require_gpu!();
+    let (graph, values, y) = mlp();
+    let shared = pool();
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let (r, f, u) = shared.callbacks();
+    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    let (r, f, u) = shared.callbacks();
+    ctx.set_output_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    let run = ctx.execute(&gpu, &values).expect("runs");
+    assert!(run.read_f32(&gpu, y).is_ok());
+    drop(ctx);
+    assert_eq!(shared.stats().free_alls, 1);
+    assert_balanced(&shared);
+}
+
+#[test]
+fn the_data_dependent_graph_grows_its_workspace_through_realloc_and_matches_the_cpu() {
+    let gpu = require_gpu!();
+    let len = 5000;
+    let (graph, x, y) = compacting(len);
+    let workspace = pool();
+    let sizes = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
+    let (inner, free_all, user) = workspace.callbacks();
+    let seen = sizes.clone();
+    let realloc: ReallocFn = Box::new(move |request| {
+        if let Ok(mut s) = seen.lock() {
+            s.push((request.new_size, request.old_used));
+        }
+        inner(request)
+    });
+    let mut ctx = GraphContext::new(graph.clone(), Planner::Ggml).expect("valid");
+    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
+        .expect("set");
+    for seed in [1, 2] {
+        let values: HashMap<TensorId, TensorData> =
+            [(x, TensorData::F32(signed_values(len, seed)))]
+                .into_iter()
+                .collect();
+        let expected = reference(&graph, &values, y);
+        let run = ctx.execute(&gpu, &values).expect("runs");
+        assert_eq!(run.phases, 2);
+        assert!(run.workspace_per_phase[1] > run.workspace_per_phase[0]);
+        let got = run.read_f32(&gpu, y).expect("reads");
+        assert!(!expected.is_empty() && (expected.len() as u64) < len);
+        close(&got, &expected);
+    }
+    let calls = sizes.lock().expect("not poisoned").clone();
+    eprintln!("workspace reallocs (new_size, old_used): {calls:?}");
+    // First run: phase 1 from nothing, then grown for phase 2 keeping phase 1's bytes.
+    assert!(calls.len() >= 2, "{calls:?}");
+    assert_eq!(calls[0].1, 0);
+    assert!(calls[1].0 > calls[0].0, "{calls:?}");
+    assert!(
+        calls[1].1 > 0,
+        "the grown block must keep live bytes: {calls:?}"
+    );
+    drop(ctx);
+    assert_balanced(&workspace);
+}
+
+#[test]
+fn release_workspace_makes_the_next_execution_realloc_from_nothing() {
+    let gpu = require_gpu!();
+    let (graph, values, y) = mlp();
+    let olds = Arc::new(Mutex::new(Vec::<bool>::new()));
+    let workspace = pool();
+    let (inner, free_all, user) = workspace.callbacks();
+    let seen = olds.clone();
+    let realloc: ReallocFn = Box::new(move |request| {
+        if let Ok(mut s) = seen.lock() {
+            s.push(request.old.is_some());
+        }
+        inner(request)
+    });
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
+        .expect("set");
+    ctx.execute(&gpu, &values).expect("runs");
+    ctx.release_workspace();
+    assert_eq!(ctx.workspace_bytes(), 0);
+    assert_eq!(workspace.outstanding(), 0);
+    let run = ctx.execute(&gpu, &values).expect("runs again");
+    assert!(run.read_f32(&gpu, y).is_ok());
+    assert_eq!(*olds.lock().expect("not poisoned"), vec![false, false]);
+    drop(ctx);
+    assert_eq!(workspace.stats().free_alls, 2);
+    assert_balanced(&workspace);
+}
+
+#[test]
+fn a_failing_realloc_is_a_typed_error_and_the_context_stays_usable() {
+    let gpu = require_gpu!();
+    let (graph, values, y) = mlp();
+    let expected = reference(&graph, &values, y);
+    let workspace = pool();
+    let (inner, free_all, user) = workspace.callbacks();
+    let failures = Arc::new(AtomicU64::new(1));
+    let left = failures.clone();
+    let realloc: ReallocFn = Box::new(move |request| {
+        if left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1))
+            .is_ok()
+        {
+            return Err(CallbackError::new("pool exhausted"));
+        }
+        inner(request)
+    });
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
+        .expect("set");
+    match ctx.execute(&gpu, &values) {
+        Err(RuntimeError::Callback {
+            role: MemoryRole::Workspace,
+            source,
+            size,
+            ..
+        }) => {
+            assert_eq!(source.message, "pool exhausted");
+            assert!(size > 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    let run = ctx
+        .execute(&gpu, &values)
+        .expect("usable after the failure");
+    close(&run.read_f32(&gpu, y).expect("reads"), &expected);
+    drop(ctx);
+    assert_balanced(&workspace);
+}
+
+#[test]
+fn a_realloc_that_returns_less_than_asked_is_refused_and_leaks_nothing() {
+    let gpu = require_gpu!();
+    let (graph, values, _) = mlp();
+    let workspace = pool();
+    let (inner, free_all, user) = workspace.callbacks();
+    let realloc: ReallocFn = Box::new(move |mut request| {
+        request.new_size = (request.new_size / 2).max(4) & !3;
+        inner(request)
+    });
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
+        .expect("set");
+    match ctx.execute(&gpu, &values) {
+        Err(RuntimeError::ShortBlock {
+            role: MemoryRole::Workspace,
+            requested,
+            got,
+            ..
+        }) => assert!(got < requested),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ctx.workspace_bytes(), 0);
+    drop(ctx);
+    assert_eq!(workspace.stats().free_alls, 1);
+    assert_balanced(&workspace);
+}
+
+#[test]
+fn a_workspace_above_the_adapter_limit_is_refused_before_any_realloc() {
+    let gpu = require_gpu!();
+    let max = gpu
+        .limits
+        .max_storage_buffer_binding_size
+        .min(gpu.limits.max_buffer_size);
+    let len = max / 4 + 64;
+    let mut b = GraphBuilder::new("huge");
+    let x = b.input("x", DType::F32, &[len]);
+    let y = b.node("relu", &[x], &[len], false);
+    b.mark_output(y);
+    let graph = b.build().expect("valid");
+    let workspace = pool();
+    let (r, f, u) = workspace.callbacks();
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    let values: HashMap<TensorId, TensorData> =
+        [(x, TensorData::F32(Vec::new()))].into_iter().collect();
+    match ctx.execute(&gpu, &values) {
+        Err(RuntimeError::ChunkTooLarge { size, max_size, .. }) => assert!(size > max_size),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(workspace.stats().reallocs, 0);
+}
