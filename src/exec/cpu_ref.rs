@@ -290,6 +290,18 @@ pub fn apply(
             embedding(ids, float(1, u(vocab) * u(dim))?, u(dim))
         }
         OpCall::Rope { rows, dim, base } => rope(float(0, u(rows) * u(dim))?, u(dim), base),
+        OpCall::MatmulPacked { m, k, n } => {
+            let packed_len = crate::prepack::layout::packed_len(u64::from(k), u64::from(n))
+                .map_err(|e| bad(e.to_string()))?;
+            crate::prepack::layout::matmul_packed_cpu(
+                float(0, u(m) * u(k))?,
+                float(1, packed_len as usize)?,
+                u64::from(m),
+                u64::from(k),
+                u64::from(n),
+            )
+            .map_err(|e| bad(e.to_string()))?
+        }
     })
 }
 

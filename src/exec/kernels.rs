@@ -25,11 +25,13 @@ pub enum Shader {
     Rope,
     /// `shaders/copy.wgsl` (the executor's staging copy).
     Copy,
+    /// `shaders/matmul_packed.wgsl` (matmul over a pre-packed B).
+    MatmulPacked,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 8] = [
+    pub const ALL: [Shader; 9] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -38,6 +40,7 @@ impl Shader {
         Shader::Embedding,
         Shader::Rope,
         Shader::Copy,
+        Shader::MatmulPacked,
     ];
 
     /// The file name under `shaders/`.
@@ -51,6 +54,7 @@ impl Shader {
             Shader::Embedding => "embedding.wgsl",
             Shader::Rope => "rope.wgsl",
             Shader::Copy => "copy.wgsl",
+            Shader::MatmulPacked => "matmul_packed.wgsl",
         }
     }
 
@@ -65,6 +69,7 @@ impl Shader {
             Shader::Embedding => include_str!("../../shaders/embedding.wgsl"),
             Shader::Rope => include_str!("../../shaders/rope.wgsl"),
             Shader::Copy => include_str!("../../shaders/copy.wgsl"),
+            Shader::MatmulPacked => include_str!("../../shaders/matmul_packed.wgsl"),
         }
     }
 }
@@ -101,6 +106,8 @@ pub enum Kernel {
     RopeInPlace,
     /// `src → dst` word for word: stages an input into the executor's workspace.
     CopyWords,
+    /// `(a, packed b, out)`, `b` pre-packed (see [`crate::prepack::layout`]).
+    MatmulPacked,
 }
 
 impl Kernel {
@@ -121,6 +128,7 @@ impl Kernel {
             Kernel::Rope => (Shader::Rope, "rope"),
             Kernel::RopeInPlace => (Shader::Rope, "rope_inplace"),
             Kernel::CopyWords => (Shader::Copy, "copy_words"),
+            Kernel::MatmulPacked => (Shader::MatmulPacked, "matmul_packed"),
         }
     }
 
@@ -139,11 +147,12 @@ impl Kernel {
             | Kernel::MatmulBt
             | Kernel::Embedding => 3,
             Kernel::LayerNorm => 4,
+            Kernel::MatmulPacked => 3,
         }
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 14] = [
+    pub const ALL: [Kernel; 15] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -158,6 +167,7 @@ impl Kernel {
         Kernel::Rope,
         Kernel::RopeInPlace,
         Kernel::CopyWords,
+        Kernel::MatmulPacked,
     ];
 }
 
@@ -185,6 +195,7 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
         (OpCall::Embedding { .. }, false) => (Kernel::Embedding, &[0, 1, 2]),
         (OpCall::Rope { .. }, false) => (Kernel::Rope, &[0, 1]),
         (OpCall::Rope { .. }, true) => (Kernel::RopeInPlace, &[0]),
+        (OpCall::MatmulPacked { .. }, false) => (Kernel::MatmulPacked, &[0, 1, 2]),
         _ => return None,
     })
 }
@@ -241,7 +252,7 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         OpCall::Softmax { rows, .. }
         | OpCall::LayerNorm { rows, .. }
         | OpCall::RmsNorm { rows, .. } => u64::from(rows),
-        OpCall::Matmul { m, n, .. } => {
+        OpCall::Matmul { m, n, .. } | OpCall::MatmulPacked { m, n, .. } => {
             let gx = u64::from(n).div_ceil(MATMUL_BLOCK);
             let gy = u64::from(m).div_ceil(MATMUL_BLOCK);
             let worst = gx.max(gy);

@@ -21,6 +21,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "matmul_bt",
     "embedding",
     "rope",
+    "matmul_packed",
 ];
 
 /// Whether `op` has a kernel (see [`SUPPORTED_OPS`]).
@@ -161,6 +162,16 @@ pub enum OpCall {
         /// Frequency base (`params[0]`, default [`DEFAULT_ROPE_BASE`]).
         base: f32,
     },
+    /// `(a [m, k], packed B) → out [m, n]`: B pre-packed in the layout of
+    /// [`crate::prepack::layout`] (`[ceil(n/64), ceil(k/16), 1024]`).
+    MatmulPacked {
+        /// Rows of `a`.
+        m: u32,
+        /// Inner dimension.
+        k: u32,
+        /// Columns of the result (the output's last dimension).
+        n: u32,
+    },
 }
 
 impl OpCall {
@@ -270,6 +281,7 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         "copy" | "scale" | "relu" | "gelu" | "silu" | "softmax" | "softmax_causal" | "rope" => 1,
         "add" | "mul" | "rms_norm" | "matmul" | "matmul_bt" | "embedding" => 2,
         "layer_norm" => 3,
+        "matmul_packed" => 2,
         _ => {
             return Err(ExecError::NoKernel {
                 node: step_id,
@@ -429,6 +441,27 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
                 rows: c.small(rows)?,
                 dim: c.small(dim)?,
                 vocab: c.small(vocab)?,
+            }
+        }
+        "matmul_packed" => {
+            let a_len = c.len(x, f32s)?;
+            let packed = inputs[1];
+            c.len(packed, f32s)?;
+            let k = Checker::last_dim(x);
+            let n = Checker::last_dim(out);
+            let m = a_len / k;
+            c.same_len(out, out_len, m.saturating_mul(n))?;
+            let want = crate::prepack::layout::packed_shape(k, n);
+            if want.map(|s| s.to_vec()) != Some(packed.shape.clone()) {
+                return Err(c.bad(format!(
+                    "packed input {} has shape {:?}, a [{m}, {k}] x [{k}, {n}] product needs {want:?}",
+                    packed.id, packed.shape
+                )));
+            }
+            OpCall::MatmulPacked {
+                m: c.small(m)?,
+                k: c.small(k)?,
+                n: c.small(n)?,
             }
         }
         _ => {

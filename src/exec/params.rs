@@ -47,6 +47,7 @@ impl KernelParams {
                 ([rows.saturating_mul(dim), dim, vocab, 0], 0.0)
             }
             OpCall::Rope { rows, dim, base } => ([rows.saturating_mul(dim / 2), dim, 0, 0], base),
+            OpCall::MatmulPacked { m, k, n } => ([m, k, n, 0], 0.0),
         };
         KernelParams {
             ints,
