@@ -266,3 +266,30 @@ mod evaluation_tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod model_tests {
+    use super::*;
+    use crate::model::{build_gpt, ModelConfig};
+
+    fn bytes(graph: &Graph, ids: impl Iterator<Item = TensorId>) -> u64 {
+        ids.map(|id| graph.tensors[id.index()].size).sum()
+    }
+
+    #[test]
+    fn the_default_transformer_packs_every_weight_matmul_without_padding() {
+        let model = build_gpt(&ModelConfig::default()).expect("builds");
+        let p = pack_matmul_weights(&model.graph).expect("rewrites");
+        // 4 layers x (4 heads x (wq, wk, wv, wo) + w1 + w2) + the tied lm head.
+        assert_eq!(p.packed.len(), 4 * (4 * 4 + 2) + 1);
+        let packed = bytes(&p.graph, p.packed.iter().map(|t| t.packed));
+        let sources = bytes(&p.graph, p.packed.iter().map(|t| t.weight));
+        assert_eq!(packed, sources, "every dimension is a multiple of 64");
+        // wte stays for the embedding; every other matrix is only read packed.
+        let still = p.weights_still_read();
+        assert!(still.iter().all(|&id| {
+            let t = &p.graph.tensors[id.index()];
+            t.shape.len() == 1 || t.name == "wte" || t.name == "wpe"
+        }));
+    }
+}
