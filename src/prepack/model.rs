@@ -109,7 +109,9 @@ impl PrepackedModel {
         &self.packed
     }
 
-    /// Runs the forward pass: plans the activations, runs on the GPU, compares the
+    /// Runs the forward pass: plans the activations (planned and allocated afresh on
+    /// each run; this runner does not keep a reservation like
+    /// [`crate::model::ModelSession`]), runs on the GPU, compares the
     /// logits with the CPU reference of the original graph and proves the activation
     /// plan with the checksum run.
     ///
