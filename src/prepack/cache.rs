@@ -18,183 +18,33 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{PrepackError, PrepackKey};
-use crate::device::{
-    write_buffer, BufferAllocator, ChunkRequest, DeviceError, GpuContext, WgpuAllocator,
-    DEFAULT_USAGE,
+use super::entry::SharedAllocator;
+use super::{
+    CacheAllocator, CacheStats, Lookup, PackedBuffer, PackedWeight, PrepackError, PrepackKey,
+    StoreError, StoreOutcome,
 };
-use crate::plan::{align_up, BufferId};
+use crate::device::WgpuAllocator;
 
-/// The allocator underneath a cache: any [`BufferAllocator`] that can be shared across
-/// threads (e.g. a [`crate::device::CountingAllocator`] in an `Arc`).
-pub type SharedAllocator = Arc<dyn BufferAllocator + Send + Sync>;
-
-/// One buffer of packed data: a `wgpu::Buffer` and the bytes of it the data uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackedBuffer {
-    buffer: wgpu::Buffer,
-    size: u64,
-}
-
-impl PackedBuffer {
-    /// Wraps a buffer whose first `size` bytes hold packed data. The cache only accepts
-    /// buffers its own allocator handed out ([`CacheAllocator::allocate_packed`]);
-    /// others are refused by [`PrepackedWeightCache::store`].
-    pub fn new(buffer: wgpu::Buffer, size: u64) -> PackedBuffer {
-        PackedBuffer { buffer, size }
-    }
-
-    /// The wgpu buffer.
-    pub fn buffer(&self) -> &wgpu::Buffer {
-        &self.buffer
-    }
-
-    /// Bytes of packed data.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    /// The wgpu buffer, unwrapped.
-    pub fn into_buffer(self) -> wgpu::Buffer {
-        self.buffer
-    }
-}
-
-/// The packed data of one weight, owned by the cache and shared through `Arc` handles.
-/// Its buffers go back to the cache's allocator when the cache lets go of it (replaced
-/// or dropped) and no handle is left.
-pub struct PackedWeight {
-    key: PrepackKey,
-    buffers: Vec<PackedBuffer>,
-    allocator: SharedAllocator,
-}
-
-impl fmt::Debug for PackedWeight {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PackedWeight")
-            .field("key", &self.key)
-            .field("buffers", &self.buffers)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PackedWeight {
-    /// The key it is stored under.
-    pub fn key(&self) -> &PrepackKey {
-        &self.key
-    }
-
-    /// Its buffers, in the order they were stored.
-    pub fn buffers(&self) -> &[PackedBuffer] {
-        &self.buffers
-    }
-
-    /// Bytes of device memory it holds (the wgpu buffers' sizes).
-    pub fn bytes(&self) -> u64 {
-        self.buffers
-            .iter()
-            .fold(0u64, |acc, b| acc.saturating_add(b.buffer.size()))
-    }
-}
-
-impl Drop for PackedWeight {
-    fn drop(&mut self) {
-        for buffer in self.buffers.drain(..) {
-            self.allocator.release(buffer.buffer);
-        }
-    }
-}
-
-/// Counters of a cache: stores, replacements, refusals, hits and misses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CacheStats {
-    /// Successful stores (replacements included).
-    pub stores: u64,
-    /// Stores that replaced an entry under the same key.
-    pub replacements: u64,
-    /// Stores refused (the buffers went back to the caller).
-    pub refused_stores: u64,
-    /// [`PrepackedWeightCache::get`] calls that found the key.
-    pub hits: u64,
-    /// [`PrepackedWeightCache::get`] calls that did not.
-    pub misses: u64,
-}
-
-/// What a successful store did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreOutcome {
-    /// The key was new.
-    Inserted,
-    /// The key was there: its old data was released (at once, or when the last handle
-    /// to it is dropped) and replaced.
-    Replaced,
-}
-
-/// A refused store: why, and the buffers, which still belong to the caller.
-#[derive(Debug)]
-pub struct StoreError {
-    /// Why the store was refused.
-    pub error: PrepackError,
-    /// The buffers given to the store, unchanged.
-    pub buffers: Vec<PackedBuffer>,
-}
-
-impl StoreError {
-    /// The buffers, back to the caller.
-    pub fn into_buffers(self) -> Vec<PackedBuffer> {
-        self.buffers
-    }
-}
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({} buffers returned to the caller)",
-            self.error,
-            self.buffers.len()
-        )
-    }
-}
-
-impl std::error::Error for StoreError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
-
-impl From<StoreError> for PrepackError {
-    fn from(error: StoreError) -> PrepackError {
-        error.error
-    }
-}
-
-/// A [`PrepackedWeightCache::get_or_pack`] result.
-#[derive(Debug, Clone)]
-pub struct Lookup {
-    /// The cached data.
-    pub weight: Arc<PackedWeight>,
-    /// Whether this call packed and stored it (false: a hit).
-    pub packed: bool,
-}
-
+/// The cache's state behind its mutex.
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     entries: HashMap<PrepackKey, Arc<PackedWeight>>,
     /// Buffers the allocator handed out that are neither stored nor handed back (few
     /// at a time: a list; `wgpu::Buffer` compares by identity).
-    outstanding: Vec<wgpu::Buffer>,
+    pub(super) outstanding: Vec<wgpu::Buffer>,
     stats: CacheStats,
-    requests: usize,
+    /// Packed buffers asked for so far (labels them).
+    pub(super) requests: usize,
 }
 
-struct Shared {
-    allocator: SharedAllocator,
+/// What every clone of a cache and of its allocator shares.
+pub(super) struct Shared {
+    pub(super) allocator: SharedAllocator,
     state: Mutex<State>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -253,9 +103,7 @@ impl PrepackedWeightCache {
     /// The allocator kernels must pack into: buffers it hands out are tagged as this
     /// cache's own until stored or handed back.
     pub fn allocator(&self) -> CacheAllocator {
-        CacheAllocator {
-            shared: Arc::clone(&self.shared),
-        }
+        CacheAllocator::new(Arc::clone(&self.shared))
     }
 
     /// Whether `other` is a handle to the same cache.
@@ -284,12 +132,12 @@ impl PrepackedWeightCache {
         }
         state
             .outstanding
-            .retain(|o| buffers.iter().all(|b| b.buffer != *o));
-        let weight = Arc::new(PackedWeight {
-            key: key.clone(),
+            .retain(|o| buffers.iter().all(|b| b.buffer() != o));
+        let weight = Arc::new(PackedWeight::new(
+            key.clone(),
             buffers,
-            allocator: Arc::clone(&self.shared.allocator),
-        });
+            Arc::clone(&self.shared.allocator),
+        ));
         let old = state.entries.insert(key, weight);
         state.stats.stores += 1;
         if old.is_some() {
@@ -390,7 +238,7 @@ impl PrepackedWeightCache {
             .lock()
             .entries
             .values()
-            .map(|w| w.buffers.len())
+            .map(|w| w.buffers().len())
             .sum()
     }
 
@@ -423,156 +271,25 @@ fn check_store(
         });
     }
     for (index, b) in buffers.iter().enumerate() {
-        if b.size == 0 {
+        if b.size() == 0 {
             return Err(PrepackError::ZeroSizeBuffer { index });
         }
-        if b.size > b.buffer.size() {
+        if b.size() > b.buffer().size() {
             return Err(PrepackError::SizeMismatch {
                 index,
-                size: b.size,
-                buffer_size: b.buffer.size(),
+                size: b.size(),
+                buffer_size: b.buffer().size(),
             });
         }
-        if let Some(first) = buffers[..index].iter().position(|e| e.buffer == b.buffer) {
+        if let Some(first) = buffers[..index]
+            .iter()
+            .position(|e| e.buffer() == b.buffer())
+        {
             return Err(PrepackError::DuplicateBuffer { index, first });
         }
-        if !outstanding.contains(&b.buffer) {
+        if !outstanding.contains(b.buffer()) {
             return Err(PrepackError::ForeignBuffer { index });
         }
     }
     Ok(())
-}
-
-/// The allocator a cache hands to kernels that pack weights: it allocates through the
-/// cache's underlying allocator and tags each buffer as the cache's own, so that only
-/// such buffers can be stored. Also a [`BufferAllocator`].
-#[derive(Clone)]
-pub struct CacheAllocator {
-    shared: Arc<Shared>,
-}
-
-impl fmt::Debug for CacheAllocator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CacheAllocator").finish_non_exhaustive()
-    }
-}
-
-impl CacheAllocator {
-    /// A storage buffer for `size` bytes of packed data (`STORAGE | COPY_SRC |
-    /// COPY_DST`, rounded up to 4 bytes).
-    ///
-    /// # Errors
-    /// [`PrepackError::ZeroSizeRequest`]; [`PrepackError::TooLarge`] beyond the
-    /// device's buffer or storage-binding limit (checked before the allocator is
-    /// called); [`PrepackError::Allocation`] with the allocator's error.
-    pub fn allocate_packed(
-        &self,
-        ctx: &GpuContext,
-        size: u64,
-    ) -> Result<PackedBuffer, PrepackError> {
-        if size == 0 {
-            return Err(PrepackError::ZeroSizeRequest);
-        }
-        let max_size = ctx
-            .limits
-            .max_buffer_size
-            .min(ctx.limits.max_storage_buffer_binding_size);
-        let padded = align_up(size, wgpu::COPY_BUFFER_ALIGNMENT)
-            .filter(|&p| p <= max_size)
-            .ok_or(PrepackError::TooLarge { size, max_size })?;
-        let chunk = {
-            let mut state = self.shared.lock();
-            state.requests += 1;
-            state.requests
-        };
-        let request = ChunkRequest {
-            buffer: BufferId(0),
-            chunk,
-            size: padded,
-            usage: DEFAULT_USAGE,
-        };
-        let buffer = self
-            .allocate(ctx, &request)
-            .map_err(|source| PrepackError::Allocation { size, source })?;
-        Ok(PackedBuffer { buffer, size })
-    }
-
-    /// Allocates a buffer for `values` and writes them to it; on a failed write the
-    /// buffer is handed back before the error returns.
-    ///
-    /// # Errors
-    /// As [`CacheAllocator::allocate_packed`]; [`PrepackError::Upload`] when the write
-    /// fails.
-    pub fn upload_f32(
-        &self,
-        ctx: &GpuContext,
-        values: &[f32],
-    ) -> Result<PackedBuffer, PrepackError> {
-        let bytes: &[u8] = bytemuck::cast_slice(values);
-        let buffer = self.allocate_packed(ctx, bytes.len() as u64)?;
-        if let Err(e) = write_buffer(ctx, &buffer.buffer, 0, bytes) {
-            self.release_packed(buffer);
-            return Err(PrepackError::Upload {
-                size: bytes.len() as u64,
-                message: e.to_string(),
-            });
-        }
-        Ok(buffer)
-    }
-
-    /// Uploads each part into a buffer of its own ([`CacheAllocator::upload_f32`]);
-    /// when one fails, the buffers of the parts before it are handed back before the
-    /// error returns.
-    ///
-    /// # Errors
-    /// As [`CacheAllocator::upload_f32`].
-    pub fn upload_parts(
-        &self,
-        ctx: &GpuContext,
-        parts: &[&[f32]],
-    ) -> Result<Vec<PackedBuffer>, PrepackError> {
-        let mut done = Vec::with_capacity(parts.len());
-        for part in parts {
-            match self.upload_f32(ctx, part) {
-                Ok(b) => done.push(b),
-                Err(e) => {
-                    for b in done.into_iter().rev() {
-                        self.release_packed(b);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(done)
-    }
-
-    /// Hands back a buffer this allocator handed out and that was not stored (for
-    /// example one a refused store returned). A buffer that is not outstanding (stored,
-    /// already handed back, or foreign) is left alone: never released twice.
-    pub fn release_packed(&self, buffer: PackedBuffer) {
-        self.release(buffer.buffer);
-    }
-}
-
-impl BufferAllocator for CacheAllocator {
-    fn allocate(
-        &self,
-        ctx: &GpuContext,
-        request: &ChunkRequest,
-    ) -> Result<wgpu::Buffer, DeviceError> {
-        let buffer = self.shared.allocator.allocate(ctx, request)?;
-        self.shared.lock().outstanding.push(buffer.clone());
-        Ok(buffer)
-    }
-
-    fn release(&self, buffer: wgpu::Buffer) {
-        let was_outstanding = {
-            let mut state = self.shared.lock();
-            let at = state.outstanding.iter().position(|o| *o == buffer);
-            at.map(|i| state.outstanding.swap_remove(i)).is_some()
-        };
-        if was_outstanding {
-            self.shared.allocator.release(buffer);
-        }
-    }
 }

@@ -16,18 +16,21 @@
 //!   makes them a [`crate::exec::TensorMemory`] layer.
 //! * [`PrepackedModel`]: the built-in transformer run that way.
 
+mod allocator;
 mod bind;
 mod cache;
+mod entry;
 mod error;
 mod graph;
 mod key;
 pub mod layout;
 mod model;
 
+pub use allocator::CacheAllocator;
 pub use bind::{bind_packed_weights, key_of, PackedLayer, PrepackReport};
-pub use cache::{
-    CacheAllocator, CacheStats, Lookup, PackedBuffer, PackedWeight, PrepackedWeightCache,
-    SharedAllocator, StoreError, StoreOutcome,
+pub use cache::PrepackedWeightCache;
+pub use entry::{
+    CacheStats, Lookup, PackedBuffer, PackedWeight, SharedAllocator, StoreError, StoreOutcome,
 };
 pub use error::PrepackError;
 pub use graph::{pack_matmul_weights, PackedGraph, PackedTensor};
