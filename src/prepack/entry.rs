@@ -22,8 +22,10 @@ pub struct PackedBuffer {
 
 impl PackedBuffer {
     /// Wraps a buffer whose first `size` bytes hold packed data. The cache only accepts
-    /// buffers its own allocator handed out ([`CacheAllocator::allocate_packed`](super::CacheAllocator::allocate_packed));
-    /// others are refused by [`PrepackedWeightCache::store`](super::PrepackedWeightCache::store).
+    /// buffers its own allocator handed out
+    /// ([`CacheAllocator::allocate_packed`](super::CacheAllocator::allocate_packed));
+    /// others are refused by
+    /// [`PrepackedWeightCache::store`](super::PrepackedWeightCache::store).
     pub fn new(buffer: wgpu::Buffer, size: u64) -> PackedBuffer {
         PackedBuffer { buffer, size }
     }
@@ -111,9 +113,10 @@ pub struct CacheStats {
     pub replacements: u64,
     /// Stores refused (the buffers went back to the caller).
     pub refused_stores: u64,
-    /// [`PrepackedWeightCache::get`](super::PrepackedWeightCache::get) calls that found the key.
+    /// Lookups ([`PrepackedWeightCache::get`](super::PrepackedWeightCache::get)) that
+    /// found the key.
     pub hits: u64,
-    /// [`PrepackedWeightCache::get`](super::PrepackedWeightCache::get) calls that did not.
+    /// Lookups that did not.
     pub misses: u64,
 }
 
@@ -166,7 +169,8 @@ impl From<StoreError> for PrepackError {
     }
 }
 
-/// A [`PrepackedWeightCache::get_or_pack`](super::PrepackedWeightCache::get_or_pack) result.
+/// The result of
+/// [`PrepackedWeightCache::get_or_pack`](super::PrepackedWeightCache::get_or_pack).
 #[derive(Debug, Clone)]
 pub struct Lookup {
     /// The cached data.
