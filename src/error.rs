@@ -35,6 +35,9 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// The pre-packed weight cache refused a store, a pack or a packed graph.
+    #[error(transparent)]
+    Prepack(#[from] crate::prepack::PrepackError),
 }
 
 /// `Result` with the crate's [`Error`].

@@ -27,6 +27,7 @@ pub mod exec;
 pub mod graph;
 pub mod model;
 pub mod plan;
+pub mod prepack;
 pub mod report;
 pub mod runtime;
 

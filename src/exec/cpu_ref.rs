@@ -301,6 +301,18 @@ pub fn apply(
             vec![float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
         }
         OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
+        OpCall::MatmulPacked { m, k, n } => {
+            let packed_len = crate::prepack::layout::packed_len(u64::from(k), u64::from(n))
+                .map_err(|e| bad(e.to_string()))?;
+            crate::prepack::layout::matmul_packed_cpu(
+                float(0, u(m) * u(k))?,
+                float(1, packed_len as usize)?,
+                u64::from(m),
+                u64::from(k),
+                u64::from(n),
+            )
+            .map_err(|e| bad(e.to_string()))?
+        }
     })
 }
 

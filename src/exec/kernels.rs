@@ -27,11 +27,13 @@ pub enum Shader {
     Copy,
     /// `shaders/compact.wgsl`.
     Compact,
+    /// `shaders/matmul_packed.wgsl` (matmul over a pre-packed B).
+    MatmulPacked,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 9] = [
+    pub const ALL: [Shader; 10] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -41,6 +43,7 @@ impl Shader {
         Shader::Rope,
         Shader::Copy,
         Shader::Compact,
+        Shader::MatmulPacked,
     ];
 
     /// The file name under `shaders/`.
@@ -55,6 +58,7 @@ impl Shader {
             Shader::Rope => "rope.wgsl",
             Shader::Copy => "copy.wgsl",
             Shader::Compact => "compact.wgsl",
+            Shader::MatmulPacked => "matmul_packed.wgsl",
         }
     }
 
@@ -70,6 +74,7 @@ impl Shader {
             Shader::Rope => include_str!("../../shaders/rope.wgsl"),
             Shader::Copy => include_str!("../../shaders/copy.wgsl"),
             Shader::Compact => include_str!("../../shaders/compact.wgsl"),
+            Shader::MatmulPacked => include_str!("../../shaders/matmul_packed.wgsl"),
         }
     }
 }
@@ -110,6 +115,8 @@ pub enum Kernel {
     CountPositive,
     /// `(x, count, out)`: keeps the elements > 0, in order.
     Compact,
+    /// `(a, packed b, out)`, `b` pre-packed (see [`crate::prepack::layout`]).
+    MatmulPacked,
 }
 
 impl Kernel {
@@ -132,6 +139,7 @@ impl Kernel {
             Kernel::CopyWords => (Shader::Copy, "copy_words"),
             Kernel::CountPositive => (Shader::Compact, "count_positive"),
             Kernel::Compact => (Shader::Compact, "compact"),
+            Kernel::MatmulPacked => (Shader::MatmulPacked, "matmul_packed"),
         }
     }
 
@@ -152,11 +160,12 @@ impl Kernel {
             | Kernel::Embedding
             | Kernel::Compact => 3,
             Kernel::LayerNorm => 4,
+            Kernel::MatmulPacked => 3,
         }
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 16] = [
+    pub const ALL: [Kernel; 17] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -173,6 +182,7 @@ impl Kernel {
         Kernel::CopyWords,
         Kernel::CountPositive,
         Kernel::Compact,
+        Kernel::MatmulPacked,
     ];
 }
 
@@ -202,6 +212,7 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
         (OpCall::Rope { .. }, true) => (Kernel::RopeInPlace, &[0]),
         (OpCall::CountPositive { .. }, false) => (Kernel::CountPositive, &[0, 1]),
         (OpCall::Compact { .. }, false) => (Kernel::Compact, &[0, 1, 2]),
+        (OpCall::MatmulPacked { .. }, false) => (Kernel::MatmulPacked, &[0, 1, 2]),
         _ => return None,
     })
 }
@@ -260,7 +271,7 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         | OpCall::RmsNorm { rows, .. } => u64::from(rows),
         // One workgroup walks the whole input (an order-keeping prefix sum).
         OpCall::CountPositive { .. } | OpCall::Compact { .. } => 1,
-        OpCall::Matmul { m, n, .. } => {
+        OpCall::Matmul { m, n, .. } | OpCall::MatmulPacked { m, n, .. } => {
             let gx = u64::from(n).div_ceil(MATMUL_BLOCK);
             let gy = u64::from(m).div_ceil(MATMUL_BLOCK);
             let worst = gx.max(gy);

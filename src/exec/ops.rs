@@ -23,6 +23,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "rope",
     "count_positive",
     "compact",
+    "matmul_packed",
 ];
 
 /// The most elements `count_positive` and `compact` take: their count is a whole
@@ -181,6 +182,16 @@ pub enum OpCall {
         /// Elements of `out`.
         out_len: u32,
     },
+    /// `(a [m, k], packed B) → out [m, n]`: B pre-packed in the layout of
+    /// [`crate::prepack::layout`] (`[ceil(n/64), ceil(k/16), 1024]`).
+    MatmulPacked {
+        /// Rows of `a`.
+        m: u32,
+        /// Inner dimension.
+        k: u32,
+        /// Columns of the result (the output's last dimension).
+        n: u32,
+    },
 }
 
 impl OpCall {
@@ -292,6 +303,7 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         "layer_norm" => 3,
         "count_positive" => 1,
         "compact" => 2,
+        "matmul_packed" => 2,
         _ => {
             return Err(ExecError::NoKernel {
                 node: step_id,
@@ -480,6 +492,27 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
                     len: c.small(len)?,
                     out_len: c.small(out_len)?,
                 }
+            }
+        }
+        "matmul_packed" => {
+            let a_len = c.len(x, f32s)?;
+            let packed = inputs[1];
+            c.len(packed, f32s)?;
+            let k = Checker::last_dim(x);
+            let n = Checker::last_dim(out);
+            let m = a_len / k;
+            c.same_len(out, out_len, m.saturating_mul(n))?;
+            let want = crate::prepack::layout::packed_shape(k, n);
+            if want.map(|s| s.to_vec()) != Some(packed.shape.clone()) {
+                return Err(c.bad(format!(
+                    "packed input {} has shape {:?}, a [{m}, {k}] x [{k}, {n}] product needs {want:?}",
+                    packed.id, packed.shape
+                )));
+            }
+            OpCall::MatmulPacked {
+                m: c.small(m)?,
+                k: c.small(k)?,
+                n: c.small(n)?,
             }
         }
         _ => {

@@ -49,6 +49,7 @@ impl KernelParams {
             OpCall::Rope { rows, dim, base } => ([rows.saturating_mul(dim / 2), dim, 0, 0], base),
             OpCall::CountPositive { len } => ([len, 0, 0, 0], 0.0),
             OpCall::Compact { len, out_len } => ([len, out_len, 0, 0], 0.0),
+            OpCall::MatmulPacked { m, k, n } => ([m, k, n, 0], 0.0),
         };
         KernelParams {
             ints,
