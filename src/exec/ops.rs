@@ -426,7 +426,9 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
                 )));
             }
             let k = Checker::last_dim(x);
-            let m = a_len / k;
+            let m = a_len
+                .checked_div(k)
+                .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
             let transposed_b = op == "matmul_bt";
             let (bk, n) = if transposed_b {
                 (b.shape[1], b.shape[0])
@@ -500,7 +502,9 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
             c.len(packed, f32s)?;
             let k = Checker::last_dim(x);
             let n = Checker::last_dim(out);
-            let m = a_len / k;
+            let m = a_len
+                .checked_div(k)
+                .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
             c.same_len(out, out_len, m.saturating_mul(n))?;
             let want = crate::prepack::layout::packed_shape(k, n);
             if want.map(|s| s.to_vec()) != Some(packed.shape.clone()) {
@@ -554,6 +558,23 @@ mod tests {
                 transposed_b: false
             })
         );
+    }
+
+    #[test]
+    fn an_empty_inner_dimension_is_a_bad_shape_not_a_division_by_zero() {
+        for op in ["matmul", "matmul_packed"] {
+            let mut b = GraphBuilder::new("t");
+            let a = b.input("a", DType::F32, &[4, 0]);
+            let w = b.weight("w", DType::F32, &[0, 8]);
+            b.node(op, &[a, w], &[4, 8], false);
+            let Ok(g) = b.build() else {
+                continue; // refused earlier, by validation: also fine
+            };
+            assert!(
+                matches!(resolve(&g, 0), Err(ExecError::BadShape { node: 0, .. })),
+                "{op}"
+            );
+        }
     }
 
     #[test]
