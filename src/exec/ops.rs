@@ -561,15 +561,13 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_inner_dimension_is_a_bad_shape_not_a_division_by_zero() {
+    fn an_empty_inner_dimension_is_a_bad_shape() {
         for op in ["matmul", "matmul_packed"] {
             let mut b = GraphBuilder::new("t");
             let a = b.input("a", DType::F32, &[4, 0]);
             let w = b.weight("w", DType::F32, &[0, 8]);
             b.node(op, &[a, w], &[4, 8], false);
-            let Ok(g) = b.build() else {
-                continue; // refused earlier, by validation: also fine
-            };
+            let g = b.build().expect("zero-size tensors are valid graph data");
             assert!(
                 matches!(resolve(&g, 0), Err(ExecError::BadShape { node: 0, .. })),
                 "{op}"
