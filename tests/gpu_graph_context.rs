@@ -326,3 +326,70 @@ fn a_workspace_above_the_adapter_limit_is_refused_before_any_realloc() {
     }
     assert_eq!(workspace.stats().reallocs, 0);
 }
+
+#[test]
+fn a_realloc_that_returns_a_block_already_held_is_refused() {
+    let gpu = require_gpu!();
+    let (graph, values, _) = mlp();
+    // One buffer handed out for every request, workspace and outputs alike.
+    let big = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("one block for all"),
+        size: 1 << 20,
+        usage: wgalloc::runtime::BLOCK_USAGE,
+        mapped_at_creation: false,
+    });
+    let frees = Arc::new(AtomicU64::new(0));
+    let make = |frees: &Arc<AtomicU64>| {
+        let block = big.clone();
+        let realloc: ReallocFn = Box::new(move |_| Ok(block.clone()));
+        let frees = frees.clone();
+        let free_all: wgalloc::runtime::FreeAllFn = Box::new(move |_| {
+            frees.fetch_add(1, Ordering::SeqCst);
+        });
+        (realloc, free_all)
+    };
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let (r, f) = make(&frees);
+    ctx.set_workspace_allocation(Some(r), Some(f), None)
+        .expect("set");
+    let (r, f) = make(&frees);
+    ctx.set_output_allocation(Some(r), Some(f), None)
+        .expect("set");
+    match ctx.execute(&gpu, &values) {
+        Err(RuntimeError::BlockAlreadyHeld {
+            role: MemoryRole::Output,
+            chunk: 0,
+            held_role: MemoryRole::Workspace,
+            held_chunk: 0,
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    drop(ctx);
+    assert_eq!(
+        frees.load(Ordering::SeqCst),
+        2,
+        "each setting's free-all once"
+    );
+}
+
+#[test]
+fn copy_prefix_of_a_block_whose_size_is_not_a_multiple_of_4_copies_whole_words() {
+    let gpu = require_gpu!();
+    let old = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("odd-sized user block"),
+        size: 10,
+        usage: wgalloc::runtime::BLOCK_USAGE,
+        mapped_at_creation: false,
+    });
+    let new = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("grown block"),
+        size: 16,
+        usage: wgalloc::runtime::BLOCK_USAGE,
+        mapped_at_creation: false,
+    });
+    let live = [1u8, 2, 3, 4, 5, 6, 7, 8];
+    gpu.queue.write_buffer(&old, 0, &live);
+    wgalloc::runtime::copy_prefix(&gpu, &old, &new, 10).expect("copies 8 bytes");
+    let copied = wgalloc::device::read_buffer_range(&gpu, &new, 0, 8).expect("reads");
+    assert_eq!(copied, live);
+}

@@ -954,3 +954,75 @@ fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
         weight_plan.total_size()
     );
 }
+
+// ---------------------------------------------------------------------------------
+// Review regressions.
+
+#[test]
+fn a_panicking_alloc_callback_does_not_leave_the_allocator_claimed() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let panic_once = Arc::new(AtomicBool::new(true));
+    let armed = panic_once.clone();
+    let (desc, counter) = AllocatorDesc::new()
+        .object(pool.clone())
+        .alloc(move |p: &Pool, r| {
+            assert!(!armed.swap(false, Ordering::SeqCst), "user pool corrupted");
+            p.alloc(r)
+        })
+        .free(|p: &Pool, b| p.free(b))
+        .address_of(|p: &Pool, b| p.address(b))
+        .counted();
+    let mut a = Stream::new(&ctx, "panics");
+    let mut b = Stream::new(&ctx, "after-panic");
+    a.register_allocator(&desc).expect("a");
+    b.register_allocator(&desc).expect("b");
+    let request = net.request(&plan, &weights);
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.execute(&request)));
+    assert!(unwound.is_err(), "the callback panicked");
+    assert_eq!(a.pending_executions(), 0);
+    // `a` has nothing to synchronize, so only the unwinding could let the claim go.
+    let id = b
+        .execute(&net.request(&plan, &weights))
+        .expect("the allocator is free again");
+    pool.arm(&ctx);
+    b.synchronize().expect("sync b");
+    assert_close(
+        &b.result(id)
+            .and_then(|r| r.output_f32(net.out))
+            .expect("out"),
+        &net.expected(),
+    );
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn an_address_whose_reported_size_runs_past_its_buffer_is_refused() {
+    let ctx = require_gpu!();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = AllocatorDesc::new()
+        .object(pool.clone())
+        .alloc(|p: &Pool, r| p.alloc(r))
+        .free(|p: &Pool, b| p.free(b))
+        .address_of(|p: &Pool, b| {
+            // The offset is right, but the block claims the whole buffer and more.
+            let mut address = p.address(b);
+            address.size = address.buffer.size() - address.offset + 256;
+            address
+        })
+        .counted();
+    let mut stream = Stream::new(&ctx, "oversized-address");
+    stream.register_allocator(&desc).expect("register");
+    assert!(matches!(
+        stream.execute(&net.request(&plan, &weights)),
+        Err(StreamError::BlockPastBufferEnd { buffer_size, size, offset, .. })
+            if buffer_size == 1 << 16 && offset + size > buffer_size
+    ));
+    pool.assert_balanced(&counter);
+}

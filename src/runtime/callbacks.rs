@@ -119,8 +119,9 @@ impl Allocation {
     }
 }
 
-/// Copies the first `len` bytes (rounded up to 4, at most `old`'s size) of `old` into
-/// `new` and submits the copy. Nothing is submitted when `len` is 0 or the two are the
+/// Copies the first `len` bytes (rounded up to 4, at most `old`'s size rounded down
+/// to 4, since copies move whole 4-byte words) of `old` into `new` and submits the
+/// copy. Nothing is submitted when `len` is 0 or the two are the
 /// same buffer.
 ///
 /// # Errors
@@ -137,7 +138,10 @@ pub fn copy_prefix(
     let bytes = len
         .checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
         .unwrap_or(u64::MAX)
-        .min(old.size());
+        .min(old.size() - old.size() % wgpu::COPY_BUFFER_ALIGNMENT);
+    if bytes == 0 {
+        return Ok(());
+    }
     if bytes > new.size() {
         return Err(CallbackError::new(format!(
             "cannot keep {bytes} bytes in a block of {}",

@@ -97,6 +97,31 @@ pub enum RuntimeError {
         /// The value read back.
         value: f32,
     },
+    /// A count read back at run time is at or above 2^24: an f32 count there may be
+    /// a rounded value (2^24 + 1 reads as 2^24), so the length cannot be trusted.
+    #[error("count tensor {tensor} holds {value}, at or above {limit} where f32 counts stop being exact")]
+    InexactCount {
+        /// The count tensor.
+        tensor: TensorId,
+        /// The value read back.
+        value: f32,
+        /// The first count that may be inexact (2^24).
+        limit: u64,
+    },
+    /// A `realloc` returned a block the context already holds for another chunk or
+    /// for the other kind of memory: the two would overlap. The block stays the
+    /// callback's; the context does not use it.
+    #[error("{role} realloc of chunk {chunk} returned the block already held as {held_role} chunk {held_chunk}")]
+    BlockAlreadyHeld {
+        /// Which memory asked.
+        role: MemoryRole,
+        /// The chunk asked for.
+        chunk: usize,
+        /// Which memory holds the block.
+        held_role: MemoryRole,
+        /// The chunk that holds it.
+        held_chunk: usize,
+    },
     /// A data-dependent length came out as 0: the kernels cannot bind an empty tensor.
     #[error("dynamic tensor {tensor} has 0 elements at run time")]
     EmptyDynamicTensor {

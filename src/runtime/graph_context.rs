@@ -64,6 +64,7 @@ impl Blocks {
         chunk: usize,
         size: u64,
         used: u64,
+        other: &Blocks,
     ) -> Result<(), RuntimeError> {
         if self.chunks.len() <= chunk {
             self.chunks.resize(chunk + 1, None);
@@ -112,6 +113,16 @@ impl Blocks {
                 got,
             });
         }
+        // A block held elsewhere would overlap live tensors (and bind one buffer as
+        // two writable ranges). This chunk's own old block was taken out above.
+        if let Some((held_role, held_chunk)) = self.holder_of(&block).or(other.holder_of(&block)) {
+            return Err(RuntimeError::BlockAlreadyHeld {
+                role,
+                chunk,
+                held_role,
+                held_chunk,
+            });
+        }
         if !block.usage().contains(BLOCK_USAGE) {
             return Err(RuntimeError::MissingUsage {
                 role,
@@ -122,6 +133,14 @@ impl Blocks {
         }
         self.chunks[chunk] = Some(block);
         Ok(())
+    }
+
+    /// The role and chunk holding `block`, if one of these chunks does.
+    fn holder_of(&self, block: &wgpu::Buffer) -> Option<(MemoryRole, usize)> {
+        self.chunks
+            .iter()
+            .position(|held| held.as_ref() == Some(block))
+            .map(|chunk| (self.role, chunk))
     }
 
     /// The held blocks as planned memory that does not own them.
@@ -378,8 +397,10 @@ impl GraphContext {
     /// # Errors
     /// [`RuntimeError::MissingValue`]; [`RuntimeError::ChunkTooLarge`] (before any
     /// allocation of the phase); [`RuntimeError::Callback`],
-    /// [`RuntimeError::ShortBlock`], [`RuntimeError::MissingUsage`] from an allocator;
-    /// [`RuntimeError::BadCount`], [`RuntimeError::EmptyDynamicTensor`],
+    /// [`RuntimeError::ShortBlock`], [`RuntimeError::MissingUsage`],
+    /// [`RuntimeError::BlockAlreadyHeld`] from an allocator;
+    /// [`RuntimeError::BadCount`], [`RuntimeError::InexactCount`],
+    /// [`RuntimeError::EmptyDynamicTensor`],
     /// [`RuntimeError::Graph`] for lengths read at run time; planning, device and
     /// execution errors. After an error the context can execute again.
     pub fn execute(
@@ -439,8 +460,8 @@ impl GraphContext {
                 }
             }
             per_phase.push(ws.chunks.iter().sum());
-            grow(&mut self.workspace, gpu, &ws, &ws_before)?;
-            grow(&mut self.outputs, gpu, &outs, &outs_before)?;
+            grow(&mut self.workspace, gpu, &ws, &ws_before, &self.outputs)?;
+            grow(&mut self.outputs, gpu, &outs, &outs_before, &self.workspace)?;
             let (ws_plan, outs_plan) = (ws.to_plan(), outs.to_plan());
             let (ws_memory, outs_memory) = (self.workspace.memory(), self.outputs.memory());
             let mut memory =
@@ -507,10 +528,11 @@ fn grow(
     gpu: &GpuContext,
     layout: &Layout,
     before: &[u64],
+    other: &Blocks,
 ) -> Result<(), RuntimeError> {
     for (chunk, &size) in layout.block_sizes().iter().enumerate() {
         let used = before.get(chunk).copied().unwrap_or(0);
-        blocks.grow(gpu, chunk, size, used)?;
+        blocks.grow(gpu, chunk, size, used, other)?;
     }
     Ok(())
 }
@@ -568,15 +590,33 @@ fn read_counts(
             .first()
             .copied()
             .unwrap_or(f32::NAN);
-        if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
-            return Err(RuntimeError::BadCount {
-                tensor: count,
-                value,
-            });
-        }
-        known.insert(count, value as u64);
+        known.insert(count, count_len(count, value)?);
     }
     Ok(())
+}
+
+/// First count an f32 may not hold exactly: 2^24 + 1 rounds to 2^24.
+const EXACT_COUNT_LIMIT: u64 = 1 << 24;
+
+/// The element count an f32 count tensor holds.
+///
+/// # Errors
+/// [`RuntimeError::BadCount`] for NaN, an infinity, a negative or a fractional value;
+/// [`RuntimeError::InexactCount`] from 2^24 on, where the kernel's f32 may have rounded.
+fn count_len(tensor: TensorId, value: f32) -> Result<u64, RuntimeError> {
+    if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
+        return Err(RuntimeError::BadCount { tensor, value });
+    }
+    // Whole, finite, non-negative: the conversion is exact below the limit checked next.
+    let len = value as u64;
+    if len >= EXACT_COUNT_LIMIT {
+        return Err(RuntimeError::InexactCount {
+            tensor,
+            value,
+            limit: EXACT_COUNT_LIMIT,
+        });
+    }
+    Ok(len)
 }
 
 /// Every graph output with its block, offset and exact size.
@@ -724,6 +764,33 @@ mod tests {
             .expect("default");
         drop(ctx);
         assert_eq!(calls.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn counts_are_whole_non_negative_and_below_where_f32_stops_being_exact() {
+        let t = TensorId(3);
+        assert_eq!(count_len(t, 0.0).ok(), Some(0));
+        assert_eq!(count_len(t, 5.0).ok(), Some(5));
+        assert_eq!(count_len(t, 16_777_215.0).ok(), Some(16_777_215));
+        for bad in [f32::NAN, f32::INFINITY, -1.0, 2.5] {
+            assert!(
+                matches!(count_len(t, bad), Err(RuntimeError::BadCount { tensor, .. }) if tensor == t),
+                "{bad}"
+            );
+        }
+        // 16777217 elements counted in f32 read back as 16777216: refused, not trusted.
+        for big in [16_777_216.0, 16_777_217.0_f32, 1e30] {
+            assert!(
+                matches!(
+                    count_len(t, big),
+                    Err(RuntimeError::InexactCount {
+                        limit: 16_777_216,
+                        ..
+                    })
+                ),
+                "{big}"
+            );
+        }
     }
 
     #[test]

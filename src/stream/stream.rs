@@ -122,16 +122,32 @@ pub struct SyncReport {
     pub blocks_freed: usize,
 }
 
+/// One output being read back: (tensor, staging buffer, bytes to keep).
+type Readback = (TensorId, wgpu::Buffer, u64);
+
+/// What a successful submission leaves: the executor's report, the read-backs, the
+/// bytes of the blocks taken and the index of the last submission.
+type Submitted = (RunReport, Vec<Readback>, u64, wgpu::SubmissionIndex);
+
+/// An error after the allocator was claimed, and whether anything reached the queue.
+type SubmitFailure = (StreamError, bool);
+
+/// The outputs read back for each pending execution, in order.
+type ReadOutputs = Vec<Vec<(TensorId, Vec<u8>)>>;
+
 /// A submitted execution not yet synchronized.
 struct Pending {
     id: ExecutionId,
     /// The claimed allocator, if shared.
     key: Option<usize>,
+    /// Keeps the allocator object alive while `key` (its address) is claimed, even
+    /// when the execution holds no block and the stream registers another allocator:
+    /// a freed object's address could otherwise be reused by a new one and be refused.
+    _allocator: Arc<dyn StreamAllocator>,
     /// Dropping one frees it through its allocator.
     blocks: Vec<HeldBlock>,
     block_bytes: u64,
-    /// (tensor, staging buffer, bytes to keep).
-    readbacks: Vec<(TensorId, wgpu::Buffer, u64)>,
+    readbacks: Vec<Readback>,
     report: RunReport,
 }
 
@@ -259,9 +275,12 @@ impl Stream {
         check_plan_against_limits(request.plan, request.graph, &self.ctx.limits)?;
         let allocator = self.allocator.clone();
         let key = allocator.key();
-        if let Some(key) = key {
-            busy::claim(key, self.id, &self.name)?;
-        }
+        // Declared before `blocks`, so on any exit (a panicking callback included) the
+        // blocks go back first and then a claim this execution took is let go.
+        let claim = match key {
+            Some(key) => Some(busy::claim(key, self.id, &self.name)?),
+            None => None,
+        };
         let mut blocks: Vec<HeldBlock> = Vec::new();
         let result = self.allocate_and_submit(request, allocator.as_ref(), &mut blocks);
         match result {
@@ -269,9 +288,13 @@ impl Stream {
                 let id = ExecutionId(self.next_execution);
                 self.next_execution += 1;
                 self.last_submission = Some(index);
+                if let Some(claim) = claim {
+                    claim.keep();
+                }
                 self.pending.push(Pending {
                     id,
                     key,
+                    _allocator: allocator,
                     blocks,
                     block_bytes,
                     readbacks,
@@ -285,32 +308,19 @@ impl Stream {
                     self.wait_idle();
                 }
                 drop(blocks);
-                if let Some(key) = key {
-                    if !self.pending.iter().any(|p| p.key == Some(key)) {
-                        busy::release(key, self.id);
-                    }
-                }
+                drop(claim);
                 Err(error)
             }
         }
     }
 
     /// Everything after the claim; on error, says whether anything reached the queue.
-    #[allow(clippy::type_complexity)]
     fn allocate_and_submit(
         &mut self,
         request: &ExecuteRequest<'_>,
         allocator: &dyn StreamAllocator,
         blocks: &mut Vec<HeldBlock>,
-    ) -> Result<
-        (
-            RunReport,
-            Vec<(TensorId, wgpu::Buffer, u64)>,
-            u64,
-            wgpu::SubmissionIndex,
-        ),
-        (StreamError, bool),
-    > {
+    ) -> Result<Submitted, SubmitFailure> {
         let not_queued = |e: StreamError| (e, false);
         let queued = |e: StreamError| (e, true);
         let regions = self
@@ -380,12 +390,11 @@ impl Stream {
     }
 
     /// Copies every requested output into a staging buffer in one submission.
-    #[allow(clippy::type_complexity)]
     fn submit_readbacks(
         &self,
         request: &ExecuteRequest<'_>,
         tensors: &TensorMemory<'_>,
-    ) -> Result<(Vec<(TensorId, wgpu::Buffer, u64)>, wgpu::SubmissionIndex), StreamError> {
+    ) -> Result<(Vec<Readback>, wgpu::SubmissionIndex), StreamError> {
         let device = &self.ctx.device;
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("wgalloc stream read-back"),
@@ -471,8 +480,7 @@ impl Stream {
 
     /// Maps every pending read-back (one poll for all) and copies the bytes out, per
     /// pending execution in order.
-    #[allow(clippy::type_complexity)]
-    fn read_outputs(&self) -> Result<Vec<Vec<(TensorId, Vec<u8>)>>, String> {
+    fn read_outputs(&self) -> Result<ReadOutputs, String> {
         let (sender, receiver) = std::sync::mpsc::channel();
         let mut expected = 0usize;
         for p in &self.pending {
@@ -546,9 +554,11 @@ fn check_address(request: &BlockRequest, address: &BlockAddress) -> Result<(), S
         });
     }
     let buffer_size = address.buffer.size();
+    // The whole range the address claims (at least the request, checked above) must
+    // lie in its buffer: the region bound for the tensors is that range.
     if address
         .offset
-        .checked_add(request.size)
+        .checked_add(address.size)
         .is_none_or(|end| end > buffer_size)
     {
         return Err(StreamError::BlockPastBufferEnd {
