@@ -41,7 +41,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::prepared::Prepared;
-use memo::{FailedStates, Fingerprint};
+use memo::{seed, FailedStates, Fingerprint};
 
 /// What the search found for one capacity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,6 +216,8 @@ struct State<'a> {
     timed_out: bool,
     /// The fingerprint of the unplaced items and their floors.
     state: Fingerprint,
+    /// Each item's fingerprint seed.
+    seeds: Vec<u64>,
     /// States seen to fail under this preorder, with the lowest (offset, rank) they
     /// failed at.
     failed: &'a mut FailedStates,
@@ -259,6 +261,7 @@ impl<'a> State<'a> {
         work: u64,
         deadline: Option<Instant>,
     ) -> State<'a> {
+        let seeds: Vec<u64> = (0..p.items.len()).map(seed).collect();
         let mut rank = vec![0; p.items.len()];
         for (r, &i) in order.iter().enumerate() {
             rank[i] = r;
@@ -284,10 +287,11 @@ impl<'a> State<'a> {
             nodes: 0,
             deadline,
             timed_out: false,
-            state: (0..p.items.len()).fold(Fingerprint::default(), |mut f, i| {
-                f.add(i, 0);
+            state: seeds.iter().fold(Fingerprint::default(), |mut f, &s| {
+                f.add(s, 0);
                 f
             }),
+            seeds,
             failed,
             covering: BinaryHeap::with_capacity(p.items.len()),
             trail: Vec::with_capacity(p.items.len()),
@@ -496,7 +500,7 @@ impl<'a> State<'a> {
             self.remaining[t] -= it.size;
         }
         self.work_left = self.work_left.saturating_sub(self.overlaps[i].len() as u64);
-        self.state.remove(i, self.floor[i]);
+        self.state.remove(self.seeds[i], self.floor[i]);
         let mut hatless = true;
         for &j in &self.overlaps[i] {
             let j = j as usize;
@@ -504,8 +508,8 @@ impl<'a> State<'a> {
                 hatless = false;
                 if self.floor[j] < top {
                     self.floor_log.push((j as u32, self.floor[j]));
-                    self.state.remove(j, self.floor[j]);
-                    self.state.add(j, top);
+                    self.state.remove(self.seeds[j], self.floor[j]);
+                    self.state.add(self.seeds[j], top);
                     self.floor[j] = top;
                 }
             }
@@ -525,12 +529,12 @@ impl<'a> State<'a> {
         while self.floor_log.len() > mark {
             if let Some((j, old)) = self.floor_log.pop() {
                 let j = j as usize;
-                self.state.remove(j, self.floor[j]);
-                self.state.add(j, old);
+                self.state.remove(self.seeds[j], self.floor[j]);
+                self.state.add(self.seeds[j], old);
                 self.floor[j] = old;
             }
         }
-        self.state.add(i, self.floor[i]);
+        self.state.add(self.seeds[i], self.floor[i]);
     }
 }
 
@@ -631,8 +635,8 @@ mod probe {
 
     /// Time and nodes to fit each shared dsa instance at 1,048,576:
     /// `cargo test --release --lib search::probe -- --ignored --nocapture`
-    /// (`PROBE=B,E` picks instances, `PROBE_WORK` sets the budget, `PROBE_DIR` another
-    /// folder of `NAME.1048576.csv` files).
+    /// (`PROBE=B,E` picks instances, `PROBE_WORK` sets the budget, `PROBE_CAP` another
+    /// capacity, `PROBE_DIR` another folder of `NAME.1048576.csv` files).
     #[test]
     #[ignore]
     fn dsa_instances_at_capacity() {
@@ -648,7 +652,11 @@ mod probe {
             let problem = IntervalProblem::read_csv(path.as_ref()).expect("reads");
             let p = Prepared::new(&interval_ranges(&problem), 1).expect("valid");
             let started = std::time::Instant::now();
-            let (found, stats) = run(&p, 1_048_576, budget, None, &preorders(&p));
+            let cap: u64 = std::env::var("PROBE_CAP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1_048_576);
+            let (found, stats) = run(&p, cap, budget, None, &preorders(&p));
             let secs = started.elapsed().as_secs_f64();
             let what = match &found {
                 Found::Plan(_, peak) => format!("plan {peak}"),

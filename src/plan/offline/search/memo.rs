@@ -22,26 +22,30 @@ pub(super) struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// Adds the pair `(item, floor)` to the set.
-    pub fn add(&mut self, item: usize, floor: u64) {
-        let (lo, hi) = pair_hash(item, floor);
+    /// Adds the pair (item, `floor`) to the set; `seed` is the item's [`seed`].
+    pub fn add(&mut self, seed: u64, floor: u64) {
+        let (lo, hi) = pair_hash(seed, floor);
         self.lo = self.lo.wrapping_add(lo);
         self.hi = self.hi.wrapping_add(hi);
     }
 
-    /// Removes the pair `(item, floor)` from the set.
-    pub fn remove(&mut self, item: usize, floor: u64) {
-        let (lo, hi) = pair_hash(item, floor);
+    /// Removes the pair (item, `floor`) from the set; `seed` is the item's [`seed`].
+    pub fn remove(&mut self, seed: u64, floor: u64) {
+        let (lo, hi) = pair_hash(seed, floor);
         self.lo = self.lo.wrapping_sub(lo);
         self.hi = self.hi.wrapping_sub(hi);
     }
 }
 
-/// Two independent 64-bit hashes of an (item, floor) pair: the item picks two
-/// well-mixed seeds, and a multiply folds the floor in (cheap: the search updates the
-/// fingerprint once per floor change).
-fn pair_hash(item: usize, floor: u64) -> (u64, u64) {
-    let seed = mix(item as u64 ^ 0xD6E8_FEB8_6659_FD93);
+/// The item's well-mixed seed (computed once per item; [`Fingerprint`] takes it).
+pub(super) fn seed(item: usize) -> u64 {
+    mix(item as u64 ^ 0xD6E8_FEB8_6659_FD93)
+}
+
+/// Two independent 64-bit hashes of an (item, floor) pair: a multiply folds the floor
+/// into the item's seed (cheap: the search updates the fingerprint once per floor
+/// change).
+fn pair_hash(seed: u64, floor: u64) -> (u64, u64) {
     let lo = (floor ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let hi = (floor.wrapping_add(seed.rotate_left(32))).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
     (lo ^ (lo >> 29), hi ^ (hi >> 31))
@@ -119,26 +123,31 @@ mod tests {
 
     #[test]
     fn fingerprint_ignores_the_order_pairs_arrive_in() {
+        let (three, five) = (seed(3), seed(5));
         let mut a = Fingerprint::default();
-        a.add(3, 10);
-        a.add(5, 0);
+        a.add(three, 10);
+        a.add(five, 0);
         let mut b = Fingerprint::default();
-        b.add(5, 0);
-        b.add(3, 7);
-        b.remove(3, 7);
-        b.add(3, 10);
+        b.add(five, 0);
+        b.add(three, 7);
+        b.remove(three, 7);
+        b.add(three, 10);
         assert_eq!(a, b);
         let mut c = a;
-        c.remove(5, 0);
-        c.add(5, 1);
+        c.remove(five, 0);
+        c.add(five, 1);
         assert_ne!(a, c);
+        let mut swapped = Fingerprint::default();
+        swapped.add(three, 0);
+        swapped.add(five, 10);
+        assert_ne!(a, swapped);
     }
 
     #[test]
     fn a_state_failed_low_is_known_to_fail_higher_but_not_lower() {
         let mut table = FailedStates::for_items(4);
         let mut state = Fingerprint::default();
-        state.add(1, 8);
+        state.add(seed(1), 8);
         table.record(state, 8, 2);
         assert!(table.known_to_fail(state, 8, 2));
         assert!(table.known_to_fail(state, 8, 5));
@@ -146,7 +155,7 @@ mod tests {
         assert!(!table.known_to_fail(state, 8, 1));
         assert!(!table.known_to_fail(state, 7, 9));
         let mut other = state;
-        other.add(2, 0);
+        other.add(seed(2), 0);
         assert!(!table.known_to_fail(other, 100, 100));
         assert_eq!(table.hits, 3);
     }
