@@ -432,7 +432,16 @@ impl<'a> State<'a> {
                 let floor = self.floor[i];
                 let it = self.p.items[i];
                 min_top = min_top.min(floor.saturating_add(it.size));
-                self.covering.push(Reverse((floor.max(offset), it.b)));
+                let lowest = floor.max(offset);
+                // An item no lower than the heap's top that leaves no later never
+                // becomes the lowest: skip it.
+                if !self
+                    .covering
+                    .peek()
+                    .is_some_and(|Reverse((top, b))| *top <= lowest && *b >= it.b)
+                {
+                    self.covering.push(Reverse((lowest, it.b)));
+                }
                 let rank = self.rank[i];
                 let canonical = floor > offset || (floor == offset && rank >= last_rank);
                 if canonical && floor.saturating_add(it.size) <= self.capacity {
