@@ -14,6 +14,7 @@ use wgalloc::plan::{BufferTypeDesc, IntervalProblem, Plan};
 
 /// Small budgets: the suite must stay fast on 2 cores.
 const QUICK: Budget = Budget {
+    deadline: None,
     search_work: 4_000_000,
     climb_work: 2_000_000,
 };
