@@ -485,6 +485,10 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     if goal.reached(start_peak) || goal.budget.expired() {
         return (start, start_peak, start_by);
     }
+    if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
+        // Too few moves to matter (a move costs at least two scans of the items).
+        return (start, start_peak, start_by);
+    }
     let (climbed, climbed_peak) = climb(p, &index, start.clone(), goal);
     if climbed_peak < start_peak {
         (climbed, climbed_peak, Strategy::Climb)
@@ -492,6 +496,11 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
         (start, start_peak, start_by)
     }
 }
+
+/// `best` skips the local search when its budget allows fewer moves than this: on
+/// iopddl_S_1 the default budget is about 700 moves (1.4 s), which never lowered the
+/// skyline's peak (nor did 10 times as many).
+const CLIMB_MIN_MOVES: u64 = 1024;
 
 /// The seeded ruin-and-repair local search with the climb budget, until the goal.
 fn climb(p: &Prepared, index: &OverlapIndex, offsets: Vec<u64>, goal: &Goal) -> (Vec<u64>, u64) {
@@ -511,11 +520,25 @@ const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 /// that it stays well within a 2 MiB thread stack.
 const SEARCH_MAX_ITEMS: usize = 3_000;
 
+/// Search work units done per second on a loaded 2-core machine (E.1048576: 1e9 units
+/// in about 5 s), halved: converts a deadline into a work cap while the search itself
+/// counts work only.
+const SEARCH_WORK_PER_SEC: f64 = 100_000_000.0;
+
 /// The one call into the exact search: a placement within `capacity` with at most
-/// `work` units. The deadline is looked at before the search starts; the search itself
-/// counts work, not time, until it takes the deadline too (`search::search_until`).
+/// `work` units. With a deadline, the work is also capped at what the time left
+/// allows at [`SEARCH_WORK_PER_SEC`] (the search counts work, not time, until it takes
+/// the deadline itself as `search::search_until`).
 fn search_at(p: &Prepared, capacity: u64, work: u64, deadline: Option<Instant>) -> Found {
-    if deadline.is_some_and(|d| Instant::now() >= d) {
+    let work = match deadline {
+        None => work,
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
+            // A float-to-int cast saturates; the product is finite and non-negative.
+            work.min((left * SEARCH_WORK_PER_SEC) as u64)
+        }
+    };
+    if work == 0 {
         return Found::Unknown;
     }
     search::search(p, capacity, work)
