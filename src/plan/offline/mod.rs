@@ -216,11 +216,13 @@ pub fn plan_ranges_with(
 
 /// Plans live ranges towards a target capacity (bytes). With `Some(capacity)` at or
 /// above the lower bound, [`Strategy::Best`] stops at the first plan whose peak fits
-/// it, and the search ([`Strategy::Search`], and inside `best`) probes the capacity
-/// first instead of the lower bound; [`Strategy::Climb`] stops once it fits. Greedy
-/// and skyline strategies ignore it. With `None`, or a capacity below the lower bound
-/// (nothing can fit it), every strategy aims at the lower bound. The plan's peak may
-/// still exceed the capacity: compare [`RangePlan::peak`] with it.
+/// it (so a greedy plan that fits ends it at once), and the search
+/// ([`Strategy::Search`], and inside `best`) probes the capacity first instead of the
+/// lower bound, then, if that fails, bisects upwards for the smallest plan it can
+/// find; [`Strategy::Climb`] stops once it fits. Greedy and skyline strategies ignore
+/// it. With `None`, or a capacity below the lower bound (nothing can fit it), every
+/// strategy aims at the lower bound, as [`plan_ranges_with`]. The peak may still
+/// exceed the capacity: compare [`RangePlan::peak`] with it.
 ///
 /// # Errors
 /// As [`plan_ranges`].
@@ -306,24 +308,16 @@ struct Goal {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.
     target: u64,
-    /// Whether `target` is a caller's capacity (then nothing below it is sought).
-    capacity: bool,
     budget: Budget,
 }
 
 impl Goal {
     fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal {
-        match capacity {
-            Some(c) if c >= p.lower_bound => Goal {
-                target: c,
-                capacity: true,
-                budget: *budget,
-            },
-            _ => Goal {
-                target: p.lower_bound,
-                capacity: false,
-                budget: *budget,
-            },
+        Goal {
+            target: capacity
+                .filter(|&c| c >= p.lower_bound)
+                .unwrap_or(p.lower_bound),
+            budget: *budget,
         }
     }
 
@@ -545,8 +539,8 @@ fn search_at(p: &Prepared, capacity: u64, work: u64, deadline: Option<Instant>) 
 }
 
 /// Improves on a known placement with the bounded search: first at the goal's target
-/// (the capacity, else the lower bound); without a capacity, then bisecting between
-/// the best capacity known infeasible and the best peak found.
+/// (the capacity, else the lower bound), then bisecting between the best capacity known
+/// infeasible and the best peak found; stops at the first plan within the target.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
@@ -557,16 +551,14 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
     let mut floor = goal.target;
     let mut first = true;
     while work_left > 0 && floor < best_peak && !goal.budget.expired() {
-        // First probe at the target with half the budget (all of it for a capacity);
-        // then bisect with a quarter of what is left each time.
+        // First probe at the target with half the budget; then bisect with a quarter
+        // of what is left each time.
         let target = if first {
             floor
         } else {
             floor + (best_peak - floor) / 2
         };
-        let share = if first && goal.capacity {
-            work_left
-        } else if first {
+        let share = if first {
             work_left / 2
         } else {
             (work_left / 4).max(1)
@@ -581,9 +573,8 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
                     break;
                 }
             }
-            // Proven impossible, or given up on: look higher up, unless aiming at a
-            // capacity (a plan above it does not fit either).
-            Found::Infeasible | Found::Unknown if goal.capacity => break,
+            // Proven impossible, or given up on: look higher up (above a capacity
+            // too, for the smallest plan that does not fit it).
             Found::Infeasible | Found::Unknown => floor = target + 1,
         }
     }
