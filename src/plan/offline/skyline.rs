@@ -320,9 +320,28 @@ mod tests {
     }
 
     #[test]
+    fn heights_match_a_plain_array_on_random_raises() {
+        let mut rng = crate::plan::offline::improve::SplitMix64::new(5);
+        for _ in 0..200 {
+            let sections = 1 + rng.below(40);
+            let mut h = Heights::new(sections);
+            let mut plain = vec![0u64; sections];
+            for _ in 0..30 {
+                let a = rng.below(sections);
+                let b = a + 1 + rng.below(sections - a);
+                let expected = plain[a..b].iter().copied().max().unwrap_or(0);
+                assert_eq!(h.max_in(a, b), expected, "[{a}, {b})");
+                let top = expected + 1 + rng.below(9) as u64;
+                h.raise(a, b, top);
+                plain[a..b].iter_mut().for_each(|x| *x = top);
+            }
+        }
+    }
+
+    #[test]
     fn skyline_placements_are_valid_on_random_instances() {
         let mut rng = crate::plan::offline::improve::SplitMix64::new(3);
-        for _ in 0..200 {
+        for round in 0..2000 {
             let n = 1 + rng.below(40);
             let ranges: Vec<LiveRange> = (0..n)
                 .map(|_| {
@@ -335,7 +354,8 @@ mod tests {
                 })
                 .collect();
             let p = Prepared::new(&ranges, 1).expect("valid");
-            let (offsets, peak) = place(&p, &greedy::by_size(&p));
+            let which = ORDERS[round % ORDERS.len()];
+            let (offsets, peak) = place(&p, &which.order(&p));
             assert_valid(&p, &offsets, peak);
             assert!(peak >= p.lower_bound);
         }
