@@ -79,10 +79,12 @@ pub enum Strategy {
     /// Seeded local search from the best greedy placement: lifts the highest items
     /// around the peak and places them back, keeping changes that lower it.
     Climb,
-    /// All of the above; keeps the smallest peak (ties: the earlier strategy). Skips
-    /// what cannot help or would not finish: the overlap-list greedy orders on
-    /// instances with more than 4 million overlapping pairs, the search above its size
-    /// limits.
+    /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
+    /// and stops at the first plan at the lower bound (or within the capacity, see
+    /// [`plan_ranges_to`]). Skips what cannot help or would not finish: the
+    /// overlap-list greedy orders on instances with more than 4 million overlapping
+    /// pairs, the search above 3,000 items or 4 million pairs, the climb when its
+    /// budget allows fewer than 1,024 moves.
     Best,
 }
 
