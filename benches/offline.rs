@@ -42,6 +42,7 @@ fn main() {
         Budget {
             search_work: 20_000_000,
             climb_work: 5_000_000,
+            ..Budget::default()
         }
     } else {
         let env = |name: &str, default: u64| {
@@ -54,6 +55,7 @@ fn main() {
         Budget {
             search_work: env("WGALLOC_BENCH_SEARCH_WORK", d.search_work),
             climb_work: env("WGALLOC_BENCH_CLIMB_WORK", d.climb_work),
+            ..d
         }
     };
     let only: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));

@@ -64,6 +64,65 @@ pub(crate) fn by_conflict(p: &Prepared) -> Order {
     order
 }
 
+/// Largest area (size times lifetime length) first; ties: longer, then larger.
+pub(crate) fn by_area(p: &Prepared) -> Order {
+    sorted(p, |it| {
+        (
+            std::cmp::Reverse(u128::from(it.size) * u128::from(it.len)),
+            std::cmp::Reverse(it.len),
+            std::cmp::Reverse(it.size),
+        )
+    })
+}
+
+/// Earliest start first; ties: longer, then larger (the order in which a stack of
+/// nested lifetimes is built).
+pub(crate) fn by_start(p: &Prepared) -> Order {
+    sorted(p, |it| {
+        (it.a, std::cmp::Reverse(it.len), std::cmp::Reverse(it.size))
+    })
+}
+
+/// Latest end first; ties: longer, then larger.
+pub(crate) fn by_end(p: &Prepared) -> Order {
+    sorted(p, |it| {
+        (
+            std::cmp::Reverse(it.b),
+            std::cmp::Reverse(it.len),
+            std::cmp::Reverse(it.size),
+        )
+    })
+}
+
+/// Three keys, each largest first, as MiniMalloc names them: W (lifetime length), A
+/// (area) and T (the total size live at the item's busiest section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// Lifetime length.
+    Width,
+    /// Size times lifetime length.
+    Area,
+    /// Total size live at the item's busiest section.
+    Total,
+}
+
+/// Largest first by `keys` in priority (e.g. `[Total, Area, Width]` is MiniMalloc's
+/// TAW).
+pub(crate) fn by_keys(p: &Prepared, keys: [Key; 3]) -> Order {
+    let breadth = p.breadths();
+    let mut order: Order = (0..p.items.len()).collect();
+    order.sort_by_key(|&i| {
+        let it = &p.items[i];
+        let key = keys.map(|k| match k {
+            Key::Width => u128::from(it.len),
+            Key::Area => u128::from(it.size) * u128::from(it.len),
+            Key::Total => u128::from(breadth[i]),
+        });
+        (std::cmp::Reverse(key), it.index)
+    });
+    order
+}
+
 fn sorted<K: Ord>(p: &Prepared, key: impl Fn(&Item) -> K) -> Order {
     let mut order: Order = (0..p.items.len()).collect();
     order.sort_by_key(|&i| (key(&p.items[i]), p.items[i].index));

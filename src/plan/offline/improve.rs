@@ -6,6 +6,8 @@
 //! a fixed-seed SplitMix64 and the number of moves from a work budget (overlaps
 //! visited), so the result is deterministic.
 
+use std::time::Instant;
+
 use super::greedy::{fit_among_placed, Fit};
 use super::index::OverlapIndex;
 use super::prepared::Prepared;
@@ -50,14 +52,24 @@ fn peak_and_count(p: &Prepared, offsets: &[u64]) -> (u64, usize) {
     (peak, count)
 }
 
-/// Ruin-and-repair local search from a valid placement `offsets` (per item position),
-/// spending at most about `work` units (one per overlap visited or item scanned).
-/// Returns the best placement and its peak; stops early at the lower bound.
+/// When the local search stops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// About this many units (one per overlap visited or item scanned).
+    pub work: u64,
+    /// Once the peak is at or below this (at least the lower bound).
+    pub target: u64,
+    /// Once this instant has passed (checked before every move).
+    pub deadline: Option<Instant>,
+}
+
+/// Ruin-and-repair local search from a valid placement `offsets` (per item position)
+/// within `limits`. Returns the best placement and its peak.
 pub(crate) fn repack(
     p: &Prepared,
     index: &OverlapIndex,
     mut offsets: Vec<u64>,
-    work: u64,
+    limits: &Limits,
     seed: u64,
 ) -> (Vec<u64>, u64) {
     let n = p.items.len();
@@ -72,7 +84,9 @@ pub(crate) fn repack(
     let mut lifted: Vec<(usize, u64)> = Vec::new();
     let mut spent = 0u64;
     let max_lift = n.min(64);
-    while spent < work && peak > p.lower_bound {
+    let target = limits.target.max(p.lower_bound);
+    while spent < limits.work && peak > target && limits.deadline.is_none_or(|d| Instant::now() < d)
+    {
         // An item at the peak, chosen at random among them.
         let nth = rng.below(at_peak);
         let Some(j) = (0..n)
@@ -156,6 +170,14 @@ mod tests {
         assert!((0..1000).all(|_| a.below(5) < 5));
     }
 
+    fn work(work: u64) -> Limits {
+        Limits {
+            work,
+            target: 0,
+            deadline: None,
+        }
+    }
+
     fn staggered() -> Prepared {
         let ranges: Vec<LiveRange> = (0..60u64)
             .map(|i| LiveRange {
@@ -172,7 +194,7 @@ mod tests {
         let p = staggered();
         let index = OverlapIndex::new(&p);
         let (offsets, peak) = place(&p, &index, &by_size(&p), Fit::Lowest);
-        let (improved, improved_peak) = repack(&p, &index, offsets, 200_000, 1);
+        let (improved, improved_peak) = repack(&p, &index, offsets, &work(200_000), 1);
         assert!(improved_peak <= peak);
         assert!(improved_peak >= p.lower_bound);
         for (i, x) in p.items.iter().enumerate() {
@@ -191,8 +213,8 @@ mod tests {
         let p = staggered();
         let index = OverlapIndex::new(&p);
         let (offsets, _) = place(&p, &index, &by_size(&p), Fit::Lowest);
-        let first = repack(&p, &index, offsets.clone(), 50_000, 9);
-        let second = repack(&p, &index, offsets, 50_000, 9);
+        let first = repack(&p, &index, offsets.clone(), &work(50_000), 9);
+        let second = repack(&p, &index, offsets, &work(50_000), 9);
         assert_eq!(first, second);
     }
 }

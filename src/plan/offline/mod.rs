@@ -8,11 +8,16 @@
 //!   in-place merging and chunking by the buffer type's max size.
 //!
 //! Strategies: greedy placement (lowest free offset, or smallest free gap, among the
-//! buffers live at the same time) in four orders (size, breadth, lifetime, conflict), a bounded exact search over
-//! canonical solutions ([`Strategy::Search`]), a seeded ruin-and-repair local
-//! search around the peak ([`Strategy::Climb`]), and [`Strategy::Best`], which runs them all and keeps the
-//! smallest peak. Every strategy has a deterministic work budget ([`Budget`]): the same
-//! input gives the same output on every machine.
+//! buffers live at the same time) in four orders (size, breadth, lifetime, conflict),
+//! lowest-floor-first placement in several static orders ([`Strategy::Skyline`]), a
+//! bounded exact search over canonical solutions ([`Strategy::Search`]), a seeded
+//! ruin-and-repair local search around the peak ([`Strategy::Climb`]), and
+//! [`Strategy::Best`], which runs them all and keeps the smallest peak. Every strategy
+//! has a deterministic work budget ([`Budget`]): the same input gives the same output
+//! on every machine, unless the budget also carries a deadline.
+//!
+//! [`plan_ranges_to`] and [`plan_intervals_to`] take a target capacity: `best` then
+//! stops at the first plan that fits it and aims its search at it.
 
 mod graph;
 mod greedy;
@@ -20,8 +25,10 @@ mod improve;
 mod index;
 mod prepared;
 mod search;
+mod skyline;
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 pub use graph::{
     graph_live_ranges, plan_graph_offline, plan_graph_offline_n, plan_graph_offline_with,
@@ -63,24 +70,36 @@ pub enum Strategy {
     GreedyLifetime,
     /// Largest conflict first (total size of the buffers live with it), then by size.
     GreedyConflict,
+    /// Lowest floor first: repeatedly places, among the buffers whose floor (the top
+    /// of the highest buffer already placed in their lifetime) is lowest, the first of
+    /// a static order, on that floor; several static orders (area, MiniMalloc's TAW,
+    /// TWA and WAT, latest end, size, earliest start) in turn, keeping the lowest peak.
+    /// Needs no overlap lists, so it is the fast strategy on large instances.
+    Skyline,
     /// Bounded exact search over canonical solutions, aiming at the lower bound, then
     /// at capacities between it and the best greedy peak.
     Search,
     /// Seeded local search from the best greedy placement: lifts the highest items
     /// around the peak and places them back, keeping changes that lower it.
     Climb,
-    /// All of the above; keeps the smallest peak (ties: the earlier strategy).
+    /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
+    /// and stops at the first plan at the lower bound (or within the capacity, see
+    /// [`plan_ranges_to`]). Skips what cannot help or would not finish: the
+    /// overlap-list greedy orders on instances with more than 4 million overlapping
+    /// pairs, the search above 3,000 items or 4 million pairs, the climb when its
+    /// budget allows fewer than 1,024 moves.
     Best,
 }
 
 impl Strategy {
     /// Every strategy, in the order [`Strategy::Best`] tries them (itself last).
-    pub const ALL: [Strategy; 8] = [
+    pub const ALL: [Strategy; 9] = [
         Strategy::GreedySize,
         Strategy::GreedySizeBestFit,
         Strategy::GreedyBreadth,
         Strategy::GreedyLifetime,
         Strategy::GreedyConflict,
+        Strategy::Skyline,
         Strategy::Search,
         Strategy::Climb,
         Strategy::Best,
@@ -94,6 +113,7 @@ impl Strategy {
             Strategy::GreedyBreadth => "greedy-breadth",
             Strategy::GreedyLifetime => "greedy-lifetime",
             Strategy::GreedyConflict => "greedy-conflict",
+            Strategy::Skyline => "skyline",
             Strategy::Search => "search",
             Strategy::Climb => "climb",
             Strategy::Best => "best",
@@ -112,7 +132,8 @@ impl fmt::Display for Strategy {
     }
 }
 
-/// Deterministic work budgets. A unit is roughly one visit of a buffer or a time section.
+/// Work budgets, and an optional deadline. A unit is roughly one visit of a buffer or
+/// a time section. Without a deadline (the default) planning is deterministic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     /// Work allowed to [`Strategy::Search`] (a search node costs a unit per unplaced
@@ -123,15 +144,38 @@ pub struct Budget {
     /// buffer scanned; a move costs about twice the buffer count plus the overlaps of
     /// the buffers it moves).
     pub climb_work: u64,
+    /// When set, every phase stops once this instant has passed and the best plan so
+    /// far is returned; the first complete placement is always made, so a deadline
+    /// already past still gives a valid (greedy) plan. The result then depends on the
+    /// machine's speed.
+    pub deadline: Option<Instant>,
 }
 
 impl Default for Budget {
-    /// A few seconds of search and about a second of climb on a 2020s CPU core.
+    /// A few seconds of search and about a second of climb on a 2020s CPU core; no
+    /// deadline.
     fn default() -> Budget {
         Budget {
             search_work: 1_000_000_000,
             climb_work: 40_000_000,
+            deadline: None,
         }
+    }
+}
+
+impl Budget {
+    /// The default work budgets with a deadline `limit` from now (no deadline if the
+    /// clock cannot represent it).
+    pub fn with_time_limit(limit: Duration) -> Budget {
+        Budget {
+            deadline: Instant::now().checked_add(limit),
+            ..Budget::default()
+        }
+    }
+
+    /// Whether the deadline, if any, has passed.
+    fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
     }
 }
 
@@ -172,8 +216,31 @@ pub fn plan_ranges_with(
     strategy: Strategy,
     budget: &Budget,
 ) -> Result<RangePlan, PlanError> {
+    plan_ranges_to(ranges, alignment, strategy, budget, None)
+}
+
+/// Plans live ranges towards a target capacity (bytes). With `Some(capacity)` at or
+/// above the lower bound, [`Strategy::Best`] stops at the first plan whose peak fits
+/// it (so a greedy plan that fits ends it at once), and the search
+/// ([`Strategy::Search`], and inside `best`) probes the capacity first instead of the
+/// lower bound, then, if that fails, bisects upwards for the smallest plan it can
+/// find; [`Strategy::Climb`] stops once it fits. Greedy and skyline strategies ignore
+/// it. With `None`, or a capacity below the lower bound (nothing can fit it), every
+/// strategy aims at the lower bound, as [`plan_ranges_with`]. The peak may still
+/// exceed the capacity: compare [`RangePlan::peak`] with it.
+///
+/// # Errors
+/// As [`plan_ranges`].
+pub fn plan_ranges_to(
+    ranges: &[LiveRange],
+    alignment: u64,
+    strategy: Strategy,
+    budget: &Budget,
+    capacity: Option<u64>,
+) -> Result<RangePlan, PlanError> {
     let p = Prepared::new(ranges, alignment)?;
-    let (item_offsets, peak, found_by) = run(&p, strategy, budget);
+    let goal = Goal::new(&p, budget, capacity);
+    let (item_offsets, peak, found_by) = run(&p, strategy, &goal);
     let mut offsets = vec![0u64; p.count];
     for (it, offset) in p.items.iter().zip(item_offsets) {
         offsets[it.index] = offset;
@@ -219,7 +286,21 @@ pub fn plan_intervals_with(
     strategy: Strategy,
     budget: &Budget,
 ) -> Result<IntervalPlan, PlanError> {
-    let plan = plan_ranges_with(&interval_ranges(problem), 1, strategy, budget)?;
+    plan_intervals_to(problem, strategy, budget, None)
+}
+
+/// Plans an interval problem (alignment 1) towards a target capacity, as
+/// [`plan_ranges_to`] (e.g. 1,048,576 for `dsa/*.1048576.csv`).
+///
+/// # Errors
+/// As [`plan_intervals`].
+pub fn plan_intervals_to(
+    problem: &IntervalProblem,
+    strategy: Strategy,
+    budget: &Budget,
+    capacity: Option<u64>,
+) -> Result<IntervalPlan, PlanError> {
+    let plan = plan_ranges_to(&interval_ranges(problem), 1, strategy, budget, capacity)?;
     Ok(IntervalPlan {
         offsets: plan.offsets,
         peak: plan.peak,
@@ -227,30 +308,63 @@ pub fn plan_intervals_with(
     })
 }
 
+/// What a planning run aims at and how long it may take.
+struct Goal {
+    /// Stop as soon as a plan peaks at or below this: the capacity when one at or
+    /// above the lower bound was given, else the lower bound.
+    target: u64,
+    budget: Budget,
+}
+
+impl Goal {
+    fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal {
+        Goal {
+            target: capacity
+                .filter(|&c| c >= p.lower_bound)
+                .unwrap_or(p.lower_bound),
+            budget: *budget,
+        }
+    }
+
+    fn reached(&self, peak: u64) -> bool {
+        peak <= self.target
+    }
+}
+
+/// A placement (offsets per item position), its peak and who found it.
+type Placement = (Vec<u64>, u64, Strategy);
+
 /// Runs one strategy on a prepared problem: offsets per item, peak, and who found them.
-fn run(p: &Prepared, strategy: Strategy, budget: &Budget) -> (Vec<u64>, u64, Strategy) {
-    let index = OverlapIndex::new(p);
+fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
     match strategy {
         Strategy::GreedySize
         | Strategy::GreedySizeBestFit
         | Strategy::GreedyBreadth
         | Strategy::GreedyLifetime
         | Strategy::GreedyConflict => {
+            let index = OverlapIndex::new(p);
             let (order, fit) = greedy_order(p, strategy);
             let (offsets, peak) = greedy::place(p, &index, &order, fit);
             (offsets, peak, strategy)
         }
+        Strategy::Skyline => {
+            let mut best = None;
+            skyline_orders(p, goal, &mut best);
+            best.unwrap_or_else(|| (Vec::new(), 0, strategy))
+        }
         Strategy::Search => {
+            let index = OverlapIndex::new(p);
             let (offsets, peak, _) = best_greedy(p, &index);
-            let (offsets, peak) = search_below(p, offsets, peak, budget.search_work);
+            let (offsets, peak) = search_below(p, offsets, peak, goal);
             (offsets, peak, strategy)
         }
         Strategy::Climb => {
+            let index = OverlapIndex::new(p);
             let (offsets, _, _) = best_greedy(p, &index);
-            let (offsets, peak) = climb(p, &index, offsets, budget.climb_work);
+            let (offsets, peak) = climb(p, &index, offsets, goal);
             (offsets, peak, strategy)
         }
-        Strategy::Best => best(p, &index, budget),
+        Strategy::Best => best(p, goal),
     }
 }
 
@@ -274,36 +388,107 @@ fn greedy_order(p: &Prepared, strategy: Strategy) -> (Order, Fit) {
     }
 }
 
-/// Every greedy strategy; the lowest peak (first on ties), with its strategy.
-fn best_greedy(p: &Prepared, index: &OverlapIndex) -> (Vec<u64>, u64, Strategy) {
-    let mut best: Option<(Vec<u64>, u64, Strategy)> = None;
-    for strategy in GREEDY {
-        let (order, fit) = greedy_order(p, strategy);
-        let (offsets, peak) = greedy::place(p, index, &order, fit);
-        if best.as_ref().is_none_or(|b| peak < b.1) {
-            best = Some((offsets, peak, strategy));
-        }
+/// Keeps `candidate` in `best` if it peaks lower (ties: the earlier one stays).
+fn keep_lower(best: &mut Option<Placement>, candidate: Placement) {
+    if best.as_ref().is_none_or(|b| candidate.1 < b.1) {
+        *best = Some(candidate);
     }
+}
+
+/// Every greedy strategy; the lowest peak (first on ties), with its strategy.
+fn best_greedy(p: &Prepared, index: &OverlapIndex) -> Placement {
+    let mut best = None;
+    greedy_orders(p, index, None, &mut best);
     best.unwrap_or_else(|| (Vec::new(), 0, Strategy::GreedySize))
 }
 
+/// The greedy orders in turn into `best`, stopping once `goal` (if any) is reached or
+/// its deadline has passed (checked between placements, after the first).
+fn greedy_orders(
+    p: &Prepared,
+    index: &OverlapIndex,
+    goal: Option<&Goal>,
+    best: &mut Option<Placement>,
+) {
+    for strategy in GREEDY {
+        if let (Some(goal), Some(b)) = (goal, best.as_ref()) {
+            if goal.reached(b.1) || goal.budget.expired() {
+                return;
+            }
+        }
+        let (order, fit) = greedy_order(p, strategy);
+        let (offsets, peak) = greedy::place(p, index, &order, fit);
+        keep_lower(best, (offsets, peak, strategy));
+    }
+}
+
+/// Heap pops each item may cost the skyline orders of one run (the cheap orders take
+/// about 180 per item on iopddl_S_1, at about 0.1 us each), on top of
+/// [`SKYLINE_WORK_FLOOR`].
+const SKYLINE_WORK_PER_ITEM: u64 = 192;
+
+/// Heap pops the skyline orders of one run may always spend (a few hundred ms).
+const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
+
+/// The skyline orders in turn into `best` until `goal` is reached, the deadline passes
+/// or their shared work budget runs out. The first order always completes when `best`
+/// holds nothing yet; later ones give up once they peak at the best so far.
+fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) {
+    let mut work = SKYLINE_WORK_FLOOR
+        .saturating_add(SKYLINE_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    for which in skyline::ORDERS {
+        let limits = match best.as_ref() {
+            None => skyline::Limits::NONE,
+            Some(b) if goal.reached(b.1) || goal.budget.expired() || work == 0 => return,
+            Some(b) => skyline::Limits {
+                stop_at: b.1,
+                work,
+                deadline: goal.budget.deadline,
+            },
+        };
+        let order = which.order(p);
+        let (placed, spent) = skyline::place_within(p, &order, &limits);
+        work = work.saturating_sub(spent);
+        if let Some((offsets, peak)) = placed {
+            keep_lower(best, (offsets, peak, Strategy::Skyline));
+        }
+    }
+}
+
+/// Above this many overlapping pairs `best` skips the greedy orders: each costs a
+/// visit per pair (about a second on iopddl_S_1's 43 million) and the skyline does
+/// better there.
+const GREEDY_MAX_PAIRS: u64 = 4_000_000;
+
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
-/// lower bound. The local search starts from the best placement found before it.
-fn best(p: &Prepared, index: &OverlapIndex, budget: &Budget) -> (Vec<u64>, u64, Strategy) {
-    let (offsets, peak, strategy) = best_greedy(p, index);
-    if peak <= p.lower_bound {
+/// goal. The local search starts from the best placement found before it.
+fn best(p: &Prepared, goal: &Goal) -> Placement {
+    let mut best: Option<Placement> = None;
+    let index = OverlapIndex::new(p);
+    if p.overlap_pairs() <= GREEDY_MAX_PAIRS {
+        greedy_orders(p, &index, Some(goal), &mut best);
+    }
+    skyline_orders(p, goal, &mut best);
+    let Some((offsets, peak, strategy)) = best else {
+        return (Vec::new(), 0, Strategy::Best);
+    };
+    if goal.reached(peak) || goal.budget.expired() {
         return (offsets, peak, strategy);
     }
-    let (searched, searched_peak) = search_below(p, offsets.clone(), peak, budget.search_work);
+    let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
     let (start, start_peak, start_by) = if searched_peak < peak {
         (searched, searched_peak, Strategy::Search)
     } else {
         (offsets, peak, strategy)
     };
-    if start_peak <= p.lower_bound {
+    if goal.reached(start_peak) || goal.budget.expired() {
         return (start, start_peak, start_by);
     }
-    let (climbed, climbed_peak) = climb(p, index, start.clone(), budget.climb_work);
+    if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
+        // Too few moves to matter (a move costs at least two scans of the items).
+        return (start, start_peak, start_by);
+    }
+    let (climbed, climbed_peak) = climb(p, &index, start.clone(), goal);
     if climbed_peak < start_peak {
         (climbed, climbed_peak, Strategy::Climb)
     } else {
@@ -311,9 +496,19 @@ fn best(p: &Prepared, index: &OverlapIndex, budget: &Budget) -> (Vec<u64>, u64, 
     }
 }
 
-/// The seeded ruin-and-repair local search with the climb budget.
-fn climb(p: &Prepared, index: &OverlapIndex, offsets: Vec<u64>, work: u64) -> (Vec<u64>, u64) {
-    improve::repack(p, index, offsets, work, 0x5EED_0FF1_1E00_0001)
+/// `best` skips the local search when its budget allows fewer moves than this: on
+/// iopddl_S_1 the default budget is about 700 moves (1.4 s), which never lowered the
+/// skyline's peak (nor did 10 times as many).
+const CLIMB_MIN_MOVES: u64 = 1024;
+
+/// The seeded ruin-and-repair local search with the climb budget, until the goal.
+fn climb(p: &Prepared, index: &OverlapIndex, offsets: Vec<u64>, goal: &Goal) -> (Vec<u64>, u64) {
+    let limits = improve::Limits {
+        work: goal.budget.climb_work,
+        target: goal.target,
+        deadline: goal.budget.deadline,
+    };
+    improve::repack(p, index, offsets, &limits, 0x5EED_0FF1_1E00_0001)
 }
 
 /// The search keeps a list of overlapping items per item: above this many pairs it is
@@ -324,20 +519,45 @@ const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 /// that it stays well within a 2 MiB thread stack.
 const SEARCH_MAX_ITEMS: usize = 3_000;
 
-/// Improves on a known placement with the bounded search: first at the lower bound,
-/// then bisecting between the best capacity known infeasible and the best peak found.
-fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, work: u64) -> (Vec<u64>, u64) {
+/// Search work units done per second on a loaded 2-core machine (E.1048576: 1e9 units
+/// in about 5 s), halved: converts a deadline into a work cap while the search itself
+/// counts work only.
+const SEARCH_WORK_PER_SEC: f64 = 100_000_000.0;
+
+/// The one call into the exact search: a placement within `capacity` with at most
+/// `work` units. With a deadline, the work is also capped at what the time left
+/// allows at [`SEARCH_WORK_PER_SEC`] (the search counts work, not time, until it takes
+/// the deadline itself as `search::search_until`).
+fn search_at(p: &Prepared, capacity: u64, work: u64, deadline: Option<Instant>) -> Found {
+    let work = match deadline {
+        None => work,
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
+            // A float-to-int cast saturates; the product is finite and non-negative.
+            work.min((left * SEARCH_WORK_PER_SEC) as u64)
+        }
+    };
+    if work == 0 {
+        return Found::Unknown;
+    }
+    search::search(p, capacity, work)
+}
+
+/// Improves on a known placement with the bounded search: first at the goal's target
+/// (the capacity, else the lower bound), then bisecting between the best capacity known
+/// infeasible and the best peak found; stops at the first plan within the target.
+fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
-    let mut work_left = work;
+    let mut work_left = goal.budget.search_work;
     let (mut best, mut best_peak) = (offsets, peak);
     // Capacities below `floor` are infeasible or were given up on.
-    let mut floor = p.lower_bound;
+    let mut floor = goal.target;
     let mut first = true;
-    while work_left > 0 && floor < best_peak {
-        // First probe at the bound with half the budget; then bisect with a quarter of
-        // what is left each time.
+    while work_left > 0 && floor < best_peak && !goal.budget.expired() {
+        // First probe at the target with half the budget; then bisect with a quarter
+        // of what is left each time.
         let target = if first {
             floor
         } else {
@@ -350,12 +570,16 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, work: u64) -> (Vec<u
         };
         first = false;
         work_left = work_left.saturating_sub(share);
-        match search::search(p, target, share) {
+        match search_at(p, target, share, goal.budget.deadline) {
             Found::Plan(offsets, found) => {
                 best = offsets;
                 best_peak = found;
+                if goal.reached(found) {
+                    break;
+                }
             }
-            // Proven impossible, or given up on: look higher up.
+            // Proven impossible, or given up on: look higher up (above a capacity
+            // too, for the smallest plan that does not fit it).
             Found::Infeasible | Found::Unknown => floor = target + 1,
         }
     }
@@ -380,8 +604,124 @@ mod tests {
         let budget = Budget {
             search_work: 50_000_000,
             climb_work: 0,
+            deadline: None,
         };
         let plan = plan_ranges_with(&ranges, 1, Strategy::Search, &budget).expect("plans");
         assert!(plan.peak >= plan.lower_bound);
+    }
+
+    fn staggered(n: u64) -> Vec<LiveRange> {
+        (0..n)
+            .map(|i| LiveRange {
+                start: (i * 7) % 23,
+                end: (i * 7) % 23 + 1 + i % 6,
+                size: 1 + (i * 13) % 9,
+            })
+            .collect()
+    }
+
+    fn assert_valid(ranges: &[LiveRange], plan: &RangePlan) {
+        for (i, x) in ranges.iter().enumerate() {
+            assert!(
+                plan.offsets[i] + x.size <= plan.peak,
+                "range {i} above the peak"
+            );
+            for (j, y) in ranges.iter().enumerate().skip(i + 1) {
+                let live_together = x.start < y.end && y.start < x.end;
+                let apart = plan.offsets[i] + x.size <= plan.offsets[j]
+                    || plan.offsets[j] + y.size <= plan.offsets[i];
+                assert!(!live_together || apart, "{i} and {j} overlap");
+            }
+        }
+    }
+
+    #[test]
+    fn deadline_already_past_returns_a_valid_greedy_plan() {
+        let ranges = staggered(60);
+        let greedy = plan_ranges(&ranges, 1, Strategy::GreedySize).expect("plans");
+        assert!(
+            greedy.peak > greedy.lower_bound,
+            "the test needs a gap to close"
+        );
+        let budget = Budget {
+            deadline: Some(Instant::now()),
+            ..Budget::default()
+        };
+        let plan = plan_ranges_with(&ranges, 1, Strategy::Best, &budget).expect("plans");
+        assert_eq!(plan.found_by, Strategy::GreedySize);
+        assert_eq!(plan.peak, greedy.peak);
+        assert_valid(&ranges, &plan);
+    }
+
+    #[test]
+    fn time_limit_sets_a_deadline_and_default_has_none() {
+        assert_eq!(Budget::default().deadline, None);
+        let before = Instant::now();
+        let budget = Budget::with_time_limit(Duration::from_secs(5));
+        let deadline = budget.deadline.expect("representable");
+        assert!(deadline >= before + Duration::from_secs(5));
+        assert_eq!(budget.search_work, Budget::default().search_work);
+    }
+
+    #[test]
+    fn capacity_reached_by_greedy_stops_before_search_and_climb() {
+        let ranges = staggered(60);
+        let greedy = plan_ranges(&ranges, 1, Strategy::GreedySize).expect("plans");
+        let best = plan_ranges(&ranges, 1, Strategy::Best).expect("plans");
+        assert!(
+            best.peak < greedy.peak,
+            "without a capacity best goes lower"
+        );
+        let budget = Budget::default();
+        let plan =
+            plan_ranges_to(&ranges, 1, Strategy::Best, &budget, Some(greedy.peak)).expect("plans");
+        assert_eq!(plan.found_by, Strategy::GreedySize);
+        assert_eq!(plan.peak, greedy.peak);
+        assert_valid(&ranges, &plan);
+    }
+
+    #[test]
+    fn capacity_between_bound_and_greedy_is_met_by_the_search() {
+        let ranges = staggered(60);
+        let greedy = plan_ranges(&ranges, 1, Strategy::GreedySize).expect("plans");
+        let best = plan_ranges(&ranges, 1, Strategy::Best).expect("plans");
+        let budget = Budget::default();
+        for strategy in [Strategy::Search, Strategy::Best] {
+            let plan = plan_ranges_to(&ranges, 1, strategy, &budget, Some(greedy.peak - 1))
+                .expect("plans");
+            assert!(plan.peak < greedy.peak, "{strategy}");
+            assert!(plan.peak >= best.peak, "{strategy}");
+            assert_valid(&ranges, &plan);
+        }
+    }
+
+    #[test]
+    fn capacity_below_the_bound_plans_as_without_one() {
+        let ranges = staggered(60);
+        let free = plan_ranges(&ranges, 1, Strategy::Best).expect("plans");
+        let budget = Budget::default();
+        let plan = plan_ranges_to(
+            &ranges,
+            1,
+            Strategy::Best,
+            &budget,
+            Some(free.lower_bound - 1),
+        )
+        .expect("plans");
+        assert_eq!(plan, free);
+    }
+
+    #[test]
+    fn skyline_strategy_keeps_its_lowest_order_and_verifies() {
+        let ranges = staggered(60);
+        let plan = plan_ranges(&ranges, 1, Strategy::Skyline).expect("plans");
+        assert_eq!(plan.found_by, Strategy::Skyline);
+        assert!(plan.peak >= plan.lower_bound);
+        assert_valid(&ranges, &plan);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        for which in skyline::ORDERS {
+            let (_, peak) = skyline::place(&p, &which.order(&p));
+            assert!(plan.peak <= peak, "{which:?}");
+        }
     }
 }
