@@ -4,9 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::offline::{
-    interval_ranges, plan_graph_offline_with, plan_ranges_with, Budget, Strategy,
-};
+use super::offline::{interval_ranges, plan_graph_offline_with, plan_ranges_to, Budget, Strategy};
 use super::{
     naive_plan, plan_graph, BufferTypeDesc, DynamicAllocator, IntervalPlan, IntervalProblem, Plan,
     PlanError,
@@ -28,9 +26,13 @@ pub struct PlanLimits {
 }
 
 impl PlanLimits {
-    /// The offline planners' budget for these limits.
+    /// The offline planners' budget for these limits: the default work budget, with a
+    /// deadline `time_limit` from now when there is one.
     fn budget(&self) -> Budget {
-        Budget::default()
+        match self.time_limit {
+            Some(limit) => Budget::with_time_limit(limit),
+            None => Budget::default(),
+        }
     }
 }
 
@@ -178,7 +180,8 @@ impl Planner {
             Planner::Naive => stacked(problem, alignment)?,
             Planner::Offline(strategy) => {
                 let ranges = interval_ranges(problem);
-                let plan = plan_ranges_with(&ranges, alignment, strategy, &limits.budget())?;
+                let budget = limits.budget();
+                let plan = plan_ranges_to(&ranges, alignment, strategy, &budget, limits.capacity)?;
                 (plan.offsets, plan.peak)
             }
         };

@@ -519,28 +519,10 @@ const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 /// that it stays well within a 2 MiB thread stack.
 const SEARCH_MAX_ITEMS: usize = 3_000;
 
-/// Search work units done per second on a loaded 2-core machine (E.1048576: 1e9 units
-/// in about 5 s), halved: converts a deadline into a work cap while the search itself
-/// counts work only.
-const SEARCH_WORK_PER_SEC: f64 = 100_000_000.0;
-
 /// The one call into the exact search: a placement within `capacity` with at most
-/// `work` units. With a deadline, the work is also capped at what the time left
-/// allows at [`SEARCH_WORK_PER_SEC`] (the search counts work, not time, until it takes
-/// the deadline itself as `search::search_until`).
+/// `work` units, stopping by `deadline` when there is one.
 fn search_at(p: &Prepared, capacity: u64, work: u64, deadline: Option<Instant>) -> Found {
-    let work = match deadline {
-        None => work,
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
-            // A float-to-int cast saturates; the product is finite and non-negative.
-            work.min((left * SEARCH_WORK_PER_SEC) as u64)
-        }
-    };
-    if work == 0 {
-        return Found::Unknown;
-    }
-    search::search(p, capacity, work)
+    search::search_until(p, capacity, work, deadline)
 }
 
 /// Improves on a known placement with the bounded search: first at the goal's target

@@ -57,6 +57,7 @@ pub(crate) enum Found {
 /// Searches for a placement with peak at most `capacity`, doing at most `budget` units
 /// of work (one per open item or section a node visits, one per floor it updates) over
 /// all preorders. Deterministic.
+#[cfg(test)]
 pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
     search_until(p, capacity, budget, None)
 }
