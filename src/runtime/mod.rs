@@ -18,6 +18,7 @@
 //! * [`evaluate`]: the CPU reference of a graph with data-dependent lengths.
 
 mod callbacks;
+mod empty;
 mod error;
 mod graph_context;
 mod layout;
