@@ -393,3 +393,239 @@ fn copy_prefix_of_a_block_whose_size_is_not_a_multiple_of_4_copies_whole_words()
     let copied = wgalloc::device::read_buffer_range(&gpu, &new, 0, 8).expect("reads");
     assert_eq!(copied, live);
 }
+
+/// x → count_positive → compact(x) bounded by `len` → scale by 2: a bounded
+/// data-dependent graph.
+fn bounded(len: u64) -> (Graph, TensorId, TensorId, TensorId) {
+    let mut b = GraphBuilder::new("bounded");
+    let x = b.input("x", DType::F32, &[len]);
+    let count = b.node("count_positive", &[x], &[1], false);
+    let kept = b.dynamic_node("compact", &[x, count], count, Some(len), &[]);
+    let y = b.dynamic_node("scale", &[kept], count, Some(len), &[2.0]);
+    b.mark_output(y);
+    (b.build().expect("valid"), x, kept, y)
+}
+
+fn values_of(x: TensorId, v: Vec<f32>) -> HashMap<TensorId, TensorData> {
+    [(x, TensorData::F32(v))].into_iter().collect()
+}
+
+#[test]
+fn compacting_an_all_negative_input_gives_an_empty_output_like_the_cpu() {
+    let gpu = require_gpu!();
+    let len = 300;
+    let (graph, x, y) = compacting(len);
+    let workspace = pool();
+    let outputs = pool();
+    let mut ctx = GraphContext::new(graph.clone(), Planner::Ggml).expect("valid");
+    let (r, f, u) = workspace.callbacks();
+    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    let (r, f, u) = outputs.callbacks();
+    ctx.set_output_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    let negative = values_of(x, (0..len).map(|i| -1.0 - i as f32).collect());
+    assert!(reference(&graph, &negative, y).is_empty());
+    let run = ctx.execute(&gpu, &negative).expect("count 0 runs");
+    assert_eq!(run.phases, 2);
+    assert_eq!(run.output(y).map(|o| o.size), Some(0));
+    assert_eq!(run.read_f32(&gpu, y).expect("reads"), Vec::<f32>::new());
+    // The same context then runs a non-empty input.
+    let mixed = values_of(x, signed_values(len, 3));
+    let expected = reference(&graph, &mixed, y);
+    assert!(!expected.is_empty());
+    let run = ctx.execute(&gpu, &mixed).expect("runs");
+    close(&run.read_f32(&gpu, y).expect("reads"), &expected);
+    // And empty again after a non-empty run.
+    let run = ctx.execute(&gpu, &negative).expect("count 0 again");
+    assert!(run.read_f32(&gpu, y).expect("reads").is_empty());
+    drop(ctx);
+    assert_balanced(&workspace);
+    assert_balanced(&outputs);
+}
+
+#[test]
+fn a_count_equal_to_max_len_keeps_every_element_like_the_cpu() {
+    let gpu = require_gpu!();
+    let len = 64;
+    let (graph, x, _, y) = bounded(len);
+    let all_positive = values_of(x, (0..len).map(|i| 0.5 + i as f32).collect());
+    let expected = reference(&graph, &all_positive, y);
+    assert_eq!(expected.len() as u64, len);
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let run = ctx.execute(&gpu, &all_positive).expect("runs");
+    close(&run.read_f32(&gpu, y).expect("reads"), &expected);
+}
+
+#[test]
+fn a_node_with_an_output_over_an_empty_tensor_is_refused_on_the_gpu_and_the_cpu() {
+    let gpu = require_gpu!();
+    let mut b = GraphBuilder::new("recount");
+    let x = b.input("x", DType::F32, &[16]);
+    let count = b.node("count_positive", &[x], &[1], false);
+    let kept = b.dynamic_node("compact", &[x, count], count, Some(16), &[]);
+    let recount = b.node("count_positive", &[kept], &[1], false);
+    b.mark_output(recount);
+    let graph = b.build().expect("valid");
+    let negative = values_of(x, vec![-1.0; 16]);
+    let refused = |r: Result<_, RuntimeError>| matches!(r, Err(RuntimeError::EmptyOperand { node: 2, tensor, .. }) if tensor == kept);
+    assert!(refused(evaluate(&graph, &negative).map(|_| ())));
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    assert!(refused(ctx.execute(&gpu, &negative).map(|_| ())));
+    // Not empty: both run.
+    let run = ctx
+        .execute(&gpu, &values_of(x, vec![1.0; 16]))
+        .expect("runs");
+    assert_eq!(run.read_f32(&gpu, recount).expect("reads"), vec![16.0]);
+}
+
+/// x[8] and c[1] inputs; count = scale(c, 1) written by a kernel; compact(x) bounded
+/// by 8 with that count; then scale.
+fn kernel_count() -> (Graph, TensorId, TensorId, TensorId) {
+    let mut b = GraphBuilder::new("kernel count");
+    let x = b.input("x", DType::F32, &[8]);
+    let c = b.input("c", DType::F32, &[1]);
+    let count = b.node("scale", &[c], &[1], false);
+    let kept = b.dynamic_node("compact", &[x, count], count, Some(8), &[]);
+    let y = b.dynamic_node("scale", &[kept], count, Some(8), &[2.0]);
+    b.mark_output(y);
+    let mut graph = b.build().expect("valid");
+    graph.nodes[0].params = vec![1.0];
+    (graph, x, c, count)
+}
+
+#[test]
+fn a_nan_or_above_bound_count_from_a_kernel_is_a_typed_error_like_the_cpu() {
+    let gpu = require_gpu!();
+    let (graph, x, c, count) = kernel_count();
+    let mut ctx = GraphContext::new(graph.clone(), Planner::Ggml).expect("valid");
+    let with = |value: f32| -> HashMap<TensorId, TensorData> {
+        [
+            (x, TensorData::F32(vec![1.0; 8])),
+            (c, TensorData::F32(vec![value])),
+        ]
+        .into_iter()
+        .collect()
+    };
+    for bad in [f32::NAN, -1.0, 2.5] {
+        let is_bad = |r: &RuntimeError| {
+            matches!(r, RuntimeError::BadCount { tensor, value }
+                if *tensor == count && (value.to_bits() == bad.to_bits() || value == &bad))
+        };
+        let gpu_err = ctx.execute(&gpu, &with(bad)).expect_err("bad count");
+        assert!(is_bad(&gpu_err), "{bad}: {gpu_err:?}");
+        let cpu_err = evaluate(&graph, &with(bad)).expect_err("bad count");
+        assert!(is_bad(&cpu_err), "{bad}: {cpu_err:?}");
+    }
+    let above = |r: &RuntimeError| {
+        matches!(
+            r,
+            RuntimeError::Graph(wgalloc::graph::GraphError::LengthAboveBound {
+                len: 9,
+                max_len: 8,
+                ..
+            })
+        )
+    };
+    let gpu_err = ctx.execute(&gpu, &with(9.0)).expect_err("above the bound");
+    assert!(above(&gpu_err), "{gpu_err:?}");
+    assert!(above(&evaluate(&graph, &with(9.0)).expect_err("above")));
+    // The context is still usable, with a count of 0 as well.
+    for ok in [0.0, 3.0, 8.0] {
+        let (_, result) = evaluate(&graph, &with(ok)).expect("cpu runs");
+        let expected = result.last().cloned().flatten().expect("y computed");
+        let run = ctx.execute(&gpu, &with(ok)).expect("gpu runs");
+        let y = run.outputs[0].tensor;
+        assert_eq!(
+            Some(run.read_f32(&gpu, y).expect("reads")),
+            expected.as_f32().map(<[f32]>::to_vec),
+            "{ok}"
+        );
+    }
+}
+
+#[test]
+fn reading_a_tensor_that_is_not_an_output_names_it() {
+    let gpu = require_gpu!();
+    let (graph, values, y) = mlp();
+    let x = graph.tensors[0].id;
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let run = ctx.execute(&gpu, &values).expect("runs");
+    match run.read_f32(&gpu, x) {
+        Err(RuntimeError::NotAnOutput { tensor, name }) => {
+            assert_eq!((tensor, name.as_str()), (x, "x"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        run.read_f32(&gpu, TensorId(9999)),
+        Err(RuntimeError::Graph(
+            wgalloc::graph::GraphError::UnknownTensor {
+                tensor: TensorId(9999),
+                ..
+            }
+        ))
+    ));
+    assert!(run.read_f32(&gpu, y).is_ok());
+}
+
+#[test]
+fn copy_prefix_into_a_block_of_another_device_is_a_typed_error_not_a_panic() {
+    let _ = require_gpu!();
+    // Both devices from one instance: a buffer of another wgpu instance is an id
+    // wgpu-core cannot look up at all and panics inside wgpu, out of any scope's reach.
+    let (gpu, other) = two_devices_of_one_adapter();
+    let desc = |label| wgpu::BufferDescriptor {
+        label: Some(label),
+        size: 64,
+        usage: wgalloc::runtime::BLOCK_USAGE,
+        mapped_at_creation: false,
+    };
+    let old = gpu.device.create_buffer(&desc("old block"));
+    let foreign = other.device.create_buffer(&desc("block of another device"));
+    let error = wgalloc::runtime::copy_prefix(&gpu, &old, &foreign, 32)
+        .expect_err("another device's block");
+    assert!(error.message.contains("32 bytes"), "{}", error.message);
+    // The device is still fine afterwards.
+    let same = gpu.device.create_buffer(&desc("same device"));
+    wgalloc::runtime::copy_prefix(&gpu, &old, &same, 32).expect("copies");
+}
+
+#[test]
+fn replacing_a_setting_calls_its_free_all_even_when_realloc_never_ran() {
+    let gpu = require_gpu!();
+    let (graph, values, _) = mlp();
+    let first = pool();
+    let second = pool();
+    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let (r, f, u) = first.callbacks();
+    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    // Replaced before any execution: the first setting's free-all still runs.
+    let (r, f, u) = second.callbacks();
+    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+    assert_eq!((first.stats().reallocs, first.stats().free_alls), (0, 1));
+    ctx.execute(&gpu, &values).expect("runs");
+    // Replaced after realloc ran: the same rule.
+    ctx.set_workspace_allocation(None, None, None)
+        .expect("default");
+    assert_eq!((second.stats().reallocs, second.stats().free_alls), (1, 1));
+    assert_balanced(&second);
+    ctx.execute(&gpu, &values).expect("runs on the default");
+    drop(ctx);
+    assert_eq!(first.stats().free_alls, 1);
+    assert_eq!(second.stats().free_alls, 1);
+}
+
+/// Two devices on one adapter of one wgpu instance.
+fn two_devices_of_one_adapter() -> (wgalloc::device::GpuContext, wgalloc::device::GpuContext) {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    desc.backends = wgalloc::device::backends_from_env();
+    let instance = wgpu::Instance::new(desc);
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .expect("an adapter");
+    let device = || wgalloc::device::GpuContext::from_adapter(&adapter).expect("a device");
+    (device(), device())
+}

@@ -1026,3 +1026,86 @@ fn an_address_whose_reported_size_runs_past_its_buffer_is_refused() {
     ));
     pool.assert_balanced(&counter);
 }
+
+// ---------------------------------------------------------------------------------
+// wgpu's own refusals come back as errors (error scopes), never as wgpu's panic.
+
+/// Two devices on one adapter of one wgpu instance (a buffer of another instance is
+/// an id wgpu-core cannot look up and panics inside wgpu, out of any scope's reach).
+fn two_devices_of_one_adapter() -> (GpuContext, GpuContext) {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    desc.backends = wgalloc::device::backends_from_env();
+    let instance = wgpu::Instance::new(desc);
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .expect("an adapter");
+    let device = || GpuContext::from_adapter(&adapter).expect("a device");
+    (device(), device())
+}
+
+#[test]
+fn reading_back_a_tensor_in_a_buffer_without_copy_src_is_a_typed_error_and_nothing_leaks() {
+    let ctx = require_gpu!();
+    let net = net();
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    // The weight's memory can be bound and written, but not copied from.
+    let weight_plan = plan_weights(&net.graph, &storage(&ctx)).expect("weight plan");
+    let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+    let memory = allocate_plan(&ctx, &weight_plan, usage, &WgpuAllocator).expect("alloc");
+    TensorMemory::single(&weight_plan, &memory)
+        .write_f32(&ctx, &net.graph, net.w, &net.w_values)
+        .expect("upload w");
+    let weights = (weight_plan, memory);
+    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "no-copy-src");
+    stream.register_allocator(&desc).expect("register");
+    let request = net.request(&plan, &weights).read_back(net.w);
+    pool.arm(&ctx);
+    match stream.execute(&request) {
+        Err(StreamError::Device(wgalloc::device::DeviceError::Validation { message })) => {
+            assert!(!message.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    pool.assert_clean(&counter);
+    // The stream and the device are still usable.
+    let id = stream
+        .execute(&net.request(&plan, &weights))
+        .expect("execute");
+    pool.arm(&ctx);
+    stream.synchronize().expect("sync");
+    assert_close(
+        &stream
+            .result(id)
+            .and_then(|r| r.output_f32(net.out))
+            .expect("out"),
+        &net.expected(),
+    );
+    pool.assert_clean(&counter);
+}
+
+#[test]
+fn an_address_in_a_buffer_of_another_device_is_a_typed_error_and_nothing_leaks() {
+    let _ = require_gpu!();
+    let (ctx, other) = two_devices_of_one_adapter();
+    let net = net();
+    let weights = net.weights(&ctx);
+    let plan = one_chunk_plan(&ctx, &net.graph);
+    let pool = Arc::new(Pool::new(&other, 1 << 16));
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(&ctx, "other-device");
+    stream.register_allocator(&desc).expect("register");
+    let error = stream
+        .execute(&net.request(&plan, &weights))
+        .expect_err("a block of another device");
+    assert!(
+        matches!(error, StreamError::Exec(_) | StreamError::Device(_)),
+        "{error:?}"
+    );
+    pool.assert_balanced(&counter);
+    // Without inputs to write, the refusal comes from binding the block.
+    let no_inputs = ExecuteRequest::new(&net.graph, &plan).layer(&weights.0, &weights.1);
+    assert!(stream.execute(&no_inputs).is_err());
+    pool.assert_balanced(&counter);
+}

@@ -13,7 +13,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{CallbackError, MemoryRole, RuntimeError};
-use crate::device::{BufferAllocator, ChunkRequest, GpuContext};
+use crate::device::{scoped, BufferAllocator, ChunkRequest, GpuContext};
 use crate::plan::BufferId;
 
 /// The user context passed unchanged to every call of a callback pair. Two settings
@@ -125,7 +125,10 @@ impl Allocation {
 /// same buffer.
 ///
 /// # Errors
-/// [`CallbackError`] when `new` is too small or either buffer lacks the copy usage.
+/// [`CallbackError`] when `new` is too small or either buffer lacks the copy usage,
+/// or when wgpu refuses the copy (e.g. a buffer of another device): the copy runs
+/// inside error scopes, so wgpu's error comes back in the message instead of
+/// panicking.
 pub fn copy_prefix(
     gpu: &GpuContext,
     old: &wgpu::Buffer,
@@ -153,14 +156,18 @@ pub fn copy_prefix(
     {
         return Err(CallbackError::new("copy needs COPY_SRC and COPY_DST"));
     }
-    let mut encoder = gpu
-        .device
-        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("wgalloc realloc copy"),
-        });
-    encoder.copy_buffer_to_buffer(old, 0, new, 0, bytes);
-    gpu.queue.submit([encoder.finish()]);
-    Ok(())
+    // Inside error scopes: a block wgpu refuses (e.g. one made on another device)
+    // becomes this error instead of reaching wgpu's panicking default handler.
+    scoped(&gpu.device, bytes, || {
+        let mut encoder = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgalloc realloc copy"),
+            });
+        encoder.copy_buffer_to_buffer(old, 0, new, 0, bytes);
+        gpu.queue.submit([encoder.finish()]);
+    })
+    .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
 }
 
 /// What a [`BlockPool`] has done.

@@ -122,11 +122,27 @@ pub enum RuntimeError {
         /// The chunk that holds it.
         held_chunk: usize,
     },
-    /// A data-dependent length came out as 0: the kernels cannot bind an empty tensor.
-    #[error("dynamic tensor {tensor} has 0 elements at run time")]
-    EmptyDynamicTensor {
+    /// A node whose output has elements reads a tensor that came out empty at run
+    /// time (e.g. `count_positive` of an empty `compact`): a kernel cannot bind an
+    /// empty range. Nodes whose own output is empty are skipped instead.
+    #[error("node {node} ({op}) has a non-empty output but reads tensor {tensor} ({name}), which has 0 elements at run time")]
+    EmptyOperand {
+        /// The node's step.
+        node: usize,
+        /// Its op.
+        op: String,
+        /// The empty tensor it reads.
+        tensor: TensorId,
+        /// That tensor's name.
+        name: String,
+    },
+    /// A tensor asked of an [`super::Execution`] is not one of the graph's outputs.
+    #[error("tensor {tensor} ({name}) is not an output of the graph")]
+    NotAnOutput {
         /// The tensor.
         tensor: TensorId,
+        /// Its name.
+        name: String,
     },
     /// An input or weight has no value in the map given to `execute`.
     #[error("no value given for tensor {tensor} ({name})")]

@@ -2,10 +2,12 @@
 //! workspace and the outputs allocated through optional user callbacks.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::callbacks::{
     copy_prefix, Allocation, FreeAllFn, ReallocFn, ReallocRequest, UserContext,
 };
+use super::empty::runnable_nodes;
 use super::layout::{phase_graph, Layout};
 use super::{MemoryRole, RuntimeError};
 use crate::device::{
@@ -25,8 +27,6 @@ struct Blocks {
     allocation: Allocation,
     /// One block per chunk; `None` where none is held.
     chunks: Vec<Option<wgpu::Buffer>>,
-    /// Whether `realloc` ran since the last `free_all`.
-    owes_free_all: bool,
 }
 
 impl Blocks {
@@ -35,7 +35,6 @@ impl Blocks {
             role,
             allocation: Allocation::Default,
             chunks: Vec::new(),
-            owes_free_all: false,
         }
     }
 
@@ -81,19 +80,16 @@ impl Blocks {
         let role = self.role;
         let block = match &self.allocation {
             Allocation::Default => default_realloc(gpu, old, used, size),
-            Allocation::User { realloc, user, .. } => {
-                self.owes_free_all = true;
-                realloc(ReallocRequest {
-                    gpu,
-                    user: user.as_ref(),
-                    role,
-                    chunk,
-                    old,
-                    old_used: used,
-                    new_size: size,
-                    usage: BLOCK_USAGE,
-                })
-            }
+            Allocation::User { realloc, user, .. } => realloc(ReallocRequest {
+                gpu,
+                user: user.as_ref(),
+                role,
+                chunk,
+                old,
+                old_used: used,
+                new_size: size,
+                usage: BLOCK_USAGE,
+            }),
         }
         .map_err(|source| RuntimeError::Callback {
             role,
@@ -203,6 +199,8 @@ pub struct Execution {
     pub output_bytes: u64,
     /// Bytes of the workspace each phase needed, summed over chunks, phase by phase.
     pub workspace_per_phase: Vec<u64>,
+    /// Tensor names by id, for errors that name a tensor.
+    names: Arc<[String]>,
 }
 
 impl Execution {
@@ -211,16 +209,27 @@ impl Execution {
         self.outputs.iter().find(|o| o.tensor == tensor)
     }
 
-    /// Reads an output's f32 values back.
+    /// Reads an output's f32 values back (an empty `Vec` for an output that came out
+    /// with 0 elements).
     ///
     /// # Errors
-    /// [`RuntimeError::MissingValue`] for a tensor that is not an output; the
-    /// device's readback errors.
+    /// [`RuntimeError::NotAnOutput`] (with the tensor's id and name) for a tensor of
+    /// the graph that is not an output; [`RuntimeError::Graph`] with
+    /// [`crate::graph::GraphError::UnknownTensor`] for an id the graph does not have;
+    /// the device's readback errors.
     pub fn read_f32(&self, gpu: &GpuContext, tensor: TensorId) -> Result<Vec<f32>, RuntimeError> {
-        let out = self.output(tensor).ok_or(RuntimeError::MissingValue {
-            tensor,
-            name: String::new(),
-        })?;
+        let Some(out) = self.output(tensor) else {
+            return Err(match self.names.get(tensor.index()) {
+                Some(name) => RuntimeError::NotAnOutput {
+                    tensor,
+                    name: name.clone(),
+                },
+                None => RuntimeError::Graph(crate::graph::GraphError::UnknownTensor {
+                    context: "Execution::read_f32".into(),
+                    tensor,
+                }),
+            });
+        };
         let bytes = read_buffer_range(gpu, &out.buffer, out.offset, out.size)?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
@@ -236,10 +245,21 @@ impl Execution {
 /// rest is planned, and the workspace grows through `realloc` (the bytes of earlier
 /// phases keep their offsets), and so on. A graph without them runs in one phase.
 ///
-/// Dropping the context calls each `free_all` once; when the workspace and the outputs
-/// share one user context, its `free_all` is called once for both.
+/// # The free-all rule
+/// A user setting's `free_all` is called once at each of these events, whether or not
+/// its `realloc` ever ran: the setting is replaced (a successful
+/// [`GraphContext::set_workspace_allocation`] / [`GraphContext::set_output_allocation`],
+/// even by an identical one), [`GraphContext::release_workspace`] (the workspace's
+/// setting), and the context's drop (both settings). At one event a user context that
+/// the workspace and the outputs share ([`std::sync::Arc::ptr_eq`]) gets one call,
+/// which frees both memories, so the context forgets the blocks of both. Settings
+/// without a user context never count as shared. A refused setting
+/// ([`RuntimeError::HalfSetCallbacks`]) calls nothing; the default allocator has no
+/// free-all (the context destroys its buffers itself).
 pub struct GraphContext {
     graph: Graph,
+    /// Tensor names by id, handed to each [`Execution`] for its errors.
+    names: Arc<[String]>,
     planner: Planner,
     workspace: Blocks,
     outputs: Blocks,
@@ -265,8 +285,10 @@ impl GraphContext {
     /// [`RuntimeError::Graph`] when the graph does not validate.
     pub fn new(graph: Graph, planner: Planner) -> Result<GraphContext, RuntimeError> {
         graph.validate()?;
+        let names = graph.tensors.iter().map(|t| t.name.clone()).collect();
         Ok(GraphContext {
             graph,
+            names,
             planner,
             workspace: Blocks::new(MemoryRole::Workspace),
             outputs: Blocks::new(MemoryRole::Output),
@@ -286,8 +308,8 @@ impl GraphContext {
     }
 
     /// Sets where the workspace comes from: both callbacks, or neither for the default
-    /// allocator. Memory held under the previous setting is released first (its
-    /// free-all called when it owes one).
+    /// allocator. The previous setting ends first: its blocks are forgotten and its
+    /// free-all is called (the free-all rule of [`GraphContext`]).
     ///
     /// # Errors
     /// [`RuntimeError::HalfSetCallbacks`] when exactly one callback is given; the old
@@ -323,14 +345,17 @@ impl GraphContext {
     }
 
     /// Frees the workspace between executions (the next execution reallocates it from
-    /// nothing, `old = None`). With user callbacks their free-all is called; when the
-    /// outputs share its user context, that frees the output memory too, so the
-    /// context forgets it as well.
+    /// nothing, `old = None`). With user callbacks their free-all is called, even when
+    /// nothing was allocated since the last one; when the outputs share its user
+    /// context, that frees the output memory too, so the context forgets it as well.
     pub fn release_workspace(&mut self) {
         self.release(MemoryRole::Workspace);
     }
 
-    /// Releases one kind of memory (and the other when they share a user context).
+    /// Ends one kind of memory's blocks under its current setting (the free-all rule,
+    /// see [`GraphContext`]): forgets them, calls the setting's free-all once, whether
+    /// or not `realloc` ran, and, when the other kind shares its user context, forgets
+    /// the other's blocks too (that one call freed them).
     fn release(&mut self, role: MemoryRole) {
         let shared = self
             .workspace
@@ -340,15 +365,10 @@ impl GraphContext {
             MemoryRole::Workspace => (&mut self.workspace, &mut self.outputs),
             MemoryRole::Output => (&mut self.outputs, &mut self.workspace),
         };
-        let owed = mine.owes_free_all || (shared && other.owes_free_all);
         mine.forget();
-        if owed {
-            mine.allocation.free_all();
-            mine.owes_free_all = false;
-            if shared {
-                other.forget();
-                other.owes_free_all = false;
-            }
+        mine.allocation.free_all();
+        if shared {
+            other.forget();
         }
     }
 
@@ -400,9 +420,13 @@ impl GraphContext {
     /// [`RuntimeError::ShortBlock`], [`RuntimeError::MissingUsage`],
     /// [`RuntimeError::BlockAlreadyHeld`] from an allocator;
     /// [`RuntimeError::BadCount`], [`RuntimeError::InexactCount`],
-    /// [`RuntimeError::EmptyDynamicTensor`],
-    /// [`RuntimeError::Graph`] for lengths read at run time; planning, device and
-    /// execution errors. After an error the context can execute again.
+    /// [`RuntimeError::Graph`] for lengths read at run time;
+    /// [`RuntimeError::EmptyOperand`] for a node with a non-empty output over a tensor
+    /// that came out empty; planning, device and execution errors. After an error the
+    /// context can execute again.
+    ///
+    /// A length of 0 is fine: the nodes whose output is empty are skipped, and such an
+    /// output reads back as an empty `Vec`.
     pub fn execute(
         &mut self,
         gpu: &GpuContext,
@@ -441,15 +465,20 @@ impl GraphContext {
                 .filter(|&r| !outs.places(r))
                 .collect();
             outs.bump(&resolved, &produced)?;
-            let keep = kept_after(&resolved, end);
-            let (sub, original) = phase_graph(
-                &resolved,
-                cursor..end,
-                |t| ws.places(t) || outs.places(t),
-                &keep,
-            );
-            let plan = self.planner.plan_graph(&sub, &storage)?;
-            ws.append(&plan, &original)?;
+            // Nodes with an empty output are skipped (nothing to bind); their outputs
+            // keep a slot and read back as empty.
+            let runnable = runnable_nodes(&resolved, cursor..end)?;
+            if !runnable.is_empty() {
+                let keep = kept_after(&resolved, end);
+                let (sub, original) = phase_graph(
+                    &resolved,
+                    &runnable,
+                    |t| ws.places(t) || outs.places(t),
+                    &keep,
+                );
+                let plan = self.planner.plan_graph(&sub, &storage)?;
+                ws.append(&plan, &original)?;
+            }
             for &used in &ws.chunks {
                 if used > gpu.limits.max_buffer_size {
                     return Err(RuntimeError::ChunkTooLarge {
@@ -479,9 +508,9 @@ impl GraphContext {
             let phase = Graph {
                 name: resolved.name.clone(),
                 tensors: resolved.tensors.clone(),
-                nodes: resolved.nodes[cursor..end].to_vec(),
+                nodes: runnable,
             };
-            if let Some(executor) = &mut self.executor {
+            if let (Some(executor), false) = (&mut self.executor, phase.nodes.is_empty()) {
                 executor.run(&phase, &memory)?;
             }
             cursor = end;
@@ -493,18 +522,12 @@ impl GraphContext {
                     workspace_bytes: self.workspace.bytes(),
                     output_bytes: self.outputs.bytes(),
                     workspace_per_phase: per_phase,
+                    names: self.names.clone(),
                 });
             }
             read_counts(gpu, &resolved, &memory, end, &mut known)?;
             let before = resolved.first_unresolved_node(cursor);
             resolved = self.graph.resolve_lengths(|c| known.get(&c).copied())?;
-            if let Some(t) = resolved.tensors.iter().find(|t| {
-                t.dynamic.is_none()
-                    && t.size == 0
-                    && self.graph.tensors[t.id.index()].dynamic.is_some()
-            }) {
-                return Err(RuntimeError::EmptyDynamicTensor { tensor: t.id });
-            }
             if resolved.first_unresolved_node(cursor) == before {
                 // Validation guarantees every count is written before its use.
                 return Err(RuntimeError::Graph(crate::graph::GraphError::BadNode {
@@ -647,11 +670,9 @@ impl Drop for GraphContext {
             .workspace
             .allocation
             .shares_user_with(&self.outputs.allocation);
-        self.workspace.forget();
-        self.outputs.forget();
-        self.workspace.allocation.free_all();
+        self.release(MemoryRole::Workspace);
         if !shared {
-            self.outputs.allocation.free_all();
+            self.release(MemoryRole::Output);
         }
     }
 }
@@ -754,16 +775,111 @@ mod tests {
         assert_eq!(calls.load(Ordering::Relaxed), 0);
         drop(ctx);
         assert_eq!(calls.load(Ordering::Relaxed), 1);
-        // Back to the default: the old callbacks owed nothing, so none is called now,
-        // and a default context has no free-all at all.
-        let mut ctx = context();
-        let (r, f) = counting(&calls);
-        ctx.set_workspace_allocation(Some(r), Some(f), None)
-            .expect("set");
-        ctx.set_workspace_allocation(None, None, None)
-            .expect("default");
-        drop(ctx);
+        // A default context has no free-all at all.
+        drop(context());
         assert_eq!(calls.load(Ordering::Relaxed), 1);
+    }
+
+    /// One step of a free-all scenario.
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        /// Set the workspace's callbacks with user context 0 or 1.
+        Workspace(usize),
+        /// Set the outputs' callbacks with user context 0 or 1.
+        Output(usize),
+        /// Set the workspace back to the default.
+        WorkspaceDefault,
+        /// Try to set only a realloc on the workspace (refused).
+        HalfWorkspace,
+        /// `release_workspace`.
+        Release,
+        /// Drop the context.
+        Drop,
+    }
+
+    #[test]
+    fn free_all_runs_once_per_user_context_when_a_setting_is_replaced_released_or_dropped() {
+        use Step::*;
+        // (scenario, steps, free-all calls of user contexts 0 and 1 at the end)
+        let table: &[(&str, &[Step], [u64; 2])] = &[
+            ("dropped, realloc never ran", &[Workspace(0), Drop], [1, 0]),
+            (
+                "replaced by default, realloc never ran",
+                &[Workspace(0), WorkspaceDefault],
+                [1, 0],
+            ),
+            (
+                "replaced by the same context",
+                &[Workspace(0), Workspace(0), Drop],
+                [2, 0],
+            ),
+            (
+                "refused half setting calls nothing",
+                &[Workspace(0), HalfWorkspace],
+                [0, 0],
+            ),
+            (
+                "released twice, then dropped",
+                &[Workspace(0), Release, Release, Drop],
+                [3, 0],
+            ),
+            (
+                "distinct contexts, dropped",
+                &[Workspace(0), Output(1), Drop],
+                [1, 1],
+            ),
+            (
+                "shared context, dropped",
+                &[Workspace(0), Output(0), Drop],
+                [1, 0],
+            ),
+            (
+                "shared context, workspace replaced",
+                &[Workspace(0), Output(0), Workspace(1)],
+                [1, 0],
+            ),
+            (
+                "shared, replaced, dropped",
+                &[Workspace(0), Output(0), Workspace(1), Drop],
+                [2, 1],
+            ),
+            (
+                "shared context, released",
+                &[Workspace(0), Output(0), Release],
+                [1, 0],
+            ),
+        ];
+        for &(name, steps, expected) in table {
+            let calls = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
+            let users: [UserContext; 2] = [Arc::new(0u8), Arc::new(1u8)];
+            let mut ctx = Some(context());
+            for &step in steps {
+                let Some(c) = ctx.as_mut() else { break };
+                match step {
+                    Workspace(u) | Output(u) => {
+                        let (r, f) = counting(&calls[u]);
+                        let user = Some(users[u].clone());
+                        if matches!(step, Workspace(_)) {
+                            c.set_workspace_allocation(Some(r), Some(f), user)
+                        } else {
+                            c.set_output_allocation(Some(r), Some(f), user)
+                        }
+                        .expect("both given");
+                    }
+                    WorkspaceDefault => c
+                        .set_workspace_allocation(None, None, None)
+                        .expect("default"),
+                    HalfWorkspace => {
+                        let (r, _) = counting(&calls[0]);
+                        assert!(c.set_workspace_allocation(Some(r), None, None).is_err());
+                    }
+                    Release => c.release_workspace(),
+                    Drop => ctx = None,
+                }
+            }
+            let got = [0, 1].map(|u| calls[u].load(Ordering::Relaxed));
+            assert_eq!(got, expected, "{name}");
+        }
     }
 
     #[test]

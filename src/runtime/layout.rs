@@ -7,12 +7,10 @@
 //! [`phase_graph`] cuts the nodes of one phase out of the resolved graph, as a graph
 //! the existing planners accept.
 
-use std::collections::HashSet;
-use std::ops::Range;
-
 use super::{MemoryRole, RuntimeError};
-use crate::graph::{Graph, Role, TensorId};
+use crate::graph::{Graph, Node, Role, TensorId};
 use crate::plan::{align_up, BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
+use std::collections::HashSet;
 
 /// Chunks of one kind of memory and the placements made in them so far.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,19 +153,18 @@ impl Layout {
     }
 }
 
-/// The nodes `steps` of `graph` (whose tensors they touch are all resolved) as a graph
-/// of their own: tensors in `placed` (set by an earlier phase, or kept elsewhere) that
+/// The `nodes` of one phase of `graph` (the tensors they touch all resolved; nodes
+/// skipped for an empty output left out) as a graph of their own: tensors in `placed` (set by an earlier phase, or kept elsewhere) that
 /// no node of the phase produces become weights, which planners do not place; tensors produced here that `keep`
 /// holds (read after the phase, or read back by the host) become outputs; the rest
 /// are intermediates. Returns the phase graph and, for each of its tensors, the id in
 /// `graph`.
 pub(crate) fn phase_graph(
     graph: &Graph,
-    steps: Range<usize>,
+    nodes: &[Node],
     placed: impl Fn(TensorId) -> bool,
     keep: &HashSet<TensorId>,
 ) -> (Graph, Vec<TensorId>) {
-    let nodes = graph.nodes.get(steps).unwrap_or(&[]);
     let mut wanted = vec![false; graph.tensors.len()];
     for node in nodes {
         for &id in node.inputs.iter().chain(std::iter::once(&node.output)) {
@@ -261,7 +258,7 @@ mod tests {
         layout.bump(&graph, &[x]).expect("fits");
         assert_eq!(layout.chunks, vec![64]);
         let keep: HashSet<TensorId> = [h].into_iter().collect();
-        let (sub, original) = phase_graph(&graph, 0..1, |t| layout.places(t), &keep);
+        let (sub, original) = phase_graph(&graph, &graph.nodes[0..1], |t| layout.places(t), &keep);
         assert_eq!(original, vec![x, h]);
         let plan = plan_graph(&sub, &storage(1 << 20)).expect("plans");
         layout.append(&plan, &original).expect("fits");
@@ -269,7 +266,12 @@ mod tests {
         let second = layout.placements[h.index()].expect("h placed");
         assert_eq!((first.offset, second.offset), (0, 64));
         assert_eq!(layout.chunks, vec![128]);
-        let (sub, original) = phase_graph(&graph, 1..2, |t| layout.places(t), &HashSet::new());
+        let (sub, original) = phase_graph(
+            &graph,
+            &graph.nodes[1..2],
+            |t| layout.places(t),
+            &HashSet::new(),
+        );
         let plan = plan_graph(&sub, &storage(1 << 20)).expect("plans");
         layout.append(&plan, &original).expect("fits");
         assert_eq!(layout.placements[h.index()], Some(second));
@@ -285,7 +287,12 @@ mod tests {
         let graph = b.build().expect("valid");
         let mut layout = Layout::new(MemoryRole::Workspace, &storage(128), 2);
         layout.bump(&graph, &[x]).expect("fits");
-        let (sub, original) = phase_graph(&graph, 0..1, |t| layout.places(t), &HashSet::new());
+        let (sub, original) = phase_graph(
+            &graph,
+            &graph.nodes[0..1],
+            |t| layout.places(t),
+            &HashSet::new(),
+        );
         let plan = plan_graph(&sub, &storage(128)).expect("plans");
         layout.append(&plan, &original).expect("fits");
         assert_eq!(layout.chunks, vec![96, 96]);
@@ -318,12 +325,12 @@ mod tests {
         b.mark_output(y);
         let graph = b.build().expect("valid");
         let keep: HashSet<TensorId> = [h].into_iter().collect();
-        let (sub, original) = phase_graph(&graph, 0..1, |t| t == x, &keep);
+        let (sub, original) = phase_graph(&graph, &graph.nodes[0..1], |t| t == x, &keep);
         assert_eq!(original, vec![x, h]);
         assert_eq!(sub.tensors[0].role, Role::Weight);
         assert_eq!(sub.tensors[1].role, Role::Output);
         sub.validate().expect("a phase graph validates");
-        let (sub, original) = phase_graph(&graph, 1..2, |t| t == x || t == h, &keep);
+        let (sub, original) = phase_graph(&graph, &graph.nodes[1..2], |t| t == x || t == h, &keep);
         assert_eq!(original, vec![h, v, y]);
         assert_eq!(sub.tensors[1].view_of, Some(TensorId(0)));
         assert_eq!(sub.tensors[1].role, Role::Weight);

@@ -9,15 +9,19 @@
 //! * `realloc` follows C's `realloc`: it gets the old block and returns one of at least
 //!   the new size that holds the old block's live prefix; **the callback copies**
 //!   ([`copy_prefix`] does it). Blocks stay the callback's until its `free_all`.
-//! * Dropping the context calls each `free_all` once, once in all when both settings
-//!   share one user context ([`std::sync::Arc::ptr_eq`]).
-//!   [`GraphContext::release_workspace`] frees the workspace between executions.
+//! * A setting's `free_all` runs when it is replaced, at
+//!   [`GraphContext::release_workspace`] (the workspace's) and at the context's drop,
+//!   whether or not `realloc` ran; once per event for a user context both settings
+//!   share ([`std::sync::Arc::ptr_eq`]). See the rule on [`GraphContext`].
+//! * A data-dependent length of 0 gives empty tensors: nodes with an empty output
+//!   are skipped and such an output reads back as an empty `Vec`.
 //! * [`BlockPool`] makes the callback pair from any
 //!   [`crate::device::BufferAllocator`]; over a [`crate::device::CountingAllocator`] it
 //!   proves that nothing leaks and nothing is freed twice.
 //! * [`evaluate`]: the CPU reference of a graph with data-dependent lengths.
 
 mod callbacks;
+mod empty;
 mod error;
 mod graph_context;
 mod layout;

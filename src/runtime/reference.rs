@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 
+use super::empty::runnable_nodes;
 use super::RuntimeError;
 use crate::exec::cpu_ref::{self, TensorData};
-use crate::graph::{Graph, TensorId};
+use crate::graph::{DType, Graph, TensorId};
 
 /// Evaluates `graph` on the CPU (see [`cpu_ref::evaluate`]): runs the nodes whose
 /// lengths are known, reads the counts they wrote, resolves the lengths and goes on.
@@ -13,8 +14,10 @@ use crate::graph::{Graph, TensorId};
 ///
 /// # Errors
 /// [`RuntimeError::BadCount`] for a count that is not a whole number,
-/// [`RuntimeError::Graph`] for a length above its bound, and the CPU reference's
-/// errors.
+/// [`RuntimeError::Graph`] for a length above its bound,
+/// [`RuntimeError::EmptyOperand`] for a node with a non-empty output over a tensor
+/// that came out empty (as on the GPU), and the CPU reference's errors. A length of 0
+/// gives empty tensors.
 pub fn evaluate(
     graph: &Graph,
     values: &HashMap<TensorId, TensorData>,
@@ -22,16 +25,26 @@ pub fn evaluate(
     let mut known: HashMap<TensorId, u64> = HashMap::new();
     loop {
         let resolved = graph.resolve_lengths(|c| known.get(&c).copied())?;
-        let Some(end) = resolved.first_unresolved_node(0) else {
-            let result = cpu_ref::evaluate(&resolved, values)?;
-            return Ok((resolved, result));
-        };
+        let end = resolved.first_unresolved_node(0);
+        // The GPU's rule for empty tensors: nodes with an empty output are skipped
+        // (their output is empty), a non-empty output over an empty tensor is refused.
         let prefix = Graph {
             name: resolved.name.clone(),
             tensors: resolved.tensors.clone(),
-            nodes: resolved.nodes[..end].to_vec(),
+            nodes: runnable_nodes(&resolved, 0..end.unwrap_or(resolved.nodes.len()))?,
         };
-        let result = cpu_ref::evaluate(&prefix, values)?;
+        let mut result = cpu_ref::evaluate(&prefix, values)?;
+        let Some(end) = end else {
+            for t in &resolved.tensors {
+                let produced = resolved.nodes.iter().any(|n| n.output == t.id);
+                if let (true, true, Some(slot)) =
+                    (produced, t.size == 0, result.get_mut(t.id.index()))
+                {
+                    slot.get_or_insert_with(|| empty_of(t.dtype));
+                }
+            }
+            return Ok((resolved, result));
+        };
         let before = known.len();
         for t in &resolved.tensors {
             let Some(dynamic) = t.dynamic else { continue };
@@ -57,6 +70,14 @@ pub fn evaluate(
                 problem: "its length is still unknown after the nodes before it ran".into(),
             }));
         }
+    }
+}
+
+/// No values of `dtype`.
+fn empty_of(dtype: DType) -> TensorData {
+    match dtype {
+        DType::U32 => TensorData::U32(Vec::new()),
+        _ => TensorData::F32(Vec::new()),
     }
 }
 

@@ -105,7 +105,9 @@ pub enum StreamError {
         /// What wgpu said.
         message: String,
     },
-    /// The plan does not fit the device (checked before any allocation).
+    /// The plan does not fit the device (checked before any allocation), or wgpu
+    /// refused a read-back copy (caught in an error scope: e.g. a tensor in a buffer
+    /// without `COPY_SRC`, or a block of another device).
     #[error(transparent)]
     Device(#[from] DeviceError),
     /// Writing inputs or recording the graph failed.

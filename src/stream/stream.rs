@@ -9,7 +9,8 @@ use std::sync::Arc;
 use super::registered::{DefaultAllocator, HeldBlock, StreamAllocator, UserAllocator};
 use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
 use crate::device::{
-    check_plan_against_limits, chunk_alloc_size, GpuContext, PlannedMemory, Region, STORAGE_USAGE,
+    check_plan_against_limits, chunk_alloc_size, scoped, GpuContext, PlannedMemory, Region,
+    STORAGE_USAGE,
 };
 use crate::exec::{Executor, RunReport, TensorMemory};
 use crate::graph::{Graph, Role, TensorId};
@@ -268,7 +269,9 @@ impl Stream {
     /// [`StreamError::AllocFailed`] when `alloc` fails; [`StreamError::BlockTooSmall`],
     /// [`StreamError::MisalignedBlock`], [`StreamError::BlockPastBufferEnd`],
     /// [`StreamError::BlockMissingUsage`] for a bad `address_of`;
-    /// [`StreamError::Exec`] when an input or the graph is refused. On every error the
+    /// [`StreamError::Exec`] when an input or the graph is refused (wgpu's own errors
+    /// included, caught in error scopes); [`StreamError::Device`] when wgpu refuses a
+    /// read-back copy. On every error the
     /// blocks already taken go back to the allocator (after waiting for the queue when
     /// anything was queued) and the stream stays usable.
     pub fn execute(&mut self, request: &ExecuteRequest<'_>) -> Result<ExecutionId, StreamError> {
@@ -389,36 +392,48 @@ impl Stream {
         Ok(regions)
     }
 
-    /// Copies every requested output into a staging buffer in one submission.
+    /// Copies every requested output into a staging buffer in one submission, inside
+    /// error scopes: a copy wgpu refuses (e.g. from a layer buffer without
+    /// `COPY_SRC`, or a block of another device) is [`StreamError::Device`], not a
+    /// panic in wgpu's default handler.
     fn submit_readbacks(
         &self,
         request: &ExecuteRequest<'_>,
         tensors: &TensorMemory<'_>,
     ) -> Result<(Vec<Readback>, wgpu::SubmissionIndex), StreamError> {
-        let device = &self.ctx.device;
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("wgalloc stream read-back"),
-        });
-        let mut readbacks = Vec::with_capacity(request.outputs.len());
+        let mut ranges = Vec::with_capacity(request.outputs.len());
+        let mut staged = 0u64;
         for &tensor in &request.outputs {
             let range = tensors.range(request.graph, tensor)?;
-            let len = request.graph.tensor(tensor).map_or(0, |t| t.size);
-            let staging = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgalloc stream output"),
-                size: range.key.size,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            encoder.copy_buffer_to_buffer(
-                range.buffer,
-                range.key.offset,
-                &staging,
-                0,
-                range.key.size,
-            );
-            readbacks.push((tensor, staging, len));
+            staged = staged.saturating_add(range.key.size);
+            ranges.push((tensor, range));
         }
-        let index = self.ctx.queue.submit([encoder.finish()]);
+        let device = &self.ctx.device;
+        let (readbacks, index) = scoped(device, staged, || {
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgalloc stream read-back"),
+            });
+            let mut readbacks = Vec::with_capacity(ranges.len());
+            for (tensor, range) in &ranges {
+                let len = request.graph.tensor(*tensor).map_or(0, |t| t.size);
+                let staging = device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgalloc stream output"),
+                    size: range.key.size,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                encoder.copy_buffer_to_buffer(
+                    range.buffer,
+                    range.key.offset,
+                    &staging,
+                    0,
+                    range.key.size,
+                );
+                readbacks.push((*tensor, staging, len));
+            }
+            let index = self.ctx.queue.submit([encoder.finish()]);
+            (readbacks, index)
+        })?;
         Ok((readbacks, index))
     }
 
@@ -483,16 +498,21 @@ impl Stream {
     fn read_outputs(&self) -> Result<ReadOutputs, String> {
         let (sender, receiver) = std::sync::mpsc::channel();
         let mut expected = 0usize;
-        for p in &self.pending {
-            for (_, staging, _) in &p.readbacks {
-                let sender = sender.clone();
-                staging.map_async(wgpu::MapMode::Read, .., move |result| {
-                    // The receiver outlives the poll below; a failed send means it is gone.
-                    let _ = sender.send(result);
-                });
-                expected += 1;
+        // In error scopes, so a refused map is an error here, not a panic.
+        scoped(&self.ctx.device, 0, || {
+            for p in &self.pending {
+                for (_, staging, _) in &p.readbacks {
+                    let sender = sender.clone();
+                    staging.map_async(wgpu::MapMode::Read, .., move |result| {
+                        // The receiver outlives the poll below; a failed send means it
+                        // is gone.
+                        let _ = sender.send(result);
+                    });
+                    expected += 1;
+                }
             }
-        }
+        })
+        .map_err(|e| format!("map: {e}"))?;
         drop(sender);
         self.ctx
             .device
@@ -504,23 +524,26 @@ impl Stream {
                 .map_err(|e| format!("map callback never ran: {e}"))?
                 .map_err(|e| format!("map: {e}"))?;
         }
-        let mut all = Vec::with_capacity(self.pending.len());
-        for p in &self.pending {
-            let mut outputs = Vec::with_capacity(p.readbacks.len());
-            for (tensor, staging, len) in &p.readbacks {
-                let bytes = {
-                    let view = staging
-                        .get_mapped_range(..)
-                        .map_err(|e| format!("mapped range: {e}"))?;
-                    let end = usize::try_from(*len).unwrap_or(usize::MAX).min(view.len());
-                    view[..end].to_vec()
-                };
-                staging.unmap();
-                outputs.push((*tensor, bytes));
+        scoped(&self.ctx.device, 0, || {
+            let mut all = Vec::with_capacity(self.pending.len());
+            for p in &self.pending {
+                let mut outputs = Vec::with_capacity(p.readbacks.len());
+                for (tensor, staging, len) in &p.readbacks {
+                    let bytes = {
+                        let view = staging
+                            .get_mapped_range(..)
+                            .map_err(|e| format!("mapped range: {e}"))?;
+                        let end = usize::try_from(*len).unwrap_or(usize::MAX).min(view.len());
+                        view[..end].to_vec()
+                    };
+                    staging.unmap();
+                    outputs.push((*tensor, bytes));
+                }
+                all.push(outputs);
             }
-            all.push(outputs);
-        }
-        Ok(all)
+            Ok(all)
+        })
+        .map_err(|e| format!("unmap: {e}"))?
     }
 
     /// The result of a synchronized execution, if it has not been taken.
