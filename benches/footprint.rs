@@ -10,25 +10,14 @@
 //! alignment 32 and a 2 GiB max size, as `wgalloc plan` does. A final line gives the
 //! geometric mean of best / bound over the traces.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use wgalloc::graph::{read_trace, Graph};
 use wgalloc::plan::offline::Strategy;
 use wgalloc::plan::{lower_bounds, BufferTypeDesc, IntervalProblem, PlanLimits, Planner};
-
-fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(root) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == ext))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    out.sort();
-    out
-}
 
 /// The capacity in a MiniMalloc-style file name (`A.1048576.csv`).
 fn capacity_in_name(path: &Path) -> Option<u64> {
@@ -130,7 +119,7 @@ fn main() {
     header.extend(["best", "best / bound", "fits", "best ms"]);
     println!("| {} |", header.join(" | "));
     println!("|{}", " --- |".repeat(header.len()));
-    for path in files("dsa", "csv") {
+    for path in common::files("dsa", "csv") {
         let problem = match IntervalProblem::read_csv(&path) {
             Ok(p) => p,
             Err(e) => {
@@ -166,7 +155,7 @@ fn main() {
     }
     let mut log_ratio_sum = 0.0f64;
     let mut traces = 0u32;
-    for path in files("traces", "json") {
+    for path in common::files("traces", "json") {
         let graph = match read_trace(&path) {
             Ok(g) => g,
             Err(e) => {

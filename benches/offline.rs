@@ -6,7 +6,8 @@
 //! `WGALLOC_BENCH_STRATEGIES=search,best` picks strategies;
 //! `WGALLOC_BENCH_SEARCH_WORK` and `WGALLOC_BENCH_CLIMB_WORK` override the budgets.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::time::Instant;
 
 use wgalloc::graph::read_trace;
@@ -14,19 +15,6 @@ use wgalloc::plan::offline::{
     graph_live_ranges, plan_graph_offline_with, plan_intervals_with, Budget, Strategy,
 };
 use wgalloc::plan::{BufferTypeDesc, IntervalProblem};
-
-fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let mut out: Vec<PathBuf> = match std::fs::read_dir(root) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == ext))
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    out.sort();
-    out
-}
 
 fn percent(peak: u64, bound: u64) -> f64 {
     if bound == 0 {
@@ -67,7 +55,7 @@ fn main() {
         "{:<22} {:<20} {:>14} {:>14} {:>9} {:>9}",
         "instance", "strategy", "lower bound", "peak", "% above", "ms"
     );
-    for path in files("dsa", "csv") {
+    for path in common::files("dsa", "csv") {
         let problem = match IntervalProblem::read_csv(&path) {
             Ok(p) => p,
             Err(e) => {
@@ -108,7 +96,7 @@ fn main() {
             );
         }
     }
-    for path in files("traces", "json") {
+    for path in common::files("traces", "json") {
         let graph = match read_trace(&path) {
             Ok(g) => g,
             Err(e) => {

@@ -7,7 +7,11 @@
 //! soft-maxed, `o_h = p_h·v_h`, and the output projection summed over heads
 //! (`Σ_h o_h·Wo_h`, which equals concatenating the heads and projecting).
 
+use std::collections::HashMap;
+
 use super::{ModelConfig, ModelError, SeededRng};
+use crate::exec::cpu_ref::{self, TensorData};
+use crate::exec::ExecError;
 use crate::graph::{DType, Graph, GraphBuilder, Role, TensorId};
 
 /// Layer-norm epsilon.
@@ -150,6 +154,29 @@ pub fn build_gpt(config: &ModelConfig) -> Result<GptModel, ModelError> {
 }
 
 impl GptModel {
+    /// The logits for `tokens` computed on the CPU ([`cpu_ref::evaluate`]) with the
+    /// model's own weights: the reference a GPU run is compared with.
+    ///
+    /// # Errors
+    /// Whatever [`cpu_ref::evaluate`] returns for this graph (a token out of range, a
+    /// wrong number of tokens).
+    pub fn reference_logits(&self, tokens: Vec<u32>) -> crate::Result<Vec<f32>> {
+        let mut values: HashMap<TensorId, TensorData> = HashMap::new();
+        values.insert(self.tokens, TensorData::U32(tokens));
+        for id in self.weights() {
+            values.insert(id, TensorData::F32(self.weight_values(id)));
+        }
+        let mut all = cpu_ref::evaluate(&self.graph, &values)?;
+        match all.get_mut(self.logits.index()).and_then(Option::take) {
+            Some(TensorData::F32(v)) => Ok(v),
+            _ => Err(ExecError::MissingValue {
+                tensor: self.logits.0,
+                name: "logits".into(),
+            }
+            .into()),
+        }
+    }
+
     /// The seeded values of a weight tensor (empty for a tensor that is not a weight).
     pub fn weight_values(&self, id: TensorId) -> Vec<f32> {
         let Some((index, &(_, init))) = self.inits.iter().enumerate().find(|(_, (t, _))| *t == id)

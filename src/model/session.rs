@@ -4,15 +4,12 @@
 //! sequences; every run is compared with the CPU reference and proven by the checksum
 //! run.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::{build_gpt, GptModel, ModelConfig};
 use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
 use crate::exec::checksum::{checksum_run, ChecksumReport};
-use crate::exec::cpu_ref::{self, TensorData};
 use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
-use crate::graph::TensorId;
 use crate::plan::{
     inject_clobber, lower_bounds, naive_size, plan_graph, plan_weights, BufferTypeDesc, Clobber,
     GraphAllocator, LowerBounds, Plan,
@@ -207,7 +204,7 @@ impl ModelSession {
         let logits = memory.read_f32(&self.ctx, graph, model.logits)?;
 
         let reference_started = Instant::now();
-        let reference = reference_logits(&model, tokens)?;
+        let reference = model.reference_logits(tokens)?;
         let reference_time = reference_started.elapsed();
         let max_abs_logit = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
         let max_abs_error = if logits.len() == reference.len() {
@@ -266,22 +263,4 @@ fn upload_weights(
         plan,
         memory,
     })
-}
-
-/// The logits of the model computed on the CPU.
-fn reference_logits(model: &GptModel, tokens: Vec<u32>) -> crate::Result<Vec<f32>> {
-    let mut values: HashMap<TensorId, TensorData> = HashMap::new();
-    values.insert(model.tokens, TensorData::U32(tokens));
-    for id in model.weights() {
-        values.insert(id, TensorData::F32(model.weight_values(id)));
-    }
-    let mut all = cpu_ref::evaluate(&model.graph, &values)?;
-    match all.get_mut(model.logits.index()).and_then(Option::take) {
-        Some(TensorData::F32(v)) => Ok(v),
-        _ => Err(ExecError::MissingValue {
-            tensor: model.logits.0,
-            name: "logits".into(),
-        }
-        .into()),
-    }
 }

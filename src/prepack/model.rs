@@ -2,15 +2,12 @@
 //! [`PrepackedWeightCache`]: the opt-in way to run [`crate::model`]'s decoder with
 //! pre-packed weights (the plain [`crate::model::ModelSession`] is left unchanged).
 
-use std::collections::HashMap;
-
 use super::bind::{bind_packed_weights, PackedLayer, PrepackReport};
 use super::graph::{pack_matmul_weights, PackedGraph};
 use super::PrepackedWeightCache;
 use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
 use crate::exec::checksum::checksum_run;
-use crate::exec::cpu_ref::{self, TensorData};
-use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
+use crate::exec::{Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
 use crate::model::{build_gpt, GptModel, ModelConfig, LOGITS_TOLERANCE};
 use crate::plan::{alloc_ctx_tensors, plan_graph, Plan};
@@ -130,7 +127,7 @@ impl PrepackedModel {
         memory.write_u32(ctx, graph, self.model.tokens, &tokens)?;
         let exec = self.executor.run(graph, &memory)?;
         let logits = memory.read_f32(ctx, graph, self.model.logits)?;
-        let reference = reference_logits(&self.model, tokens)?;
+        let reference = self.model.reference_logits(tokens)?;
         let max_abs_logit = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
         let max_abs_error = if logits.len() == reference.len() {
             logits
@@ -151,23 +148,5 @@ impl PrepackedModel {
             logits_match: max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0),
             proof_verified: proof.verified(),
         })
-    }
-}
-
-/// The logits of the original (unpacked) model on the CPU.
-fn reference_logits(model: &GptModel, tokens: Vec<u32>) -> crate::Result<Vec<f32>> {
-    let mut values: HashMap<TensorId, TensorData> = HashMap::new();
-    values.insert(model.tokens, TensorData::U32(tokens));
-    for id in model.weights() {
-        values.insert(id, TensorData::F32(model.weight_values(id)));
-    }
-    let mut all = cpu_ref::evaluate(&model.graph, &values)?;
-    match all.get_mut(model.logits.index()).and_then(Option::take) {
-        Some(TensorData::F32(v)) => Ok(v),
-        _ => Err(ExecError::MissingValue {
-            tensor: model.logits.0,
-            name: "logits".into(),
-        }
-        .into()),
     }
 }
