@@ -32,6 +32,39 @@ fn assert_balanced(pool: &Pool) {
     assert_eq!(pool.outstanding(), 0);
 }
 
+/// A context for `graph` on the default (ggml) planner.
+fn context(graph: Graph) -> GraphContext {
+    GraphContext::new(graph, Planner::Ggml).expect("valid")
+}
+
+/// Gives `ctx`'s workspace to `pool` (realloc, free-all and user context).
+fn workspace_from(ctx: &mut GraphContext, pool: &Arc<Pool>) {
+    workspace_through(ctx, pool, |realloc| realloc);
+}
+
+/// Gives `ctx`'s outputs to `pool`.
+fn outputs_from(ctx: &mut GraphContext, pool: &Arc<Pool>) {
+    let (r, f, u) = pool.callbacks();
+    ctx.set_output_allocation(Some(r), Some(f), Some(u))
+        .expect("set");
+}
+
+/// Gives `ctx`'s workspace to `pool`, with every realloc going through `wrap` first.
+fn workspace_through(
+    ctx: &mut GraphContext,
+    pool: &Arc<Pool>,
+    wrap: impl FnOnce(ReallocFn) -> ReallocFn,
+) {
+    let (inner, free_all, user) = pool.callbacks();
+    ctx.set_workspace_allocation(Some(wrap(inner)), Some(free_all), Some(user))
+        .expect("set");
+}
+
+/// The input values of a graph with one f32 input `x`.
+fn values_of(x: TensorId, v: Vec<f32>) -> HashMap<TensorId, TensorData> {
+    [(x, TensorData::F32(v))].into_iter().collect()
+}
+
 /// x [rows, k] · w [k, n] → gelu → + bias → softmax: a small static graph with weights.
 fn mlp() -> (Graph, HashMap<TensorId, TensorData>, TensorId) {
     let (rows, k, n) = (8u64, 32u64, 16u64);
@@ -103,13 +136,9 @@ fn a_static_graph_with_user_callbacks_matches_the_cpu_and_frees_everything_once(
     let expected = reference(&graph, &values, y);
     let workspace = pool();
     let outputs = pool();
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
-    let (r, f, u) = workspace.callbacks();
-    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
-    let (r, f, u) = outputs.callbacks();
-    ctx.set_output_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
+    let mut ctx = context(graph);
+    workspace_from(&mut ctx, &workspace);
+    outputs_from(&mut ctx, &outputs);
     for _ in 0..2 {
         let run = ctx.execute(&gpu, &values).expect("runs");
         assert_eq!(run.phases, 1);
@@ -132,7 +161,7 @@ fn the_default_allocator_runs_the_same_graph() {
     let gpu = require_gpu!();
     let (graph, values, y) = mlp();
     let expected = reference(&graph, &values, y);
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let mut ctx = context(graph);
     let run = ctx.execute(&gpu, &values).expect("runs");
     close(&run.read_f32(&gpu, y).expect("reads"), &expected);
     assert!(run.workspace_bytes > 0 && run.output_bytes > 0);
@@ -143,13 +172,9 @@ fn a_shared_user_context_gets_one_free_all_for_workspace_and_outputs() {
     let gpu = require_gpu!();
     let (graph, values, y) = mlp();
     let shared = pool();
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
-    let (r, f, u) = shared.callbacks();
-    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
-    let (r, f, u) = shared.callbacks();
-    ctx.set_output_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
+    let mut ctx = context(graph);
+    workspace_from(&mut ctx, &shared);
+    outputs_from(&mut ctx, &shared);
     let run = ctx.execute(&gpu, &values).expect("runs");
     assert!(run.read_f32(&gpu, y).is_ok());
     drop(ctx);
@@ -164,22 +189,18 @@ fn the_data_dependent_graph_grows_its_workspace_through_realloc_and_matches_the_
     let (graph, x, y) = compacting(len);
     let workspace = pool();
     let sizes = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
-    let (inner, free_all, user) = workspace.callbacks();
     let seen = sizes.clone();
-    let realloc: ReallocFn = Box::new(move |request| {
-        if let Ok(mut s) = seen.lock() {
-            s.push((request.new_size, request.old_used));
-        }
-        inner(request)
+    let mut ctx = context(graph.clone());
+    workspace_through(&mut ctx, &workspace, |inner| {
+        Box::new(move |request| {
+            if let Ok(mut s) = seen.lock() {
+                s.push((request.new_size, request.old_used));
+            }
+            inner(request)
+        })
     });
-    let mut ctx = GraphContext::new(graph.clone(), Planner::Ggml).expect("valid");
-    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
-        .expect("set");
     for seed in [1, 2] {
-        let values: HashMap<TensorId, TensorData> =
-            [(x, TensorData::F32(signed_values(len, seed)))]
-                .into_iter()
-                .collect();
+        let values = values_of(x, signed_values(len, seed));
         let expected = reference(&graph, &values, y);
         let run = ctx.execute(&gpu, &values).expect("runs");
         assert_eq!(run.phases, 2);
@@ -208,17 +229,16 @@ fn release_workspace_makes_the_next_execution_realloc_from_nothing() {
     let (graph, values, y) = mlp();
     let olds = Arc::new(Mutex::new(Vec::<bool>::new()));
     let workspace = pool();
-    let (inner, free_all, user) = workspace.callbacks();
     let seen = olds.clone();
-    let realloc: ReallocFn = Box::new(move |request| {
-        if let Ok(mut s) = seen.lock() {
-            s.push(request.old.is_some());
-        }
-        inner(request)
+    let mut ctx = context(graph);
+    workspace_through(&mut ctx, &workspace, |inner| {
+        Box::new(move |request| {
+            if let Ok(mut s) = seen.lock() {
+                s.push(request.old.is_some());
+            }
+            inner(request)
+        })
     });
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
-    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
-        .expect("set");
     ctx.execute(&gpu, &values).expect("runs");
     ctx.release_workspace();
     assert_eq!(ctx.workspace_bytes(), 0);
@@ -237,21 +257,20 @@ fn a_failing_realloc_is_a_typed_error_and_the_context_stays_usable() {
     let (graph, values, y) = mlp();
     let expected = reference(&graph, &values, y);
     let workspace = pool();
-    let (inner, free_all, user) = workspace.callbacks();
     let failures = Arc::new(AtomicU64::new(1));
     let left = failures.clone();
-    let realloc: ReallocFn = Box::new(move |request| {
-        if left
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1))
-            .is_ok()
-        {
-            return Err(CallbackError::new("pool exhausted"));
-        }
-        inner(request)
+    let mut ctx = context(graph);
+    workspace_through(&mut ctx, &workspace, |inner| {
+        Box::new(move |request| {
+            if left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| v.checked_sub(1))
+                .is_ok()
+            {
+                return Err(CallbackError::new("pool exhausted"));
+            }
+            inner(request)
+        })
     });
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
-    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
-        .expect("set");
     match ctx.execute(&gpu, &values) {
         Err(RuntimeError::Callback {
             role: MemoryRole::Workspace,
@@ -277,14 +296,13 @@ fn a_realloc_that_returns_less_than_asked_is_refused_and_leaks_nothing() {
     let gpu = require_gpu!();
     let (graph, values, _) = mlp();
     let workspace = pool();
-    let (inner, free_all, user) = workspace.callbacks();
-    let realloc: ReallocFn = Box::new(move |mut request| {
-        request.new_size = (request.new_size / 2).max(4) & !3;
-        inner(request)
+    let mut ctx = context(graph);
+    workspace_through(&mut ctx, &workspace, |inner| {
+        Box::new(move |mut request| {
+            request.new_size = (request.new_size / 2).max(4) & !3;
+            inner(request)
+        })
     });
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
-    ctx.set_workspace_allocation(Some(realloc), Some(free_all), Some(user))
-        .expect("set");
     match ctx.execute(&gpu, &values) {
         Err(RuntimeError::ShortBlock {
             role: MemoryRole::Workspace,
@@ -314,12 +332,9 @@ fn a_workspace_above_the_adapter_limit_is_refused_before_any_realloc() {
     b.mark_output(y);
     let graph = b.build().expect("valid");
     let workspace = pool();
-    let (r, f, u) = workspace.callbacks();
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
-    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
-    let values: HashMap<TensorId, TensorData> =
-        [(x, TensorData::F32(Vec::new()))].into_iter().collect();
+    let mut ctx = context(graph);
+    workspace_from(&mut ctx, &workspace);
+    let values = values_of(x, Vec::new());
     match ctx.execute(&gpu, &values) {
         Err(RuntimeError::ChunkTooLarge { size, max_size, .. }) => assert!(size > max_size),
         other => panic!("{other:?}"),
@@ -348,7 +363,7 @@ fn a_realloc_that_returns_a_block_already_held_is_refused() {
         });
         (realloc, free_all)
     };
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let mut ctx = context(graph);
     let (r, f) = make(&frees);
     ctx.set_workspace_allocation(Some(r), Some(f), None)
         .expect("set");
@@ -406,10 +421,6 @@ fn bounded(len: u64) -> (Graph, TensorId, TensorId, TensorId) {
     (b.build().expect("valid"), x, kept, y)
 }
 
-fn values_of(x: TensorId, v: Vec<f32>) -> HashMap<TensorId, TensorData> {
-    [(x, TensorData::F32(v))].into_iter().collect()
-}
-
 #[test]
 fn compacting_an_all_negative_input_gives_an_empty_output_like_the_cpu() {
     let gpu = require_gpu!();
@@ -417,13 +428,9 @@ fn compacting_an_all_negative_input_gives_an_empty_output_like_the_cpu() {
     let (graph, x, y) = compacting(len);
     let workspace = pool();
     let outputs = pool();
-    let mut ctx = GraphContext::new(graph.clone(), Planner::Ggml).expect("valid");
-    let (r, f, u) = workspace.callbacks();
-    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
-    let (r, f, u) = outputs.callbacks();
-    ctx.set_output_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
+    let mut ctx = context(graph.clone());
+    workspace_from(&mut ctx, &workspace);
+    outputs_from(&mut ctx, &outputs);
     let negative = values_of(x, (0..len).map(|i| -1.0 - i as f32).collect());
     assert!(reference(&graph, &negative, y).is_empty());
     let run = ctx.execute(&gpu, &negative).expect("count 0 runs");
@@ -452,7 +459,7 @@ fn a_count_equal_to_max_len_keeps_every_element_like_the_cpu() {
     let all_positive = values_of(x, (0..len).map(|i| 0.5 + i as f32).collect());
     let expected = reference(&graph, &all_positive, y);
     assert_eq!(expected.len() as u64, len);
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let mut ctx = context(graph);
     let run = ctx.execute(&gpu, &all_positive).expect("runs");
     close(&run.read_f32(&gpu, y).expect("reads"), &expected);
 }
@@ -470,7 +477,7 @@ fn a_node_with_an_output_over_an_empty_tensor_is_refused_on_the_gpu_and_the_cpu(
     let negative = values_of(x, vec![-1.0; 16]);
     let refused = |r: Result<_, RuntimeError>| matches!(r, Err(RuntimeError::EmptyOperand { node: 2, tensor, .. }) if tensor == kept);
     assert!(refused(evaluate(&graph, &negative).map(|_| ())));
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let mut ctx = context(graph);
     assert!(refused(ctx.execute(&gpu, &negative).map(|_| ())));
     // Not empty: both run.
     let run = ctx
@@ -498,7 +505,7 @@ fn kernel_count() -> (Graph, TensorId, TensorId, TensorId) {
 fn a_nan_or_above_bound_count_from_a_kernel_is_a_typed_error_like_the_cpu() {
     let gpu = require_gpu!();
     let (graph, x, c, count) = kernel_count();
-    let mut ctx = GraphContext::new(graph.clone(), Planner::Ggml).expect("valid");
+    let mut ctx = context(graph.clone());
     let with = |value: f32| -> HashMap<TensorId, TensorData> {
         [
             (x, TensorData::F32(vec![1.0; 8])),
@@ -549,7 +556,7 @@ fn reading_a_tensor_that_is_not_an_output_names_it() {
     let gpu = require_gpu!();
     let (graph, values, y) = mlp();
     let x = graph.tensors[0].id;
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
+    let mut ctx = context(graph);
     let run = ctx.execute(&gpu, &values).expect("runs");
     match run.read_f32(&gpu, x) {
         Err(RuntimeError::NotAnOutput { tensor, name }) => {
@@ -574,7 +581,7 @@ fn copy_prefix_into_a_block_of_another_device_is_a_typed_error_not_a_panic() {
     let _ = require_gpu!();
     // Both devices from one instance: a buffer of another wgpu instance is an id
     // wgpu-core cannot look up at all and panics inside wgpu, out of any scope's reach.
-    let (gpu, other) = two_devices_of_one_adapter();
+    let (gpu, other) = common::two_devices_of_one_adapter();
     let desc = |label| wgpu::BufferDescriptor {
         label: Some(label),
         size: 64,
@@ -597,14 +604,10 @@ fn replacing_a_setting_calls_its_free_all_even_when_realloc_never_ran() {
     let (graph, values, _) = mlp();
     let first = pool();
     let second = pool();
-    let mut ctx = GraphContext::new(graph, Planner::Ggml).expect("valid");
-    let (r, f, u) = first.callbacks();
-    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
+    let mut ctx = context(graph);
+    workspace_from(&mut ctx, &first);
     // Replaced before any execution: the first setting's free-all still runs.
-    let (r, f, u) = second.callbacks();
-    ctx.set_workspace_allocation(Some(r), Some(f), Some(u))
-        .expect("set");
+    workspace_from(&mut ctx, &second);
     assert_eq!((first.stats().reallocs, first.stats().free_alls), (0, 1));
     ctx.execute(&gpu, &values).expect("runs");
     // Replaced after realloc ran: the same rule.
@@ -616,16 +619,4 @@ fn replacing_a_setting_calls_its_free_all_even_when_realloc_never_ran() {
     drop(ctx);
     assert_eq!(first.stats().free_alls, 1);
     assert_eq!(second.stats().free_alls, 1);
-}
-
-/// Two devices on one adapter of one wgpu instance.
-fn two_devices_of_one_adapter() -> (wgalloc::device::GpuContext, wgalloc::device::GpuContext) {
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-    desc.backends = wgalloc::device::backends_from_env();
-    let instance = wgpu::Instance::new(desc);
-    let adapter =
-        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-            .expect("an adapter");
-    let device = || wgalloc::device::GpuContext::from_adapter(&adapter).expect("a device");
-    (device(), device())
 }

@@ -26,7 +26,8 @@ use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::{build_gpt, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights, BufferId, BufferTypeDesc, Plan};
 use wgalloc::stream::{
-    AllocatorDesc, BlockAddress, BlockCounter, BlockRequest, ExecuteRequest, Stream, StreamError,
+    AllocatorDesc, BlockAddress, BlockCounter, BlockRequest, ExecuteRequest, ExecutionResult,
+    Stream, StreamError, SyncReport,
 };
 
 // ---------------------------------------------------------------------------------
@@ -158,6 +159,13 @@ impl Pool {
             .on_submitted_work_done(move || done.store(true, Ordering::SeqCst));
     }
 
+    /// Arms `done`, then synchronizes `stream`: every block it frees comes after the
+    /// queue finished.
+    fn arm_and_sync(&self, ctx: &GpuContext, stream: &mut Stream) -> SyncReport {
+        self.arm(ctx);
+        stream.synchronize().expect("sync")
+    }
+
     /// Checks every block came back exactly once.
     fn assert_balanced(&self, counter: &BlockCounter) {
         let report = counter.report();
@@ -191,6 +199,23 @@ fn pool_desc(pool: Arc<Pool>) -> (AllocatorDesc<Pool, PoolBlock>, Arc<BlockCount
         .free(|p: &Pool, b| p.free(b))
         .address_of(|p: &Pool, b| p.address(b))
         .counted()
+}
+
+/// The size of the pools most tests hand to a stream.
+const POOL_SIZE: u64 = 1 << 16;
+
+/// A pool of [`POOL_SIZE`] bytes with no injected fault.
+fn fresh_pool(ctx: &GpuContext) -> Arc<Pool> {
+    Arc::new(Pool::new(ctx, POOL_SIZE))
+}
+
+/// A stream named `name` with `pool` registered as its allocator, and the counter of
+/// the pool's descriptor.
+fn pooled_stream(ctx: &GpuContext, pool: &Arc<Pool>, name: &str) -> (Stream, Arc<BlockCounter>) {
+    let (desc, counter) = pool_desc(pool.clone());
+    let mut stream = Stream::new(ctx, name);
+    stream.register_allocator(&desc).expect("register");
+    (stream, counter)
 }
 
 // ---------------------------------------------------------------------------------
@@ -244,6 +269,12 @@ impl Net {
             .to_vec()
     }
 
+    /// Checks that `result` holds the output and that it matches the CPU reference.
+    fn assert_output(&self, result: Option<&ExecutionResult>) {
+        let out = result.and_then(|r| r.output_f32(self.out)).expect("out");
+        assert_close(&out, &self.expected());
+    }
+
     /// The weight in memory of its own (default allocator).
     fn weights(&self, ctx: &GpuContext) -> (Plan, PlannedMemory) {
         let plan = plan_weights(&self.graph, &storage(ctx)).expect("weight plan");
@@ -262,6 +293,33 @@ impl Net {
         ExecuteRequest::new(&self.graph, plan)
             .input_f32(self.x, &self.x_values)
             .layer(&weights.0, &weights.1)
+    }
+}
+
+/// The net with its weight uploaded and an activation plan made by `plan_of`: what
+/// nearly every test executes.
+struct Fixture {
+    net: Net,
+    weights: (Plan, PlannedMemory),
+    plan: Plan,
+}
+
+fn fixture(ctx: &GpuContext, plan_of: fn(&GpuContext, &Graph) -> Plan) -> Fixture {
+    let net = net();
+    let weights = net.weights(ctx);
+    let plan = plan_of(ctx, &net.graph);
+    Fixture { net, weights, plan }
+}
+
+impl Fixture {
+    /// The net's input and weight over the fixture's activation plan.
+    fn request(&self) -> ExecuteRequest<'_> {
+        self.net.request(&self.plan, &self.weights)
+    }
+
+    /// How many chunks, hence blocks, one execution takes.
+    fn chunks(&self) -> u64 {
+        chunks(&self.plan)
     }
 }
 
@@ -294,11 +352,16 @@ fn chunks(plan: &Plan) -> u64 {
 }
 
 fn assert_close(gpu: &[f32], cpu: &[f32]) {
+    assert_close_within(gpu, cpu, 1e-4, "element");
+}
+
+/// |gpu − cpu| ≤ `tolerance` · (1 + |cpu|) for every element, named `what` on failure.
+fn assert_close_within(gpu: &[f32], cpu: &[f32], tolerance: f32, what: &str) {
     assert_eq!(gpu.len(), cpu.len());
     for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
         assert!(
-            (g - c).abs() <= 1e-4 * (1.0 + c.abs()),
-            "element {i}: gpu {g} cpu {c}"
+            (g - c).abs() <= tolerance * (1.0 + c.abs()),
+            "{what} {i}: gpu {g} cpu {c}"
         );
     }
 }
@@ -309,37 +372,27 @@ fn assert_close(gpu: &[f32], cpu: &[f32]) {
 #[test]
 fn a_graph_in_user_pool_blocks_matches_the_cpu_reference() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = multi_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "pool");
-    stream.register_allocator(&desc).expect("register");
-    let id = stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
-    assert_eq!(counter.report().allocations, chunks(&plan));
-    pool.arm(&ctx);
-    let sync = stream.synchronize().expect("sync");
+    let f = fixture(&ctx, multi_chunk_plan);
+    let pool = fresh_pool(&ctx);
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "pool");
+    let id = stream.execute(&f.request()).expect("execute");
+    assert_eq!(counter.report().allocations, f.chunks());
+    let sync = pool.arm_and_sync(&ctx, &mut stream);
     assert_eq!(sync.executions, 1);
-    assert_eq!(sync.blocks_freed as u64, chunks(&plan));
+    assert_eq!(sync.blocks_freed as u64, f.chunks());
     let result = stream.take_result(id).expect("result");
-    assert_close(&result.output_f32(net.out).expect("out"), &net.expected());
+    f.net.assert_output(Some(&result));
     pool.assert_clean(&counter);
     // A second execution reuses the freed ranges of the pool and still matches.
-    let again = stream
-        .execute(&net.request(&plan, &weights))
-        .expect("again");
-    pool.arm(&ctx);
-    stream.synchronize().expect("sync");
+    let again = stream.execute(&f.request()).expect("again");
+    pool.arm_and_sync(&ctx, &mut stream);
     let result = stream.take_result(again).expect("result");
-    assert_close(&result.output_f32(net.out).expect("out"), &net.expected());
+    f.net.assert_output(Some(&result));
     assert_eq!(pool.state.lock().unwrap().tail, {
         // No new tail bytes: every block of the second run came from the free list.
         let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
         let mut tail = alignment;
-        for b in &plan.buffers {
+        for b in &f.plan.buffers {
             for c in &b.chunks {
                 tail = tail.next_multiple_of(alignment) + c.size.next_multiple_of(4);
             }
@@ -352,21 +405,15 @@ fn a_graph_in_user_pool_blocks_matches_the_cpu_reference() {
 #[test]
 fn execute_returns_before_the_free_and_blocks_go_back_only_after_the_queue_finished() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "ordering");
-    stream.register_allocator(&desc).expect("register");
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "ordering");
     for _ in 0..3 {
-        stream
-            .execute(&net.request(&plan, &weights))
-            .expect("execute");
+        stream.execute(&f.request()).expect("execute");
     }
     pool.arm(&ctx);
     assert_eq!(stream.pending_executions(), 3);
-    assert_eq!(stream.held_blocks() as u64, 3 * chunks(&plan));
+    assert_eq!(stream.held_blocks() as u64, 3 * f.chunks());
     assert_eq!(
         counter.report().frees,
         0,
@@ -381,48 +428,33 @@ fn execute_returns_before_the_free_and_blocks_go_back_only_after_the_queue_finis
 #[test]
 fn the_descriptor_can_be_dropped_after_registration() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
     let mut stream = Stream::new(&ctx, "dropped-desc");
     let counter = {
         let (desc, counter) = pool_desc(pool.clone());
         stream.register_allocator(&desc).expect("register");
         counter
     };
-    let id = stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
-    pool.arm(&ctx);
-    stream.synchronize().expect("sync");
-    assert_close(
-        &stream
-            .result(id)
-            .and_then(|r| r.output_f32(net.out))
-            .expect("out"),
-        &net.expected(),
-    );
-    assert_eq!(counter.report().allocations, chunks(&plan));
+    let id = stream.execute(&f.request()).expect("execute");
+    pool.arm_and_sync(&ctx, &mut stream);
+    f.net.assert_output(stream.result(id));
+    assert_eq!(counter.report().allocations, f.chunks());
     pool.assert_clean(&counter);
 }
 
 #[test]
 fn with_no_allocator_registered_the_stream_uses_the_default() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = multi_chunk_plan(&ctx, &net.graph);
+    let f = fixture(&ctx, multi_chunk_plan);
     let mut stream = Stream::new(&ctx, "default");
     assert!(!stream.has_registered_allocator());
-    let id = stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
+    let id = stream.execute(&f.request()).expect("execute");
     let sync = stream.synchronize().expect("sync");
-    assert_eq!(sync.blocks_freed as u64, chunks(&plan));
+    assert_eq!(sync.blocks_freed as u64, f.chunks());
     let result = stream.take_result(id).expect("result");
-    assert!(result.block_bytes >= plan.total_size());
-    assert_close(&result.output_f32(net.out).expect("out"), &net.expected());
+    assert!(result.block_bytes >= f.plan.total_size());
+    f.net.assert_output(Some(&result));
 }
 
 // ---------------------------------------------------------------------------------
@@ -431,13 +463,9 @@ fn with_no_allocator_registered_the_stream_uses_the_default() {
 #[test]
 fn an_incomplete_descriptor_is_refused_and_the_previous_allocator_stays() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "incomplete");
-    stream.register_allocator(&desc).expect("register");
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "incomplete");
     let no_free: AllocatorDesc<Pool, PoolBlock> = AllocatorDesc::new()
         .object(pool.clone())
         .alloc(|p: &Pool, r| p.alloc(r))
@@ -454,14 +482,11 @@ fn an_incomplete_descriptor_is_refused_and_the_previous_allocator_stays() {
         stream.register_allocator(&no_object),
         Err(StreamError::MissingCallback { callback: "object" })
     );
-    stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
-    pool.arm(&ctx);
-    stream.synchronize().expect("sync");
+    stream.execute(&f.request()).expect("execute");
+    pool.arm_and_sync(&ctx, &mut stream);
     assert_eq!(
         counter.report().allocations,
-        chunks(&plan),
+        f.chunks(),
         "the first allocator served"
     );
     pool.assert_clean(&counter);
@@ -470,22 +495,15 @@ fn an_incomplete_descriptor_is_refused_and_the_previous_allocator_stays() {
 #[test]
 fn the_last_registration_wins_and_earlier_blocks_go_back_through_their_own_free() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = multi_chunk_plan(&ctx, &net.graph);
-    let (pool_a, pool_b) = (
-        Arc::new(Pool::new(&ctx, 1 << 16)),
-        Arc::new(Pool::new(&ctx, 1 << 16)),
-    );
-    let (desc_a, count_a) = pool_desc(pool_a.clone());
+    let f = fixture(&ctx, multi_chunk_plan);
+    let (pool_a, pool_b) = (fresh_pool(&ctx), fresh_pool(&ctx));
+    let (mut stream, count_a) = pooled_stream(&ctx, &pool_a, "reregister");
     let (desc_b, count_b) = pool_desc(pool_b.clone());
-    let mut stream = Stream::new(&ctx, "reregister");
-    stream.register_allocator(&desc_a).expect("register a");
-    let first = stream.execute(&net.request(&plan, &weights)).expect("on a");
+    let first = stream.execute(&f.request()).expect("on a");
     stream.register_allocator(&desc_b).expect("register b");
-    let second = stream.execute(&net.request(&plan, &weights)).expect("on b");
-    assert_eq!(count_a.report().allocations, chunks(&plan));
-    assert_eq!(count_b.report().allocations, chunks(&plan));
+    let second = stream.execute(&f.request()).expect("on b");
+    assert_eq!(count_a.report().allocations, f.chunks());
+    assert_eq!(count_b.report().allocations, f.chunks());
     assert_eq!(count_a.report().frees, 0, "a's blocks wait for the stream");
     pool_a.arm(&ctx);
     pool_b.arm(&ctx);
@@ -493,36 +511,25 @@ fn the_last_registration_wins_and_earlier_blocks_go_back_through_their_own_free(
     pool_a.assert_clean(&count_a);
     pool_b.assert_clean(&count_b);
     for id in [first, second] {
-        let out = stream
-            .result(id)
-            .and_then(|r| r.output_f32(net.out))
-            .expect("out");
-        assert_close(&out, &net.expected());
+        f.net.assert_output(stream.result(id));
     }
 }
 
 #[test]
 fn registering_the_same_allocator_twice_keeps_one_allocator_and_frees_once() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
     let (desc, counter) = pool_desc(pool.clone());
     let mut stream = Stream::new(&ctx, "twice");
     stream.register_allocator(&desc).expect("first");
-    stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
+    stream.execute(&f.request()).expect("execute");
     stream
         .register_allocator(&desc)
         .expect("second registration of the same");
-    stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute again");
-    pool.arm(&ctx);
-    stream.synchronize().expect("sync");
-    assert_eq!(counter.report().allocations, 2 * chunks(&plan));
+    stream.execute(&f.request()).expect("execute again");
+    pool.arm_and_sync(&ctx, &mut stream);
+    assert_eq!(counter.report().allocations, 2 * f.chunks());
     pool.assert_clean(&counter);
 }
 
@@ -532,19 +539,17 @@ fn registering_the_same_allocator_twice_keeps_one_allocator_and_frees_once() {
 #[test]
 fn one_allocator_on_two_streams_is_refused_until_the_first_is_synchronized() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
     let (desc, counter) = pool_desc(pool.clone());
     let mut a = Stream::new(&ctx, "stream-a");
     let mut b = Stream::new(&ctx, "stream-b");
     a.register_allocator(&desc).expect("a");
     b.register_allocator(&desc).expect("b");
-    a.execute(&net.request(&plan, &weights)).expect("a runs");
+    a.execute(&f.request()).expect("a runs");
     let before = counter.report();
     assert_eq!(
-        b.execute(&net.request(&plan, &weights)),
+        b.execute(&f.request()),
         Err(StreamError::AllocatorBusy {
             stream: a.id(),
             name: "stream-a".into()
@@ -556,54 +561,31 @@ fn one_allocator_on_two_streams_is_refused_until_the_first_is_synchronized() {
         "the refused execution took no block"
     );
     assert_eq!(b.pending_executions(), 0);
-    a.execute(&net.request(&plan, &weights))
-        .expect("a may keep going");
-    pool.arm(&ctx);
-    a.synchronize().expect("sync a");
-    let id = b
-        .execute(&net.request(&plan, &weights))
-        .expect("b after a synchronized");
-    pool.arm(&ctx);
-    b.synchronize().expect("sync b");
-    assert_close(
-        &b.result(id)
-            .and_then(|r| r.output_f32(net.out))
-            .expect("out"),
-        &net.expected(),
-    );
+    a.execute(&f.request()).expect("a may keep going");
+    pool.arm_and_sync(&ctx, &mut a);
+    let id = b.execute(&f.request()).expect("b after a synchronized");
+    pool.arm_and_sync(&ctx, &mut b);
+    f.net.assert_output(b.result(id));
     pool.assert_clean(&counter);
 }
 
 #[test]
 fn different_allocators_on_two_streams_run_at_once() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let (pool_a, pool_b) = (
-        Arc::new(Pool::new(&ctx, 1 << 16)),
-        Arc::new(Pool::new(&ctx, 1 << 16)),
-    );
-    let (desc_a, count_a) = pool_desc(pool_a.clone());
-    let (desc_b, count_b) = pool_desc(pool_b.clone());
-    let mut a = Stream::new(&ctx, "a");
-    let mut b = Stream::new(&ctx, "b");
-    a.register_allocator(&desc_a).expect("a");
-    b.register_allocator(&desc_b).expect("b");
-    let ia = a.execute(&net.request(&plan, &weights)).expect("a");
+    let f = fixture(&ctx, one_chunk_plan);
+    let (pool_a, pool_b) = (fresh_pool(&ctx), fresh_pool(&ctx));
+    let (mut a, count_a) = pooled_stream(&ctx, &pool_a, "a");
+    let (mut b, count_b) = pooled_stream(&ctx, &pool_b, "b");
+    let ia = a.execute(&f.request()).expect("a");
     let ib = b
-        .execute(&net.request(&plan, &weights))
+        .execute(&f.request())
         .expect("b while a is unsynchronized");
     pool_a.arm(&ctx);
     pool_b.arm(&ctx);
     b.synchronize().expect("sync b");
     a.synchronize().expect("sync a");
-    for out in [
-        a.result(ia).and_then(|r| r.output_f32(net.out)),
-        b.result(ib).and_then(|r| r.output_f32(net.out)),
-    ] {
-        assert_close(&out.expect("out"), &net.expected());
-    }
+    f.net.assert_output(a.result(ia));
+    f.net.assert_output(b.result(ib));
     pool_a.assert_clean(&count_a);
     pool_b.assert_clean(&count_b);
 }
@@ -614,19 +596,13 @@ fn different_allocators_on_two_streams_run_at_once() {
 #[test]
 fn a_failing_alloc_returns_the_blocks_already_taken_and_the_stream_stays_usable() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = multi_chunk_plan(&ctx, &net.graph);
+    let f = fixture(&ctx, multi_chunk_plan);
     let pool = Arc::new(Pool {
         fail_after: Some(1),
-        ..Pool::new(&ctx, 1 << 16)
+        ..Pool::new(&ctx, POOL_SIZE)
     });
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "failing");
-    stream.register_allocator(&desc).expect("register");
-    let error = stream
-        .execute(&net.request(&plan, &weights))
-        .expect_err("alloc fails");
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "failing");
+    let error = stream.execute(&f.request()).expect_err("alloc fails");
     match &error {
         StreamError::AllocFailed {
             buffer: 0,
@@ -648,38 +624,26 @@ fn a_failing_alloc_returns_the_blocks_already_taken_and_the_stream_stays_usable(
     // Never queued: the block goes back at once.
     pool.assert_balanced(&counter);
     // The stream still works with another allocator...
-    let (good, good_count) = pool_desc(Arc::new(Pool::new(&ctx, 1 << 16)));
+    let (good, good_count) = pool_desc(fresh_pool(&ctx));
     stream.register_allocator(&good).expect("register");
-    let id = stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
+    let id = stream.execute(&f.request()).expect("execute");
     stream.synchronize().expect("sync");
-    assert_close(
-        &stream
-            .result(id)
-            .and_then(|r| r.output_f32(net.out))
-            .expect("out"),
-        &net.expected(),
-    );
+    f.net.assert_output(stream.result(id));
     assert!(good_count.report().balanced());
 }
 
 #[test]
 fn an_address_smaller_than_the_request_is_refused_and_the_block_goes_back() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
+    let f = fixture(&ctx, one_chunk_plan);
     let pool = Arc::new(Pool {
         shrink: 4,
-        ..Pool::new(&ctx, 1 << 16)
+        ..Pool::new(&ctx, POOL_SIZE)
     });
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "short");
-    stream.register_allocator(&desc).expect("register");
-    let needed = plan.buffers[0].chunks[0].size.next_multiple_of(4);
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "short");
+    let needed = f.plan.buffers[0].chunks[0].size.next_multiple_of(4);
     assert_eq!(
-        stream.execute(&net.request(&plan, &weights)),
+        stream.execute(&f.request()),
         Err(StreamError::BlockTooSmall {
             buffer: 0,
             chunk: 0,
@@ -700,18 +664,14 @@ fn a_misaligned_address_is_refused_and_the_block_goes_back() {
         eprintln!("SKIPPED: storage offsets need no alignment beyond 4 on this device");
         return;
     }
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
+    let f = fixture(&ctx, one_chunk_plan);
     let pool = Arc::new(Pool {
         skew: 4,
-        ..Pool::new(&ctx, 1 << 16)
+        ..Pool::new(&ctx, POOL_SIZE)
     });
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "misaligned");
-    stream.register_allocator(&desc).expect("register");
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "misaligned");
     assert_eq!(
-        stream.execute(&net.request(&plan, &weights)),
+        stream.execute(&f.request()),
         Err(StreamError::MisalignedBlock {
             buffer: 0,
             chunk: 0,
@@ -726,25 +686,21 @@ fn a_misaligned_address_is_refused_and_the_block_goes_back() {
 #[test]
 fn an_address_past_its_buffer_end_is_refused() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
+    let f = fixture(&ctx, one_chunk_plan);
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
     let pool = Arc::new(Pool {
         skew: alignment * 64,
-        ..Pool::new(&ctx, 1 << 16)
+        ..Pool::new(&ctx, POOL_SIZE)
     });
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "past-end");
-    stream.register_allocator(&desc).expect("register");
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "past-end");
     let bigger = BufferTypeDesc::new("big", alignment, 1 << 30).expect("type");
     // A chunk that nearly fills the pool: moved by 64 alignment units it ends past it.
-    let mut plan = plan.clone();
+    let mut plan = f.plan.clone();
     plan.buffers[0].buffer_type = bigger;
-    plan.buffers[0].chunks[0].size = (1 << 16) - 2 * alignment;
+    plan.buffers[0].chunks[0].size = POOL_SIZE - 2 * alignment;
     assert!(matches!(
-        stream.execute(&net.request(&plan, &weights)),
-        Err(StreamError::BlockPastBufferEnd { buffer_size, .. }) if buffer_size == 1 << 16
+        stream.execute(&f.net.request(&plan, &f.weights)),
+        Err(StreamError::BlockPastBufferEnd { buffer_size, .. }) if buffer_size == POOL_SIZE
     ));
     // Never queued: the block goes back at once.
     pool.assert_balanced(&counter);
@@ -753,28 +709,21 @@ fn an_address_past_its_buffer_end_is_refused() {
 #[test]
 fn a_refused_input_after_allocation_returns_the_blocks_and_the_stream_stays_usable() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "bad-input");
-    stream.register_allocator(&desc).expect("register");
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "bad-input");
     let short = [1.0f32; 3];
-    let bad = ExecuteRequest::new(&net.graph, &plan)
-        .input_f32(net.x, &short)
-        .layer(&weights.0, &weights.1);
+    let bad = ExecuteRequest::new(&f.net.graph, &f.plan)
+        .input_f32(f.net.x, &short)
+        .layer(&f.weights.0, &f.weights.1);
     pool.arm(&ctx);
     assert!(matches!(
         stream.execute(&bad),
         Err(StreamError::Exec(ExecError::WrongDataSize { got: 12, .. }))
     ));
     pool.assert_clean(&counter);
-    let id = stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
-    pool.arm(&ctx);
-    stream.synchronize().expect("sync");
+    let id = stream.execute(&f.request()).expect("execute");
+    pool.arm_and_sync(&ctx, &mut stream);
     assert!(stream.result(id).is_some());
     pool.assert_clean(&counter);
 }
@@ -782,37 +731,47 @@ fn a_refused_input_after_allocation_returns_the_blocks_and_the_stream_stays_usab
 #[test]
 fn dropping_a_stream_with_unsynchronized_work_waits_then_frees() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = multi_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let f = fixture(&ctx, multi_chunk_plan);
+    let pool = fresh_pool(&ctx);
     let (desc, counter) = pool_desc(pool.clone());
     let mut stream = Stream::new(&ctx, "dropped");
     stream.register_allocator(&desc).expect("register");
-    stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
-    stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
+    stream.execute(&f.request()).expect("execute");
+    stream.execute(&f.request()).expect("execute");
     pool.arm(&ctx);
     assert_eq!(counter.report().frees, 0);
     drop(stream);
-    assert_eq!(counter.report().allocations, 2 * chunks(&plan));
+    assert_eq!(counter.report().allocations, 2 * f.chunks());
     pool.assert_clean(&counter);
     // Its allocator is free for another stream now.
     let mut other = Stream::new(&ctx, "after");
     other.register_allocator(&desc).expect("register");
-    other
-        .execute(&net.request(&plan, &weights))
-        .expect("no longer busy");
-    pool.arm(&ctx);
-    other.synchronize().expect("sync");
+    other.execute(&f.request()).expect("no longer busy");
+    pool.arm_and_sync(&ctx, &mut other);
     pool.assert_clean(&counter);
 }
 
 // ---------------------------------------------------------------------------------
 // Regions: tensors bound inside a larger buffer at a base offset.
+
+/// A storage buffer of `size` bytes owned by the test, not by any planned memory.
+fn big_buffer(ctx: &GpuContext, size: u64) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("big"),
+        size,
+        usage: STORAGE_USAGE,
+        mapped_at_creation: false,
+    })
+}
+
+/// Planned memory of one buffer with one chunk: `size` bytes of `buffer` at `offset`.
+fn one_region(buffer: wgpu::Buffer, offset: u64, size: u64) -> PlannedMemory {
+    PlannedMemory::from_regions(vec![vec![Region {
+        buffer,
+        offset,
+        size,
+    }]])
+}
 
 #[test]
 fn tensors_of_a_region_live_at_the_region_base_plus_their_offset() {
@@ -821,17 +780,8 @@ fn tensors_of_a_region_live_at_the_region_base_plus_their_offset() {
     let plan = one_chunk_plan(&ctx, &net.graph);
     let base = 4 * u64::from(ctx.limits.min_storage_buffer_offset_alignment);
     let size = plan.buffers[0].chunks[0].size.next_multiple_of(4);
-    let big = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("big"),
-        size: base + size,
-        usage: STORAGE_USAGE,
-        mapped_at_creation: false,
-    });
-    let memory = PlannedMemory::from_regions(vec![vec![Region {
-        buffer: big.clone(),
-        offset: base,
-        size,
-    }]]);
+    let big = big_buffer(&ctx, base + size);
+    let memory = one_region(big.clone(), base, size);
     assert_eq!(
         memory.region(BufferId(0), 0).map(|r| (r.1, r.2)),
         Some((base, size))
@@ -858,18 +808,8 @@ fn a_tensor_past_its_region_is_refused() {
     let ctx = require_gpu!();
     let net = net();
     let plan = one_chunk_plan(&ctx, &net.graph);
-    let big = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("big"),
-        size: 1 << 16,
-        usage: STORAGE_USAGE,
-        mapped_at_creation: false,
-    });
     // A region shorter than the chunk, inside a buffer that would be long enough.
-    let memory = PlannedMemory::from_regions(vec![vec![Region {
-        buffer: big,
-        offset: 0,
-        size: 64,
-    }]]);
+    let memory = one_region(big_buffer(&ctx, 1 << 16), 0, 64);
     let tensors = TensorMemory::single(&plan, &memory);
     let far = net
         .graph
@@ -919,16 +859,13 @@ fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
     values.insert(model.tokens, TensorData::U32(tokens.clone()));
     let plan = one_chunk_plan(&ctx, graph);
     let pool = Arc::new(Pool::new(&ctx, plan.total_size() * 2 + (1 << 12)));
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "gpt");
-    stream.register_allocator(&desc).expect("register");
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "gpt");
     let request = ExecuteRequest::new(graph, &plan)
         .input(model.tokens, bytemuck::cast_slice(&tokens))
         .layer(&weight_plan, &weight_memory)
         .read_back(model.logits);
     let id = stream.execute(&request).expect("execute");
-    pool.arm(&ctx);
-    stream.synchronize().expect("sync");
+    pool.arm_and_sync(&ctx, &mut stream);
     let cpu = cpu_ref::evaluate(graph, &values).expect("cpu");
     let cpu = cpu[model.logits.index()]
         .as_ref()
@@ -938,13 +875,7 @@ fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
         .result(id)
         .and_then(|r| r.output_f32(model.logits))
         .expect("logits");
-    assert_eq!(gpu.len(), cpu.len());
-    for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
-        assert!(
-            (g - c).abs() <= 1e-3 * (1.0 + c.abs()),
-            "logit {i}: gpu {g} cpu {c}"
-        );
-    }
+    assert_close_within(&gpu, cpu, 1e-3, "logit");
     pool.assert_clean(&counter);
     eprintln!(
         "gpt on a stream: {} nodes, {} activation bytes in {} pool block(s), weights {} B",
@@ -961,10 +892,8 @@ fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
 #[test]
 fn a_panicking_alloc_callback_does_not_leave_the_allocator_claimed() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
     let panic_once = Arc::new(AtomicBool::new(true));
     let armed = panic_once.clone();
     let (desc, counter) = AllocatorDesc::new()
@@ -980,32 +909,24 @@ fn a_panicking_alloc_callback_does_not_leave_the_allocator_claimed() {
     let mut b = Stream::new(&ctx, "after-panic");
     a.register_allocator(&desc).expect("a");
     b.register_allocator(&desc).expect("b");
-    let request = net.request(&plan, &weights);
+    let request = f.request();
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.execute(&request)));
     assert!(unwound.is_err(), "the callback panicked");
     assert_eq!(a.pending_executions(), 0);
     // `a` has nothing to synchronize, so only the unwinding could let the claim go.
     let id = b
-        .execute(&net.request(&plan, &weights))
+        .execute(&f.request())
         .expect("the allocator is free again");
-    pool.arm(&ctx);
-    b.synchronize().expect("sync b");
-    assert_close(
-        &b.result(id)
-            .and_then(|r| r.output_f32(net.out))
-            .expect("out"),
-        &net.expected(),
-    );
+    pool.arm_and_sync(&ctx, &mut b);
+    f.net.assert_output(b.result(id));
     pool.assert_clean(&counter);
 }
 
 #[test]
 fn an_address_whose_reported_size_runs_past_its_buffer_is_refused() {
     let ctx = require_gpu!();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = fresh_pool(&ctx);
     let (desc, counter) = AllocatorDesc::new()
         .object(pool.clone())
         .alloc(|p: &Pool, r| p.alloc(r))
@@ -1020,28 +941,15 @@ fn an_address_whose_reported_size_runs_past_its_buffer_is_refused() {
     let mut stream = Stream::new(&ctx, "oversized-address");
     stream.register_allocator(&desc).expect("register");
     assert!(matches!(
-        stream.execute(&net.request(&plan, &weights)),
+        stream.execute(&f.request()),
         Err(StreamError::BlockPastBufferEnd { buffer_size, size, offset, .. })
-            if buffer_size == 1 << 16 && offset + size > buffer_size
+            if buffer_size == POOL_SIZE && offset + size > buffer_size
     ));
     pool.assert_balanced(&counter);
 }
 
 // ---------------------------------------------------------------------------------
 // wgpu's own refusals come back as errors (error scopes), never as wgpu's panic.
-
-/// Two devices on one adapter of one wgpu instance (a buffer of another instance is
-/// an id wgpu-core cannot look up and panics inside wgpu, out of any scope's reach).
-fn two_devices_of_one_adapter() -> (GpuContext, GpuContext) {
-    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
-    desc.backends = wgalloc::device::backends_from_env();
-    let instance = wgpu::Instance::new(desc);
-    let adapter =
-        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-            .expect("an adapter");
-    let device = || GpuContext::from_adapter(&adapter).expect("a device");
-    (device(), device())
-}
 
 #[test]
 fn reading_back_a_tensor_in_a_buffer_without_copy_src_is_a_typed_error_and_nothing_leaks() {
@@ -1055,12 +963,14 @@ fn reading_back_a_tensor_in_a_buffer_without_copy_src_is_a_typed_error_and_nothi
     TensorMemory::single(&weight_plan, &memory)
         .write_f32(&ctx, &net.graph, net.w, &net.w_values)
         .expect("upload w");
-    let weights = (weight_plan, memory);
-    let pool = Arc::new(Pool::new(&ctx, 1 << 16));
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "no-copy-src");
-    stream.register_allocator(&desc).expect("register");
-    let request = net.request(&plan, &weights).read_back(net.w);
+    let f = Fixture {
+        net,
+        weights: (weight_plan, memory),
+        plan,
+    };
+    let pool = fresh_pool(&ctx);
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "no-copy-src");
+    let request = f.request().read_back(f.net.w);
     pool.arm(&ctx);
     match stream.execute(&request) {
         Err(StreamError::Device(wgalloc::device::DeviceError::Validation { message })) => {
@@ -1070,34 +980,21 @@ fn reading_back_a_tensor_in_a_buffer_without_copy_src_is_a_typed_error_and_nothi
     }
     pool.assert_clean(&counter);
     // The stream and the device are still usable.
-    let id = stream
-        .execute(&net.request(&plan, &weights))
-        .expect("execute");
-    pool.arm(&ctx);
-    stream.synchronize().expect("sync");
-    assert_close(
-        &stream
-            .result(id)
-            .and_then(|r| r.output_f32(net.out))
-            .expect("out"),
-        &net.expected(),
-    );
+    let id = stream.execute(&f.request()).expect("execute");
+    pool.arm_and_sync(&ctx, &mut stream);
+    f.net.assert_output(stream.result(id));
     pool.assert_clean(&counter);
 }
 
 #[test]
 fn an_address_in_a_buffer_of_another_device_is_a_typed_error_and_nothing_leaks() {
     let _ = require_gpu!();
-    let (ctx, other) = two_devices_of_one_adapter();
-    let net = net();
-    let weights = net.weights(&ctx);
-    let plan = one_chunk_plan(&ctx, &net.graph);
-    let pool = Arc::new(Pool::new(&other, 1 << 16));
-    let (desc, counter) = pool_desc(pool.clone());
-    let mut stream = Stream::new(&ctx, "other-device");
-    stream.register_allocator(&desc).expect("register");
+    let (ctx, other) = common::two_devices_of_one_adapter();
+    let f = fixture(&ctx, one_chunk_plan);
+    let pool = Arc::new(Pool::new(&other, POOL_SIZE));
+    let (mut stream, counter) = pooled_stream(&ctx, &pool, "other-device");
     let error = stream
-        .execute(&net.request(&plan, &weights))
+        .execute(&f.request())
         .expect_err("a block of another device");
     assert!(
         matches!(error, StreamError::Exec(_) | StreamError::Device(_)),
@@ -1105,7 +1002,7 @@ fn an_address_in_a_buffer_of_another_device_is_a_typed_error_and_nothing_leaks()
     );
     pool.assert_balanced(&counter);
     // Without inputs to write, the refusal comes from binding the block.
-    let no_inputs = ExecuteRequest::new(&net.graph, &plan).layer(&weights.0, &weights.1);
+    let no_inputs = ExecuteRequest::new(&f.net.graph, &f.plan).layer(&f.weights.0, &f.weights.1);
     assert!(stream.execute(&no_inputs).is_err());
     pool.assert_balanced(&counter);
 }

@@ -48,3 +48,19 @@ macro_rules! require_gpu {
         }
     };
 }
+
+/// Two devices on one adapter of one wgpu instance (a buffer of another instance is
+/// an id wgpu-core cannot look up and panics inside wgpu, out of any scope's reach).
+///
+/// # Panics
+/// When no adapter or device can be opened.
+pub fn two_devices_of_one_adapter() -> (GpuContext, GpuContext) {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+    desc.backends = wgalloc::device::backends_from_env();
+    let instance = wgpu::Instance::new(desc);
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .expect("an adapter");
+    let device = || GpuContext::from_adapter(&adapter).expect("a device");
+    (device(), device())
+}
