@@ -8,7 +8,8 @@ use wgalloc::graph::synthetic::{random_graph, transformer};
 use wgalloc::graph::{read_trace, Graph, Role};
 use wgalloc::plan::offline::{plan_graph_offline_n, Budget, Strategy};
 use wgalloc::plan::{
-    graph_leaves, lower_bounds, plan_graph, BufferId, BufferTypeDesc, GraphAllocator, PlanError,
+    graph_leaves, lower_bounds, plan_graph, BufferId, BufferTypeDesc, GraphAllocator, Plan,
+    PlanError,
 };
 
 fn buft(name: &str, alignment: u64, max_size: u64) -> BufferTypeDesc {
@@ -26,6 +27,44 @@ fn ids(len: usize, count: usize, seed: u64) -> Vec<usize> {
             (x % count as u64) as usize
         })
         .collect()
+}
+
+/// Random buffer ids below `count` for the graph's nodes (seeded by `node_seed`) and
+/// for its leaves (`leaf_seed`).
+fn node_and_leaf_ids(
+    graph: &Graph,
+    count: usize,
+    node_seed: u64,
+    leaf_seed: u64,
+) -> (Vec<usize>, Vec<usize>) {
+    (
+        ids(graph.nodes.len(), count, node_seed),
+        ids(graph_leaves(graph).len(), count, leaf_seed),
+    )
+}
+
+/// `plan_graph_offline_n` with the default search budget.
+fn plan_n(
+    graph: &Graph,
+    types: &[BufferTypeDesc],
+    nodes: &[usize],
+    leaves: &[usize],
+    strategy: Strategy,
+) -> Result<Plan, PlanError> {
+    plan_graph_offline_n(graph, types, nodes, leaves, strategy, &Budget::default())
+}
+
+/// [`plan_n`] that must succeed, checked with `Plan::verify`.
+fn verified_plan_n(
+    graph: &Graph,
+    types: &[BufferTypeDesc],
+    nodes: &[usize],
+    leaves: &[usize],
+    strategy: Strategy,
+) -> Plan {
+    let plan = plan_n(graph, types, nodes, leaves, strategy).expect("plans");
+    plan.verify(graph).expect("verifies");
+    plan
 }
 
 /// The buffer each planned tensor was asked for (a view: its root's).
@@ -49,20 +88,10 @@ fn every_tensor_lands_in_its_buffer_with_that_buffers_alignment() {
     ];
     for seed in 0..40u64 {
         let graph = random_graph(seed, 40).expect("graph");
-        let nodes = ids(graph.nodes.len(), types.len(), seed * 7 + 1);
-        let leaves = ids(graph_leaves(&graph).len(), types.len(), seed * 11 + 3);
+        let (nodes, leaves) = node_and_leaf_ids(&graph, types.len(), seed * 7 + 1, seed * 11 + 3);
         let want = wanted_buffer(&graph, &nodes, &leaves);
         for strategy in [Strategy::GreedySize, Strategy::Best] {
-            let plan = plan_graph_offline_n(
-                &graph,
-                &types,
-                &nodes,
-                &leaves,
-                strategy,
-                &Budget::default(),
-            )
-            .expect("plans");
-            plan.verify(&graph).expect("verifies");
+            let plan = verified_plan_n(&graph, &types, &nodes, &leaves, strategy);
             for t in &graph.tensors {
                 let Some(root) = graph.root_of(t.id) else {
                     continue;
@@ -87,18 +116,8 @@ fn every_tensor_lands_in_its_buffer_with_that_buffers_alignment() {
 fn in_place_outputs_stay_within_one_buffer() {
     let graph = transformer(120).expect("graph");
     let types = [buft("a", 32, 1 << 30), buft("b", 64, 1 << 30)];
-    let nodes = ids(graph.nodes.len(), 2, 5);
-    let leaves = ids(graph_leaves(&graph).len(), 2, 9);
-    let plan = plan_graph_offline_n(
-        &graph,
-        &types,
-        &nodes,
-        &leaves,
-        Strategy::Best,
-        &Budget::default(),
-    )
-    .expect("plans");
-    plan.verify(&graph).expect("verifies");
+    let (nodes, leaves) = node_and_leaf_ids(&graph, 2, 5, 9);
+    let plan = verified_plan_n(&graph, &types, &nodes, &leaves, Strategy::Best);
     for &(out, input) in &plan.inplace {
         let (o, i) = (plan.placement(out), plan.placement(input));
         assert_eq!(
@@ -114,18 +133,8 @@ fn a_repeated_buffer_type_shares_the_first_buffers_memory() {
     let graph = transformer(60).expect("graph");
     let gpu = buft("gpu", 32, 1 << 30);
     let types = [gpu.clone(), gpu.clone()];
-    let nodes = ids(graph.nodes.len(), 2, 3);
-    let leaves = ids(graph_leaves(&graph).len(), 2, 4);
-    let shared = plan_graph_offline_n(
-        &graph,
-        &types,
-        &nodes,
-        &leaves,
-        Strategy::Best,
-        &Budget::default(),
-    )
-    .expect("plans");
-    shared.verify(&graph).expect("verifies");
+    let (nodes, leaves) = node_and_leaf_ids(&graph, 2, 3, 4);
+    let shared = verified_plan_n(&graph, &types, &nodes, &leaves, Strategy::Best);
     assert_eq!(shared.buffers[1].same_as, Some(BufferId(0)));
     assert!(shared.buffers[1].chunks.is_empty());
     assert!(shared
@@ -134,13 +143,12 @@ fn a_repeated_buffer_type_shares_the_first_buffers_memory() {
         .flatten()
         .all(|p| p.buffer == BufferId(0)));
     // Sharing one memory is the single-buffer plan.
-    let single = plan_graph_offline_n(
+    let single = plan_n(
         &graph,
         &types[..1],
         &vec![0; nodes.len()],
         &vec![0; leaves.len()],
         Strategy::Best,
-        &Budget::default(),
     )
     .expect("plans");
     assert_eq!(shared.total_size(), single.total_size());
@@ -158,18 +166,8 @@ fn each_buffer_is_chunked_by_its_own_max_size() {
         .expect("tensors");
     let small = largest.div_ceil(32) * 32; // one tensor per chunk at most
     let types = [buft("small", 32, small), buft("big", 32, 1 << 30)];
-    let nodes = ids(graph.nodes.len(), 2, 21);
-    let leaves = ids(graph_leaves(&graph).len(), 2, 22);
-    let plan = plan_graph_offline_n(
-        &graph,
-        &types,
-        &nodes,
-        &leaves,
-        Strategy::Best,
-        &Budget::default(),
-    )
-    .expect("plans");
-    plan.verify(&graph).expect("verifies");
+    let (nodes, leaves) = node_and_leaf_ids(&graph, 2, 21, 22);
+    let plan = verified_plan_n(&graph, &types, &nodes, &leaves, Strategy::Best);
     assert!(plan.buffers[0].chunks.iter().all(|c| c.size <= small));
     assert!(
         plan.buffers[0].chunks.len() > 1,
@@ -186,14 +184,7 @@ fn wrong_id_lists_are_typed_errors() {
     let nodes = vec![0; graph.nodes.len()];
     let short = &nodes[1..];
     assert!(matches!(
-        plan_graph_offline_n(
-            &graph,
-            &types,
-            short,
-            &leaves,
-            Strategy::Best,
-            &Budget::default()
-        ),
+        plan_n(&graph, &types, short, &leaves, Strategy::Best),
         Err(PlanError::BufferIdCount {
             what: "node_buffer_ids",
             ..
@@ -202,28 +193,14 @@ fn wrong_id_lists_are_typed_errors() {
     let mut past = nodes.clone();
     past[0] = 1;
     assert!(matches!(
-        plan_graph_offline_n(
-            &graph,
-            &types,
-            &past,
-            &leaves,
-            Strategy::Best,
-            &Budget::default()
-        ),
+        plan_n(&graph, &types, &past, &leaves, Strategy::Best),
         Err(PlanError::UnknownBuffer {
             buffer: 1,
             count: 1
         })
     ));
     assert!(matches!(
-        plan_graph_offline_n(
-            &graph,
-            &[],
-            &nodes,
-            &leaves,
-            Strategy::Best,
-            &Budget::default()
-        ),
+        plan_n(&graph, &[], &nodes, &leaves, Strategy::Best),
         Err(PlanError::UnknownBuffer { .. })
     ));
 }
@@ -252,8 +229,7 @@ fn graph_allocator_with_an_offline_strategy_reserves_at_the_bound_and_reuses() {
 fn graph_allocator_reserve_n_with_an_offline_strategy_keeps_buffer_ids() {
     let graph = transformer(50).expect("graph");
     let types = vec![buft("a", 32, 1 << 30), buft("b", 128, 1 << 30)];
-    let nodes = ids(graph.nodes.len(), 2, 77);
-    let leaves = ids(graph_leaves(&graph).len(), 2, 78);
+    let (nodes, leaves) = node_and_leaf_ids(&graph, 2, 77, 78);
     let mut galloc =
         GraphAllocator::with_strategy(types.clone(), Strategy::GreedySize, Budget::default());
     galloc.reserve_n(&graph, &nodes, &leaves).expect("reserves");
