@@ -8,14 +8,17 @@
 //! WGPU_BACKEND=vulkan cargo run --example prepack_speed -- 15
 //! ```
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+#[path = "../tests/common/product.rs"]
+mod product;
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, DEFAULT_USAGE};
-use wgalloc::exec::{Executor, TensorMemory};
-use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
-use wgalloc::plan::{alloc_ctx_tensors, plan_graph};
-use wgalloc::prepack::{bind_packed_weights, pack_matmul_weights, PrepackedWeightCache};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use product::{product, Prepared, Product};
+use wgalloc::device::GpuContext;
+use wgalloc::exec::Executor;
+use wgalloc::graph::{Graph, TensorId};
+use wgalloc::prepack::PrepackedWeightCache;
 
 fn values(len: u64) -> Vec<f32> {
     (0..len)
@@ -23,7 +26,8 @@ fn values(len: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Median time of `runs` runs of `graph` (the weight packed into `cache` if given).
+/// Median time of `runs` runs of `graph` (the weight packed into `cache` if given),
+/// and the time packing and uploading took.
 fn time_runs(
     ctx: &GpuContext,
     graph: &Graph,
@@ -31,47 +35,19 @@ fn time_runs(
     cache: Option<&PrepackedWeightCache>,
     runs: usize,
 ) -> Result<(Duration, Duration), wgalloc::Error> {
-    let storage = ctx.buffer_types()?.storage.desc;
-    let started = Instant::now();
-    let (graph, layer) = match cache {
-        Some(cache) => {
-            let packed = pack_matmul_weights(graph)?;
-            let get = |id: TensorId| inputs.get(&id).cloned();
-            let (layer, _) = bind_packed_weights(ctx, cache, &packed, &get)?;
-            (packed.graph, Some(layer))
-        }
-        None => (graph.clone(), None),
-    };
-    let prepare = started.elapsed();
-    let plan = plan_graph(&graph, &storage)?;
-    let activations = allocate_plan(ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
-    let read: Vec<TensorId> = inputs
-        .keys()
-        .copied()
-        .filter(|&id| graph.nodes.iter().any(|n| n.inputs.contains(&id)) && !graph.is_planned(id))
-        .collect();
-    let weight_plan = alloc_ctx_tensors(&graph, &read, &storage)?;
-    let weights = allocate_plan(ctx, &weight_plan, DEFAULT_USAGE, &WgpuAllocator)?;
-    let mut memory = TensorMemory::single(&plan, &activations).with_layer(&weight_plan, &weights);
-    if let Some(layer) = &layer {
-        memory = memory.with_layer(layer.plan(), layer.memory());
-    }
-    for (&id, v) in inputs {
-        if graph.is_planned(id) || read.contains(&id) {
-            memory.write_f32(ctx, &graph, id, v)?;
-        }
-    }
+    let prepared = Prepared::new(ctx, graph, inputs, cache)?;
+    let memory = prepared.memory();
     let mut executor = Executor::new(ctx);
-    executor.run(&graph, &memory)?; // pipelines and bind groups
+    executor.run(prepared.graph(), &memory)?; // pipelines and bind groups
     let mut times: Vec<Duration> = (0..runs)
         .map(|_| {
             executor
-                .run(&graph, &memory)
+                .run(prepared.graph(), &memory)
                 .map(|r| r.gpu_time.unwrap_or(r.wait_time))
         })
         .collect::<Result<_, _>>()?;
     times.sort();
-    Ok((times[times.len() / 2], prepare))
+    Ok((times[times.len() / 2], prepared.prepare))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -104,17 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (100, 300, 500),
     ] {
         for transposed in [false, true] {
-            let mut b = GraphBuilder::new("product");
-            let x = b.input("x", DType::F32, &[m, k]);
-            let (op, shape) = if transposed {
-                ("matmul_bt", [n, k])
-            } else {
-                ("matmul", [k, n])
-            };
-            let w = b.weight("w", DType::F32, &shape);
-            let y = b.node(op, &[x, w], &[m, n], false);
-            b.mark_output(y);
-            let graph = b.build()?;
+            let Product { graph, x, w, .. } = product(m, k, n, transposed)?;
             let inputs = HashMap::from([(x, values(m * k)), (w, values(k * n))]);
             let cache = PrepackedWeightCache::default();
             let (plain, _) = time_runs(&ctx, &graph, &inputs, None, runs)?;

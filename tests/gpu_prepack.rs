@@ -8,20 +8,22 @@
 //! `WGALLOC_REQUIRE_GPU=1`, where it fails.
 
 mod common;
+#[path = "common/product.rs"]
+mod product;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use product::{product, Prepared, Product};
 use wgalloc::device::{
-    allocate_plan, AllocatorReport, BufferAllocator, ChunkRequest, CountingAllocator, DeviceError,
-    GpuContext, WgpuAllocator, DEFAULT_USAGE,
+    AllocatorReport, BufferAllocator, ChunkRequest, CountingAllocator, DeviceError, GpuContext,
+    WgpuAllocator, DEFAULT_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
-use wgalloc::exec::{Executor, TensorMemory};
+use wgalloc::exec::Executor;
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::ModelConfig;
-use wgalloc::plan::{alloc_ctx_tensors, plan_graph};
 use wgalloc::prepack::{
     bind_packed_weights, layout, pack_matmul_weights, BSource, PackFormat, PackedBuffer,
     PrepackError, PrepackKey, PrepackedModel, PrepackedWeightCache, StoreOutcome,
@@ -105,36 +107,10 @@ fn run_on_gpu(
     out: TensorId,
     cache: Option<&PrepackedWeightCache>,
 ) -> Result<Vec<f32>, wgalloc::Error> {
-    let storage = ctx.buffer_types()?.storage.desc;
-    let (graph, layer) = match cache {
-        Some(cache) => {
-            let packed = pack_matmul_weights(graph)?;
-            let get = |id: TensorId| values.get(&id).cloned();
-            let (layer, _) = bind_packed_weights(ctx, cache, &packed, &get)?;
-            (packed.graph, Some(layer))
-        }
-        None => (graph.clone(), None),
-    };
-    let plan = plan_graph(&graph, &storage)?;
-    let activations = allocate_plan(ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
-    let weights: Vec<TensorId> = graph
-        .tensors
-        .iter()
-        .filter(|t| t.role == wgalloc::graph::Role::Weight && values.contains_key(&t.id))
-        .map(|t| t.id)
-        .collect();
-    let weight_plan = alloc_ctx_tensors(&graph, &weights, &storage)?;
-    let weight_memory = allocate_plan(ctx, &weight_plan, DEFAULT_USAGE, &WgpuAllocator)?;
-    let mut memory =
-        TensorMemory::single(&plan, &activations).with_layer(&weight_plan, &weight_memory);
-    if let Some(layer) = &layer {
-        memory = memory.with_layer(layer.plan(), layer.memory());
-    }
-    for (&id, v) in values {
-        memory.write_f32(ctx, &graph, id, v)?;
-    }
-    Executor::new(ctx).run(&graph, &memory)?;
-    Ok(memory.read_f32(ctx, &graph, out)?)
+    let prepared = Prepared::new(ctx, graph, values, cache)?;
+    let memory = prepared.memory();
+    Executor::new(ctx).run(prepared.graph(), &memory)?;
+    Ok(memory.read_f32(ctx, prepared.graph(), out)?)
 }
 
 /// `y = x · W` (or `x · Wᵀ`), W a weight, and its input values.
@@ -144,17 +120,7 @@ fn product_graph(
     n: u64,
     transposed: bool,
 ) -> (Graph, HashMap<TensorId, Vec<f32>>, TensorId) {
-    let mut b = GraphBuilder::new("product");
-    let x = b.input("x", DType::F32, &[m, k]);
-    let (op, shape) = if transposed {
-        ("matmul_bt", [n, k])
-    } else {
-        ("matmul", [k, n])
-    };
-    let w = b.weight("w", DType::F32, &shape);
-    let y = b.node(op, &[x, w], &[m, n], false);
-    b.mark_output(y);
-    let graph = b.build().expect("valid");
+    let Product { graph, x, w, y } = product(m, k, n, transposed).expect("valid");
     let values = HashMap::from([(x, ramp(m * k, 1)), (w, ramp(k * n, 2))]);
     (graph, values, y)
 }
@@ -465,14 +431,7 @@ fn dropping_the_cache_frees_everything_once() {
 }
 
 fn tiny() -> ModelConfig {
-    ModelConfig {
-        layers: 2,
-        width: 32,
-        heads: 2,
-        seq: 16,
-        vocab: 50,
-        seed: 3,
-    }
+    common::tiny_model(2)
 }
 
 #[test]

@@ -834,12 +834,9 @@ fn a_tensor_past_its_region_is_refused() {
 fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
     let ctx = require_gpu!();
     let config = ModelConfig {
-        layers: 1,
-        width: 32,
-        heads: 2,
         seq: 8,
-        vocab: 50,
         seed: 7,
+        ..common::tiny_model(1)
     };
     let model = build_gpt(&config).expect("model");
     let graph = &model.graph;

@@ -64,3 +64,16 @@ pub fn two_devices_of_one_adapter() -> (GpuContext, GpuContext) {
     let device = || GpuContext::from_adapter(&adapter).expect("a device");
     (device(), device())
 }
+
+/// A decoder small enough for a software adapter: `layers` layers of width 32, two
+/// heads, 16 positions, a 50-token vocabulary, seed 3.
+pub fn tiny_model(layers: u64) -> wgalloc::model::ModelConfig {
+    wgalloc::model::ModelConfig {
+        layers,
+        width: 32,
+        heads: 2,
+        seq: 16,
+        vocab: 50,
+        seed: 3,
+    }
+}
