@@ -5,14 +5,7 @@ mod common;
 use wgalloc::model::{ModelConfig, ModelSession, RunOptions};
 
 fn tiny() -> ModelConfig {
-    ModelConfig {
-        layers: 1,
-        width: 32,
-        heads: 2,
-        seq: 16,
-        vocab: 50,
-        seed: 3,
-    }
+    common::tiny_model(1)
 }
 
 #[test]
