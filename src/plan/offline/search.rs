@@ -32,7 +32,11 @@
 //!
 //! Several preorders (MiniMalloc's WAT, TAW and TWA) take turns, each with a work limit
 //! that doubles every round, so that a lucky order finds a solution early and a hard
-//! instance still gets a long run.
+//! instance still gets a long run. Each preorder's round is a depth-first turn and a
+//! limited-discrepancy turn ([`Lds`]) with half its work: depth-first search revises the
+//! last choices first and may never get back to a wrong early one; a pass that charges
+//! k discrepancies for the k-th candidate at a node, and allows a dozen on a path,
+//! revises choices at every depth (dsa E fits only thanks to it).
 
 mod memo;
 
