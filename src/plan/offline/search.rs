@@ -32,7 +32,11 @@
 //!
 //! Several preorders (MiniMalloc's WAT, TAW and TWA) take turns, each with a work limit
 //! that doubles every round, so that a lucky order finds a solution early and a hard
-//! instance still gets a long run.
+//! instance still gets a long run. Each preorder's round is a depth-first turn and a
+//! limited-discrepancy turn ([`Lds`]) with half its work: depth-first search revises the
+//! last choices first and may never get back to a wrong early one; a pass that charges
+//! k discrepancies for the k-th candidate at a node, and allows a dozen on a path,
+//! revises choices at every depth (dsa E fits only thanks to it).
 
 mod memo;
 
@@ -87,6 +91,8 @@ pub(crate) struct Stats {
 }
 
 /// The search over the given preorders, taking turns with a doubling work limit.
+/// Each preorder gets two turns per round: a depth-first turn (complete, so it can
+/// prove infeasibility) and a limited-discrepancy turn (see [`Lds`]).
 fn run(
     p: &Prepared,
     capacity: u64,
@@ -108,37 +114,184 @@ fn run(
     // About as many nodes as items in the first round.
     let n = p.items.len() as u64;
     let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
-    // One table per preorder, kept over the rounds: a state proven to fail in one
-    // round is skipped in the later, longer ones.
-    let mut tables: Vec<FailedStates> = preorders
+    // Per preorder, one table for each kind of turn, kept over the rounds: a state
+    // proven to fail in one round is skipped in the later, longer ones.
+    let mut turns: Vec<Turns> = preorders
         .iter()
-        .map(|_| FailedStates::for_items(p.items.len()))
+        .map(|_| Turns {
+            depth_first: FailedStates::for_items(p.items.len()),
+            lds: Lds::new(p.items.len()),
+        })
         .collect();
     loop {
-        for (order, failed) in preorders.iter().zip(tables.iter_mut()) {
-            let work = limit.min(left);
-            if work == 0 {
-                return (Found::Unknown, stats);
-            }
-            left -= work;
-            let hits_before = failed.hits;
-            let mut state = State::new(p, capacity, order, &overlaps, failed, work, deadline);
-            state.stack.extend_from_slice(&all);
-            let step = state.descend(0, all.len(), 0, 0);
-            stats.nodes += state.nodes;
-            stats.memo_hits += state.failed.hits - hits_before;
-            match step {
-                Step::Solved => {
-                    let peak = state.peak();
-                    return (Found::Plan(state.offsets, peak), stats);
+        for (order, turn) in preorders.iter().zip(turns.iter_mut()) {
+            for kind in [Kind::DepthFirst, Kind::Lds] {
+                // Limited-discrepancy turns get half the depth-first turns' work.
+                let share = match kind {
+                    Kind::DepthFirst => limit,
+                    Kind::Lds => (limit / 2).max(1),
+                };
+                let work = share.min(left);
+                if work == 0 {
+                    return (Found::Unknown, stats);
                 }
-                // Complete search with any order proves infeasibility.
-                Step::Failed => return (Found::Infeasible, stats),
-                Step::OutOfBudget if state.timed_out => return (Found::Unknown, stats),
-                Step::OutOfBudget => {}
+                left -= work;
+                let search = Search {
+                    p,
+                    capacity,
+                    order,
+                    overlaps: &overlaps,
+                    all: &all,
+                    deadline,
+                };
+                let (found, unused) = match kind {
+                    Kind::DepthFirst => search.depth_first(&mut turn.depth_first, work, &mut stats),
+                    Kind::Lds => turn.lds.turn(&search, work, &mut stats),
+                };
+                // Work a turn did not use goes back to the budget.
+                left += unused;
+                if let Some(found) = found {
+                    return (found, stats);
+                }
             }
         }
         limit = limit.saturating_mul(2);
+    }
+}
+
+/// The two kinds of turn each preorder takes per round.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    DepthFirst,
+    Lds,
+}
+
+/// One preorder's tables, kept between rounds.
+struct Turns {
+    /// Failed states of the depth-first turns.
+    depth_first: FailedStates,
+    /// The limited-discrepancy turns.
+    lds: Lds,
+}
+
+/// What every search pass over one preorder shares.
+struct Search<'a> {
+    p: &'a Prepared,
+    capacity: u64,
+    order: &'a [usize],
+    overlaps: &'a [Vec<u32>],
+    /// Every item, sorted by first section.
+    all: &'a [u32],
+    deadline: Option<Instant>,
+}
+
+impl Search<'_> {
+    /// One pass from the root with at most `discrepancies` on a path (`None`: plain
+    /// depth first), `work` units and the failed states in `failed`.
+    fn pass(
+        &self,
+        failed: &mut FailedStates,
+        discrepancies: Option<u64>,
+        work: u64,
+        stats: &mut Stats,
+    ) -> Pass {
+        let mut state = State::new(
+            self.p,
+            self.capacity,
+            self.order,
+            self.overlaps,
+            failed,
+            work,
+            self.deadline,
+        );
+        state.disc_left = discrepancies.unwrap_or(u64::MAX);
+        state.limited = discrepancies.is_some();
+        state.stack.extend_from_slice(self.all);
+        let step = state.descend(0, self.all.len(), 0, 0);
+        stats.nodes += state.nodes;
+        stats.memo_hits += state.failed.hits - state.hits_before;
+        let found = match step {
+            Step::Solved => Some(Found::Plan(state.offsets.clone(), state.peak())),
+            // A depth-first failure is a complete search: infeasible. (A limited pass
+            // proves nothing: its limit, or a state that failed under a limit before,
+            // may have cut the solution.)
+            Step::Failed if !state.limited => Some(Found::Infeasible),
+            Step::OutOfBudget if state.timed_out => Some(Found::Unknown),
+            Step::Failed | Step::OutOfBudget => None,
+        };
+        Pass {
+            found,
+            exhausted: matches!(step, Step::OutOfBudget),
+            work_left: state.work_left,
+        }
+    }
+
+    /// A depth-first turn: what it found (if anything final) and the work it left.
+    fn depth_first(
+        &self,
+        failed: &mut FailedStates,
+        work: u64,
+        stats: &mut Stats,
+    ) -> (Option<Found>, u64) {
+        let pass = self.pass(failed, None, work, stats);
+        (pass.found, pass.work_left)
+    }
+}
+
+/// The result of one [`Search::pass`].
+struct Pass {
+    /// A plan, proven infeasibility, or a timeout; `None` when the pass failed
+    /// within its discrepancy limit or ran out of work.
+    found: Option<Found>,
+    /// Whether the work limit stopped the pass.
+    exhausted: bool,
+    /// Work units left.
+    work_left: u64,
+}
+
+/// Limited-discrepancy search: at each node the k-th candidate tried (counting from
+/// 0) costs k discrepancies, and a pass allows at most `level` on a path. Depth-first
+/// search spends its work at the bottom of the tree, revising the last choices first;
+/// where an early choice is wrong (dsa E) it never gets back to it, while a pass with
+/// few discrepancies revises choices at every depth. The level rises by one after every
+/// pass, also after one the work limit cut short (the next round's limit is twice as
+/// large), so that the level and the work grow together. The passes search for a plan
+/// only: the depth-first turns prove infeasibility.
+struct Lds {
+    /// The discrepancies allowed in the next pass.
+    level: u64,
+    /// Failed states, keyed with the discrepancies left.
+    failed: FailedStates,
+}
+
+impl Lds {
+    fn new(items: usize) -> Lds {
+        Lds {
+            level: 0,
+            failed: FailedStates::for_items(items),
+        }
+    }
+
+    /// Passes at rising levels until `work` runs out: what was found (if anything
+    /// final) and the work left.
+    fn turn(
+        &mut self,
+        search: &Search<'_>,
+        mut work: u64,
+        stats: &mut Stats,
+    ) -> (Option<Found>, u64) {
+        while work > 0 {
+            let pass = search.pass(&mut self.failed, Some(self.level), work, stats);
+            if pass.found.is_some() {
+                return (pass.found, pass.work_left);
+            }
+            self.level += 1;
+            if pass.exhausted {
+                return (None, 0);
+            }
+            work = pass.work_left;
+        }
+        (None, 0)
     }
 }
 
@@ -202,6 +355,12 @@ struct State<'a> {
     overlaps: &'a [Vec<u32>],
     /// Per item: the highest top of the placed items live with it.
     floor: Vec<u64>,
+    /// The table's hit count when this search began.
+    hits_before: u64,
+    /// Discrepancies left: taking the k-th candidate tried at a node costs k.
+    disc_left: u64,
+    /// Whether discrepancies are limited (a limited-discrepancy pass).
+    limited: bool,
     /// Undo log of `floor` changes: (item, old floor).
     floor_log: Vec<(u32, u64)>,
     remaining: Vec<u64>,
@@ -280,6 +439,9 @@ impl<'a> State<'a> {
             twin,
             overlaps,
             floor: vec![0; p.items.len()],
+            hits_before: failed.hits,
+            disc_left: u64::MAX,
+            limited: false,
             floor_log: Vec::new(),
             remaining: p.live.clone(),
             placed: vec![false; p.items.len()],
@@ -393,12 +555,12 @@ impl<'a> State<'a> {
         // The same unplaced items with the same floors failed before at this offset
         // and rank or below: this node fails too.
         let rank = last_rank as u32;
-        if self.failed.known_to_fail(self.state, offset, rank) {
+        if self.failed.known_to_fail(self.key(), offset, rank) {
             return Step::Failed;
         }
         let step = self.expand(base, end, offset, last_rank, reach);
         if matches!(step, Step::Failed) {
-            self.failed.record(self.state, offset, rank);
+            self.failed.record(self.key(), offset, rank);
         }
         step
     }
@@ -461,6 +623,8 @@ impl<'a> State<'a> {
         }
         let mut step = Step::Failed;
         if fits {
+            // Discrepancies this node has charged: the k-th candidate tried costs k.
+            let mut tried = 0u64;
             self.cand[cand_base..].sort_unstable();
             for k in cand_base..self.cand.len() {
                 let (floor, rank, i) = self.cand[k];
@@ -471,9 +635,15 @@ impl<'a> State<'a> {
                 if self.twin[i].is_some_and(|t| !self.placed[t]) {
                     continue;
                 }
+                if tried > self.disc_left {
+                    break;
+                }
                 let mark = self.trail.len();
+                self.disc_left -= tried;
                 let hatless = self.put(i, floor);
                 let next = self.descend(base, end, floor, rank as usize);
+                self.disc_left += tried;
+                tried += 1;
                 if matches!(next, Step::Solved) {
                     step = next;
                     break;
@@ -490,6 +660,15 @@ impl<'a> State<'a> {
         }
         self.cand.truncate(cand_base);
         step
+    }
+
+    /// The failed-state key: the fingerprint, with the discrepancies left when limited.
+    fn key(&self) -> Fingerprint {
+        let mut key = self.state;
+        if self.limited {
+            key.add(seed(usize::MAX), self.disc_left);
+        }
+        key
     }
 
     /// Takes back every placement made since the trail had length `mark`.
@@ -754,6 +933,109 @@ mod brute {
                     .collect()
             })
             .collect()
+    }
+
+    /// One pass over the first preorder of `p` at `capacity`, with a fresh table.
+    fn one_pass(p: &Prepared, capacity: u64, discrepancies: Option<u64>) -> (Pass, Stats) {
+        let orders = preorders(p);
+        let overlaps = overlap_lists(p);
+        let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
+        all.sort_by_key(|&i| p.items[i as usize].a);
+        let search = Search {
+            p,
+            capacity,
+            order: &orders[0],
+            overlaps: &overlaps,
+            all: &all,
+            deadline: None,
+        };
+        let mut failed = FailedStates::for_items(p.items.len());
+        let mut stats = Stats::default();
+        let pass = search.pass(&mut failed, discrepancies, 1 << 40, &mut stats);
+        (pass, stats)
+    }
+
+    /// Panics unless `offsets` place every item of `p` within `capacity` with no two
+    /// live items overlapping.
+    fn assert_valid(p: &Prepared, offsets: &[u64], capacity: u64) {
+        for (i, x) in p.items.iter().enumerate() {
+            assert!(offsets[i] + x.size <= capacity);
+            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
+                let apart = offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i];
+                assert!(apart || x.b <= y.a || y.b <= x.a);
+            }
+        }
+    }
+
+    #[test]
+    fn a_pass_without_discrepancies_takes_only_first_candidates_and_proves_nothing() {
+        let mut stopped_short = 0;
+        for ranges in instances(500, 7, 8, 0x0dd_ba11_5eed_1234) {
+            let p = Prepared::new(&ranges, 1).expect("valid");
+            let cap = p.lower_bound;
+            let (greedy, stats) = one_pass(&p, cap, Some(0));
+            // One placement per node on a single path, plus the nodes that only split
+            // the open items into independent parts.
+            assert!(stats.nodes <= 2 * p.items.len() as u64 + 1, "{ranges:?}");
+            match greedy.found {
+                Some(Found::Plan(offsets, _)) => assert_valid(&p, &offsets, cap),
+                Some(other) => panic!("a limited pass reported {other:?}: {ranges:?}"),
+                None => {
+                    if fits(&p, cap) {
+                        stopped_short += 1;
+                    }
+                }
+            }
+        }
+        // Some feasible instances need a second choice somewhere: the limit bites.
+        assert!(stopped_short > 0);
+    }
+
+    #[test]
+    fn a_pass_with_a_level_above_any_path_cost_finds_what_depth_first_finds() {
+        for ranges in instances(500, 7, 8, 0xfeed_f00d_1357_9bdf) {
+            let p = Prepared::new(&ranges, 1).expect("valid");
+            // A path charges at most (candidates - 1) per placement.
+            let n = p.items.len() as u64;
+            for cap in p.lower_bound..p.lower_bound + 2 {
+                let (limited, _) = one_pass(&p, cap, Some(n * n));
+                let (depth_first, _) = one_pass(&p, cap, None);
+                match (limited.found, depth_first.found) {
+                    (Some(Found::Plan(a, _)), Some(Found::Plan(b, _))) => {
+                        assert_eq!(a, b, "{ranges:?} {cap}");
+                        assert_valid(&p, &a, cap);
+                    }
+                    (None, Some(Found::Infeasible)) => assert!(!fits(&p, cap)),
+                    other => panic!("{other:?}: {ranges:?} {cap}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn failed_states_under_a_discrepancy_limit_are_keyed_apart() {
+        let p = Prepared::new(
+            &[LiveRange {
+                start: 0,
+                end: 2,
+                size: 3,
+            }],
+            1,
+        )
+        .expect("valid");
+        let orders = preorders(&p);
+        let overlaps = overlap_lists(&p);
+        let mut failed = FailedStates::for_items(1);
+        let mut state = State::new(&p, 3, &orders[0], &overlaps, &mut failed, 10, None);
+        let complete = state.key();
+        state.limited = true;
+        state.disc_left = 2;
+        let two_left = state.key();
+        state.disc_left = 1;
+        let one_left = state.key();
+        assert_ne!(complete, two_left);
+        assert_ne!(complete, one_left);
+        assert_ne!(two_left, one_left);
     }
 
     /// Searches at the bound and two above it, checks each answer against brute force
