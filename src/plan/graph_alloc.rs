@@ -1,8 +1,10 @@
 //! [`GraphAllocator`]: ggml's graph allocator (`gallocr`) over plain buffer types, and
 //! the one-shot [`plan_graph`].
 
-use super::offline::{plan_graph_offline_n, Budget, Strategy};
-use super::walk::{canonical_buffers, graph_leaves, walk, Assignment, BufferChoice};
+use super::offline::{plan_checked_graph_offline_n, Budget, Strategy};
+use super::walk::{
+    canonical_buffers, check_buffer_ids, graph_leaves, walk, Assignment, BufferChoice,
+};
 use super::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan, PlanError};
 use crate::graph::{Graph, Lifetimes, Role, TensorId};
 
@@ -236,35 +238,21 @@ impl GraphAllocator {
     ) -> Result<(), PlanError> {
         let facts = graph.validated_facts()?;
         let leaves = graph_leaves(graph).len();
-        for (what, ids, expected) in [
-            ("node_buffer_ids", node_buffer_ids, graph.nodes.len()),
-            ("leaf_buffer_ids", leaf_buffer_ids, leaves),
-        ] {
-            if ids.len() != expected {
-                return Err(PlanError::BufferIdCount {
-                    what,
-                    got: ids.len(),
-                    expected,
-                });
-            }
-            let count = self.buffer_types.len();
-            if let Some(&buffer) = ids.iter().find(|&&b| b >= count) {
-                return Err(PlanError::UnknownBuffer { buffer, count });
-            }
-        }
-        if self.buffer_types.is_empty() && (leaves > 0 || !graph.nodes.is_empty()) {
-            return Err(PlanError::UnknownBuffer {
-                buffer: 0,
-                count: 0,
-            });
-        }
+        check_buffer_ids(
+            graph,
+            leaves,
+            node_buffer_ids,
+            leaf_buffer_ids,
+            self.buffer_types.len(),
+        )?;
         let Assignment {
             placements,
             inplace,
             chunks,
         } = match self.offline {
             Some((strategy, budget)) => {
-                let plan = plan_graph_offline_n(
+                // The graph and the ids were checked above.
+                let plan = plan_checked_graph_offline_n(
                     graph,
                     &self.buffer_types,
                     node_buffer_ids,

@@ -63,6 +63,46 @@ pub(crate) struct Assignment {
     pub chunks: Vec<Vec<ChunkPlan>>,
 }
 
+/// Checks `reserve_n`-style buffer ids: one per node and one per leaf (`leaves` of
+/// them), each below `buffers`, and at least one buffer when anything is to be placed.
+///
+/// # Errors
+/// [`PlanError::BufferIdCount`] for a list of the wrong length;
+/// [`PlanError::UnknownBuffer`] for an id past the buffer types.
+pub(crate) fn check_buffer_ids(
+    graph: &Graph,
+    leaves: usize,
+    node_buffer_ids: &[usize],
+    leaf_buffer_ids: &[usize],
+    buffers: usize,
+) -> Result<(), PlanError> {
+    for (what, ids, expected) in [
+        ("node_buffer_ids", node_buffer_ids, graph.nodes.len()),
+        ("leaf_buffer_ids", leaf_buffer_ids, leaves),
+    ] {
+        if ids.len() != expected {
+            return Err(PlanError::BufferIdCount {
+                what,
+                got: ids.len(),
+                expected,
+            });
+        }
+        if let Some(&buffer) = ids.iter().find(|&&b| b >= buffers) {
+            return Err(PlanError::UnknownBuffer {
+                buffer,
+                count: buffers,
+            });
+        }
+    }
+    if buffers == 0 && (leaves > 0 || !graph.nodes.is_empty()) {
+        return Err(PlanError::UnknownBuffer {
+            buffer: 0,
+            count: 0,
+        });
+    }
+    Ok(())
+}
+
 /// For every buffer id, the first buffer id with an equal buffer type.
 pub(crate) fn canonical_buffers(buffer_types: &[BufferTypeDesc]) -> Vec<usize> {
     (0..buffer_types.len())

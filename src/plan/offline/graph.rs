@@ -4,7 +4,7 @@
 
 use super::{plan_ranges_with, Budget, LiveRange, Strategy};
 use crate::graph::{Graph, Lifetimes, Role, TensorId};
-use crate::plan::walk::{canonical_buffers, graph_leaves};
+use crate::plan::walk::{canonical_buffers, check_buffer_ids, graph_leaves};
 use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan, PlanError};
 
 /// The memory a graph needs, as live ranges: one per group of tensors that share
@@ -250,29 +250,38 @@ pub fn plan_graph_offline_n(
     budget: &Budget,
 ) -> Result<Plan, PlanError> {
     graph.validate()?;
+    let leaves = graph_leaves(graph).len();
+    check_buffer_ids(
+        graph,
+        leaves,
+        node_buffer_ids,
+        leaf_buffer_ids,
+        buffer_types.len(),
+    )?;
+    plan_checked_graph_offline_n(
+        graph,
+        buffer_types,
+        node_buffer_ids,
+        leaf_buffer_ids,
+        strategy,
+        budget,
+    )
+}
+
+/// [`plan_graph_offline_n`] of a graph that validates, with ids that
+/// [`check_buffer_ids`] accepts (the graph allocator checks both itself first).
+///
+/// # Errors
+/// [`PlanError::SizeOverflow`].
+pub(crate) fn plan_checked_graph_offline_n(
+    graph: &Graph,
+    buffer_types: &[BufferTypeDesc],
+    node_buffer_ids: &[usize],
+    leaf_buffer_ids: &[usize],
+    strategy: Strategy,
+    budget: &Budget,
+) -> Result<Plan, PlanError> {
     let leaves = graph_leaves(graph);
-    for (what, ids, expected) in [
-        ("node_buffer_ids", node_buffer_ids, graph.nodes.len()),
-        ("leaf_buffer_ids", leaf_buffer_ids, leaves.len()),
-    ] {
-        if ids.len() != expected {
-            return Err(PlanError::BufferIdCount {
-                what,
-                got: ids.len(),
-                expected,
-            });
-        }
-        let count = buffer_types.len();
-        if let Some(&buffer) = ids.iter().find(|&&b| b >= count) {
-            return Err(PlanError::UnknownBuffer { buffer, count });
-        }
-    }
-    if buffer_types.is_empty() && (!leaves.is_empty() || !graph.nodes.is_empty()) {
-        return Err(PlanError::UnknownBuffer {
-            buffer: 0,
-            count: 0,
-        });
-    }
     let canonical = canonical_buffers(buffer_types);
     let mut buffer_of = vec![0usize; graph.tensors.len()];
     for (&leaf, &b) in leaves.iter().zip(leaf_buffer_ids) {

@@ -30,6 +30,7 @@ mod skyline;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+pub(crate) use graph::plan_checked_graph_offline_n;
 pub use graph::{
     graph_live_ranges, plan_graph_offline, plan_graph_offline_n, plan_graph_offline_with,
     GraphRanges,
