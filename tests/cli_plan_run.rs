@@ -79,6 +79,17 @@ fn plan_with_a_capacity_reports_whether_it_fits_and_exits_one_when_not() {
         .expect("runs");
     assert_eq!(tight.status.code(), Some(1), "{}", text(&tight));
     assert!(text(&tight).contains("DOES NOT FIT"), "{}", text(&tight));
+    // `--max-size` is a hard limit for a CSV: above it is an error naming the numbers.
+    let over = wgalloc()
+        .args(["plan", &csv, "--max-size", "1000000", "--time-limit", "0.5"])
+        .output()
+        .expect("runs");
+    assert_eq!(over.status.code(), Some(2), "{}", text(&over));
+    assert!(
+        text(&over).contains("more than the capacity of 1000000"),
+        "{}",
+        text(&over)
+    );
     let bad = wgalloc()
         .args(["plan", &csv, "--time-limit", "soon"])
         .output()

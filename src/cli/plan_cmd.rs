@@ -47,6 +47,7 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
             let plan = planner.plan_graph_limited(&graph, &buffer_type, &args.limits)?;
             let plan_seconds = started.elapsed().as_secs_f64();
             let verified = plan.verify(&graph).is_ok();
+            let fits = fits(plan.total_size(), args.limits.capacity);
             let bounds = lower_bounds(&graph)?;
             let naive = naive_size(&graph);
             if let Some(path) = &args.svg {
@@ -67,37 +68,36 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "plan_seconds": plan_seconds,
                 "verified": verified,
                 "capacity": args.limits.capacity,
-                "fits": fits(plan.total_size(), args.limits.capacity),
+                "fits": fits,
             });
             print_report(&report, args.json);
-            Ok(exit_code(
-                verified && fits(plan.total_size(), args.limits.capacity),
-            ))
+            Ok(exit_code(verified && fits))
         }
         Input::Intervals(problem) => {
             let alignment = args.alignment.unwrap_or(1);
-            let capacity = args.max_size.unwrap_or(u64::MAX);
+            let max_size = args.max_size.unwrap_or(u64::MAX);
             let started = Instant::now();
-            let solution = if capacity == u64::MAX {
-                planner.plan_intervals_limited(&problem, alignment, &args.limits)?
-            } else {
-                let limits = PlanLimits {
-                    capacity: Some(args.limits.capacity.map_or(capacity, |c| c.min(capacity))),
-                    ..args.limits
-                };
-                let plan = planner.plan_intervals_limited(&problem, alignment, &limits)?;
-                if plan.peak > capacity {
-                    return Err(wgalloc::plan::PlanError::OverCapacity {
-                        planner: planner.name(),
-                        needed: plan.peak,
-                        capacity,
-                    }
-                    .into());
-                }
-                plan
+            // `--max-size` is a hard limit (an error above it), `--capacity` a target
+            // that is reported; the planners aim at the smaller of the two.
+            let limits = PlanLimits {
+                capacity: match (args.limits.capacity, args.max_size) {
+                    (Some(c), Some(max)) => Some(c.min(max)),
+                    (c, max) => c.or(max),
+                },
+                ..args.limits
             };
+            let solution = planner.plan_intervals_limited(&problem, alignment, &limits)?;
+            if solution.peak > max_size {
+                return Err(wgalloc::plan::PlanError::OverCapacity {
+                    planner: planner.name(),
+                    needed: solution.peak,
+                    capacity: max_size,
+                }
+                .into());
+            }
             let plan_seconds = started.elapsed().as_secs_f64();
             let verified = problem.verify(&solution).is_ok();
+            let fits = fits(solution.peak, args.limits.capacity);
             let bound = problem.lower_bound();
             let report = json!({
                 "kind": "intervals",
@@ -107,7 +107,7 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "buffers": [{
                     "id": 0,
                     "alignment": alignment,
-                    "max_size": capacity,
+                    "max_size": max_size,
                     "chunks": [solution.peak],
                     "size": solution.peak,
                 }],
@@ -118,12 +118,10 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "plan_seconds": plan_seconds,
                 "verified": verified,
                 "capacity": args.limits.capacity,
-                "fits": fits(solution.peak, args.limits.capacity),
+                "fits": fits,
             });
             print_report(&report, args.json);
-            Ok(exit_code(
-                verified && fits(solution.peak, args.limits.capacity),
-            ))
+            Ok(exit_code(verified && fits))
         }
     }
 }
