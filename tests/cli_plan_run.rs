@@ -100,6 +100,18 @@ fn plan_with_a_capacity_reports_whether_it_fits_and_exits_one_when_not() {
         "{}",
         text(&bad)
     );
+    for unusable in ["--time-limit=-1", "--time-limit=inf", "--time-limit=NaN"] {
+        let bad = wgalloc()
+            .args(["plan", &csv, unusable])
+            .output()
+            .expect("runs");
+        assert_eq!(bad.status.code(), Some(2), "{unusable}");
+        assert!(
+            text(&bad).contains("not a usable number of seconds"),
+            "{}",
+            text(&bad)
+        );
+    }
 }
 
 #[test]
