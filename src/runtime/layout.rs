@@ -18,7 +18,9 @@ use std::collections::HashSet;
 pub(crate) struct Layout {
     role: MemoryRole,
     buffer_type: BufferTypeDesc,
-    /// Bytes used in each chunk.
+    /// Bytes used in each chunk; never above `buffer_type.max_size` (`reserve` refuses
+    /// more with [`RuntimeError::ChunkTooLarge`]), so a storage layout's chunks fit
+    /// `max_buffer_size`.
     pub chunks: Vec<u64>,
     /// By tensor id: the placement of a root placed here.
     pub placements: Vec<Option<Placement>>,
