@@ -612,17 +612,25 @@ fn read_counts(
 /// First count an f32 may not hold exactly: 2^24 + 1 rounds to 2^24.
 const EXACT_COUNT_LIMIT: u64 = 1 << 24;
 
+/// The whole number an f32 count holds, however large (the CPU reference's rule).
+///
+/// # Errors
+/// [`RuntimeError::BadCount`] for NaN, an infinity, a negative or a fractional value.
+pub(super) fn whole_count(tensor: TensorId, value: f32) -> Result<u64, RuntimeError> {
+    if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
+        return Err(RuntimeError::BadCount { tensor, value });
+    }
+    // Whole, finite, non-negative: exact below 2^64, saturating above.
+    Ok(value as u64)
+}
+
 /// The element count an f32 count tensor holds.
 ///
 /// # Errors
 /// [`RuntimeError::BadCount`] for NaN, an infinity, a negative or a fractional value;
 /// [`RuntimeError::InexactCount`] from 2^24 on, where the kernel's f32 may have rounded.
 fn count_len(tensor: TensorId, value: f32) -> Result<u64, RuntimeError> {
-    if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
-        return Err(RuntimeError::BadCount { tensor, value });
-    }
-    // Whole, finite, non-negative: the conversion is exact below the limit checked next.
-    let len = value as u64;
+    let len = whole_count(tensor, value)?;
     if len >= EXACT_COUNT_LIMIT {
         return Err(RuntimeError::InexactCount {
             tensor,
