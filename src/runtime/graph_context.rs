@@ -517,10 +517,10 @@ impl GraphContext {
                 });
             }
             read_counts(gpu, &resolved, &memory, end, &mut known)?;
-            let before = resolved.first_unresolved_node(cursor);
             resolved = self.graph.resolve_lengths(|c| known.get(&c).copied())?;
-            if resolved.first_unresolved_node(cursor) == before {
-                // Validation guarantees every count is written before its use.
+            // Node `cursor` was the first unresolved one; it still is only if no count
+            // it waits for was read (validation guarantees each is written before use).
+            if resolved.first_unresolved_node(cursor) == Some(cursor) {
                 return Err(RuntimeError::Graph(crate::graph::GraphError::BadNode {
                     node: crate::graph::NodeId(u32::try_from(cursor).unwrap_or(u32::MAX)),
                     op: resolved
