@@ -479,15 +479,6 @@ impl GraphContext {
                 let plan = self.planner.plan_graph(&sub, &storage)?;
                 ws.append(&plan, &original)?;
             }
-            for &used in &ws.chunks {
-                if used > gpu.limits.max_buffer_size {
-                    return Err(RuntimeError::ChunkTooLarge {
-                        role: MemoryRole::Workspace,
-                        size: used,
-                        max_size: gpu.limits.max_buffer_size,
-                    });
-                }
-            }
             per_phase.push(ws.chunks.iter().sum());
             grow(&mut self.workspace, gpu, &ws, &ws_before, &self.outputs)?;
             grow(&mut self.outputs, gpu, &outs, &outs_before, &self.workspace)?;
@@ -526,10 +517,10 @@ impl GraphContext {
                 });
             }
             read_counts(gpu, &resolved, &memory, end, &mut known)?;
-            let before = resolved.first_unresolved_node(cursor);
             resolved = self.graph.resolve_lengths(|c| known.get(&c).copied())?;
-            if resolved.first_unresolved_node(cursor) == before {
-                // Validation guarantees every count is written before its use.
+            // Node `cursor` was the first unresolved one; it still is only if no count
+            // it waits for was read (validation guarantees each is written before use).
+            if resolved.first_unresolved_node(cursor) == Some(cursor) {
                 return Err(RuntimeError::Graph(crate::graph::GraphError::BadNode {
                     node: crate::graph::NodeId(u32::try_from(cursor).unwrap_or(u32::MAX)),
                     op: resolved
@@ -621,17 +612,25 @@ fn read_counts(
 /// First count an f32 may not hold exactly: 2^24 + 1 rounds to 2^24.
 const EXACT_COUNT_LIMIT: u64 = 1 << 24;
 
+/// The whole number an f32 count holds, however large (the CPU reference's rule).
+///
+/// # Errors
+/// [`RuntimeError::BadCount`] for NaN, an infinity, a negative or a fractional value.
+pub(super) fn whole_count(tensor: TensorId, value: f32) -> Result<u64, RuntimeError> {
+    if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
+        return Err(RuntimeError::BadCount { tensor, value });
+    }
+    // Whole, finite, non-negative: exact below 2^64, saturating above.
+    Ok(value as u64)
+}
+
 /// The element count an f32 count tensor holds.
 ///
 /// # Errors
 /// [`RuntimeError::BadCount`] for NaN, an infinity, a negative or a fractional value;
 /// [`RuntimeError::InexactCount`] from 2^24 on, where the kernel's f32 may have rounded.
 fn count_len(tensor: TensorId, value: f32) -> Result<u64, RuntimeError> {
-    if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
-        return Err(RuntimeError::BadCount { tensor, value });
-    }
-    // Whole, finite, non-negative: the conversion is exact below the limit checked next.
-    let len = value as u64;
+    let len = whole_count(tensor, value)?;
     if len >= EXACT_COUNT_LIMIT {
         return Err(RuntimeError::InexactCount {
             tensor,

@@ -8,8 +8,9 @@
 //! the existing planners accept.
 
 use super::{MemoryRole, RuntimeError};
+use crate::device::chunk_alloc_size;
 use crate::graph::{Graph, Node, Role, TensorId};
-use crate::plan::{align_up, BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
+use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
 use std::collections::HashSet;
 
 /// Chunks of one kind of memory and the placements made in them so far.
@@ -17,7 +18,9 @@ use std::collections::HashSet;
 pub(crate) struct Layout {
     role: MemoryRole,
     buffer_type: BufferTypeDesc,
-    /// Bytes used in each chunk.
+    /// Bytes used in each chunk; never above `buffer_type.max_size` (`reserve` refuses
+    /// more with [`RuntimeError::ChunkTooLarge`]), so a storage layout's chunks fit
+    /// `max_buffer_size`.
     pub chunks: Vec<u64>,
     /// By tensor id: the placement of a root placed here.
     pub placements: Vec<Option<Placement>>,
@@ -144,11 +147,18 @@ impl Layout {
         }
     }
 
-    /// Bytes each chunk's block must have: its use rounded up to 4, at least 4.
+    /// Bytes each chunk's block must have: what the device layer allocates for a
+    /// chunk of that use ([`chunk_alloc_size`]: rounded up to 4, at least 4).
     pub fn block_sizes(&self) -> Vec<u64> {
         self.chunks
             .iter()
-            .map(|&c| align_up(c.max(4), wgpu::COPY_BUFFER_ALIGNMENT).unwrap_or(u64::MAX))
+            .map(|&size| {
+                chunk_alloc_size(&ChunkPlan {
+                    size,
+                    oversized: false,
+                })
+                .unwrap_or(u64::MAX)
+            })
             .collect()
     }
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::empty::runnable_nodes;
+use super::graph_context::whole_count;
 use super::RuntimeError;
 use crate::exec::cpu_ref::{self, TensorData};
 use crate::graph::{DType, Graph, TensorId};
@@ -54,13 +55,7 @@ pub fn evaluate(
                 .and_then(|v| v.as_f32())
                 .and_then(|v| v.first().copied());
             if let Some(value) = value {
-                if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0) {
-                    return Err(RuntimeError::BadCount {
-                        tensor: dynamic.count,
-                        value,
-                    });
-                }
-                known.insert(dynamic.count, value as u64);
+                known.insert(dynamic.count, whole_count(dynamic.count, value)?);
             }
         }
         if known.len() == before {
