@@ -375,11 +375,7 @@ impl Stream {
                 })?;
                 blocks.push(held);
                 check_address(&request, &address)?;
-                row.push(Region {
-                    buffer: address.buffer,
-                    offset: address.offset,
-                    size: address.size,
-                });
+                row.push(address);
             }
             regions.push(row);
         }
