@@ -28,7 +28,8 @@ pub struct PlannedMemory {
 }
 
 /// One planned chunk's memory as a range of a larger buffer: `size` bytes of `buffer`
-/// from byte `offset` (e.g. a block of a user's pool).
+/// from byte `offset` (e.g. a block of a user's pool: a stream's
+/// [`BlockAddress`](crate::stream::BlockAddress) is a `Region`).
 #[derive(Debug, Clone)]
 pub struct Region {
     /// The buffer that holds the chunk.

@@ -158,9 +158,9 @@ impl Kernel {
             | Kernel::Matmul
             | Kernel::MatmulBt
             | Kernel::Embedding
-            | Kernel::Compact => 3,
+            | Kernel::Compact
+            | Kernel::MatmulPacked => 3,
             Kernel::LayerNorm => 4,
-            Kernel::MatmulPacked => 3,
         }
     }
 

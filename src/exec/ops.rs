@@ -507,7 +507,7 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
                 .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
             c.same_len(out, out_len, m.saturating_mul(n))?;
             let want = crate::prepack::layout::packed_shape(k, n);
-            if want.map(|s| s.to_vec()) != Some(packed.shape.clone()) {
+            if want.as_ref().map(|s| s.as_slice()) != Some(packed.shape.as_slice()) {
                 return Err(c.bad(format!(
                     "packed input {} has shape {:?}, a [{m}, {k}] x [{k}, {n}] product needs {want:?}",
                     packed.id, packed.shape

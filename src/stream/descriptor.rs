@@ -29,16 +29,9 @@ pub struct BlockRequest {
 }
 
 /// Where a block lives: `size` bytes of `buffer` from `offset`. Several blocks may be
-/// ranges of one buffer (a pool).
-#[derive(Debug, Clone)]
-pub struct BlockAddress {
-    /// The buffer that holds the block.
-    pub buffer: wgpu::Buffer,
-    /// Byte offset of the block in `buffer`.
-    pub offset: u64,
-    /// Bytes of the block.
-    pub size: u64,
-}
+/// ranges of one buffer (a pool). The stream binds the block's chunk at exactly this
+/// range, so it is the device layer's [`Region`](crate::device::Region).
+pub type BlockAddress = crate::device::Region;
 
 pub(crate) type AllocCallback<T, B> =
     dyn Fn(&T, &BlockRequest) -> Result<B, AllocFailure> + Send + Sync;

@@ -139,12 +139,11 @@ type ReadOutputs = Vec<Vec<(TensorId, Vec<u8>)>>;
 /// A submitted execution not yet synchronized.
 struct Pending {
     id: ExecutionId,
-    /// The claimed allocator, if shared.
-    key: Option<usize>,
-    /// Keeps the allocator object alive while `key` (its address) is claimed, even
+    /// The allocator the blocks came from; its key, if shared, is claimed. Holding it
+    /// keeps the allocator object alive while its key (its address) is claimed, even
     /// when the execution holds no block and the stream registers another allocator:
     /// a freed object's address could otherwise be reused by a new one and be refused.
-    _allocator: Arc<dyn StreamAllocator>,
+    allocator: Arc<dyn StreamAllocator>,
     /// Dropping one frees it through its allocator.
     blocks: Vec<HeldBlock>,
     block_bytes: u64,
@@ -176,7 +175,6 @@ pub struct Stream {
     ctx: GpuContext,
     executor: Executor,
     allocator: Arc<dyn StreamAllocator>,
-    registered: bool,
     next_execution: u64,
     pending: Vec<Pending>,
     last_submission: Option<wgpu::SubmissionIndex>,
@@ -188,7 +186,7 @@ impl fmt::Debug for Stream {
         f.debug_struct("Stream")
             .field("id", &self.id)
             .field("name", &self.name)
-            .field("registered", &self.registered)
+            .field("registered", &self.has_registered_allocator())
             .field("pending", &self.pending.len())
             .finish_non_exhaustive()
     }
@@ -204,7 +202,6 @@ impl Stream {
             ctx: ctx.clone(),
             executor: Executor::new(ctx),
             allocator: Arc::new(DefaultAllocator),
-            registered: false,
             next_execution: 1,
             pending: Vec::new(),
             last_submission: None,
@@ -224,7 +221,7 @@ impl Stream {
 
     /// Whether a user allocator is registered (otherwise the default is used).
     pub fn has_registered_allocator(&self) -> bool {
-        self.registered
+        self.allocator.key().is_some()
     }
 
     /// Executions submitted and not yet synchronized.
@@ -254,7 +251,6 @@ impl Stream {
     {
         let parts = desc.parts()?;
         self.allocator = Arc::new(UserAllocator::new(parts));
-        self.registered = true;
         Ok(())
     }
 
@@ -277,10 +273,9 @@ impl Stream {
     pub fn execute(&mut self, request: &ExecuteRequest<'_>) -> Result<ExecutionId, StreamError> {
         check_plan_against_limits(request.plan, request.graph, &self.ctx.limits)?;
         let allocator = self.allocator.clone();
-        let key = allocator.key();
         // Declared before `blocks`, so on any exit (a panicking callback included) the
         // blocks go back first and then a claim this execution took is let go.
-        let claim = match key {
+        let claim = match allocator.key() {
             Some(key) => Some(busy::claim(key, self.id, &self.name)?),
             None => None,
         };
@@ -296,8 +291,7 @@ impl Stream {
                 }
                 self.pending.push(Pending {
                     id,
-                    key,
-                    _allocator: allocator,
+                    allocator,
                     blocks,
                     block_bytes,
                     readbacks,
@@ -381,11 +375,7 @@ impl Stream {
                 })?;
                 blocks.push(held);
                 check_address(&request, &address)?;
-                row.push(Region {
-                    buffer: address.buffer,
-                    offset: address.offset,
-                    size: address.size,
-                });
+                row.push(address);
             }
             regions.push(row);
         }
@@ -485,7 +475,7 @@ impl Stream {
             );
             // The submissions are complete: the blocks go back now.
             drop(p.blocks);
-            if let Some(key) = p.key {
+            if let Some(key) = p.allocator.key() {
                 busy::release(key, self.id);
             }
         }
@@ -614,7 +604,7 @@ impl Drop for Stream {
             self.wait_idle();
             for p in std::mem::take(&mut self.pending) {
                 drop(p.blocks);
-                if let Some(key) = p.key {
+                if let Some(key) = p.allocator.key() {
                     busy::release(key, self.id);
                 }
             }
