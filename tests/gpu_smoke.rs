@@ -7,8 +7,8 @@ mod common;
 use std::num::NonZeroU64;
 
 use wgalloc::device::{
-    allocate_plan, read_buffer_range, read_tensor, write_tensor, GpuContext, WgpuAllocator,
-    DEFAULT_USAGE,
+    allocate_plan, read_buffer_range, read_tensor, write_tensor, DeviceError, GpuContext,
+    PlannedMemory, Region, WgpuAllocator, DEFAULT_USAGE,
 };
 use wgalloc::graph::TensorId;
 use wgalloc::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
@@ -136,4 +136,52 @@ fn unaligned_readback_returns_exactly_the_bytes_asked_for() {
     assert_eq!(bytes, &data[5..12]);
     let bytes = read_buffer_range(&ctx, buffer, 253, 3).unwrap();
     assert_eq!(bytes, &data[253..256]);
+}
+
+#[test]
+fn tensor_transfers_honour_a_chunk_that_is_a_range_of_a_larger_buffer() {
+    let Some(ctx) = common::gpu() else { return };
+    let pool = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("pool"),
+        size: 4096,
+        usage: DEFAULT_USAGE,
+        mapped_at_creation: false,
+    });
+    // The chunk is bytes 1024..1536 of the pool; the tensor sits at offset 64 in it.
+    let memory = PlannedMemory::from_regions(vec![vec![Region {
+        buffer: pool.clone(),
+        offset: 1024,
+        size: 512,
+    }]]);
+    let placement = Placement {
+        buffer: BufferId(0),
+        chunk: 0,
+        offset: 64,
+        size: 256,
+    };
+    let data: Vec<u8> = (0..=255u8).collect();
+    write_tensor(&ctx, &memory, TensorId(0), &placement, &data).unwrap();
+    // The bytes landed at the region's base plus the placement's offset.
+    assert_eq!(
+        read_buffer_range(&ctx, &pool, 1024 + 64, 256).unwrap(),
+        data
+    );
+    assert_eq!(read_buffer_range(&ctx, &pool, 64, 4).unwrap(), vec![0; 4]);
+    assert_eq!(
+        read_tensor(&ctx, &memory, TensorId(0), &placement, 256).unwrap(),
+        data
+    );
+    // A placement running past the region (though not past the pool) is refused.
+    let past = Placement {
+        offset: 384,
+        ..placement
+    };
+    assert!(matches!(
+        write_tensor(&ctx, &memory, TensorId(0), &past, &data),
+        Err(DeviceError::BadPlacement { offset: 384, .. })
+    ));
+    assert!(matches!(
+        read_tensor(&ctx, &memory, TensorId(0), &past, 256),
+        Err(DeviceError::BadPlacement { .. })
+    ));
 }

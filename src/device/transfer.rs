@@ -94,12 +94,32 @@ pub fn write_tensor(
         offset: placement.offset,
         size: placement.size,
     };
-    let buffer = memory.buffer_of(placement).ok_or(bad.clone())?;
     let padded = align_up(data.len() as u64, ALIGN).ok_or(bad.clone())?;
     if padded > placement.size {
         return Err(bad);
     }
-    write_buffer(ctx, buffer, placement.offset, data)
+    let (buffer, offset) = locate(memory, placement, padded).ok_or(bad)?;
+    write_buffer(ctx, buffer, offset, data)
+}
+
+/// The buffer that holds `placement` and the placement's offset in it: the chunk's
+/// base offset added when the chunk is a range of a larger buffer
+/// ([`PlannedMemory::from_regions`]). `None` when the chunk does not exist or `len`
+/// bytes from the placement run past the chunk's range (a chunk that is a whole buffer
+/// is left to the buffer's own bounds check).
+fn locate<'m>(
+    memory: &'m PlannedMemory,
+    placement: &Placement,
+    len: u64,
+) -> Option<(&'m wgpu::Buffer, u64)> {
+    let (buffer, base, range) = memory.region(placement.buffer, placement.chunk)?;
+    if base > 0 || range < buffer.size() {
+        let end = placement.offset.checked_add(len)?;
+        if end > range {
+            return None;
+        }
+    }
+    Some((buffer, base.checked_add(placement.offset)?))
 }
 
 /// Reads `size` bytes at `offset` of `buffer` back to the CPU. Any offset and size are
@@ -215,9 +235,9 @@ pub fn read_tensor(
         offset: placement.offset,
         size: placement.size,
     };
-    let buffer = memory.buffer_of(placement).ok_or(bad.clone())?;
     if size > placement.size {
         return Err(bad);
     }
-    read_buffer_range(ctx, buffer, placement.offset, size)
+    let (buffer, offset) = locate(memory, placement, size).ok_or(bad)?;
+    read_buffer_range(ctx, buffer, offset, size)
 }
