@@ -11,7 +11,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, DEFAULT_USAGE};
+use wgalloc::device::{
+    allocate_plan, read_buffer_range, write_buffer, GpuContext, PlannedMemory, Region,
+    WgpuAllocator, DEFAULT_USAGE,
+};
 use wgalloc::exec::checksum::{checksum_run, ChecksumReport};
 use wgalloc::graph::{read_trace, DType, Graph, GraphBuilder, Lifetimes, NodeId, TensorId};
 use wgalloc::plan::{inject_clobber, naive_plan, BufferTypeDesc, Plan, Planner};
@@ -63,6 +66,52 @@ fn honest_naive_plan_of_a_small_graph_verifies() {
     assert_eq!(
         report.to_string(),
         "verified: 4 nodes, 5 tensors, 0 mismatches"
+    );
+}
+
+#[test]
+fn chunks_that_are_ranges_of_a_larger_buffer_are_proved_in_place() {
+    let Some(ctx) = common::gpu() else { return };
+    let (graph, _) = small_graph();
+    let plan = naive(&ctx, &graph);
+    // Every chunk is a range of one pool, after a 256-byte guard; the guard and the
+    // bytes after the last chunk must come out untouched.
+    let guard = 256u64;
+    let sizes: Vec<u64> = plan.buffers[0]
+        .chunks
+        .iter()
+        .map(|c| c.size.div_ceil(256) * 256)
+        .collect();
+    let end = guard + sizes.iter().sum::<u64>();
+    let pool_size = end + guard;
+    let pool = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("pool"),
+        size: pool_size,
+        usage: DEFAULT_USAGE,
+        mapped_at_creation: false,
+    });
+    let mut offset = guard;
+    let regions: Vec<Region> = sizes
+        .iter()
+        .map(|&size| {
+            let region = Region {
+                buffer: pool.clone(),
+                offset,
+                size,
+            };
+            offset += size;
+            region
+        })
+        .collect();
+    write_buffer(&ctx, &pool, 0, &vec![0xAB; pool_size as usize]).expect("guard written");
+    let memory = PlannedMemory::from_regions(vec![regions]);
+    let report = checksum_run(&ctx, &graph, &plan, &memory).expect("checksum run");
+    assert!(report.verified(), "{report}");
+    let before = read_buffer_range(&ctx, &pool, 0, guard).expect("reads");
+    let after = read_buffer_range(&ctx, &pool, end, guard).expect("reads");
+    assert!(
+        before.iter().chain(&after).all(|&b| b == 0xAB),
+        "a guard was written"
     );
 }
 

@@ -16,7 +16,7 @@ use super::schedule::{
 use crate::device::{GpuContext, PlannedMemory};
 use crate::exec::ExecError;
 use crate::graph::Graph;
-use crate::plan::Plan;
+use crate::plan::{BufferId, Plan};
 
 /// The WGSL of the checksum run.
 pub const CHECKSUM_WGSL: &str = include_str!("../../../shaders/checksum.wgsl");
@@ -88,8 +88,18 @@ impl<'a> ChecksumRun<'a> {
         let binding_limit = limits.max_storage_buffer_binding_size;
         let mut unique: Vec<wgpu::Buffer> = Vec::new();
         let mut chunk_buffer: Vec<Vec<usize>> = Vec::new();
+        let mut chunk_span: Vec<Vec<(u64, u64)>> = Vec::new();
         for (b, chunks) in memory.chunks().iter().enumerate() {
             let mut row = Vec::with_capacity(chunks.len());
+            chunk_span.push(
+                (0..chunks.len())
+                    .map(|c| {
+                        memory
+                            .region(BufferId(b), c)
+                            .map_or((0, 0), |(_, base, size)| (base, size))
+                    })
+                    .collect(),
+            );
             for (c, buffer) in chunks.iter().enumerate() {
                 let i = match unique.iter().position(|u| u == buffer) {
                     Some(i) => i,
@@ -121,6 +131,7 @@ impl<'a> ChecksumRun<'a> {
             plan,
             Chunks {
                 chunk_buffer: &chunk_buffer,
+                chunk_span: &chunk_span,
                 buffer_sizes: &buffer_sizes,
             },
             &prediction,

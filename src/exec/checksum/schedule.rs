@@ -84,9 +84,12 @@ pub(crate) struct Schedule {
 }
 
 /// Where the plan's chunks are: `chunk_buffer[buffer][chunk]` is an index into the
-/// run's unique buffers, whose sizes in bytes are `buffer_sizes`.
+/// run's unique buffers, whose sizes in bytes are `buffer_sizes`, and
+/// `chunk_span[buffer][chunk]` the chunk's `(base offset, size)` in that buffer (`(0,
+/// buffer size)` for a chunk that is a whole buffer).
 pub(crate) struct Chunks<'a> {
     pub chunk_buffer: &'a [Vec<usize>],
+    pub chunk_span: &'a [Vec<(u64, u64)>],
     pub buffer_sizes: &'a [u64],
 }
 
@@ -199,17 +202,34 @@ impl Builder<'_> {
                 placement.size
             )));
         }
+        let (base, span) = self
+            .chunks
+            .chunk_span
+            .get(placement.buffer.0)
+            .and_then(|b| b.get(placement.chunk))
+            .copied()
+            .unwrap_or((0, 0));
         let capacity = self.chunks.buffer_sizes.get(buffer).copied().unwrap_or(0);
         let end = placement.offset.checked_add(bytes);
-        if end.is_none_or(|e| e > capacity) {
+        if end.is_none_or(|e| e > span) {
             return Err(bad(format!(
-                "words [{}, {}+{bytes}) run past its chunk buffer of {capacity} bytes",
+                "words [{}, {}+{bytes}) run past its chunk of {span} bytes",
                 placement.offset, placement.offset
             )));
         }
-        let offset = u32::try_from(placement.offset / 4).map_err(|_| ExecError::ChecksumLimit {
+        // The chunk may be a range of a larger buffer: words count from the buffer.
+        let at = base
+            .checked_add(placement.offset)
+            .filter(|at| at.is_multiple_of(4) && at.checked_add(bytes).is_some_and(|e| e <= capacity))
+            .ok_or_else(|| {
+                bad(format!(
+                    "its chunk starts at byte {base} of a {capacity}-byte buffer: words [{base}+{}, +{bytes}) are not whole words inside it",
+                    placement.offset
+                ))
+            })?;
+        let offset = u32::try_from(at / 4).map_err(|_| ExecError::ChecksumLimit {
             what: format!("word offset of tensor {root}"),
-            needed: placement.offset / 4,
+            needed: at / 4,
             limit: u64::from(u32::MAX),
         })?;
         Ok(Region {
@@ -435,12 +455,14 @@ mod tests {
     fn layout(graph: &Graph, plan: &Plan) -> Result<Schedule, ExecError> {
         let chunk_buffer: Vec<Vec<usize>> = vec![(0..plan.buffers[0].chunks.len()).collect()];
         let sizes: Vec<u64> = plan.buffers[0].chunks.iter().map(|c| c.size).collect();
+        let spans: Vec<Vec<(u64, u64)>> = vec![sizes.iter().map(|&s| (0, s)).collect()];
         let prediction = Prediction::of(graph)?;
         Schedule::build(
             graph,
             plan,
             Chunks {
                 chunk_buffer: &chunk_buffer,
+                chunk_span: &spans,
                 buffer_sizes: &sizes,
             },
             &prediction,
