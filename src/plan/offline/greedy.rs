@@ -106,6 +106,15 @@ pub(crate) enum Key {
     Total,
 }
 
+/// MiniMalloc's WAT: lifetime length, then area, then total.
+pub(crate) const WAT: [Key; 3] = [Key::Width, Key::Area, Key::Total];
+
+/// MiniMalloc's TAW: total, then area, then lifetime length.
+pub(crate) const TAW: [Key; 3] = [Key::Total, Key::Area, Key::Width];
+
+/// MiniMalloc's TWA: total, then lifetime length, then area.
+pub(crate) const TWA: [Key; 3] = [Key::Total, Key::Width, Key::Area];
+
 /// Largest first by `keys` in priority (e.g. `[Total, Area, Width]` is MiniMalloc's
 /// TAW).
 pub(crate) fn by_keys(p: &Prepared, keys: [Key; 3]) -> Order {

@@ -44,6 +44,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
+use super::greedy;
 use super::prepared::Prepared;
 use memo::{seed, FailedStates, Fingerprint};
 
@@ -295,47 +296,13 @@ impl Lds {
     }
 }
 
-/// Static preorders (item positions, best first), each a priority of three keys, all
-/// largest first: W (lifetime length), A (area: size times length) and T (the total
-/// size live at the item's busiest section), as WAT, TAW and TWA.
+/// Static preorders (item positions, best first): MiniMalloc's WAT, TAW and TWA (see
+/// [`greedy::Key`]).
 fn preorders(p: &Prepared) -> Vec<Vec<usize>> {
-    let breadth = p.breadths();
-    let mut out = Vec::new();
-    for rule in 0..RULES.len() {
-        let mut order: Vec<usize> = (0..p.items.len()).collect();
-        order.sort_by(|&x, &y| {
-            rank_key(&p.items[y], breadth[y], rule)
-                .cmp(&rank_key(&p.items[x], breadth[x], rule))
-                .then(p.items[x].index.cmp(&p.items[y].index))
-        });
-        out.push(order);
-    }
-    out
-}
-
-/// The preorder rules, each three keys in priority, all largest first: W (lifetime
-/// length), A (area: size times length), T (the total size live in the item's
-/// busiest section).
-const RULES: [[Key; 3]; 3] = [
-    [Key::Width, Key::Area, Key::Total],
-    [Key::Total, Key::Area, Key::Width],
-    [Key::Total, Key::Width, Key::Area],
-];
-
-#[derive(Debug, Clone, Copy)]
-enum Key {
-    Width,
-    Area,
-    Total,
-}
-
-/// An item's preorder key (larger first) under rule `rule`, with `total` as its T.
-fn rank_key(it: &super::prepared::Item, total: u64, rule: usize) -> [u128; 3] {
-    RULES[rule].map(|k| match k {
-        Key::Width => u128::from(it.len),
-        Key::Area => u128::from(it.size) * u128::from(it.len),
-        Key::Total => u128::from(total),
-    })
+    [greedy::WAT, greedy::TAW, greedy::TWA]
+        .into_iter()
+        .map(|keys| greedy::by_keys(p, keys))
+        .collect()
 }
 
 enum Step {

@@ -119,12 +119,12 @@ impl Heights {
 /// the last three six times as many).
 pub(crate) const ORDERS: [SkyOrder; 7] = [
     SkyOrder::Area,
-    SkyOrder::Keys([Key::Total, Key::Area, Key::Width]),
+    SkyOrder::Keys(greedy::TAW),
     SkyOrder::End,
     SkyOrder::Size,
-    SkyOrder::Keys([Key::Total, Key::Width, Key::Area]),
+    SkyOrder::Keys(greedy::TWA),
     SkyOrder::Start,
-    SkyOrder::Keys([Key::Width, Key::Area, Key::Total]),
+    SkyOrder::Keys(greedy::WAT),
 ];
 
 /// A static order for breaking ties between items on the same floor.
