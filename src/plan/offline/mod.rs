@@ -329,6 +329,12 @@ impl Goal {
     fn reached(&self, peak: u64) -> bool {
         peak <= self.target
     }
+
+    /// Whether a run holding a plan that peaks at `peak` should stop: the goal is
+    /// reached or the deadline has passed.
+    fn done(&self, peak: u64) -> bool {
+        self.reached(peak) || self.budget.expired()
+    }
 }
 
 /// A placement (offsets per item position), its peak and who found it.
@@ -412,7 +418,7 @@ fn greedy_orders(
 ) {
     for strategy in GREEDY {
         if let (Some(goal), Some(b)) = (goal, best.as_ref()) {
-            if goal.reached(b.1) || goal.budget.expired() {
+            if goal.done(b.1) {
                 return;
             }
         }
@@ -439,7 +445,7 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) {
     for which in skyline::ORDERS {
         let limits = match best.as_ref() {
             None => skyline::Limits::NONE,
-            Some(b) if goal.reached(b.1) || goal.budget.expired() || work == 0 => return,
+            Some(b) if goal.done(b.1) || work == 0 => return,
             Some(b) => skyline::Limits {
                 stop_at: b.1,
                 work,
@@ -472,7 +478,7 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     let Some((offsets, peak, strategy)) = best else {
         return (Vec::new(), 0, Strategy::Best);
     };
-    if goal.reached(peak) || goal.budget.expired() {
+    if goal.done(peak) {
         return (offsets, peak, strategy);
     }
     let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
@@ -481,7 +487,7 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     } else {
         (offsets, peak, strategy)
     };
-    if goal.reached(start_peak) || goal.budget.expired() {
+    if goal.done(start_peak) {
         return (start, start_peak, start_by);
     }
     if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
