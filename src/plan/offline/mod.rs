@@ -525,12 +525,6 @@ const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 /// that it stays well within a 2 MiB thread stack.
 const SEARCH_MAX_ITEMS: usize = 3_000;
 
-/// The one call into the exact search: a placement within `capacity` with at most
-/// `work` units, stopping by `deadline` when there is one.
-fn search_at(p: &Prepared, capacity: u64, work: u64, deadline: Option<Instant>) -> Found {
-    search::search_until(p, capacity, work, deadline)
-}
-
 /// Improves on a known placement with the bounded search: first at the goal's target
 /// (the capacity, else the lower bound), then bisecting between the best capacity known
 /// infeasible and the best peak found; stops at the first plan within the target.
@@ -558,7 +552,7 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
         };
         first = false;
         work_left = work_left.saturating_sub(share);
-        match search_at(p, target, share, goal.budget.deadline) {
+        match search::search_until(p, target, share, goal.budget.deadline) {
             Found::Plan(offsets, found) => {
                 best = offsets;
                 best_peak = found;

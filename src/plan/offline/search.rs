@@ -59,17 +59,17 @@ pub(crate) enum Found {
     Unknown,
 }
 
-/// Searches for a placement with peak at most `capacity`, doing at most `budget` units
-/// of work (one per open item or section a node visits, one per floor it updates) over
-/// all preorders. Deterministic.
+/// [`search_until`] without a deadline: the result depends on the work budget alone.
 #[cfg(test)]
 pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
     search_until(p, capacity, budget, None)
 }
 
-/// [`search`] that also gives up (with [`Found::Unknown`]) once `deadline` has passed.
+/// Searches for a placement with peak at most `capacity`, doing at most `budget` units
+/// of work (one per open item or section a node visits, one per floor it updates) over
+/// all preorders, and giving up (with [`Found::Unknown`]) once `deadline` has passed.
 /// The clock is read every [`CLOCK_EVERY`] nodes, never per node; without a deadline
-/// the result depends on the work budget alone.
+/// the result depends on the work budget alone (deterministic).
 pub(crate) fn search_until(
     p: &Prepared,
     capacity: u64,
