@@ -40,7 +40,7 @@ use crate::plan::{IntervalProblem, PlanError};
 use greedy::{Fit, Order};
 use index::OverlapIndex;
 use prepared::Prepared;
-use search::Found;
+use search::{Found, Searcher};
 
 /// One buffer to place: live over the half-open time range `[start, end)`, needing
 /// `size` bytes. A range with `start >= end` or `size == 0` is never live with anything
@@ -537,6 +537,8 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
     // Capacities below `floor` are infeasible or were given up on.
     let mut floor = goal.target;
     let mut first = true;
+    // Built at the first probe, shared by the later ones.
+    let mut searcher = None;
     while work_left > 0 && floor < best_peak && !goal.budget.expired() {
         // First probe at the target with half the budget; then bisect with a quarter
         // of what is left each time.
@@ -552,7 +554,8 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
         };
         first = false;
         work_left = work_left.saturating_sub(share);
-        match search::search_until(p, target, share, goal.budget.deadline) {
+        let searcher = searcher.get_or_insert_with(|| Searcher::new(p));
+        match searcher.search_until(target, share, goal.budget.deadline) {
             Found::Plan(offsets, found) => {
                 best = offsets;
                 best_peak = found;

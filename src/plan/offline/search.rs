@@ -59,24 +59,120 @@ pub(crate) enum Found {
     Unknown,
 }
 
-/// [`search_until`] without a deadline: the result depends on the work budget alone.
+/// A search without a deadline: the result depends on the work budget alone.
 #[cfg(test)]
 pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
-    search_until(p, capacity, budget, None)
+    Searcher::new(p).search_until(capacity, budget, None)
 }
 
-/// Searches for a placement with peak at most `capacity`, doing at most `budget` units
-/// of work (one per open item or section a node visits, one per floor it updates) over
-/// all preorders, and giving up (with [`Found::Unknown`]) once `deadline` has passed.
-/// The clock is read every [`CLOCK_EVERY`] nodes, never per node; without a deadline
-/// the result depends on the work budget alone (deterministic).
-pub(crate) fn search_until(
-    p: &Prepared,
-    capacity: u64,
-    budget: u64,
-    deadline: Option<Instant>,
-) -> Found {
-    run(p, capacity, budget, deadline, &preorders(p)).0
+/// A problem made ready for searches at several capacities: the preorders, the overlap
+/// lists and the items by first section are built once, not once per search.
+pub(crate) struct Searcher<'a> {
+    p: &'a Prepared,
+    /// The static preorders, one per turn of a round.
+    preorders: Vec<Vec<usize>>,
+    /// Items live at a common time with each item.
+    overlaps: Vec<Vec<u32>>,
+    /// Every item, sorted by first section.
+    all: Vec<u32>,
+}
+
+impl<'a> Searcher<'a> {
+    /// Builds what every search of `p` shares.
+    pub(crate) fn new(p: &'a Prepared) -> Searcher<'a> {
+        let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
+        all.sort_by_key(|&i| p.items[i as usize].a);
+        Searcher {
+            p,
+            preorders: preorders(p),
+            overlaps: overlap_lists(p),
+            all,
+        }
+    }
+
+    /// Searches for a placement with peak at most `capacity`, doing at most `budget`
+    /// units of work (one per open item or section a node visits, one per floor it
+    /// updates) over all preorders, and giving up (with [`Found::Unknown`]) once
+    /// `deadline` has passed. The clock is read every [`CLOCK_EVERY`] nodes, never per
+    /// node; without a deadline the result depends on the work budget alone
+    /// (deterministic).
+    pub(crate) fn search_until(
+        &self,
+        capacity: u64,
+        budget: u64,
+        deadline: Option<Instant>,
+    ) -> Found {
+        self.run(capacity, budget, deadline).0
+    }
+
+    /// The search over the preorders, taking turns with a doubling work limit. Each
+    /// preorder gets two turns per round: a depth-first turn (complete, so it can prove
+    /// infeasibility) and a limited-discrepancy turn (see [`Lds`]).
+    fn run(&self, capacity: u64, budget: u64, deadline: Option<Instant>) -> (Found, Stats) {
+        let p = self.p;
+        let mut stats = Stats::default();
+        if p.lower_bound > capacity {
+            return (Found::Infeasible, stats);
+        }
+        if p.items.is_empty() || self.preorders.is_empty() {
+            return (Found::Plan(Vec::new(), 0), stats);
+        }
+        let mut left = budget;
+        // About as many nodes as items in the first round.
+        let n = p.items.len() as u64;
+        let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
+        // Per preorder, one table for each kind of turn, kept over the rounds: a state
+        // proven to fail in one round is skipped in the later, longer ones.
+        let mut turns: Vec<Turns> = self
+            .preorders
+            .iter()
+            .map(|_| Turns {
+                depth_first: FailedStates::for_items(p.items.len()),
+                lds: Lds::new(p.items.len()),
+            })
+            .collect();
+        loop {
+            for (order, turn) in turns.iter_mut().enumerate() {
+                let search = self.over(order, capacity, deadline);
+                for kind in [Kind::DepthFirst, Kind::Lds] {
+                    // Limited-discrepancy turns get half the depth-first turns' work.
+                    let share = match kind {
+                        Kind::DepthFirst => limit,
+                        Kind::Lds => (limit / 2).max(1),
+                    };
+                    let work = share.min(left);
+                    if work == 0 {
+                        return (Found::Unknown, stats);
+                    }
+                    left -= work;
+                    let (found, unused) = match kind {
+                        Kind::DepthFirst => {
+                            search.depth_first(&mut turn.depth_first, work, &mut stats)
+                        }
+                        Kind::Lds => turn.lds.turn(&search, work, &mut stats),
+                    };
+                    // Work a turn did not use goes back to the budget.
+                    left += unused;
+                    if let Some(found) = found {
+                        return (found, stats);
+                    }
+                }
+            }
+            limit = limit.saturating_mul(2);
+        }
+    }
+
+    /// The passes over preorder `order` at `capacity` share this.
+    fn over(&self, order: usize, capacity: u64, deadline: Option<Instant>) -> Search<'_> {
+        Search {
+            p: self.p,
+            capacity,
+            order: &self.preorders[order],
+            overlaps: &self.overlaps,
+            all: &self.all,
+            deadline,
+        }
+    }
 }
 
 /// Nodes between two looks at the clock when a deadline is set.
@@ -89,75 +185,6 @@ pub(crate) struct Stats {
     pub nodes: u64,
     /// Nodes cut off because their state had failed before.
     pub memo_hits: u64,
-}
-
-/// The search over the given preorders, taking turns with a doubling work limit.
-/// Each preorder gets two turns per round: a depth-first turn (complete, so it can
-/// prove infeasibility) and a limited-discrepancy turn (see [`Lds`]).
-fn run(
-    p: &Prepared,
-    capacity: u64,
-    budget: u64,
-    deadline: Option<Instant>,
-    preorders: &[Vec<usize>],
-) -> (Found, Stats) {
-    let mut stats = Stats::default();
-    if p.lower_bound > capacity {
-        return (Found::Infeasible, stats);
-    }
-    if p.items.is_empty() || preorders.is_empty() {
-        return (Found::Plan(Vec::new(), 0), stats);
-    }
-    let overlaps = overlap_lists(p);
-    let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
-    all.sort_by_key(|&i| p.items[i as usize].a);
-    let mut left = budget;
-    // About as many nodes as items in the first round.
-    let n = p.items.len() as u64;
-    let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
-    // Per preorder, one table for each kind of turn, kept over the rounds: a state
-    // proven to fail in one round is skipped in the later, longer ones.
-    let mut turns: Vec<Turns> = preorders
-        .iter()
-        .map(|_| Turns {
-            depth_first: FailedStates::for_items(p.items.len()),
-            lds: Lds::new(p.items.len()),
-        })
-        .collect();
-    loop {
-        for (order, turn) in preorders.iter().zip(turns.iter_mut()) {
-            for kind in [Kind::DepthFirst, Kind::Lds] {
-                // Limited-discrepancy turns get half the depth-first turns' work.
-                let share = match kind {
-                    Kind::DepthFirst => limit,
-                    Kind::Lds => (limit / 2).max(1),
-                };
-                let work = share.min(left);
-                if work == 0 {
-                    return (Found::Unknown, stats);
-                }
-                left -= work;
-                let search = Search {
-                    p,
-                    capacity,
-                    order,
-                    overlaps: &overlaps,
-                    all: &all,
-                    deadline,
-                };
-                let (found, unused) = match kind {
-                    Kind::DepthFirst => search.depth_first(&mut turn.depth_first, work, &mut stats),
-                    Kind::Lds => turn.lds.turn(&search, work, &mut stats),
-                };
-                // Work a turn did not use goes back to the budget.
-                left += unused;
-                if let Some(found) = found {
-                    return (found, stats);
-                }
-            }
-        }
-        limit = limit.saturating_mul(2);
-    }
 }
 
 /// The two kinds of turn each preorder takes per round.
@@ -753,7 +780,7 @@ mod tests {
         let problem = crate::plan::IntervalProblem::read_csv(path.as_ref()).expect("reads");
         let p = Prepared::new(&crate::plan::offline::interval_ranges(&problem), 1).expect("valid");
         let started = Instant::now();
-        let found = search_until(&p, p.lower_bound, u64::MAX, Some(started));
+        let found = Searcher::new(&p).search_until(p.lower_bound, u64::MAX, Some(started));
         assert_eq!(found, Found::Unknown);
         assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
     }
@@ -764,12 +791,12 @@ mod tests {
         let p = Prepared::new(&ranges, 1).expect("valid");
         for cap in p.lower_bound..p.lower_bound + 3 {
             assert_eq!(
-                search_until(&p, cap, 1 << 30, None),
+                Searcher::new(&p).search_until(cap, 1 << 30, None),
                 search(&p, cap, 1 << 30)
             );
             let later = Instant::now() + std::time::Duration::from_secs(3600);
             assert_eq!(
-                search_until(&p, cap, 1 << 30, Some(later)),
+                Searcher::new(&p).search_until(cap, 1 << 30, Some(later)),
                 search(&p, cap, 1 << 30)
             );
         }
@@ -812,7 +839,7 @@ mod probe {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1_048_576);
-            let (found, stats) = run(&p, cap, budget, None, &preorders(&p));
+            let (found, stats) = Searcher::new(&p).run(cap, budget, None);
             let secs = started.elapsed().as_secs_f64();
             let what = match &found {
                 Found::Plan(_, peak) => format!("plan {peak}"),
@@ -904,18 +931,8 @@ mod brute {
 
     /// One pass over the first preorder of `p` at `capacity`, with a fresh table.
     fn one_pass(p: &Prepared, capacity: u64, discrepancies: Option<u64>) -> (Pass, Stats) {
-        let orders = preorders(p);
-        let overlaps = overlap_lists(p);
-        let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
-        all.sort_by_key(|&i| p.items[i as usize].a);
-        let search = Search {
-            p,
-            capacity,
-            order: &orders[0],
-            overlaps: &overlaps,
-            all: &all,
-            deadline: None,
-        };
+        let searcher = Searcher::new(p);
+        let search = searcher.over(0, capacity, None);
         let mut failed = FailedStates::for_items(p.items.len());
         let mut stats = Stats::default();
         let pass = search.pass(&mut failed, discrepancies, 1 << 40, &mut stats);
@@ -1012,7 +1029,7 @@ mod brute {
         let mut total = Stats::default();
         for cap in p.lower_bound..p.lower_bound + 3 {
             let expect = fits(&p, cap);
-            let (got, stats) = run(&p, cap, 1 << 40, None, &preorders(&p));
+            let (got, stats) = Searcher::new(&p).run(cap, 1 << 40, None);
             total.nodes += stats.nodes;
             total.memo_hits += stats.memo_hits;
             match got {
