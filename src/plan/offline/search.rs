@@ -756,13 +756,7 @@ mod tests {
             panic!("not found");
         };
         assert_eq!(peak, 5);
-        for (i, x) in p.items.iter().enumerate() {
-            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
-                let live_together = x.a < y.b && y.a < x.b;
-                let apart = offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i];
-                assert!(!live_together || apart, "{i} and {j} overlap");
-            }
-        }
+        p.assert_valid(&offsets, peak);
     }
 
     #[test]
@@ -939,18 +933,6 @@ mod brute {
         (pass, stats)
     }
 
-    /// Panics unless `offsets` place every item of `p` within `capacity` with no two
-    /// live items overlapping.
-    fn assert_valid(p: &Prepared, offsets: &[u64], capacity: u64) {
-        for (i, x) in p.items.iter().enumerate() {
-            assert!(offsets[i] + x.size <= capacity);
-            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
-                let apart = offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i];
-                assert!(apart || x.b <= y.a || y.b <= x.a);
-            }
-        }
-    }
-
     #[test]
     fn a_pass_without_discrepancies_takes_only_first_candidates_and_proves_nothing() {
         let mut stopped_short = 0;
@@ -962,7 +944,7 @@ mod brute {
             // the open items into independent parts.
             assert!(stats.nodes <= 2 * p.items.len() as u64 + 1, "{ranges:?}");
             match greedy.found {
-                Some(Found::Plan(offsets, _)) => assert_valid(&p, &offsets, cap),
+                Some(Found::Plan(offsets, _)) => p.assert_valid(&offsets, cap),
                 Some(other) => panic!("a limited pass reported {other:?}: {ranges:?}"),
                 None => {
                     if fits(&p, cap) {
@@ -987,7 +969,7 @@ mod brute {
                 match (limited.found, depth_first.found) {
                     (Some(Found::Plan(a, _)), Some(Found::Plan(b, _))) => {
                         assert_eq!(a, b, "{ranges:?} {cap}");
-                        assert_valid(&p, &a, cap);
+                        p.assert_valid(&a, cap);
                     }
                     (None, Some(Found::Infeasible)) => assert!(!fits(&p, cap)),
                     other => panic!("{other:?}: {ranges:?} {cap}"),
