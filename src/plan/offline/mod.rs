@@ -542,15 +542,10 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
     while work_left > 0 && floor < best_peak && !goal.budget.expired() {
         // First probe at the target with half the budget; then bisect with a quarter
         // of what is left each time.
-        let target = if first {
-            floor
+        let (target, share) = if first {
+            (floor, work_left / 2)
         } else {
-            floor + (best_peak - floor) / 2
-        };
-        let share = if first {
-            work_left / 2
-        } else {
-            (work_left / 4).max(1)
+            (floor + (best_peak - floor) / 2, (work_left / 4).max(1))
         };
         first = false;
         work_left = work_left.saturating_sub(share);
