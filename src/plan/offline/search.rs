@@ -223,6 +223,7 @@ impl Search<'_> {
         work: u64,
         stats: &mut Stats,
     ) -> Pass {
+        let hits_before = failed.hits;
         let mut state = State::new(
             self.p,
             self.capacity,
@@ -237,7 +238,7 @@ impl Search<'_> {
         state.stack.extend_from_slice(self.all);
         let step = state.descend(0, self.all.len(), 0, 0);
         stats.nodes += state.nodes;
-        stats.memo_hits += state.failed.hits - state.hits_before;
+        stats.memo_hits += state.failed.hits - hits_before;
         let found = match step {
             Step::Solved => Some(Found::Plan(state.offsets.clone(), state.peak())),
             // A depth-first failure is a complete search: infeasible. (A limited pass
@@ -349,8 +350,6 @@ struct State<'a> {
     overlaps: &'a [Vec<u32>],
     /// Per item: the highest top of the placed items live with it.
     floor: Vec<u64>,
-    /// The table's hit count when this search began.
-    hits_before: u64,
     /// Discrepancies left: taking the k-th candidate tried at a node costs k.
     disc_left: u64,
     /// Whether discrepancies are limited (a limited-discrepancy pass).
@@ -433,7 +432,6 @@ impl<'a> State<'a> {
             twin,
             overlaps,
             floor: vec![0; p.items.len()],
-            hits_before: failed.hits,
             disc_left: u64::MAX,
             limited: false,
             floor_log: Vec::new(),
