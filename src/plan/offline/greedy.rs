@@ -13,7 +13,7 @@ pub(crate) type Order = Vec<usize>;
 
 /// Largest first; ties: longer lifetime, earlier start, caller order.
 pub(crate) fn by_size(p: &Prepared) -> Order {
-    sorted(p, |it| {
+    sorted(p, |_, it| {
         (
             std::cmp::Reverse(it.size),
             std::cmp::Reverse(it.len),
@@ -25,22 +25,18 @@ pub(crate) fn by_size(p: &Prepared) -> Order {
 /// Busiest step first (the total size live at the range's busiest step); ties by size.
 pub(crate) fn by_breadth(p: &Prepared) -> Order {
     let breadth = p.breadths();
-    let mut order: Order = (0..p.items.len()).collect();
-    order.sort_by_key(|&i| {
-        let it = &p.items[i];
+    sorted(p, |i, it| {
         (
             std::cmp::Reverse(breadth[i]),
             std::cmp::Reverse(it.size),
             std::cmp::Reverse(it.len),
-            it.index,
         )
-    });
-    order
+    })
 }
 
 /// Longest lifetime first; ties by size.
 pub(crate) fn by_lifetime(p: &Prepared) -> Order {
-    sorted(p, |it| {
+    sorted(p, |_, it| {
         (
             std::cmp::Reverse(it.len),
             std::cmp::Reverse(it.size),
@@ -52,21 +48,14 @@ pub(crate) fn by_lifetime(p: &Prepared) -> Order {
 /// Largest conflict first (total size of the ranges live with it); ties by size.
 pub(crate) fn by_conflict(p: &Prepared) -> Order {
     let conflict = p.conflict_sizes();
-    let mut order: Order = (0..p.items.len()).collect();
-    order.sort_by_key(|&i| {
-        let it = &p.items[i];
-        (
-            std::cmp::Reverse(conflict[i]),
-            std::cmp::Reverse(it.size),
-            it.index,
-        )
-    });
-    order
+    sorted(p, |i, it| {
+        (std::cmp::Reverse(conflict[i]), std::cmp::Reverse(it.size))
+    })
 }
 
 /// Largest area (size times lifetime length) first; ties: longer, then larger.
 pub(crate) fn by_area(p: &Prepared) -> Order {
-    sorted(p, |it| {
+    sorted(p, |_, it| {
         (
             std::cmp::Reverse(u128::from(it.size) * u128::from(it.len)),
             std::cmp::Reverse(it.len),
@@ -78,14 +67,14 @@ pub(crate) fn by_area(p: &Prepared) -> Order {
 /// Earliest start first; ties: longer, then larger (the order in which a stack of
 /// nested lifetimes is built).
 pub(crate) fn by_start(p: &Prepared) -> Order {
-    sorted(p, |it| {
+    sorted(p, |_, it| {
         (it.a, std::cmp::Reverse(it.len), std::cmp::Reverse(it.size))
     })
 }
 
 /// Latest end first; ties: longer, then larger.
 pub(crate) fn by_end(p: &Prepared) -> Order {
-    sorted(p, |it| {
+    sorted(p, |_, it| {
         (
             std::cmp::Reverse(it.b),
             std::cmp::Reverse(it.len),
@@ -106,26 +95,32 @@ pub(crate) enum Key {
     Total,
 }
 
+/// MiniMalloc's WAT: lifetime length, then area, then total.
+pub(crate) const WAT: [Key; 3] = [Key::Width, Key::Area, Key::Total];
+
+/// MiniMalloc's TAW: total, then area, then lifetime length.
+pub(crate) const TAW: [Key; 3] = [Key::Total, Key::Area, Key::Width];
+
+/// MiniMalloc's TWA: total, then lifetime length, then area.
+pub(crate) const TWA: [Key; 3] = [Key::Total, Key::Width, Key::Area];
+
 /// Largest first by `keys` in priority (e.g. `[Total, Area, Width]` is MiniMalloc's
 /// TAW).
 pub(crate) fn by_keys(p: &Prepared, keys: [Key; 3]) -> Order {
     let breadth = p.breadths();
-    let mut order: Order = (0..p.items.len()).collect();
-    order.sort_by_key(|&i| {
-        let it = &p.items[i];
-        let key = keys.map(|k| match k {
+    sorted(p, |i, it| {
+        std::cmp::Reverse(keys.map(|k| match k {
             Key::Width => u128::from(it.len),
             Key::Area => u128::from(it.size) * u128::from(it.len),
             Key::Total => u128::from(breadth[i]),
-        });
-        (std::cmp::Reverse(key), it.index)
-    });
-    order
+        }))
+    })
 }
 
-fn sorted<K: Ord>(p: &Prepared, key: impl Fn(&Item) -> K) -> Order {
+/// The item positions sorted by `key(position, item)`, ties by caller order.
+fn sorted<K: Ord>(p: &Prepared, key: impl Fn(usize, &Item) -> K) -> Order {
     let mut order: Order = (0..p.items.len()).collect();
-    order.sort_by_key(|&i| (key(&p.items[i]), p.items[i].index));
+    order.sort_by_key(|&i| (key(i, &p.items[i]), p.items[i].index));
     order
 }
 

@@ -197,15 +197,7 @@ mod tests {
         let (improved, improved_peak) = repack(&p, &index, offsets, &work(200_000), 1);
         assert!(improved_peak <= peak);
         assert!(improved_peak >= p.lower_bound);
-        for (i, x) in p.items.iter().enumerate() {
-            assert!(improved[i] + x.size <= improved_peak);
-            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
-                let live_together = x.a < y.b && y.a < x.b;
-                let apart =
-                    improved[i] + x.size <= improved[j] || improved[j] + y.size <= improved[i];
-                assert!(!live_together || apart, "{i} and {j} overlap");
-            }
-        }
+        p.assert_valid(&improved, improved_peak);
     }
 
     #[test]

@@ -41,7 +41,7 @@ use crate::plan::{IntervalProblem, PlanError};
 use greedy::{Fit, Order};
 use index::OverlapIndex;
 use prepared::Prepared;
-use search::Found;
+use search::{Found, Searcher};
 
 /// One buffer to place: live over the half-open time range `[start, end)`, needing
 /// `size` bytes. A range with `start >= end` or `size == 0` is never live with anything
@@ -330,6 +330,12 @@ impl Goal {
     fn reached(&self, peak: u64) -> bool {
         peak <= self.target
     }
+
+    /// Whether a run holding a plan that peaks at `peak` should stop: the goal is
+    /// reached or the deadline has passed.
+    fn done(&self, peak: u64) -> bool {
+        self.reached(peak) || self.budget.expired()
+    }
 }
 
 /// A placement (offsets per item position), its peak and who found it.
@@ -413,7 +419,7 @@ fn greedy_orders(
 ) {
     for strategy in GREEDY {
         if let (Some(goal), Some(b)) = (goal, best.as_ref()) {
-            if goal.reached(b.1) || goal.budget.expired() {
+            if goal.done(b.1) {
                 return;
             }
         }
@@ -440,7 +446,7 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) {
     for which in skyline::ORDERS {
         let limits = match best.as_ref() {
             None => skyline::Limits::NONE,
-            Some(b) if goal.reached(b.1) || goal.budget.expired() || work == 0 => return,
+            Some(b) if goal.done(b.1) || work == 0 => return,
             Some(b) => skyline::Limits {
                 stop_at: b.1,
                 work,
@@ -473,7 +479,7 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     let Some((offsets, peak, strategy)) = best else {
         return (Vec::new(), 0, Strategy::Best);
     };
-    if goal.reached(peak) || goal.budget.expired() {
+    if goal.done(peak) {
         return (offsets, peak, strategy);
     }
     let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
@@ -482,7 +488,7 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     } else {
         (offsets, peak, strategy)
     };
-    if goal.reached(start_peak) || goal.budget.expired() {
+    if goal.done(start_peak) {
         return (start, start_peak, start_by);
     }
     if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
@@ -520,12 +526,6 @@ const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 /// that it stays well within a 2 MiB thread stack.
 const SEARCH_MAX_ITEMS: usize = 3_000;
 
-/// The one call into the exact search: a placement within `capacity` with at most
-/// `work` units, stopping by `deadline` when there is one.
-fn search_at(p: &Prepared, capacity: u64, work: u64, deadline: Option<Instant>) -> Found {
-    search::search_until(p, capacity, work, deadline)
-}
-
 /// Improves on a known placement with the bounded search: first at the goal's target
 /// (the capacity, else the lower bound), then bisecting between the best capacity known
 /// infeasible and the best peak found; stops at the first plan within the target.
@@ -538,22 +538,20 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
     // Capacities below `floor` are infeasible or were given up on.
     let mut floor = goal.target;
     let mut first = true;
+    // Built at the first probe, shared by the later ones.
+    let mut searcher = None;
     while work_left > 0 && floor < best_peak && !goal.budget.expired() {
         // First probe at the target with half the budget; then bisect with a quarter
         // of what is left each time.
-        let target = if first {
-            floor
+        let (target, share) = if first {
+            (floor, work_left / 2)
         } else {
-            floor + (best_peak - floor) / 2
-        };
-        let share = if first {
-            work_left / 2
-        } else {
-            (work_left / 4).max(1)
+            (floor + (best_peak - floor) / 2, (work_left / 4).max(1))
         };
         first = false;
         work_left = work_left.saturating_sub(share);
-        match search_at(p, target, share, goal.budget.deadline) {
+        let searcher = searcher.get_or_insert_with(|| Searcher::new(p));
+        match searcher.search_until(target, share, goal.budget.deadline) {
             Found::Plan(offsets, found) => {
                 best = offsets;
                 best_peak = found;

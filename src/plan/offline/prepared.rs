@@ -179,6 +179,23 @@ impl Prepared {
     }
 }
 
+/// Test check shared by the strategies' tests.
+#[cfg(test)]
+impl Prepared {
+    /// Panics unless `offsets` (per item position) keep every item's top at or below
+    /// `peak` and no two items live at a common time share a byte.
+    pub(crate) fn assert_valid(&self, offsets: &[u64], peak: u64) {
+        for (i, x) in self.items.iter().enumerate() {
+            assert!(offsets[i] + x.size <= peak, "item {i} above the peak");
+            for (j, y) in self.items.iter().enumerate().skip(i + 1) {
+                let live_together = x.a < y.b && y.a < x.b;
+                let apart = offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i];
+                assert!(!live_together || apart, "{i} and {j} overlap");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
+use super::greedy;
 use super::prepared::Prepared;
 use memo::{seed, FailedStates, Fingerprint};
 
@@ -58,24 +59,120 @@ pub(crate) enum Found {
     Unknown,
 }
 
-/// Searches for a placement with peak at most `capacity`, doing at most `budget` units
-/// of work (one per open item or section a node visits, one per floor it updates) over
-/// all preorders. Deterministic.
+/// A search without a deadline: the result depends on the work budget alone.
 #[cfg(test)]
 pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
-    search_until(p, capacity, budget, None)
+    Searcher::new(p).search_until(capacity, budget, None)
 }
 
-/// [`search`] that also gives up (with [`Found::Unknown`]) once `deadline` has passed.
-/// The clock is read every [`CLOCK_EVERY`] nodes, never per node; without a deadline
-/// the result depends on the work budget alone.
-pub(crate) fn search_until(
-    p: &Prepared,
-    capacity: u64,
-    budget: u64,
-    deadline: Option<Instant>,
-) -> Found {
-    run(p, capacity, budget, deadline, &preorders(p)).0
+/// A problem made ready for searches at several capacities: the preorders, the overlap
+/// lists and the items by first section are built once, not once per search.
+pub(crate) struct Searcher<'a> {
+    p: &'a Prepared,
+    /// The static preorders, one per turn of a round.
+    preorders: Vec<Vec<usize>>,
+    /// Items live at a common time with each item.
+    overlaps: Vec<Vec<u32>>,
+    /// Every item, sorted by first section.
+    all: Vec<u32>,
+}
+
+impl<'a> Searcher<'a> {
+    /// Builds what every search of `p` shares.
+    pub(crate) fn new(p: &'a Prepared) -> Searcher<'a> {
+        let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
+        all.sort_by_key(|&i| p.items[i as usize].a);
+        Searcher {
+            p,
+            preorders: preorders(p),
+            overlaps: overlap_lists(p),
+            all,
+        }
+    }
+
+    /// Searches for a placement with peak at most `capacity`, doing at most `budget`
+    /// units of work (one per open item or section a node visits, one per floor it
+    /// updates) over all preorders, and giving up (with [`Found::Unknown`]) once
+    /// `deadline` has passed. The clock is read every [`CLOCK_EVERY`] nodes, never per
+    /// node; without a deadline the result depends on the work budget alone
+    /// (deterministic).
+    pub(crate) fn search_until(
+        &self,
+        capacity: u64,
+        budget: u64,
+        deadline: Option<Instant>,
+    ) -> Found {
+        self.run(capacity, budget, deadline).0
+    }
+
+    /// The search over the preorders, taking turns with a doubling work limit. Each
+    /// preorder gets two turns per round: a depth-first turn (complete, so it can prove
+    /// infeasibility) and a limited-discrepancy turn (see [`Lds`]).
+    fn run(&self, capacity: u64, budget: u64, deadline: Option<Instant>) -> (Found, Stats) {
+        let p = self.p;
+        let mut stats = Stats::default();
+        if p.lower_bound > capacity {
+            return (Found::Infeasible, stats);
+        }
+        if p.items.is_empty() || self.preorders.is_empty() {
+            return (Found::Plan(Vec::new(), 0), stats);
+        }
+        let mut left = budget;
+        // About as many nodes as items in the first round.
+        let n = p.items.len() as u64;
+        let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
+        // Per preorder, one table for each kind of turn, kept over the rounds: a state
+        // proven to fail in one round is skipped in the later, longer ones.
+        let mut turns: Vec<Turns> = self
+            .preorders
+            .iter()
+            .map(|_| Turns {
+                depth_first: FailedStates::for_items(p.items.len()),
+                lds: Lds::new(p.items.len()),
+            })
+            .collect();
+        loop {
+            for (order, turn) in turns.iter_mut().enumerate() {
+                let search = self.over(order, capacity, deadline);
+                for kind in [Kind::DepthFirst, Kind::Lds] {
+                    // Limited-discrepancy turns get half the depth-first turns' work.
+                    let share = match kind {
+                        Kind::DepthFirst => limit,
+                        Kind::Lds => (limit / 2).max(1),
+                    };
+                    let work = share.min(left);
+                    if work == 0 {
+                        return (Found::Unknown, stats);
+                    }
+                    left -= work;
+                    let (found, unused) = match kind {
+                        Kind::DepthFirst => {
+                            search.depth_first(&mut turn.depth_first, work, &mut stats)
+                        }
+                        Kind::Lds => turn.lds.turn(&search, work, &mut stats),
+                    };
+                    // Work a turn did not use goes back to the budget.
+                    left += unused;
+                    if let Some(found) = found {
+                        return (found, stats);
+                    }
+                }
+            }
+            limit = limit.saturating_mul(2);
+        }
+    }
+
+    /// The passes over preorder `order` at `capacity` share this.
+    fn over(&self, order: usize, capacity: u64, deadline: Option<Instant>) -> Search<'_> {
+        Search {
+            p: self.p,
+            capacity,
+            order: &self.preorders[order],
+            overlaps: &self.overlaps,
+            all: &self.all,
+            deadline,
+        }
+    }
 }
 
 /// Nodes between two looks at the clock when a deadline is set.
@@ -88,75 +185,6 @@ pub(crate) struct Stats {
     pub nodes: u64,
     /// Nodes cut off because their state had failed before.
     pub memo_hits: u64,
-}
-
-/// The search over the given preorders, taking turns with a doubling work limit.
-/// Each preorder gets two turns per round: a depth-first turn (complete, so it can
-/// prove infeasibility) and a limited-discrepancy turn (see [`Lds`]).
-fn run(
-    p: &Prepared,
-    capacity: u64,
-    budget: u64,
-    deadline: Option<Instant>,
-    preorders: &[Vec<usize>],
-) -> (Found, Stats) {
-    let mut stats = Stats::default();
-    if p.lower_bound > capacity {
-        return (Found::Infeasible, stats);
-    }
-    if p.items.is_empty() || preorders.is_empty() {
-        return (Found::Plan(Vec::new(), 0), stats);
-    }
-    let overlaps = overlap_lists(p);
-    let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
-    all.sort_by_key(|&i| p.items[i as usize].a);
-    let mut left = budget;
-    // About as many nodes as items in the first round.
-    let n = p.items.len() as u64;
-    let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
-    // Per preorder, one table for each kind of turn, kept over the rounds: a state
-    // proven to fail in one round is skipped in the later, longer ones.
-    let mut turns: Vec<Turns> = preorders
-        .iter()
-        .map(|_| Turns {
-            depth_first: FailedStates::for_items(p.items.len()),
-            lds: Lds::new(p.items.len()),
-        })
-        .collect();
-    loop {
-        for (order, turn) in preorders.iter().zip(turns.iter_mut()) {
-            for kind in [Kind::DepthFirst, Kind::Lds] {
-                // Limited-discrepancy turns get half the depth-first turns' work.
-                let share = match kind {
-                    Kind::DepthFirst => limit,
-                    Kind::Lds => (limit / 2).max(1),
-                };
-                let work = share.min(left);
-                if work == 0 {
-                    return (Found::Unknown, stats);
-                }
-                left -= work;
-                let search = Search {
-                    p,
-                    capacity,
-                    order,
-                    overlaps: &overlaps,
-                    all: &all,
-                    deadline,
-                };
-                let (found, unused) = match kind {
-                    Kind::DepthFirst => search.depth_first(&mut turn.depth_first, work, &mut stats),
-                    Kind::Lds => turn.lds.turn(&search, work, &mut stats),
-                };
-                // Work a turn did not use goes back to the budget.
-                left += unused;
-                if let Some(found) = found {
-                    return (found, stats);
-                }
-            }
-        }
-        limit = limit.saturating_mul(2);
-    }
 }
 
 /// The two kinds of turn each preorder takes per round.
@@ -195,6 +223,7 @@ impl Search<'_> {
         work: u64,
         stats: &mut Stats,
     ) -> Pass {
+        let hits_before = failed.hits;
         let mut state = State::new(
             self.p,
             self.capacity,
@@ -209,7 +238,7 @@ impl Search<'_> {
         state.stack.extend_from_slice(self.all);
         let step = state.descend(0, self.all.len(), 0, 0);
         stats.nodes += state.nodes;
-        stats.memo_hits += state.failed.hits - state.hits_before;
+        stats.memo_hits += state.failed.hits - hits_before;
         let found = match step {
             Step::Solved => Some(Found::Plan(state.offsets.clone(), state.peak())),
             // A depth-first failure is a complete search: infeasible. (A limited pass
@@ -295,47 +324,13 @@ impl Lds {
     }
 }
 
-/// Static preorders (item positions, best first), each a priority of three keys, all
-/// largest first: W (lifetime length), A (area: size times length) and T (the total
-/// size live at the item's busiest section), as WAT, TAW and TWA.
+/// Static preorders (item positions, best first): MiniMalloc's WAT, TAW and TWA (see
+/// [`greedy::Key`]).
 fn preorders(p: &Prepared) -> Vec<Vec<usize>> {
-    let breadth = p.breadths();
-    let mut out = Vec::new();
-    for rule in 0..RULES.len() {
-        let mut order: Vec<usize> = (0..p.items.len()).collect();
-        order.sort_by(|&x, &y| {
-            rank_key(&p.items[y], breadth[y], rule)
-                .cmp(&rank_key(&p.items[x], breadth[x], rule))
-                .then(p.items[x].index.cmp(&p.items[y].index))
-        });
-        out.push(order);
-    }
-    out
-}
-
-/// The preorder rules, each three keys in priority, all largest first: W (lifetime
-/// length), A (area: size times length), T (the total size live in the item's
-/// busiest section).
-const RULES: [[Key; 3]; 3] = [
-    [Key::Width, Key::Area, Key::Total],
-    [Key::Total, Key::Area, Key::Width],
-    [Key::Total, Key::Width, Key::Area],
-];
-
-#[derive(Debug, Clone, Copy)]
-enum Key {
-    Width,
-    Area,
-    Total,
-}
-
-/// An item's preorder key (larger first) under rule `rule`, with `total` as its T.
-fn rank_key(it: &super::prepared::Item, total: u64, rule: usize) -> [u128; 3] {
-    RULES[rule].map(|k| match k {
-        Key::Width => u128::from(it.len),
-        Key::Area => u128::from(it.size) * u128::from(it.len),
-        Key::Total => u128::from(total),
-    })
+    [greedy::WAT, greedy::TAW, greedy::TWA]
+        .into_iter()
+        .map(|keys| greedy::by_keys(p, keys))
+        .collect()
 }
 
 enum Step {
@@ -355,8 +350,6 @@ struct State<'a> {
     overlaps: &'a [Vec<u32>],
     /// Per item: the highest top of the placed items live with it.
     floor: Vec<u64>,
-    /// The table's hit count when this search began.
-    hits_before: u64,
     /// Discrepancies left: taking the k-th candidate tried at a node costs k.
     disc_left: u64,
     /// Whether discrepancies are limited (a limited-discrepancy pass).
@@ -439,7 +432,6 @@ impl<'a> State<'a> {
             twin,
             overlaps,
             floor: vec![0; p.items.len()],
-            hits_before: failed.hits,
             disc_left: u64::MAX,
             limited: false,
             floor_log: Vec::new(),
@@ -762,13 +754,7 @@ mod tests {
             panic!("not found");
         };
         assert_eq!(peak, 5);
-        for (i, x) in p.items.iter().enumerate() {
-            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
-                let live_together = x.a < y.b && y.a < x.b;
-                let apart = offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i];
-                assert!(!live_together || apart, "{i} and {j} overlap");
-            }
-        }
+        p.assert_valid(&offsets, peak);
     }
 
     #[test]
@@ -786,7 +772,7 @@ mod tests {
         let problem = crate::plan::IntervalProblem::read_csv(path.as_ref()).expect("reads");
         let p = Prepared::new(&crate::plan::offline::interval_ranges(&problem), 1).expect("valid");
         let started = Instant::now();
-        let found = search_until(&p, p.lower_bound, u64::MAX, Some(started));
+        let found = Searcher::new(&p).search_until(p.lower_bound, u64::MAX, Some(started));
         assert_eq!(found, Found::Unknown);
         assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
     }
@@ -797,12 +783,12 @@ mod tests {
         let p = Prepared::new(&ranges, 1).expect("valid");
         for cap in p.lower_bound..p.lower_bound + 3 {
             assert_eq!(
-                search_until(&p, cap, 1 << 30, None),
+                Searcher::new(&p).search_until(cap, 1 << 30, None),
                 search(&p, cap, 1 << 30)
             );
             let later = Instant::now() + std::time::Duration::from_secs(3600);
             assert_eq!(
-                search_until(&p, cap, 1 << 30, Some(later)),
+                Searcher::new(&p).search_until(cap, 1 << 30, Some(later)),
                 search(&p, cap, 1 << 30)
             );
         }
@@ -845,7 +831,7 @@ mod probe {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1_048_576);
-            let (found, stats) = run(&p, cap, budget, None, &preorders(&p));
+            let (found, stats) = Searcher::new(&p).run(cap, budget, None);
             let secs = started.elapsed().as_secs_f64();
             let what = match &found {
                 Found::Plan(_, peak) => format!("plan {peak}"),
@@ -937,34 +923,12 @@ mod brute {
 
     /// One pass over the first preorder of `p` at `capacity`, with a fresh table.
     fn one_pass(p: &Prepared, capacity: u64, discrepancies: Option<u64>) -> (Pass, Stats) {
-        let orders = preorders(p);
-        let overlaps = overlap_lists(p);
-        let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
-        all.sort_by_key(|&i| p.items[i as usize].a);
-        let search = Search {
-            p,
-            capacity,
-            order: &orders[0],
-            overlaps: &overlaps,
-            all: &all,
-            deadline: None,
-        };
+        let searcher = Searcher::new(p);
+        let search = searcher.over(0, capacity, None);
         let mut failed = FailedStates::for_items(p.items.len());
         let mut stats = Stats::default();
         let pass = search.pass(&mut failed, discrepancies, 1 << 40, &mut stats);
         (pass, stats)
-    }
-
-    /// Panics unless `offsets` place every item of `p` within `capacity` with no two
-    /// live items overlapping.
-    fn assert_valid(p: &Prepared, offsets: &[u64], capacity: u64) {
-        for (i, x) in p.items.iter().enumerate() {
-            assert!(offsets[i] + x.size <= capacity);
-            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
-                let apart = offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i];
-                assert!(apart || x.b <= y.a || y.b <= x.a);
-            }
-        }
     }
 
     #[test]
@@ -978,7 +942,7 @@ mod brute {
             // the open items into independent parts.
             assert!(stats.nodes <= 2 * p.items.len() as u64 + 1, "{ranges:?}");
             match greedy.found {
-                Some(Found::Plan(offsets, _)) => assert_valid(&p, &offsets, cap),
+                Some(Found::Plan(offsets, _)) => p.assert_valid(&offsets, cap),
                 Some(other) => panic!("a limited pass reported {other:?}: {ranges:?}"),
                 None => {
                     if fits(&p, cap) {
@@ -1003,7 +967,7 @@ mod brute {
                 match (limited.found, depth_first.found) {
                     (Some(Found::Plan(a, _)), Some(Found::Plan(b, _))) => {
                         assert_eq!(a, b, "{ranges:?} {cap}");
-                        assert_valid(&p, &a, cap);
+                        p.assert_valid(&a, cap);
                     }
                     (None, Some(Found::Infeasible)) => assert!(!fits(&p, cap)),
                     other => panic!("{other:?}: {ranges:?} {cap}"),
@@ -1045,7 +1009,7 @@ mod brute {
         let mut total = Stats::default();
         for cap in p.lower_bound..p.lower_bound + 3 {
             let expect = fits(&p, cap);
-            let (got, stats) = run(&p, cap, 1 << 40, None, &preorders(&p));
+            let (got, stats) = Searcher::new(&p).run(cap, 1 << 40, None);
             total.nodes += stats.nodes;
             total.memo_hits += stats.memo_hits;
             match got {

@@ -119,12 +119,12 @@ impl Heights {
 /// the last three six times as many).
 pub(crate) const ORDERS: [SkyOrder; 7] = [
     SkyOrder::Area,
-    SkyOrder::Keys([Key::Total, Key::Area, Key::Width]),
+    SkyOrder::Keys(greedy::TAW),
     SkyOrder::End,
     SkyOrder::Size,
-    SkyOrder::Keys([Key::Total, Key::Width, Key::Area]),
+    SkyOrder::Keys(greedy::TWA),
     SkyOrder::Start,
-    SkyOrder::Keys([Key::Width, Key::Area, Key::Total]),
+    SkyOrder::Keys(greedy::WAT),
 ];
 
 /// A static order for breaking ties between items on the same floor.
@@ -246,17 +246,6 @@ mod tests {
         LiveRange { start, end, size }
     }
 
-    fn assert_valid(p: &Prepared, offsets: &[u64], peak: u64) {
-        for (i, x) in p.items.iter().enumerate() {
-            assert!(offsets[i] + x.size <= peak, "item {i} above the peak");
-            for (j, y) in p.items.iter().enumerate().skip(i + 1) {
-                let live_together = x.a < y.b && y.a < x.b;
-                let apart = offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i];
-                assert!(!live_together || apart, "{i} and {j} overlap");
-            }
-        }
-    }
-
     #[test]
     fn heights_answer_range_maxima_after_raises() {
         let mut h = Heights::new(10);
@@ -293,7 +282,7 @@ mod tests {
             assert_eq!(greedy::place(&p, &index, &by_size, fit).1, 7);
         }
         let (offsets, peak) = place(&p, &SkyOrder::Area.order(&p));
-        assert_valid(&p, &offsets, peak);
+        p.assert_valid(&offsets, peak);
         assert_eq!(peak, 6);
         assert_eq!(offsets, vec![2, 0, 4, 0]);
     }
@@ -356,7 +345,7 @@ mod tests {
             let p = Prepared::new(&ranges, 1).expect("valid");
             let which = ORDERS[round % ORDERS.len()];
             let (offsets, peak) = place(&p, &which.order(&p));
-            assert_valid(&p, &offsets, peak);
+            p.assert_valid(&offsets, peak);
             assert!(peak >= p.lower_bound);
         }
     }
