@@ -38,11 +38,16 @@ pub fn check_chunks_against_limits(plan: &Plan, limits: &wgpu::Limits) -> Result
     Ok(())
 }
 
+/// Checks each placement: the binding `binding(tensor, placement)` returns, as
+/// `(offset from the placement's start, size)`, fits the storage binding limit, starts
+/// at a multiple of the device's storage offset alignment, and ends inside its chunk.
+/// `None` from `binding` means the tensor has no extent (a bad placement).
 fn check_placements(
     plan: &Plan,
     limits: &wgpu::Limits,
-    binding_size: impl Fn(TensorId, &Placement) -> u64,
+    binding: impl Fn(TensorId, &Placement) -> Option<(u64, u64)>,
 ) -> Result<(), DeviceError> {
+    let alignment = u64::from(limits.min_storage_buffer_offset_alignment.max(1));
     for (i, placement) in plan.placements.iter().enumerate() {
         let Some(p) = placement else { continue };
         let tensor = TensorId(u32::try_from(i).unwrap_or(u32::MAX));
@@ -53,12 +58,20 @@ fn check_placements(
             offset: p.offset,
             size: p.size,
         };
-        let size = binding_size(tensor, p);
+        let (within, size) = binding(tensor, p).ok_or_else(bad)?;
         if size > limits.max_storage_buffer_binding_size {
             return Err(DeviceError::TensorTooLarge {
                 tensor,
                 size,
                 max_size: limits.max_storage_buffer_binding_size,
+            });
+        }
+        let offset = p.offset.checked_add(within).ok_or_else(bad)?;
+        if size > 0 && !offset.is_multiple_of(alignment) {
+            return Err(DeviceError::MisalignedPlacement {
+                tensor,
+                offset,
+                alignment,
             });
         }
         let chunk = plan
@@ -67,7 +80,7 @@ fn check_placements(
             .and_then(|b| b.chunks.get(p.chunk))
             .ok_or_else(bad)?;
         let chunk_size = chunk_alloc_size(chunk).ok_or_else(bad)?;
-        let end = p.offset.checked_add(size).ok_or_else(bad)?;
+        let end = offset.checked_add(size).ok_or_else(bad)?;
         if end > chunk_size {
             return Err(bad());
         }
@@ -76,24 +89,29 @@ fn check_placements(
 }
 
 /// Checks a plan against a device's limits before any wgpu call: every chunk fits
-/// `max_buffer_size`, every planned tensor's binding (its exact size in `graph` rounded
-/// up to 4) fits `max_storage_buffer_binding_size`, and every placement lies inside
-/// its chunk.
+/// `max_buffer_size`; every placed tensor's binding (its extent in `graph`, rounded up
+/// to whole words: [`crate::graph::extent`], the rule every layer shares) fits
+/// `max_storage_buffer_binding_size`, starts at a multiple of
+/// `min_storage_buffer_offset_alignment` and lies inside its chunk.
 ///
 /// # Errors
 /// [`DeviceError::ChunkTooLarge`], [`DeviceError::TensorTooLarge`] (both "never fits" on
-/// this device) or [`DeviceError::BadPlacement`].
+/// this device), [`DeviceError::MisalignedPlacement`] or [`DeviceError::BadPlacement`].
 pub fn check_plan_against_limits(
     plan: &Plan,
     graph: &Graph,
     limits: &wgpu::Limits,
 ) -> Result<(), DeviceError> {
     check_chunks_against_limits(plan, limits)?;
-    check_placements(plan, limits, |tensor, p| {
-        graph
-            .tensor(tensor)
-            .and_then(|t| align_up(t.size, wgpu::COPY_BUFFER_ALIGNMENT))
-            .unwrap_or(p.size)
+    if plan.placements.len() != graph.tensors.len() {
+        return Err(DeviceError::PlanForAnotherGraph {
+            placements: plan.placements.len(),
+            tensors: graph.tensors.len(),
+        });
+    }
+    check_placements(plan, limits, |tensor, _| {
+        let extent = graph.extent(tensor)?;
+        Some((extent.offset, extent.binding_size()?))
     })
 }
 
@@ -120,7 +138,7 @@ pub fn allocate_plan(
 ) -> Result<PlannedMemory, DeviceError> {
     check_chunks_against_limits(plan, &ctx.limits)?;
     if usage.contains(wgpu::BufferUsages::STORAGE) {
-        check_placements(plan, &ctx.limits, |_, p| p.size)?;
+        check_placements(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
     }
     let mut rows: Vec<Vec<wgpu::Buffer>> = Vec::with_capacity(plan.buffers.len());
     let mut owned: Vec<bool> = Vec::with_capacity(plan.buffers.len());
@@ -294,7 +312,7 @@ mod tests {
     fn placement_above_binding_size_is_tensor_too_large() {
         let p = plan(&[4096], vec![at(0, 0, 64), at(0, 64, 2048)]);
         assert_eq!(
-            check_placements(&p, &limits(4096, 1024), |_, p| p.size),
+            check_placements(&p, &limits(4096, 1024), |_, p| Some((0, p.size))),
             Err(DeviceError::TensorTooLarge {
                 tensor: TensorId(1),
                 size: 2048,
@@ -307,7 +325,7 @@ mod tests {
     fn placement_past_its_chunk_is_bad() {
         let p = plan(&[128], vec![at(0, 96, 64)]);
         assert!(matches!(
-            check_placements(&p, &limits(4096, 4096), |_, p| p.size),
+            check_placements(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
             Err(DeviceError::BadPlacement {
                 offset: 96,
                 size: 64,
@@ -320,7 +338,7 @@ mod tests {
     fn placement_in_missing_chunk_is_bad() {
         let p = plan(&[128], vec![None, at(3, 0, 32)]);
         assert!(matches!(
-            check_placements(&p, &limits(4096, 4096), |_, p| p.size),
+            check_placements(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
             Err(DeviceError::BadPlacement {
                 tensor: TensorId(1),
                 chunk: 3,

@@ -90,6 +90,26 @@ pub enum DeviceError {
         /// Its size.
         size: u64,
     },
+    /// A placement's binding does not start at a multiple of the device's
+    /// `min_storage_buffer_offset_alignment`: the plan was made for a smaller alignment
+    /// (re-plan with this device's buffer types).
+    #[error("tensor {tensor}: binding at offset {offset} is not a multiple of the device's storage offset alignment {alignment}")]
+    MisalignedPlacement {
+        /// The tensor.
+        tensor: TensorId,
+        /// The binding's offset in its chunk.
+        offset: u64,
+        /// `min_storage_buffer_offset_alignment`.
+        alignment: u64,
+    },
+    /// A plan checked against a graph it was not made for.
+    #[error("the plan has {placements} placements but the graph has {tensors} tensors")]
+    PlanForAnotherGraph {
+        /// Placements in the plan.
+        placements: usize,
+        /// Tensors in the graph.
+        tensors: usize,
+    },
     /// The device is out of memory for a buffer of this size (does not fit now).
     #[error("out of device memory allocating {size} bytes")]
     OutOfDeviceMemory {

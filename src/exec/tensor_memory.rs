@@ -5,7 +5,7 @@ use super::bindings::RangeKey;
 use super::ExecError;
 use crate::device::{read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory};
 use crate::graph::{Graph, TensorId};
-use crate::plan::{align_up, Plan};
+use crate::plan::Plan;
 
 fn device_error(error: DeviceError) -> ExecError {
     ExecError::Device {
@@ -100,21 +100,32 @@ impl<'a> TensorMemory<'a> {
                     buffer: placement.buffer.0,
                     chunk: placement.chunk,
                 })?;
-        if t.size == 0 {
+        let extent = graph.extent(tensor).ok_or_else(not_placed)?;
+        if extent.is_empty() {
             return Err(ExecError::EmptyTensor { tensor: tensor.0 });
         }
-        let size = align_up(t.size, 4).ok_or(ExecError::LargerThanPlacement {
+        // The one rule (graph::extent): the view's bytes in its root, rounded to words.
+        let too_large = || ExecError::LargerThanPlacement {
             tensor: tensor.0,
-            size: t.size,
+            size: extent.size,
             placement_size: placement.size,
-        })?;
-        if size > placement.size {
+        };
+        let size = extent.binding_size().ok_or_else(too_large)?;
+        let within = extent.binding_end().ok_or_else(too_large)?;
+        if within > placement.size {
             return Err(ExecError::LargerThanPlacement {
                 tensor: tensor.0,
                 size,
                 placement_size: placement.size,
             });
         }
+        let placement = crate::plan::Placement {
+            offset: placement
+                .offset
+                .checked_add(extent.offset)
+                .ok_or_else(too_large)?,
+            ..placement
+        };
         // A chunk may be a range of a larger buffer: the tensor must end inside both.
         let end = placement.offset.checked_add(size);
         let offset = base.checked_add(placement.offset);
@@ -155,7 +166,8 @@ impl<'a> TensorMemory<'a> {
         Ok(range)
     }
 
-    /// Writes a tensor's bytes (exactly its size) at its placement, through the queue
+    /// Writes a tensor's bytes (exactly the bytes it occupies, [`Graph::extent`]: its
+    /// size, or for a view its bytes in its root) at its placement, through the queue
     /// (visible to the next submit).
     ///
     /// # Errors
@@ -169,7 +181,8 @@ impl<'a> TensorMemory<'a> {
         bytes: &[u8],
     ) -> Result<(), ExecError> {
         let range = self.copyable(graph, tensor)?;
-        let expected = graph.tensor(tensor).map_or(0, |t| t.size);
+        // The bytes the tensor occupies (a broadcast view: its root's).
+        let expected = graph.extent(tensor).map_or(0, |e| e.size);
         if bytes.len() as u64 != expected {
             return Err(ExecError::WrongDataSize {
                 tensor: tensor.0,
@@ -209,7 +222,8 @@ impl<'a> TensorMemory<'a> {
         self.write(ctx, graph, tensor, bytemuck::cast_slice(values))
     }
 
-    /// Reads a tensor's bytes back (copy to a staging buffer, map, wait).
+    /// Reads back the bytes a tensor occupies ([`Graph::extent`]; copy to a staging
+    /// buffer, map, wait).
     ///
     /// # Errors
     /// The errors of [`TensorMemory::range`]; [`ExecError::Device`] when the copy,
@@ -221,7 +235,7 @@ impl<'a> TensorMemory<'a> {
         tensor: TensorId,
     ) -> Result<Vec<u8>, ExecError> {
         let range = self.copyable(graph, tensor)?;
-        let len = graph.tensor(tensor).map_or(0, |t| t.size);
+        let len = graph.extent(tensor).map_or(0, |e| e.size);
         read_buffer_range(ctx, range.buffer, range.key.offset, len).map_err(device_error)
     }
 

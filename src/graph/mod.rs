@@ -4,6 +4,7 @@
 mod builder;
 mod dynamic;
 mod error;
+pub mod extent;
 mod lifetime;
 mod model;
 mod summary;
@@ -13,6 +14,7 @@ mod validate;
 
 pub use builder::GraphBuilder;
 pub use error::GraphError;
+pub use extent::{binding_size, Extent, BINDING_GRANULE};
 pub use lifetime::{Lifetime, Lifetimes};
 pub use model::{DType, DynamicLen, Graph, Node, NodeId, Role, Tensor, TensorId};
 pub use summary::{GraphSummary, RoleSummary};

@@ -138,6 +138,9 @@ impl Graph {
             {
                 return Err(bad_size(tensor));
             }
+            if super::extent::binding_size(tensor.size).is_none() {
+                return Err(unbindable_size(tensor));
+            }
             let mut k = role_bits(tensor.role);
             let r = match tensor.view_of {
                 None => position as u32,
@@ -384,6 +387,18 @@ impl Graph {
 
 fn node_context(step: usize, op: &str) -> String {
     format!("node {step} ({op})")
+}
+
+#[cold]
+fn unbindable_size(tensor: &super::Tensor) -> GraphError {
+    GraphError::BadSize {
+        tensor: tensor.id,
+        name: tensor.name.clone(),
+        problem: format!(
+            "{} bytes overflow 64 bits when rounded up to whole 4-byte words",
+            tensor.size
+        ),
+    }
 }
 
 #[cold]

@@ -38,7 +38,10 @@ pub fn alloc_ctx_tensors(
         if tensor.is_view() || placements[id.index()].is_some() {
             continue;
         }
-        let size = current.reserved_size(id, tensor.size)?;
+        let binding = graph
+            .reserved_size(id)
+            .ok_or(PlanError::SizeOverflow { tensor: id })?;
+        let size = current.reserved_size(id, binding)?;
         if size > buffer_type.max_size {
             close_chunk(&mut chunks, &mut current, buffer_type)?;
             chunks.push(ChunkPlan {
@@ -53,11 +56,11 @@ pub fn alloc_ctx_tensors(
             });
             continue;
         }
-        let offset = match current.alloc(id, tensor.size) {
+        let offset = match current.alloc(id, binding) {
             Ok(offset) => offset,
             Err(PlanError::OutOfSpace { .. }) => {
                 close_chunk(&mut chunks, &mut current, buffer_type)?;
-                current.alloc(id, tensor.size)?
+                current.alloc(id, binding)?
             }
             Err(other) => return Err(other),
         };

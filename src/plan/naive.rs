@@ -18,9 +18,9 @@ pub fn naive_plan(graph: &Graph, buffer_type: &BufferTypeDesc) -> Result<Plan, P
     let mut placements: Vec<Option<Placement>> = vec![None; graph.tensors.len()];
     let mut chunks = Vec::new();
     for id in graph.planned_tensors() {
-        let tensor = &graph.tensors[id.index()];
-        let size = buffer_type
-            .align_up(tensor.size)
+        let size = graph
+            .reserved_size(id)
+            .and_then(|size| buffer_type.align_up(size))
             .ok_or(PlanError::SizeOverflow { tensor: id })?;
         placements[id.index()] = Some(Placement {
             buffer: BufferId(0),

@@ -78,6 +78,9 @@ impl Plan {
                         problem: format!("view's placement {placement:?} is not its root t{r}'s"),
                     });
                 }
+                if let Some(p) = placement {
+                    check_binding_fits(graph, id, &p)?;
+                }
                 continue;
             }
             let Some(p) = placement else {
@@ -111,12 +114,7 @@ impl Plan {
                     alignment,
                 });
             }
-            if p.size < t.size {
-                return Err(PlanError::OutOfBounds {
-                    tensor: id,
-                    problem: format!("{} bytes reserved for a {}-byte tensor", p.size, t.size),
-                });
-            }
+            check_binding_fits(graph, id, &p)?;
             match p.offset.checked_add(p.size) {
                 Some(end) if end <= chunk.size => {}
                 _ => {
@@ -359,3 +357,24 @@ const ZERO: Placement = Placement {
     offset: 0,
     size: 0,
 };
+
+/// A tensor's binding ([`crate::graph::extent`]: its bytes in its root, rounded up to
+/// whole words) must lie inside the placement of its root.
+fn check_binding_fits(graph: &Graph, id: TensorId, p: &Placement) -> Result<(), PlanError> {
+    let extent = graph.extent(id).ok_or_else(|| PlanError::Missing {
+        tensor: id,
+        problem: "its view chain has no root".into(),
+    })?;
+    match extent.binding_end() {
+        Some(end) if end <= p.size => Ok(()),
+        end => Err(PlanError::OutOfBounds {
+            tensor: id,
+            problem: format!(
+                "{} bytes reserved, but its {}-byte extent binds {} bytes",
+                p.size,
+                extent.size,
+                end.map_or_else(|| "an overflowing number of".to_string(), |e| e.to_string())
+            ),
+        }),
+    }
+}

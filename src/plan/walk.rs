@@ -310,7 +310,12 @@ pub(crate) fn walk(
 impl Walk<'_> {
     fn place(&mut self, tensor: usize, buffer: usize) -> Result<(), PlanError> {
         let b = self.canonical[buffer];
-        let size = self.graph.tensors[tensor].size;
+        let size =
+            self.graph
+                .reserved_size(TensorId(tensor as u32))
+                .ok_or(PlanError::SizeOverflow {
+                    tensor: TensorId(tensor as u32),
+                })?;
         let a = self.allocators[b]
             .alloc(size)
             .map_err(|_| PlanError::SizeOverflow {

@@ -8,7 +8,7 @@ use super::layout::pack_b;
 use super::{PackedWeight, PrepackError, PrepackKey, PrepackedWeightCache};
 use crate::device::{GpuContext, PlannedMemory};
 use crate::graph::TensorId;
-use crate::plan::{align_up, BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
+use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
 
 /// What binding one graph's packed weights did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -120,8 +120,9 @@ pub fn bind_packed_weights(
             tensor: p.packed.0,
             name: tensor.map_or_else(String::new, |t| t.name.clone()),
         };
-        let size = tensor
-            .and_then(|t| align_up(t.size, 4))
+        let size = packed
+            .graph
+            .reserved_size(p.packed)
             .ok_or_else(not_packed)?;
         let [only] = weight.buffers() else {
             return Err(not_packed());

@@ -78,7 +78,7 @@ impl Layout {
     /// Places each tensor one after another (its size rounded up to the alignment).
     pub fn bump(&mut self, graph: &Graph, tensors: &[TensorId]) -> Result<(), RuntimeError> {
         for &id in tensors {
-            let size = graph.tensor(id).map_or(0, |t| t.size);
+            let size = graph.reserved_size(id).unwrap_or(u64::MAX);
             let reserved = self
                 .buffer_type
                 .align_up(size.max(1))

@@ -405,7 +405,7 @@ impl Stream {
             });
             let mut readbacks = Vec::with_capacity(ranges.len());
             for (tensor, range) in &ranges {
-                let len = request.graph.tensor(*tensor).map_or(0, |t| t.size);
+                let len = request.graph.extent(*tensor).map_or(0, |e| e.size);
                 let staging = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("wgalloc stream output"),
                     size: range.key.size,

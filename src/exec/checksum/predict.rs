@@ -27,7 +27,7 @@ pub struct Prediction {
 
 /// The number of words of a planned tensor, as a `u32` (word indices are u32 on the GPU).
 pub(crate) fn word_len(graph: &Graph, root: TensorId) -> Result<u32, ExecError> {
-    let size = graph.tensor(root).map(|t| t.size).unwrap_or(0);
+    let size = graph.extent(root).map_or(0, |e| e.size);
     let words = words_for(size);
     u32::try_from(words).map_err(|_| ExecError::ChecksumLimit {
         what: format!("words of tensor {root}"),

@@ -76,7 +76,7 @@ fn live_ranges_in(graph: &Graph, buffer_of: Option<&[usize]>) -> GraphRanges {
                 ranges.push(LiveRange {
                     start,
                     end,
-                    size: t.size,
+                    size: reserved(graph, t.id),
                 });
             }
         }
@@ -103,7 +103,7 @@ fn live_ranges_in(graph: &Graph, buffer_of: Option<&[usize]>) -> GraphRanges {
             Some(group) => {
                 let range = &mut ranges[group];
                 range.end = range.end.max(end);
-                range.size = range.size.max(graph.tensors[out.index()].size);
+                range.size = range.size.max(reserved(graph, out));
                 own[out.index()] = Some(group);
                 if let Some(&input) = node.inputs.first() {
                     inplace.push((out, input));
@@ -114,7 +114,7 @@ fn live_ranges_in(graph: &Graph, buffer_of: Option<&[usize]>) -> GraphRanges {
                 ranges.push(LiveRange {
                     start,
                     end,
-                    size: graph.tensors[out.index()].size,
+                    size: reserved(graph, out),
                 });
             }
         }
@@ -128,7 +128,7 @@ fn live_ranges_in(graph: &Graph, buffer_of: Option<&[usize]>) -> GraphRanges {
             ranges.push(LiveRange {
                 start,
                 end,
-                size: t.size,
+                size: reserved(graph, t.id),
             });
         }
     }
@@ -142,6 +142,13 @@ fn live_ranges_in(graph: &Graph, buffer_of: Option<&[usize]>) -> GraphRanges {
         group,
         inplace,
     }
+}
+
+/// Bytes to reserve for a planned root (its binding size, see
+/// [`crate::graph::extent`]); a validated graph never overflows, and an overflow would
+/// surface as a range no buffer can hold.
+fn reserved(graph: &Graph, id: TensorId) -> u64 {
+    graph.reserved_size(id).unwrap_or(u64::MAX)
 }
 
 /// Whether node `step`'s output `out` may be written over `input` (its first input): both
