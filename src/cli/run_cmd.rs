@@ -6,10 +6,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::json;
-use wgalloc::device::{
-    allocate_plan, check_plan_against_limits, GpuContext, WgpuAllocator, DEFAULT_USAGE,
-};
-use wgalloc::exec::checksum::ChecksumRun;
+use wgalloc::device::{GpuContext, WgpuAllocator};
+use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
 use wgalloc::graph::read_trace;
 use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, PlanLimits, Planner};
 
@@ -56,10 +54,8 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
         None
     };
     let plan_verified = plan.verify(&graph).is_ok();
-    check_plan_against_limits(&plan, &graph, &ctx.limits)?;
-    let memory = allocate_plan(&ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
-    let checksum = ChecksumRun::new(&ctx, &graph, &plan, &memory)?;
-    let report = checksum.run()?;
+    let kernels = ChecksumKernels::new(&ctx)?;
+    let report = prove_plan(&ctx, &kernels, &graph, &plan, &WgpuAllocator)?;
     let naive = naive_size(&graph);
     let bound = lower_bounds(&graph)?.inplace_aware;
     let planned = plan.total_size();

@@ -268,8 +268,39 @@ mod tests {
         wgpu::Limits {
             max_buffer_size: max_buffer,
             max_storage_buffer_binding_size: max_binding,
+            min_storage_buffer_offset_alignment: 32,
             ..wgpu::Limits::default()
         }
+    }
+
+    #[test]
+    fn placement_off_the_devices_offset_alignment_is_misaligned() {
+        let p = plan(&[256], vec![at(0, 48, 64)]);
+        assert_eq!(
+            check_placements(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
+            Err(DeviceError::MisalignedPlacement {
+                tensor: TensorId(0),
+                offset: 48,
+                alignment: 32
+            })
+        );
+    }
+
+    #[test]
+    fn plan_for_another_graph_is_refused() {
+        let p = plan(&[256], vec![at(0, 0, 64), at(0, 64, 64)]);
+        let graph = Graph {
+            name: "g".into(),
+            tensors: vec![],
+            nodes: vec![],
+        };
+        assert_eq!(
+            check_plan_against_limits(&p, &graph, &limits(4096, 4096)),
+            Err(DeviceError::PlanForAnotherGraph {
+                placements: 2,
+                tensors: 0
+            })
+        );
     }
 
     #[test]

@@ -26,6 +26,61 @@ const PARAMS_SIZE: u64 = 64;
 /// Bytes of the state buffer's header (counter and records) that is read back.
 const HEADER_SIZE: u64 = (SUMS_BASE as u64) * 4;
 
+/// The checksum run's bind-group layout and pipelines, compiled once per device and
+/// shared by every [`ChecksumRun`] made with [`ChecksumRun::with_kernels`] (compiling
+/// them is most of a small run's cost on a software adapter).
+#[derive(Debug, Clone)]
+pub struct ChecksumKernels {
+    layout: wgpu::BindGroupLayout,
+    reduce: wgpu::ComputePipeline,
+    write: wgpu::ComputePipeline,
+}
+
+impl ChecksumKernels {
+    /// Compiles `shaders/checksum.wgsl` and its two pipelines on `ctx`'s device.
+    ///
+    /// # Errors
+    /// [`ExecError::Gpu`] when wgpu reports a validation or out-of-memory error.
+    pub fn new(ctx: &GpuContext) -> Result<ChecksumKernels, ExecError> {
+        let device = &ctx.device;
+        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let memory_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let layout = bind_group_layout(device);
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("wgalloc checksum"),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("checksum.wgsl"),
+            source: wgpu::ShaderSource::Wgsl(CHECKSUM_WGSL.into()),
+        });
+        let pipeline = |entry: &str| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: Default::default(),
+                cache: None,
+            })
+        };
+        let (reduce, write) = (pipeline("reduce"), pipeline("write"));
+        let oom = pollster::block_on(memory_scope.pop());
+        let invalid = pollster::block_on(validation.pop());
+        if let Some(error) = oom.or(invalid) {
+            return Err(gpu_error("compiling the checksum kernels")(
+                error.to_string(),
+            ));
+        }
+        Ok(ChecksumKernels {
+            layout,
+            reduce,
+            write,
+        })
+    }
+}
+
 /// A prepared checksum run of one graph over one plan's memory.
 #[derive(Debug)]
 pub struct ChecksumRun<'a> {
@@ -75,6 +130,21 @@ impl<'a> ChecksumRun<'a> {
     /// tensor outside its memory); [`ExecError::Gpu`] when wgpu reports an error.
     pub fn new(
         ctx: &'a GpuContext,
+        graph: &'a Graph,
+        plan: &Plan,
+        memory: &PlannedMemory,
+    ) -> Result<ChecksumRun<'a>, ExecError> {
+        let kernels = ChecksumKernels::new(ctx)?;
+        ChecksumRun::with_kernels(ctx, &kernels, graph, plan, memory)
+    }
+
+    /// [`ChecksumRun::new`] with kernels compiled earlier on the same device.
+    ///
+    /// # Errors
+    /// As [`ChecksumRun::new`].
+    pub fn with_kernels(
+        ctx: &'a GpuContext,
+        kernels: &ChecksumKernels,
         graph: &'a Graph,
         plan: &Plan,
         memory: &PlannedMemory,
@@ -147,27 +217,8 @@ impl<'a> ChecksumRun<'a> {
         let device = &ctx.device;
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let memory_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let layout = bind_group_layout(device);
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("wgalloc checksum"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("checksum.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(CHECKSUM_WGSL.into()),
-        });
-        let pipeline = |entry: &str| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        };
-        let (reduce, write) = (pipeline("reduce"), pipeline("write"));
+        let layout = &kernels.layout;
+        let (reduce, write) = (kernels.reduce.clone(), kernels.write.clone());
 
         let mut param_bytes = vec![0u8; params_bytes as usize];
         for (i, d) in schedule.dispatches.iter().enumerate() {
@@ -245,7 +296,7 @@ impl<'a> ChecksumRun<'a> {
                 }
                 bind_groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
                     label: Some("wgalloc checksum"),
-                    layout: &layout,
+                    layout,
                     entries: &entries,
                 }));
                 bind_groups.len() - 1

@@ -22,9 +22,11 @@
 mod gpu;
 pub mod hash;
 mod predict;
+mod prove;
 mod report;
 mod schedule;
 
-pub use gpu::{checksum_run, ChecksumRun, CHECKSUM_WGSL};
+pub use gpu::{checksum_run, ChecksumKernels, ChecksumRun, CHECKSUM_WGSL};
 pub use predict::Prediction;
+pub use prove::prove_plan;
 pub use report::{ChecksumReport, Mismatch};
