@@ -31,5 +31,5 @@ pub mod prepack;
 pub mod report;
 pub mod runtime;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub mod stream;

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error ({}): {error}", error.kind());
             ExitCode::from(2)
         }
     }

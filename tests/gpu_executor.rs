@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{ExecError, Executor, RunReport, TensorMemory};
-use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
+use wgalloc::graph::{DType, Graph, GraphBuilder, NodeId, TensorId};
 use wgalloc::model::{build_gpt, GptModel, ModelConfig};
 use wgalloc::plan::{
     align_up, alloc_ctx_tensors, lower_bounds, naive_size, plan_graph, plan_weights, BufferId,
@@ -311,7 +311,7 @@ fn an_op_without_a_kernel_is_refused_before_submit() {
     assert_eq!(
         err,
         ExecError::NoKernel {
-            node: 0,
+            node: NodeId(0),
             op: "conv2d".into()
         }
     );
@@ -329,7 +329,7 @@ fn a_tensor_no_layer_places_is_named() {
         .run(&graph, &TensorMemory::single(&missing, &mem))
         .expect_err("b has no memory");
     assert!(
-        matches!(err, ExecError::NotPlaced { tensor, .. } if tensor == b.0),
+        matches!(err, ExecError::NotPlaced { tensor, .. } if tensor == b),
         "{err}"
     );
 }
@@ -351,9 +351,9 @@ fn an_output_over_the_second_input_is_an_overlap_error() {
     assert_eq!(
         err,
         ExecError::OverlappingBindings {
-            node: 2,
-            first: b.0,
-            second: y.0
+            node: NodeId(2),
+            first: b,
+            second: y
         }
     );
 }
@@ -373,7 +373,13 @@ fn a_norm_placed_over_its_input_has_no_in_place_kernel() {
         .run(&graph, &TensorMemory::single(&plan, &mem))
         .expect_err("no in-place rms_norm");
     assert!(
-        matches!(err, ExecError::NoInPlaceKernel { node: 0, .. }),
+        matches!(
+            err,
+            ExecError::NoInPlaceKernel {
+                node: NodeId(0),
+                ..
+            }
+        ),
         "{err}"
     );
 }
@@ -387,19 +393,30 @@ fn a_misaligned_offset_is_refused_with_the_device_alignment() {
         return;
     }
     let (graph, x, _) = small_graph();
-    let mut plan = separate_plan(&graph);
+    let aligned = separate_plan(&graph);
+    let mut plan = aligned.clone();
     if let Some(p) = plan.placements[x.index()].as_mut() {
         p.offset += 4;
         p.size -= 4;
     }
-    let mem = allocate(&ctx, &plan);
+    // The device check refuses the plan before any buffer exists...
+    assert_eq!(
+        allocate_plan(&ctx, &plan, DEFAULT_USAGE, &WgpuAllocator).map(|_| ()),
+        Err(wgalloc::device::DeviceError::MisalignedPlacement {
+            tensor: x,
+            offset: 4,
+            alignment: u64::from(alignment)
+        })
+    );
+    // ...and the executor refuses it over memory allocated for the aligned plan.
+    let mem = allocate(&ctx, &aligned);
     let err = Executor::new(&ctx)
         .run(&graph, &TensorMemory::single(&plan, &mem))
         .expect_err("misaligned");
     assert_eq!(
         err,
         ExecError::MisalignedOffset {
-            tensor: x.0,
+            tensor: x,
             offset: 4,
             alignment
         }
@@ -734,9 +751,9 @@ fn an_output_exactly_over_the_second_input_is_still_refused() {
     assert_eq!(
         err,
         ExecError::OverlappingBindings {
-            node: 0,
-            first: s.0,
-            second: y.0
+            node: NodeId(0),
+            first: s,
+            second: y
         }
     );
 }

@@ -1,5 +1,6 @@
 //! Errors of the device layer.
 
+use crate::error::ErrorKind;
 use thiserror::Error;
 
 use crate::graph::TensorId;
@@ -198,4 +199,35 @@ pub enum DeviceError {
         /// What wgpu said.
         message: String,
     },
+}
+
+impl DeviceError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            DeviceError::ChunkTooLarge { .. } | DeviceError::TensorTooLarge { .. } => {
+                ErrorKind::NeverFits
+            }
+            DeviceError::OutOfDeviceMemory { .. } => ErrorKind::OutOfMemory,
+            DeviceError::ChunkAllocation { source, .. } => source.kind(),
+            DeviceError::AllocatorRefused { .. } | DeviceError::ShortBuffer { .. } => {
+                ErrorKind::Callback
+            }
+            DeviceError::NoAdapter { .. }
+            | DeviceError::RequestDevice { .. }
+            | DeviceError::BadLimit { .. }
+            | DeviceError::Validation { .. }
+            | DeviceError::Internal { .. }
+            | DeviceError::Map { .. }
+            | DeviceError::Poll { .. } => ErrorKind::Device,
+            DeviceError::BadBackend { .. }
+            | DeviceError::AdapterNotFound { .. }
+            | DeviceError::BadPlacement { .. }
+            | DeviceError::MisalignedPlacement { .. }
+            | DeviceError::PlanForAnotherGraph { .. }
+            | DeviceError::RangeOutOfBounds { .. }
+            | DeviceError::UnalignedWrite { .. }
+            | DeviceError::MissingUsage { .. } => ErrorKind::BadInput,
+        }
+    }
 }

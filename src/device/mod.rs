@@ -29,5 +29,6 @@ pub use context::{
 pub use error::DeviceError;
 pub use memory::PlannedMemory;
 pub use memory::Region;
+pub(crate) use scope::convert;
 pub use scope::scoped;
 pub use transfer::{read_buffer_range, read_tensor, write_buffer, write_tensor};

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::ops::{self, BinaryOp, OpCall, UnaryOp};
 use super::ExecError;
-use crate::graph::{DType, Graph, TensorId};
+use crate::graph::{DType, Graph, NodeId, TensorId};
 
 /// The values of one tensor.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,7 +241,7 @@ pub fn apply(
     op: &str,
 ) -> Result<Vec<f32>, ExecError> {
     let bad = |problem: String| ExecError::BadShape {
-        node,
+        node: NodeId(node),
         op: op.to_string(),
         problem,
     };
@@ -337,12 +337,12 @@ pub fn evaluate(
     };
     for (&id, data) in values {
         let root = graph.root_of(id).ok_or(ExecError::MissingValue {
-            tensor: id.0,
+            tensor: id,
             name: String::new(),
         })?;
         if data.len() != elements(root) {
             return Err(ExecError::WrongDataSize {
-                tensor: id.0,
+                tensor: id,
                 expected: graph.tensor(root).map_or(0, |t| t.size),
                 got: (data.len() as u64).saturating_mul(4),
             });
@@ -355,7 +355,7 @@ pub fn evaluate(
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for &id in &node.inputs {
             let missing = || ExecError::MissingValue {
-                tensor: id.0,
+                tensor: id,
                 name: graph.tensor(id).map(|t| t.name.clone()).unwrap_or_default(),
             };
             let root = graph.root_of(id).ok_or_else(missing)?;
@@ -365,8 +365,8 @@ pub fn evaluate(
         let refs: Vec<&TensorData> = inputs.iter().collect();
         let result = apply(&call, &refs, node_id, &node.op)?;
         let root = graph.root_of(node.output).ok_or(ExecError::UnknownTensor {
-            node: node_id,
-            tensor: node.output.0,
+            node: NodeId(node_id),
+            tensor: node.output,
         })?;
         let root_len = elements(root);
         let slot = &mut roots[root.index()];
@@ -523,7 +523,7 @@ mod tests {
         values.remove(&w);
         assert!(matches!(
             evaluate(&g, &values),
-            Err(ExecError::MissingValue { tensor, .. }) if tensor == w.0
+            Err(ExecError::MissingValue { tensor, .. }) if tensor == w
         ));
     }
 }

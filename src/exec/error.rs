@@ -1,6 +1,10 @@
 //! Errors of the execution layer.
 
+use crate::error::ErrorKind;
 use thiserror::Error;
+
+use crate::device::DeviceError;
+use crate::graph::{NodeId, TensorId};
 
 /// Why running a planned graph (or evaluating it on the CPU) failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -10,7 +14,7 @@ pub enum ExecError {
     #[error("node {node}: no kernel for op {op:?}")]
     NoKernel {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// The op.
         op: String,
     },
@@ -18,7 +22,7 @@ pub enum ExecError {
     #[error("node {node}: op {op:?} takes {expected} inputs, got {got}")]
     WrongArity {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// The op.
         op: String,
         /// Inputs the op takes.
@@ -30,25 +34,25 @@ pub enum ExecError {
     #[error("node {node}: op {op:?}: {problem}")]
     BadShape {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// The op.
         op: String,
         /// What is wrong, with the numbers.
         problem: String,
     },
     /// A node names a tensor the graph does not have.
-    #[error("node {node}: unknown tensor t{tensor}")]
+    #[error("node {node}: unknown tensor {tensor}")]
     UnknownTensor {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// The id named.
-        tensor: u32,
+        tensor: TensorId,
     },
     /// A dimension or element count does not fit the kernels' 32-bit indexing.
     #[error("node {node}: {len} elements exceed the kernels' 32-bit indexing (max {max})")]
     TooManyElements {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// The element count.
         len: u64,
         /// The largest count supported.
@@ -58,47 +62,47 @@ pub enum ExecError {
     #[error("node {node}: {groups} workgroups exceed the device's {max} per dimension")]
     TooManyWorkgroups {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// Workgroups needed in the offending dimension.
         groups: u64,
         /// `max_compute_workgroups_per_dimension`.
         max: u32,
     },
     /// No layer of the tensor memory places this tensor (or its root).
-    #[error("tensor t{tensor} ({name}) has no placement in any memory layer")]
+    #[error("tensor {tensor} ({name}) has no placement in any memory layer")]
     NotPlaced {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// Its name.
         name: String,
     },
     /// A placement names a chunk that has no buffer.
     #[error(
-        "tensor t{tensor} is placed in buffer {buffer} chunk {chunk}, which has no wgpu buffer"
+        "tensor {tensor} is placed in buffer {buffer} chunk {chunk}, which has no wgpu buffer"
     )]
     MissingChunk {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// The plan's buffer id.
         buffer: usize,
         /// The chunk.
         chunk: usize,
     },
     /// A tensor is larger than the placement reserved for it (or its root).
-    #[error("tensor t{tensor} needs {size} bytes but its placement holds {placement_size}")]
+    #[error("tensor {tensor} needs {size} bytes but its placement holds {placement_size}")]
     LargerThanPlacement {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// Bytes it needs (rounded up to 4).
         size: u64,
         /// Bytes its placement reserves.
         placement_size: u64,
     },
     /// A tensor's range ends past the end of its wgpu buffer.
-    #[error("tensor t{tensor} at [{offset}, {offset}+{size}) runs past its buffer of {buffer_size} bytes")]
+    #[error("tensor {tensor} at [{offset}, {offset}+{size}) runs past its buffer of {buffer_size} bytes")]
     PastBufferEnd {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// Its offset.
         offset: u64,
         /// Its bound size.
@@ -107,10 +111,10 @@ pub enum ExecError {
         buffer_size: u64,
     },
     /// A tensor's offset is not a multiple of the device's storage offset alignment.
-    #[error("tensor t{tensor} at offset {offset} is not aligned to {alignment} bytes")]
+    #[error("tensor {tensor} at offset {offset} is not aligned to {alignment} bytes")]
     MisalignedOffset {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// Its offset.
         offset: u64,
         /// `min_storage_buffer_offset_alignment`.
@@ -118,40 +122,40 @@ pub enum ExecError {
     },
     /// A tensor is larger than the device's largest storage binding.
     #[error(
-        "tensor t{tensor} of {size} bytes exceeds the largest storage binding ({max_size} bytes)"
+        "tensor {tensor} of {size} bytes exceeds the largest storage binding ({max_size} bytes)"
     )]
     BindingTooLarge {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// Its bound size.
         size: u64,
         /// `max_storage_buffer_binding_size`.
         max_size: u64,
     },
     /// A tensor of size zero cannot be bound.
-    #[error("tensor t{tensor} is empty and cannot be bound")]
+    #[error("tensor {tensor} is empty and cannot be bound")]
     EmptyTensor {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
     },
     /// A node's output overlaps one of its inputs other than as an in-place output over
     /// its first input (same range): a plan bug. (Inputs that overlap each other are
     /// not an error: the executor stages the later one through its workspace.)
-    #[error("node {node}: tensors t{first} and t{second} overlap in memory")]
+    #[error("node {node}: tensors {first} and {second} overlap in memory")]
     OverlappingBindings {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// One tensor.
-        first: u32,
+        first: TensorId,
         /// The other.
-        second: u32,
+        second: TensorId,
     },
     /// The executor's workspace would exceed the device's largest buffer: the inputs a
     /// node stages (see [`crate::exec::Executor`]) need more than `max` bytes.
     #[error("node {node}: staging its overlapping inputs needs a {size}-byte workspace, over the device's {max}-byte buffer limit")]
     WorkspaceTooLarge {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// Workspace bytes the node needs (`u64::MAX` when the sum overflows).
         size: u64,
         /// `max_buffer_size`.
@@ -163,50 +167,67 @@ pub enum ExecError {
     )]
     NoInPlaceKernel {
         /// The node's step.
-        node: u32,
+        node: NodeId,
         /// The op.
         op: String,
     },
-    /// wgpu reported an error (validation, out of memory, a failed map or poll).
-    #[error("device error: {message}")]
-    Device {
-        /// What wgpu said.
-        message: String,
+    /// The device layer failed: wgpu reported an error (validation, out of memory, a
+    /// failed map or poll) or a transfer was refused. The [`DeviceError`] keeps its kind
+    /// (e.g. [`DeviceError::OutOfDeviceMemory`]: "does not fit now").
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The uniform parameters of one run outgrew the 32-bit dynamic offsets wgpu takes.
+    #[error(
+        "uniform parameters reach offset {offset}, past the {max} a dynamic offset can address"
+    )]
+    UniformOffsetOverflow {
+        /// The offset that does not fit.
+        offset: u64,
+        /// The largest dynamic offset.
+        max: u64,
+    },
+    /// A node id past the graph's nodes.
+    #[error("unknown node {node}: the graph has {nodes} nodes")]
+    UnknownNode {
+        /// The id asked for.
+        node: NodeId,
+        /// How many nodes the graph has.
+        nodes: usize,
     },
     /// Data given for a tensor has the wrong length.
-    #[error("tensor t{tensor}: expected {expected} bytes of data, got {got}")]
+    #[error("tensor {tensor}: expected {expected} bytes of data, got {got}")]
     WrongDataSize {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// Its size.
         expected: u64,
         /// Bytes given.
         got: u64,
     },
     /// The CPU evaluation has no value for an input or weight.
-    #[error("tensor t{tensor} ({name}) is read before any value was given or computed")]
+    #[error("tensor {tensor} ({name}) is read before any value was given or computed")]
     MissingValue {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// Its name.
         name: String,
     },
     /// The checksum run found a graph it cannot run (a read of memory nothing wrote).
-    #[error("checksum run: node {node}, tensor t{tensor}: {problem}")]
+    #[error("checksum run: {}, tensor {tensor}: {problem}", node.map_or_else(|| "the final check of the outputs".to_string(), |n| format!("node {n}")))]
     ChecksumGraph {
-        /// The node's step (`u32::MAX`: the final check of the outputs).
-        node: u32,
+        /// The node (`None`: the final check of the graph outputs after the last node).
+        node: Option<NodeId>,
         /// The tensor read.
-        tensor: u32,
+        tensor: TensorId,
         /// What is wrong.
         problem: String,
     },
     /// The checksum run cannot address a tensor in the plan's memory (no placement,
     /// misaligned, past its reservation or its chunk).
-    #[error("checksum run: tensor t{tensor}: {problem}")]
+    #[error("checksum run: tensor {tensor}: {problem}")]
     ChecksumPlacement {
         /// The tensor.
-        tensor: u32,
+        tensor: TensorId,
         /// What is wrong.
         problem: String,
     },
@@ -221,11 +242,27 @@ pub enum ExecError {
         limit: u64,
     },
     /// wgpu reported an error (validation, out of memory, mapping, polling).
-    #[error("gpu error while {stage}: {message}")]
+    #[error("gpu error while {stage}: {source}")]
     Gpu {
         /// What was being done.
         stage: &'static str,
-        /// What wgpu said.
-        message: String,
+        /// What wgpu reported, with its kind kept.
+        source: DeviceError,
     },
+}
+
+impl ExecError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ExecError::Device(error) | ExecError::Gpu { source: error, .. } => error.kind(),
+            ExecError::TooManyElements { .. }
+            | ExecError::TooManyWorkgroups { .. }
+            | ExecError::BindingTooLarge { .. }
+            | ExecError::WorkspaceTooLarge { .. }
+            | ExecError::ChecksumLimit { .. }
+            | ExecError::UniformOffsetOverflow { .. } => ErrorKind::NeverFits,
+            _ => ErrorKind::BadInput,
+        }
+    }
 }

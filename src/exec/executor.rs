@@ -13,8 +13,8 @@ use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{map_read, TensorMemory, TensorRange};
 use super::workspace::{self, Slot, Workspace};
 use super::ExecError;
-use crate::device::GpuContext;
-use crate::graph::Graph;
+use crate::device::{convert, DeviceError, GpuContext};
+use crate::graph::{Graph, NodeId, TensorId};
 
 /// What one run did and how long it took.
 #[derive(Debug, Clone, PartialEq)]
@@ -221,7 +221,7 @@ impl Executor {
         let alignment = self.ctx.limits.min_storage_buffer_offset_alignment;
         if !range.key.offset.is_multiple_of(u64::from(alignment.max(1))) {
             return Err(ExecError::MisalignedOffset {
-                tensor,
+                tensor: TensorId(tensor),
                 offset: range.key.offset,
                 alignment,
             });
@@ -229,7 +229,7 @@ impl Executor {
         let max_size = self.ctx.limits.max_storage_buffer_binding_size;
         if range.key.size > max_size {
             return Err(ExecError::BindingTooLarge {
-                tensor,
+                tensor: TensorId(tensor),
                 size: range.key.size,
                 max_size,
             });
@@ -249,9 +249,9 @@ impl Executor {
     ) -> Result<Prepared<'m>, ExecError> {
         let call: OpCall = ops::resolve(graph, step)?;
         let node_id = u32::try_from(step).unwrap_or(u32::MAX);
-        let node = graph.nodes.get(step).ok_or(ExecError::UnknownTensor {
-            node: node_id,
-            tensor: u32::MAX,
+        let node = graph.nodes.get(step).ok_or(ExecError::UnknownNode {
+            node: NodeId(node_id),
+            nodes: graph.nodes.len(),
         })?;
         let mut tensors = node.inputs.clone();
         tensors.push(node.output);
@@ -268,15 +268,15 @@ impl Executor {
             let legal = inplace && (i > 0 || ranges[0].key.size == ranges[out].key.size);
             if ranges_overlap(&ranges[i], &ranges[out]) && !legal {
                 return Err(ExecError::OverlappingBindings {
-                    node: node_id,
-                    first: tensors[i].0,
-                    second: tensors[out].0,
+                    node: NodeId(node_id),
+                    first: tensors[i],
+                    second: tensors[out],
                 });
             }
         }
         let (kernel, order) =
             kernels::select(&call, inplace).ok_or_else(|| ExecError::NoInPlaceKernel {
-                node: node_id,
+                node: NodeId(node_id),
                 op: node.op.clone(),
             })?;
         for &i in order {
@@ -293,7 +293,7 @@ impl Executor {
             Some(s) if s.bytes <= limits.max_buffer_size => s,
             other => {
                 return Err(ExecError::WorkspaceTooLarge {
-                    node: node_id,
+                    node: NodeId(node_id),
                     size: other.map_or(u64::MAX, |s| s.bytes),
                     max: limits.max_buffer_size,
                 })
@@ -304,7 +304,7 @@ impl Executor {
             let Some(slot) = *slot else { continue };
             let words = slot.size / 4;
             let small = u32::try_from(words).map_err(|_| ExecError::TooManyElements {
-                node: node_id,
+                node: NodeId(node_id),
                 len: words,
                 max: u64::from(u32::MAX),
             })?;
@@ -354,9 +354,9 @@ impl Executor {
         let workspace = self.workspace.buffer();
         let staged = p.bindings.iter().any(|b| matches!(b, Bound::Workspace(_)));
         if staged && workspace.is_none() {
-            return Err(ExecError::Device {
+            return Err(ExecError::Device(DeviceError::Internal {
                 message: "a staged input has no workspace buffer".into(),
-            });
+            }));
         }
         let key = BindGroupKey {
             kernel: p.kernel,
@@ -513,17 +513,15 @@ impl Executor {
         if let Some(e) = failure {
             return Err(e);
         }
-        if let Some(error) = validation_error.or(oom_error) {
-            return Err(ExecError::Device {
-                message: error.to_string(),
-            });
+        if let Some(error) = oom_error.or(validation_error) {
+            return Err(ExecError::Device(convert(error, 0)));
         }
         if let Some(poll) = poll {
-            poll.map_err(|e| ExecError::Device {
-                message: format!("poll: {e}"),
+            poll.map_err(|e| DeviceError::Poll {
+                message: e.to_string(),
             })?;
         }
-        let index = index.ok_or_else(|| ExecError::Device {
+        let index = index.ok_or_else(|| DeviceError::Internal {
             message: "the pass was not submitted".into(),
         })?;
         let gpu_time = match &self.timer {

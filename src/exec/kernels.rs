@@ -1,6 +1,8 @@
 //! The kernel registry: one WGSL file per op family (`shaders/`), the entry point and
 //! binding count of each kernel, and its pipeline and bind-group layout, built once.
 
+use crate::device::{convert, DeviceError};
+use crate::graph::NodeId;
 use std::collections::HashMap;
 
 use super::ops::OpCall;
@@ -238,7 +240,7 @@ fn spread(groups: u64, max: u32) -> Option<[u32; 3]> {
 fn elementwise(len: u64, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
     let groups = len.div_ceil(WORKGROUP_THREADS);
     spread(groups, max_per_dimension).ok_or(ExecError::TooManyWorkgroups {
-        node,
+        node: NodeId(node),
         groups,
         max: max_per_dimension,
     })
@@ -277,7 +279,7 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
             let worst = gx.max(gy);
             if worst > u64::from(max_per_dimension) {
                 return Err(ExecError::TooManyWorkgroups {
-                    node,
+                    node: NodeId(node),
                     groups: worst,
                     max: max_per_dimension,
                 });
@@ -287,7 +289,7 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         }
     };
     spread(groups, max_per_dimension).ok_or(ExecError::TooManyWorkgroups {
-        node,
+        node: NodeId(node),
         groups,
         max: max_per_dimension,
     })
@@ -388,9 +390,12 @@ impl KernelRegistry {
         });
         if let Some(error) = pollster::block_on(scope.pop()) {
             self.modules.remove(&shader);
-            return Err(ExecError::Device {
-                message: format!("{}::{entry}: {error}", shader.file()),
-            });
+            return Err(ExecError::Device(match convert(error, 0) {
+                DeviceError::Validation { message } => DeviceError::Validation {
+                    message: format!("{}::{entry}: {message}", shader.file()),
+                },
+                other => other,
+            }));
         }
         self.pipelines.insert(kernel, pipeline.clone());
         Ok(pipeline)
@@ -453,7 +458,10 @@ mod tests {
         };
         assert!(matches!(
             workgroups(&call, 3, 65535),
-            Err(ExecError::TooManyWorkgroups { node: 3, .. })
+            Err(ExecError::TooManyWorkgroups {
+                node: NodeId(3),
+                ..
+            })
         ));
     }
 

@@ -2,7 +2,7 @@
 //! the graph, shared by the GPU kernels and the CPU reference.
 
 use super::ExecError;
-use crate::graph::{DType, Graph, Tensor, TensorId};
+use crate::graph::{DType, Graph, NodeId, Tensor, TensorId};
 
 /// Every op the executor and the CPU reference run.
 pub const SUPPORTED_OPS: &[&str] = &[
@@ -217,7 +217,7 @@ struct Checker<'g> {
 impl Checker<'_> {
     fn bad(&self, problem: String) -> ExecError {
         ExecError::BadShape {
-            node: self.step,
+            node: NodeId(self.step),
             op: self.op.to_string(),
             problem,
         }
@@ -225,14 +225,14 @@ impl Checker<'_> {
 
     fn tensor(&self, id: TensorId) -> Result<&Tensor, ExecError> {
         self.graph.tensor(id).ok_or(ExecError::UnknownTensor {
-            node: self.step,
-            tensor: id.0,
+            node: NodeId(self.step),
+            tensor: id,
         })
     }
 
     fn small(&self, value: u64) -> Result<u32, ExecError> {
         u32::try_from(value).map_err(|_| ExecError::TooManyElements {
-            node: self.step,
+            node: NodeId(self.step),
             len: value,
             max: MAX_ELEMENTS,
         })
@@ -287,9 +287,9 @@ impl Checker<'_> {
 /// [`ExecError::TooManyElements`] beyond 32-bit indexing.
 pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
     let step_id = u32::try_from(step).unwrap_or(u32::MAX);
-    let node = graph.nodes.get(step).ok_or(ExecError::UnknownTensor {
-        node: step_id,
-        tensor: u32::MAX,
+    let node = graph.nodes.get(step).ok_or(ExecError::UnknownNode {
+        node: NodeId(step_id),
+        nodes: graph.nodes.len(),
     })?;
     let op = node.op.as_str();
     let c = Checker {
@@ -306,14 +306,14 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         "matmul_packed" => 2,
         _ => {
             return Err(ExecError::NoKernel {
-                node: step_id,
+                node: NodeId(step_id),
                 op: op.to_string(),
             })
         }
     };
     if node.inputs.len() != arity {
         return Err(ExecError::WrongArity {
-            node: step_id,
+            node: NodeId(step_id),
             op: op.to_string(),
             expected: arity,
             got: node.inputs.len(),
@@ -569,7 +569,13 @@ mod tests {
             b.node(op, &[a, w], &[4, 8], false);
             let g = b.build().expect("zero-size tensors are valid graph data");
             assert!(
-                matches!(resolve(&g, 0), Err(ExecError::BadShape { node: 0, .. })),
+                matches!(
+                    resolve(&g, 0),
+                    Err(ExecError::BadShape {
+                        node: NodeId(0),
+                        ..
+                    })
+                ),
                 "{op}"
             );
         }
@@ -584,7 +590,10 @@ mod tests {
         let g = b.build().expect("valid");
         assert!(matches!(
             resolve(&g, 0),
-            Err(ExecError::BadShape { node: 0, .. })
+            Err(ExecError::BadShape {
+                node: NodeId(0),
+                ..
+            })
         ));
     }
 
@@ -597,12 +606,15 @@ mod tests {
         let g = b.build().expect("valid");
         assert!(matches!(
             resolve(&g, 0),
-            Err(ExecError::NoKernel { node: 0, .. })
+            Err(ExecError::NoKernel {
+                node: NodeId(0),
+                ..
+            })
         ));
         assert_eq!(
             resolve(&g, 1),
             Err(ExecError::WrongArity {
-                node: 1,
+                node: NodeId(1),
                 op: "add".into(),
                 expected: 2,
                 got: 1

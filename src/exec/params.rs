@@ -1,6 +1,7 @@
 //! Per-dispatch parameters: the 32-byte uniform every kernel reads, and the packing of
 //! one such block per dispatch into a single uniform buffer at aligned dynamic offsets.
 
+use crate::device::DeviceError;
 use bytemuck::{Pod, Zeroable};
 
 use super::ops::OpCall;
@@ -79,12 +80,14 @@ impl UniformPacker {
     /// A packer for this alignment (`min_uniform_buffer_offset_alignment`).
     ///
     /// # Errors
-    /// [`ExecError::Device`] when the alignment is not a power of two.
+    /// [`ExecError::Device`] ([`DeviceError::BadLimit`]) when the alignment is not a
+    /// power of two.
     pub fn new(alignment: u32) -> Result<UniformPacker, ExecError> {
         if !alignment.is_power_of_two() {
-            return Err(ExecError::Device {
-                message: format!("uniform offset alignment {alignment} is not a power of two"),
-            });
+            return Err(ExecError::Device(DeviceError::BadLimit {
+                limit: "min_uniform_buffer_offset_alignment",
+                value: u64::from(alignment),
+            }));
         }
         Ok(UniformPacker {
             stride: PARAMS_SIZE.max(u64::from(alignment)),
@@ -95,13 +98,12 @@ impl UniformPacker {
     /// Appends a block and returns its dynamic offset.
     ///
     /// # Errors
-    /// [`ExecError::TooManyElements`] when the offset no longer fits the 32-bit
+    /// [`ExecError::UniformOffsetOverflow`] when the offset no longer fits the 32-bit
     /// dynamic offset wgpu takes.
     pub fn push(&mut self, params: &KernelParams) -> Result<u32, ExecError> {
         let offset = self.bytes.len() as u64;
-        let small = u32::try_from(offset).map_err(|_| ExecError::TooManyElements {
-            node: u32::MAX,
-            len: offset,
+        let small = u32::try_from(offset).map_err(|_| ExecError::UniformOffsetOverflow {
+            offset,
             max: u64::from(u32::MAX),
         })?;
         self.bytes.extend_from_slice(bytemuck::bytes_of(params));

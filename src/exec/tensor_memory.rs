@@ -8,9 +8,7 @@ use crate::graph::{Graph, TensorId};
 use crate::plan::Plan;
 
 fn device_error(error: DeviceError) -> ExecError {
-    ExecError::Device {
-        message: error.to_string(),
-    }
+    ExecError::Device(error)
 }
 
 /// The device memory of a graph: layers of (plan, memory), e.g. the activations placed
@@ -78,11 +76,11 @@ impl<'a> TensorMemory<'a> {
     /// [`ExecError::PastBufferEnd`].
     pub fn range(&self, graph: &Graph, tensor: TensorId) -> Result<TensorRange<'a>, ExecError> {
         let t = graph.tensor(tensor).ok_or(ExecError::NotPlaced {
-            tensor: tensor.0,
+            tensor,
             name: String::new(),
         })?;
         let not_placed = || ExecError::NotPlaced {
-            tensor: tensor.0,
+            tensor,
             name: t.name.clone(),
         };
         let root = graph.root_of(tensor).ok_or_else(not_placed)?;
@@ -96,17 +94,17 @@ impl<'a> TensorMemory<'a> {
             memory
                 .region(placement.buffer, placement.chunk)
                 .ok_or(ExecError::MissingChunk {
-                    tensor: tensor.0,
+                    tensor,
                     buffer: placement.buffer.0,
                     chunk: placement.chunk,
                 })?;
         let extent = graph.extent(tensor).ok_or_else(not_placed)?;
         if extent.is_empty() {
-            return Err(ExecError::EmptyTensor { tensor: tensor.0 });
+            return Err(ExecError::EmptyTensor { tensor });
         }
         // The one rule (graph::extent): the view's bytes in its root, rounded to words.
         let too_large = || ExecError::LargerThanPlacement {
-            tensor: tensor.0,
+            tensor,
             size: extent.size,
             placement_size: placement.size,
         };
@@ -114,7 +112,7 @@ impl<'a> TensorMemory<'a> {
         let within = extent.binding_end().ok_or_else(too_large)?;
         if within > placement.size {
             return Err(ExecError::LargerThanPlacement {
-                tensor: tensor.0,
+                tensor,
                 size,
                 placement_size: placement.size,
             });
@@ -135,7 +133,7 @@ impl<'a> TensorMemory<'a> {
                 .is_none_or(|end| end > buffer.size());
         if past_end {
             return Err(ExecError::PastBufferEnd {
-                tensor: tensor.0,
+                tensor,
                 offset: placement.offset,
                 size,
                 buffer_size: region_size.min(buffer.size()),
@@ -158,7 +156,7 @@ impl<'a> TensorMemory<'a> {
         let range = self.range(graph, tensor)?;
         if !range.key.offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
             return Err(ExecError::MisalignedOffset {
-                tensor: tensor.0,
+                tensor,
                 offset: range.key.offset,
                 alignment: wgpu::COPY_BUFFER_ALIGNMENT as u32,
             });
@@ -185,7 +183,7 @@ impl<'a> TensorMemory<'a> {
         let expected = graph.extent(tensor).map_or(0, |e| e.size);
         if bytes.len() as u64 != expected {
             return Err(ExecError::WrongDataSize {
-                tensor: tensor.0,
+                tensor,
                 expected,
                 got: bytes.len() as u64,
             });
@@ -267,7 +265,6 @@ pub(crate) fn map_read(
     staging: &wgpu::Buffer,
     len: u64,
 ) -> Result<Vec<u8>, ExecError> {
-    let device_error = |message: String| ExecError::Device { message };
     let (sender, receiver) = std::sync::mpsc::channel();
     staging.map_async(wgpu::MapMode::Read, .., move |result| {
         // The receiver outlives the poll below; a failed send only means it is gone.
@@ -275,15 +272,21 @@ pub(crate) fn map_read(
     });
     ctx.device
         .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| device_error(format!("poll: {e}")))?;
+        .map_err(|e| DeviceError::Poll {
+            message: e.to_string(),
+        })?;
     receiver
         .recv()
-        .map_err(|e| device_error(format!("map callback never ran: {e}")))?
-        .map_err(|e| device_error(format!("map: {e}")))?;
+        .map_err(|e| DeviceError::Map {
+            message: format!("the map callback never ran: {e}"),
+        })?
+        .map_err(|e| DeviceError::Map {
+            message: e.to_string(),
+        })?;
     let bytes = {
-        let view = staging
-            .get_mapped_range(..)
-            .map_err(|e| device_error(format!("mapped range: {e}")))?;
+        let view = staging.get_mapped_range(..).map_err(|e| DeviceError::Map {
+            message: format!("mapped range: {e}"),
+        })?;
         let end = usize::try_from(len).unwrap_or(usize::MAX).min(view.len());
         view[..end].to_vec()
     };

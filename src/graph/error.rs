@@ -1,5 +1,6 @@
 //! Errors of the graph layer: malformed graphs and traces.
 
+use crate::error::ErrorKind;
 use thiserror::Error;
 
 use super::{NodeId, TensorId};
@@ -189,4 +190,11 @@ pub enum GraphError {
         /// The declared bound.
         max_len: u64,
     },
+}
+
+impl GraphError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::BadInput
+    }
 }

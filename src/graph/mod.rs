@@ -18,7 +18,7 @@ pub use extent::{binding_size, Extent, BINDING_GRANULE};
 pub use lifetime::{Lifetime, Lifetimes};
 pub use model::{DType, DynamicLen, Graph, Node, NodeId, Role, Tensor, TensorId};
 pub use summary::{GraphSummary, RoleSummary};
-pub use trace::{parse_trace, read_trace, TRACE_FORMAT};
+pub use trace::{parse_trace, read_trace, write_trace, TRACE_FORMAT};
 pub(crate) use validate::{
     GraphFacts, K_HAS_PRODUCER, K_VIEW, ROLE_MASK, ROLE_OUTPUT, ROLE_WEIGHT,
 };

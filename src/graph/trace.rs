@@ -77,6 +77,67 @@ pub fn parse_trace(text: &str) -> Result<Graph, GraphError> {
     Ok(graph)
 }
 
+/// Writes `graph` as a `tensor-graph-trace/1` document that [`parse_trace`] reads back
+/// into the same tensors and nodes (node `params` and data-dependent lengths are not
+/// part of the format and are dropped). Used to save a graph that reproduces a
+/// problem.
+///
+/// # Errors
+/// [`GraphError::BadField`] when the tensors do not share one element type (the format
+/// has one `dtype_bytes` per file).
+pub fn write_trace(graph: &Graph) -> Result<String, GraphError> {
+    let dtype = graph.tensors.first().map_or(DType::F32, |t| t.dtype);
+    if let Some(other) = graph.tensors.iter().find(|t| t.dtype != dtype) {
+        return Err(bad(
+            &format!("tensor {}", other.id.0),
+            "dtype",
+            format!(
+                "is {:?} but tensor 0 is {dtype:?}; a trace has one element type",
+                other.dtype
+            ),
+        ));
+    }
+    let tensors: Vec<Value> = graph
+        .tensors
+        .iter()
+        .map(|t| {
+            let mut obj = serde_json::json!({
+                "id": t.id.0,
+                "name": t.name,
+                "role": if t.view_of.is_some() { "view" } else { t.role.name() },
+                "bytes": t.size,
+                "shape": t.shape,
+            });
+            if let (Some(root), Value::Object(map)) = (t.view_of, &mut obj) {
+                map.insert("view_of".into(), Value::from(root.0));
+            }
+            obj
+        })
+        .collect();
+    let nodes: Vec<Value> = graph
+        .nodes
+        .iter()
+        .map(|n| {
+            serde_json::json!({
+                "op": n.op,
+                "inputs": n.inputs.iter().map(|t| t.0).collect::<Vec<_>>(),
+                "output": n.output.0,
+                "elementwise": n.inplace,
+            })
+        })
+        .collect();
+    let document = serde_json::json!({
+        "format": TRACE_FORMAT,
+        "name": graph.name,
+        "dtype_bytes": dtype.size(),
+        "tensors": tensors,
+        "nodes": nodes,
+    });
+    serde_json::to_string_pretty(&document).map_err(|e| GraphError::NotJson {
+        message: e.to_string(),
+    })
+}
+
 fn parse_tensor(position: usize, value: &Value, dtype: DType) -> Result<Tensor, GraphError> {
     let context = format!("tensor {position}");
     let obj = value.as_object().ok_or_else(|| GraphError::BadField {
@@ -189,12 +250,13 @@ fn parse_node(position: usize, value: &Value) -> Result<Node, GraphError> {
 fn tensor_ref(value: &Value, context: &str, field: &'static str) -> Result<TensorId, GraphError> {
     let id = as_u64(value)
         .ok_or_else(|| bad(context, field, format!("has {value}, not a tensor id")))?;
-    u32::try_from(id)
-        .map(TensorId)
-        .map_err(|_| GraphError::UnknownTensor {
-            context: context.to_string(),
-            tensor: TensorId(u32::MAX),
-        })
+    u32::try_from(id).map(TensorId).map_err(|_| {
+        bad(
+            context,
+            field,
+            format!("has {id}, above the largest tensor id {}", u32::MAX),
+        )
+    })
 }
 
 fn as_u64(value: &Value) -> Option<u64> {

@@ -1,5 +1,6 @@
 //! Model configuration and its checks.
 
+use crate::error::ErrorKind;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -152,6 +153,16 @@ impl ModelConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl ModelError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            ModelError::TooLargeForDevice { .. } => ErrorKind::NeverFits,
+            _ => ErrorKind::BadInput,
+        }
     }
 }
 

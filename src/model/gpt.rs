@@ -170,7 +170,7 @@ impl GptModel {
         match all.get_mut(self.logits.index()).and_then(Option::take) {
             Some(TensorData::F32(v)) => Ok(v),
             _ => Err(ExecError::MissingValue {
-                tensor: self.logits.0,
+                tensor: self.logits,
                 name: "logits".into(),
             }
             .into()),

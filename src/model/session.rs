@@ -192,7 +192,7 @@ impl ModelSession {
         };
         let plan_verified = plan.verify(graph).is_ok();
         let activations = self.activations.as_ref().ok_or(ExecError::NotPlaced {
-            tensor: model.logits.0,
+            tensor: model.logits,
             name: "activations".into(),
         })?;
 

@@ -1,5 +1,6 @@
 //! Errors of the planning layer.
 
+use crate::error::ErrorKind;
 use thiserror::Error;
 
 use crate::graph::{NodeId, TensorId};
@@ -218,4 +219,16 @@ pub enum PlanError {
         /// A time at which both are live.
         time: u64,
     },
+}
+
+impl PlanError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            PlanError::OutOfSpace { .. } => ErrorKind::OutOfMemory,
+            PlanError::OverCapacity { .. } => ErrorKind::NeverFits,
+            PlanError::InvalidGraph(error) => error.kind(),
+            _ => ErrorKind::BadInput,
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! Errors of the pre-packed weight cache.
 
+use crate::error::ErrorKind;
 use thiserror::Error;
 
 use crate::device::DeviceError;
@@ -111,4 +112,16 @@ pub enum PrepackError {
         /// The validator's message.
         message: String,
     },
+}
+
+impl PrepackError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            PrepackError::TooLarge { .. } => ErrorKind::NeverFits,
+            PrepackError::Allocation { source, .. } => source.kind(),
+            PrepackError::Upload { .. } => ErrorKind::Device,
+            _ => ErrorKind::BadInput,
+        }
+    }
 }

@@ -263,7 +263,10 @@ mod evaluation_tests {
         let g = b.build().expect("valid");
         assert!(matches!(
             resolve(&g, 0),
-            Err(crate::exec::ExecError::BadShape { node: 0, .. })
+            Err(crate::exec::ExecError::BadShape {
+                node: crate::graph::NodeId(0),
+                ..
+            })
         ));
     }
 }

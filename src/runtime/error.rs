@@ -1,6 +1,7 @@
 //! [`RuntimeError`]: why a graph context refused a setting or an execution, and
 //! [`CallbackError`], what a user's allocation callback returns when it fails.
 
+use crate::error::ErrorKind;
 use thiserror::Error;
 
 use super::MemoryRole;
@@ -172,4 +173,23 @@ pub enum RuntimeError {
     /// Running a phase failed.
     #[error(transparent)]
     Exec(#[from] ExecError),
+}
+
+impl RuntimeError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RuntimeError::Callback { .. }
+            | RuntimeError::ShortBlock { .. }
+            | RuntimeError::BlockAlreadyHeld { .. }
+            | RuntimeError::MissingUsage { .. }
+            | RuntimeError::OtherDevice { .. } => ErrorKind::Callback,
+            RuntimeError::ChunkTooLarge { .. } => ErrorKind::NeverFits,
+            RuntimeError::Graph(error) => error.kind(),
+            RuntimeError::Plan(error) => error.kind(),
+            RuntimeError::Device(error) => error.kind(),
+            RuntimeError::Exec(error) => error.kind(),
+            _ => ErrorKind::BadInput,
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! [`StreamError`]: what registering an allocator on a stream, executing on it or
 //! synchronizing it can refuse.
 
+use crate::error::ErrorKind;
 use thiserror::Error;
 
 use crate::device::DeviceError;
@@ -113,4 +114,21 @@ pub enum StreamError {
     /// Writing inputs or recording the graph failed.
     #[error(transparent)]
     Exec(#[from] ExecError),
+}
+
+impl StreamError {
+    /// What a caller can do about this error (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            StreamError::AllocFailed { .. }
+            | StreamError::BlockTooSmall { .. }
+            | StreamError::MisalignedBlock { .. }
+            | StreamError::BlockPastBufferEnd { .. }
+            | StreamError::BlockMissingUsage { .. } => ErrorKind::Callback,
+            StreamError::Sync { .. } => ErrorKind::Device,
+            StreamError::Device(error) => error.kind(),
+            StreamError::Exec(error) => error.kind(),
+            _ => ErrorKind::BadInput,
+        }
+    }
 }

@@ -13,7 +13,7 @@ use super::report::{ChecksumReport, Mismatch};
 use super::schedule::{
     Chunks, Kind, Schedule, FIXED_STORAGE_BUFFERS, MAX_RECORDS, SLOTS, SUMS_BASE,
 };
-use crate::device::{GpuContext, PlannedMemory};
+use crate::device::{convert, DeviceError, GpuContext, PlannedMemory};
 use crate::exec::ExecError;
 use crate::graph::Graph;
 use crate::plan::{BufferId, Plan};
@@ -69,9 +69,9 @@ impl ChecksumKernels {
         let oom = pollster::block_on(memory_scope.pop());
         let invalid = pollster::block_on(validation.pop());
         if let Some(error) = oom.or(invalid) {
-            return Err(gpu_error("compiling the checksum kernels")(
-                error.to_string(),
-            ));
+            return Err(gpu_error("compiling the checksum kernels")(convert(
+                error, 0,
+            )));
         }
         Ok(ChecksumKernels {
             layout,
@@ -105,8 +105,12 @@ struct Timer {
     readback: wgpu::Buffer,
 }
 
-fn gpu_error(stage: &'static str) -> impl Fn(String) -> ExecError {
-    move |message| ExecError::Gpu { stage, message }
+fn gpu_error(stage: &'static str) -> impl Fn(DeviceError) -> ExecError {
+    move |source| ExecError::Gpu { stage, source }
+}
+
+fn map_failed(message: String) -> DeviceError {
+    DeviceError::Map { message }
 }
 
 fn check_limit(what: &str, needed: u64, limit: u64) -> Result<(), ExecError> {
@@ -325,7 +329,7 @@ impl<'a> ChecksumRun<'a> {
         let oom = pollster::block_on(memory_scope.pop());
         let invalid = pollster::block_on(validation.pop());
         if let Some(error) = oom.or(invalid) {
-            return Err(gpu_error("preparing the checksum run")(error.to_string()));
+            return Err(gpu_error("preparing the checksum run")(convert(error, 0)));
         }
         // The bind groups hold their buffers; the layout objects are kept alive by them.
         let _ = (params, table, dummies);
@@ -412,7 +416,7 @@ impl<'a> ChecksumRun<'a> {
             None => None,
         };
         if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(gpu_error("running the checksum pass")(error.to_string()));
+            return Err(gpu_error("running the checksum pass")(convert(error, 0)));
         }
         let mismatches = header.first().copied().unwrap_or(0);
         let kept = mismatches.min(MAX_RECORDS) as usize;
@@ -487,15 +491,19 @@ fn read_words(device: &wgpu::Device, buffer: &wgpu::Buffer) -> Result<Vec<u32>, 
     });
     device
         .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| gpu_error("waiting for the GPU")(e.to_string()))?;
+        .map_err(|e| {
+            gpu_error("waiting for the GPU")(DeviceError::Poll {
+                message: e.to_string(),
+            })
+        })?;
     receiver
         .recv()
-        .map_err(|e| gpu_error("reading back results")(e.to_string()))?
-        .map_err(|e| gpu_error("mapping the readback buffer")(e.to_string()))?;
+        .map_err(|e| gpu_error("reading back results")(map_failed(e.to_string())))?
+        .map_err(|e| gpu_error("mapping the readback buffer")(map_failed(e.to_string())))?;
     let words = {
         let view = buffer
             .get_mapped_range(..)
-            .map_err(|e| gpu_error("mapping the readback buffer")(e.to_string()))?;
+            .map_err(|e| gpu_error("mapping the readback buffer")(map_failed(e.to_string())))?;
         bytemuck::pod_collect_to_vec::<u8, u32>(&view)
     };
     buffer.unmap();

@@ -6,7 +6,7 @@ use super::hash::{
     words_for,
 };
 use crate::exec::ExecError;
-use crate::graph::{Graph, Role, TensorId};
+use crate::graph::{Graph, NodeId, Role, TensorId};
 
 /// What one node input contributes to the node's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,8 +108,8 @@ impl Prediction {
                     Source::Constant(c) => c,
                     Source::Memory(root) => {
                         checksums[root.index()].ok_or_else(|| ExecError::ChecksumGraph {
-                            node: step32,
-                            tensor: root.0,
+                            node: Some(NodeId(step32)),
+                            tensor: root,
                             problem: "reads planned memory that nothing has written".to_string(),
                         })?
                     }

@@ -13,8 +13,9 @@ use std::collections::BTreeSet;
 
 use super::hash::{input_seed, node_seed};
 use super::predict::{elementwise_source, source_of, word_len, written_root, Prediction, Source};
+use crate::device::DeviceError;
 use crate::exec::ExecError;
-use crate::graph::{Graph, Role, TensorId};
+use crate::graph::{Graph, NodeId, Role, TensorId};
 use crate::plan::Plan;
 
 /// Chunk buffers one dispatch can bind (storage bindings 3..3+SLOTS of the shader).
@@ -119,14 +120,10 @@ impl Schedule {
         prediction: &Prediction,
     ) -> Result<Schedule, ExecError> {
         if plan.placements.len() != graph.tensors.len() {
-            return Err(ExecError::ChecksumPlacement {
-                tensor: 0,
-                problem: format!(
-                    "plan has {} placements, graph has {} tensors",
-                    plan.placements.len(),
-                    graph.tensors.len()
-                ),
-            });
+            return Err(ExecError::Device(DeviceError::PlanForAnotherGraph {
+                placements: plan.placements.len(),
+                tensors: graph.tensors.len(),
+            }));
         }
         let mut b = Builder {
             graph,
@@ -169,7 +166,7 @@ fn groups_for(words: u32) -> u32 {
 impl Builder<'_> {
     fn region(&self, root: TensorId) -> Result<Region, ExecError> {
         let bad = |problem: String| ExecError::ChecksumPlacement {
-            tensor: root.0,
+            tensor: root,
             problem,
         };
         let placement = self
@@ -245,8 +242,8 @@ impl Builder<'_> {
             self.prediction
                 .checksum(self.graph, root)
                 .ok_or_else(|| ExecError::ChecksumGraph {
-                    node,
-                    tensor: root.0,
+                    node: (node != END_NODE).then_some(NodeId(node)),
+                    tensor: root,
                     problem: "reads planned memory that nothing has written".to_string(),
                 })?;
         let index = to_u32(self.reads.len(), "reads")?;
@@ -548,7 +545,10 @@ mod tests {
         plan.placements[y.index()] = plan.placements[x.index()];
         assert!(matches!(
             layout(&g, &plan),
-            Err(ExecError::ChecksumPlacement { tensor: 1, .. })
+            Err(ExecError::ChecksumPlacement {
+                tensor: TensorId(1),
+                ..
+            })
         ));
     }
 
@@ -563,7 +563,10 @@ mod tests {
         }
         assert!(matches!(
             layout(&g, &plan),
-            Err(ExecError::ChecksumPlacement { tensor: 0, .. })
+            Err(ExecError::ChecksumPlacement {
+                tensor: TensorId(0),
+                ..
+            })
         ));
     }
 }
