@@ -14,6 +14,8 @@
 //! A hole freed next to another hole merges with it; a hole that reaches `top` gives
 //! its bytes back to the tail. The high-water mark of a chunk is the chunk's size.
 
+use std::collections::BTreeMap;
+
 use super::{align_up, BufferTypeDesc, ChunkPlan, PlanError};
 
 /// A free byte range `[offset, offset + size)` inside a chunk.
@@ -41,6 +43,8 @@ struct Chunk {
     high_water: u64,
     /// Holds one allocation larger than the max size; never reused.
     oversized: bool,
+    /// The live allocations, `offset -> aligned size`: a free must name one exactly.
+    live: BTreeMap<u64, u64>,
 }
 
 /// Where an allocation landed: `[offset, offset + size)` of chunk `chunk`; `size` is
@@ -165,6 +169,7 @@ impl DynamicAllocator {
         let chunk = &mut self.chunks[c];
         let hole = &mut chunk.holes[h];
         let offset = hole.offset;
+        chunk.live.insert(offset, size);
         if hole.size == size {
             chunk.holes.remove(h);
             self.holes -= 1;
@@ -196,6 +201,7 @@ impl DynamicAllocator {
         let (_, _, c) = best?;
         let chunk = &mut self.chunks[c];
         let offset = chunk.top;
+        chunk.live.insert(offset, size);
         chunk.top += size;
         chunk.high_water = chunk.high_water.max(chunk.top);
         Some(Allocation {
@@ -211,6 +217,7 @@ impl DynamicAllocator {
             top: size,
             high_water: size,
             oversized,
+            live: BTreeMap::from([(0, size)]),
         });
         Allocation {
             chunk: self.chunks.len() - 1,
@@ -226,7 +233,8 @@ impl DynamicAllocator {
     ///
     /// # Errors
     /// [`PlanError::BadFree`] if the block is not allocated memory of that chunk
-    /// (unknown chunk, misaligned, past the top, or overlapping a free block);
+    /// (unknown chunk, misaligned, past the top, overlapping a free block, or not exactly
+    /// one live allocation: a block that overlaps a live one without matching it);
     /// [`PlanError::AlignOverflow`] if rounding `size` up overflows.
     pub fn free(&mut self, chunk: usize, offset: u64, size: u64) -> Result<(), PlanError> {
         let Some(aligned) = align_up(size.max(1), self.alignment) else {
@@ -254,6 +262,25 @@ impl DynamicAllocator {
             .ok_or_else(|| bad("end overflows"))?;
         if end > c.top {
             return Err(bad("block ends past the allocated top"));
+        }
+        match c.live.get(&offset) {
+            Some(&live) if live == aligned => {
+                c.live.remove(&offset);
+            }
+            Some(_) => {
+                return Err(bad(
+                    "block's size differs from the live block at its offset",
+                ))
+            }
+            None if c
+                .live
+                .range(..end)
+                .next_back()
+                .is_some_and(|(&o, &s)| o + s > offset) =>
+            {
+                return Err(bad("block overlaps a live block without matching it"))
+            }
+            None => return Err(bad("no live block starts at this offset")),
         }
         if c.oversized {
             // The chunk stays reserved (never shared); its bytes are no longer in use.
@@ -477,6 +504,28 @@ mod tests {
                 oversized: true
             }
         );
+    }
+
+    #[test]
+    fn a_free_that_overlaps_live_blocks_without_matching_one_is_refused() {
+        let mut a = DynamicAllocator::new(8, 100).expect("valid");
+        let x = a.alloc(16).expect("x");
+        let y = a.alloc(16).expect("y");
+        let _z = a.alloc(16).expect("z");
+        let problem = |r: Result<(), PlanError>| match r {
+            Err(PlanError::BadFree { problem, .. }) => problem,
+            other => panic!("expected BadFree, got {other:?}"),
+        };
+        // Straddles x and y.
+        assert!(problem(a.free(0, 8, 16)).contains("overlaps a live block"));
+        // Starts at x but is larger (x and y together).
+        assert!(problem(a.free(0, x.offset, 32)).contains("differs"));
+        // Starts at y but is smaller than y.
+        assert!(problem(a.free(0, y.offset, 8)).contains("differs"));
+        // Nothing was freed by the refusals: x and y still free exactly once.
+        a.free(0, y.offset, 16).expect("free y");
+        a.free(0, x.offset, 16).expect("free x");
+        assert_eq!(a.free_blocks(), 1);
     }
 
     #[test]

@@ -303,7 +303,7 @@ impl GraphAllocator {
                     .get(t.id.index())
                     .copied()
                     .flatten()
-                    .is_none_or(|p| graph.reserved_size(t.id).unwrap_or(u64::MAX).max(1) > p.size)
+                    .is_none_or(|p| graph.reserved_size(t.id).unwrap_or(u64::MAX) > p.size)
         })
     }
 

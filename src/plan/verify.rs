@@ -257,11 +257,12 @@ impl Plan {
             if t.view_of.is_some() {
                 continue;
             }
+            if p.size == 0 {
+                // Zero bytes occupy nothing: not even an oversized chunk's one slot.
+                continue;
+            }
             if inplace_of[i].is_none() {
                 held[p.buffer.0][p.chunk] += 1;
-            }
-            if p.size == 0 {
-                continue;
             }
             let life = lifetimes.get(t.id).unwrap_or(whole);
             let (first, last) = (life.first as usize, (life.last as usize).min(steps - 1));
