@@ -1,11 +1,13 @@
 //! What is computed: tensors, nodes in execution order, a builder, validation,
-//! lifetimes and the import of real-network traces (tensor-graph-trace/1).
+//! lifetimes and the import of real-network traces (tensor-graph-trace/1) and of ONNX
+//! models.
 
 mod builder;
 mod dynamic;
 mod error;
 mod lifetime;
 mod model;
+pub mod onnx;
 mod summary;
 pub mod synthetic;
 mod trace;
@@ -15,6 +17,7 @@ pub use builder::GraphBuilder;
 pub use error::GraphError;
 pub use lifetime::{Lifetime, Lifetimes};
 pub use model::{DType, DynamicLen, Graph, Node, NodeId, Role, Tensor, TensorId};
+pub use onnx::{parse_onnx, read_onnx, OnnxOptions};
 pub use summary::{GraphSummary, RoleSummary};
 pub use trace::{parse_trace, read_trace, TRACE_FORMAT};
 pub(crate) use validate::{
