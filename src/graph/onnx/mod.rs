@@ -7,6 +7,8 @@ mod import;
 mod infer;
 mod ops;
 mod proto;
+#[cfg(test)]
+mod tests;
 mod values;
 
 use std::collections::HashMap;
