@@ -326,9 +326,9 @@ pub fn output_shape(node: &NodeProto, index: usize, inputs: &Inputs<'_>) -> Opti
             let axes = get(3).unwrap_or_else(|| (0..starts.len() as i64).collect());
             let steps = get(4).unwrap_or_else(|| vec![1; starts.len()]);
             let mut out = s.clone();
-            for i in 0..starts.len() {
+            for (i, &start) in starts.iter().enumerate() {
                 let a = axis(*axes.get(i)?, s.len())?;
-                out[a] = slice_bounds(s[a], starts[i], *ends.get(i)?, *steps.get(i)?)?.2;
+                out[a] = slice_bounds(s[a], start, *ends.get(i)?, *steps.get(i)?)?.2;
             }
             Some(out)
         }
@@ -584,7 +584,7 @@ mod tests {
             shapes: vec![Some(vec![1, 128, 768])],
             ints: vec![None],
         };
-        let shape = int_value(&node("Shape"), &inputs).unwrap();
+        let shape = int_value(&node("Shape"), &inputs).expect("evaluates");
         assert_eq!(shape.data, vec![1, 128, 768]);
         let idx = IntValue {
             dims: Vec::new(),
@@ -597,7 +597,7 @@ mod tests {
                 ints: vec![Some(&shape), Some(&idx)],
             },
         )
-        .unwrap();
+        .expect("evaluates");
         assert_eq!(g.data, vec![768]);
         assert!(g.dims.is_empty());
         let cat = int_value(
@@ -607,7 +607,7 @@ mod tests {
                 ints: vec![Some(&shape), Some(&shape)],
             },
         )
-        .unwrap();
+        .expect("evaluates");
         assert_eq!(cat.data.len(), 6);
     }
 

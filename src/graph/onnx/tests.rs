@@ -112,7 +112,7 @@ fn tensor<'g>(g: &'g Graph, name: &str) -> &'g crate::graph::Tensor {
 
 #[test]
 fn a_small_model_maps_roles_views_and_inplace_flags() {
-    let g = import(small()).unwrap();
+    let g = import(small()).expect("imports");
     assert_eq!(g.name, "small");
     assert_eq!(
         g.nodes.iter().map(|n| n.op.as_str()).collect::<Vec<_>>(),
@@ -137,7 +137,7 @@ fn a_transpose_of_a_weight_is_folded_into_a_weight() {
     m.node[0] = node("MatMul", &["x", "wt"], &["h"]);
     m.node.insert(0, node("Transpose", &["w"], &["wt"]));
     m.value_info.push(f32s("wt", &[8, 8]));
-    let g = import(m).unwrap();
+    let g = import(m).expect("imports");
     assert_eq!(g.nodes.len(), 4, "the transpose is not a runtime node");
     assert_eq!(tensor(&g, "wt").role, Role::Weight);
     // A weight that only feeds a folded constant is folded away with it.
@@ -153,7 +153,7 @@ fn shape_arithmetic_on_an_activation_is_a_constant_and_infers_a_reshape() {
     m.node.insert(2, node("Shape", &["x"], &["s"]));
     m.value_info.retain(|v| v.name != "v");
     m.output = vec![f32s("y", &[1, 8])];
-    let g = import(m).unwrap();
+    let g = import(m).expect("imports");
     assert_eq!(tensor(&g, "v").shape, vec![1, 8]);
     assert_eq!(tensor(&g, "s").role, Role::Weight);
     assert!(g.nodes.iter().all(|n| n.op != "shape"));
@@ -168,7 +168,7 @@ fn an_expand_with_a_symbolic_value_info_is_inferred() {
     m.value_info
         .push(value("e", 1, vec![dim(3), sym("unk__0"), dim(4)]));
     m.output = vec![f32s("z", &[3, 2, 4])];
-    let g = import(m).unwrap();
+    let g = import(m).expect("imports");
     assert_eq!(tensor(&g, "e").shape, vec![3, 2, 4]);
     assert_eq!(tensor(&g, "e").view_of, Some(tensor(&g, "y").id));
 }
@@ -181,7 +181,7 @@ fn several_outputs_are_views_of_one_packed_tensor() {
     m.value_info.push(f32s("a", &[1, 4]));
     m.value_info.push(f32s("b", &[1, 4]));
     m.output = vec![f32s("z", &[1, 4])];
-    let g = import(m).unwrap();
+    let g = import(m).expect("imports");
     let packed = g.nodes[4].output;
     assert_eq!(g.tensors[packed.index()].size, 32);
     assert_eq!(tensor(&g, "a").view_of, Some(packed));

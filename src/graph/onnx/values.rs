@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn symbols_resolve_from_the_options_and_stay_named_otherwise() {
         let dims = HashMap::from([("batch".to_string(), 2)]);
-        let t = from_value_info(&info(vec![param("batch"), param("seq")]), &dims).unwrap();
+        let t = from_value_info(&info(vec![param("batch"), param("seq")]), &dims).expect("valid");
         assert_eq!(t.dims, Some(vec![Dim::Fixed(2), Dim::Symbol("seq".into())]));
         assert_eq!(t.symbol(), Some("seq"));
         assert_eq!(t.concrete(), None);
@@ -209,7 +209,7 @@ mod tests {
             dtype_of(8, "s"),
             Err(GraphError::UnknownElementType { elem_type: 8, .. })
         ));
-        assert_eq!(dtype_of(7, "ids").unwrap(), Some(DType::I64));
+        assert_eq!(dtype_of(7, "ids").expect("valid"), Some(DType::I64));
     }
 
     #[test]
