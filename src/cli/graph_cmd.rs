@@ -1,4 +1,4 @@
-//! `wgalloc graph FILE`: what a trace or interval CSV holds.
+//! `wgalloc graph FILE`: what a trace, an ONNX model or an interval CSV holds.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -8,8 +8,8 @@ use serde_json::json;
 use super::input::{load, Input};
 
 /// Prints counts and bytes by role (trace) or intervals, span and bounds (CSV).
-pub fn run(path: &Path, as_json: bool) -> wgalloc::Result<ExitCode> {
-    match load(path)? {
+pub fn run(path: &Path, dims: &[(String, u64)], as_json: bool) -> wgalloc::Result<ExitCode> {
+    match load(path, dims)? {
         Input::Trace(graph) => {
             let s = graph.summary();
             if as_json {

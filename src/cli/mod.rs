@@ -31,18 +31,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Summarise a trace (.json) or an interval CSV: counts and bytes by role.
+    /// Summarise a trace (.json), an ONNX model (.onnx) or an interval CSV: counts and
+    /// bytes by role.
     Graph {
-        /// A tensor-graph-trace/1 JSON file or an `id,lower,upper,size` CSV.
+        /// A tensor-graph-trace/1 JSON file, an ONNX model or an `id,lower,upper,size` CSV.
         file: PathBuf,
+        /// A symbolic dimension of an ONNX model (`--dim batch=1`; repeatable).
+        #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = input::parse_dim)]
+        dim: Vec<(String, u64)>,
         /// Print one JSON object instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Plan a trace or an interval CSV (no GPU): sizes, bounds, time, verification.
+    /// Plan a trace, an ONNX model or an interval CSV (no GPU): sizes, bounds, time,
+    /// verification.
     Plan {
-        /// A tensor-graph-trace/1 JSON file or an `id,lower,upper,size` CSV.
+        /// A tensor-graph-trace/1 JSON file, an ONNX model or an `id,lower,upper,size` CSV.
         file: PathBuf,
+        /// A symbolic dimension of an ONNX model (`--dim batch=1`; repeatable).
+        #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = input::parse_dim)]
+        dim: Vec<(String, u64)>,
         /// The planner (`best`: every offline strategy and ggml's walk, smallest kept).
         #[arg(long, default_value = "best")]
         planner: String,
@@ -71,8 +79,11 @@ pub enum Command {
     /// Plan a trace, allocate it on the GPU and prove with the checksum run that no
     /// live tensor is clobbered (exit code 1 if one is).
     Run {
-        /// A tensor-graph-trace/1 JSON file.
+        /// A tensor-graph-trace/1 JSON file or an ONNX model.
         file: PathBuf,
+        /// A symbolic dimension of an ONNX model (`--dim batch=1`; repeatable).
+        #[arg(long = "dim", value_name = "NAME=VALUE", value_parser = input::parse_dim)]
+        dim: Vec<(String, u64)>,
         /// The planner (`best`: every offline strategy and ggml's walk, smallest kept).
         #[arg(long, default_value = "best")]
         planner: String,
@@ -100,9 +111,10 @@ pub enum Command {
 pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
     match cli.command {
         Some(Command::Info { json }) => info_cmd::run(json),
-        Some(Command::Graph { file, json }) => graph_cmd::run(&file, json),
+        Some(Command::Graph { file, dim, json }) => graph_cmd::run(&file, &dim, json),
         Some(Command::Plan {
             file,
+            dim,
             planner,
             capacity,
             time_limit,
@@ -112,6 +124,7 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
             svg,
         }) => plan_cmd::run(&plan_cmd::PlanArgs {
             file,
+            dims: dim,
             planner,
             limits: wgalloc::plan::PlanLimits {
                 capacity,
@@ -124,6 +137,7 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
         }),
         Some(Command::Run {
             file,
+            dim,
             planner,
             time_limit,
             json,
@@ -131,6 +145,7 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
             inject_clobber,
         }) => run_cmd::run(&run_cmd::RunArgs {
             file,
+            dims: dim,
             planner,
             time_limit,
             json,

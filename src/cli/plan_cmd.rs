@@ -12,8 +12,10 @@ use super::input::{load, Input};
 /// Options of `wgalloc plan`.
 #[derive(Debug, Clone)]
 pub struct PlanArgs {
-    /// The trace or CSV.
+    /// The trace, ONNX model or CSV.
     pub file: PathBuf,
+    /// Symbolic dimensions of an ONNX model.
+    pub dims: Vec<(String, u64)>,
     /// Planner name.
     pub planner: String,
     /// Capacity to fit and time limit for the offline search.
@@ -36,7 +38,10 @@ pub const TRACE_MAX_SIZE: u64 = 1 << 31;
 /// Runs `wgalloc plan`.
 pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
     let planner = Planner::from_name(&args.planner)?;
-    match load(&args.file)? {
+    let loading = Instant::now();
+    let input = load(&args.file, &args.dims)?;
+    let load_seconds = loading.elapsed().as_secs_f64();
+    match input {
         Input::Trace(graph) => {
             let buffer_type = BufferTypeDesc::new(
                 "storage",
@@ -66,6 +71,7 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "naive_bytes": naive,
                 "inplace_pairs": plan.inplace.len(),
                 "plan_seconds": plan_seconds,
+                "load_seconds": load_seconds,
                 "verified": verified,
                 "capacity": args.limits.capacity,
                 "fits": fits,
@@ -227,6 +233,9 @@ fn print_report(report: &Value, as_json: bool) {
             "DOES NOT FIT"
         };
         println!("  capacity     {capacity:>16} bytes: {verdict}");
+    }
+    if let Some(load) = report["load_seconds"].as_f64() {
+        println!("  loaded in {:.3} ms", load * 1e3);
     }
     println!(
         "  planned in {:.3} ms; verified: {}",

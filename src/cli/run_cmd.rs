@@ -1,4 +1,4 @@
-//! `wgalloc run FILE`: plan a trace, allocate its memory on the GPU and prove with the
+//! `wgalloc run FILE`: plan a trace or an ONNX model, allocate its memory on the GPU and prove with the
 //! checksum run that the plan never clobbers a live tensor.
 
 use std::path::PathBuf;
@@ -8,16 +8,18 @@ use std::time::Instant;
 use serde_json::json;
 use wgalloc::device::{GpuContext, WgpuAllocator};
 use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
-use wgalloc::graph::read_trace;
 use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, PlanLimits, Planner};
 
+use super::input::load_graph;
 use super::plan_cmd::{buffers_json, percent_over, write_svg};
 
 /// Options of `wgalloc run`.
 #[derive(Debug, Clone)]
 pub struct RunArgs {
-    /// The trace.
+    /// The trace or ONNX model.
     pub file: PathBuf,
+    /// Symbolic dimensions of an ONNX model.
+    pub dims: Vec<(String, u64)>,
     /// Planner name.
     pub planner: String,
     /// Time limit for the offline search.
@@ -38,7 +40,7 @@ fn millis(d: std::time::Duration) -> f64 {
 /// proof finds a clobbered tensor.
 pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
     let planner = Planner::from_name(&args.planner)?;
-    let graph = read_trace(&args.file)?;
+    let graph = load_graph(&args.file, &args.dims)?;
     let ctx = GpuContext::from_env()?;
     let storage = ctx.buffer_types()?.storage.desc;
     let started = Instant::now();

@@ -190,6 +190,84 @@ pub enum GraphError {
         /// The declared bound.
         max_len: u64,
     },
+    /// The bytes are not an ONNX model (a truncated or corrupt protobuf).
+    #[error("not a valid ONNX model: {message}")]
+    NotOnnx {
+        /// What the protobuf decoder said.
+        message: String,
+    },
+    /// An ONNX value has an element type the importer cannot size (string, complex,
+    /// 8-bit and 4-bit floats, or a number outside `TensorProto.DataType`).
+    #[error("value {value:?}: unsupported ONNX element type {elem_type}")]
+    UnknownElementType {
+        /// The value.
+        value: String,
+        /// Its `TensorProto.DataType` number.
+        elem_type: i32,
+    },
+    /// A node reads a value that no node, initializer or graph input defines.
+    #[error("{node} reads value {value:?}, which nothing produces")]
+    UnknownValue {
+        /// The reading node (`node 12 "name" (Op)`).
+        node: String,
+        /// The value's name.
+        value: String,
+    },
+    /// A node reads a value that a later node produces: the file's nodes are not in
+    /// topological order (or form a cycle).
+    #[error("{node} reads value {value:?} before {producer} produces it (nodes not in topological order, or a cycle)")]
+    NotTopological {
+        /// The reading node.
+        node: String,
+        /// The value read too early.
+        value: String,
+        /// The later node that produces it.
+        producer: String,
+    },
+    /// Two nodes (or a node and an initializer or graph input) define the same value.
+    #[error("value {value:?} is defined twice: by {first} and by {second}")]
+    DefinedTwice {
+        /// The value.
+        value: String,
+        /// The first definition.
+        first: String,
+        /// The second one.
+        second: String,
+    },
+    /// A value's shape is neither in the file nor inferable.
+    #[error("value {value:?} (written by {node}): shape unknown: {problem}")]
+    ShapeUnknown {
+        /// The value.
+        value: String,
+        /// The node that writes it (or `graph input`).
+        node: String,
+        /// Why inference could not find it.
+        problem: String,
+    },
+    /// A symbolic dimension that `--dim` did not give and inference could not find.
+    #[error("symbolic dimension {dim:?} of value {value:?} is not resolved (pass --dim {dim}=N)")]
+    UnresolvedDim {
+        /// The symbol.
+        dim: String,
+        /// A value whose shape uses it.
+        value: String,
+    },
+    /// A dimension is negative, or the value's byte size overflows 64 bits.
+    #[error("value {value:?}: {problem}")]
+    BadShape {
+        /// The value.
+        value: String,
+        /// What is wrong (the dimension or the product that overflowed).
+        problem: String,
+    },
+    /// An ONNX node the importer cannot map (a control-flow op with a subgraph).
+    #[error("{node}: unsupported: {problem}")]
+    UnsupportedNode {
+        /// The node.
+        node: String,
+        /// Why.
+        problem: String,
+    },
 }
 
 impl GraphError {

@@ -1,5 +1,6 @@
 //! What is computed: tensors, nodes in execution order, a builder, validation,
-//! lifetimes and the import of real-network traces (tensor-graph-trace/1).
+//! lifetimes and the import of real-network traces (tensor-graph-trace/1) and of ONNX
+//! models.
 
 mod builder;
 mod dynamic;
@@ -7,6 +8,7 @@ mod error;
 pub mod extent;
 mod lifetime;
 mod model;
+pub mod onnx;
 mod summary;
 pub mod synthetic;
 mod trace;
@@ -17,6 +19,7 @@ pub use error::GraphError;
 pub use extent::{binding_size, Extent, BINDING_GRANULE};
 pub use lifetime::{Lifetime, Lifetimes};
 pub use model::{DType, DynamicLen, Graph, Node, NodeId, Role, Tensor, TensorId};
+pub use onnx::{parse_onnx, read_onnx, OnnxOptions};
 pub use summary::{GraphSummary, RoleSummary};
 pub use trace::{parse_trace, read_trace, write_trace, TRACE_FORMAT};
 pub(crate) use validate::{

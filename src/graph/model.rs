@@ -50,17 +50,34 @@ pub enum DType {
     I32,
     /// 32-bit unsigned integer.
     U32,
-    /// Raw bytes.
+    /// Raw bytes (ONNX `uint8`).
     U8,
+    /// 8-bit signed integer.
+    I8,
+    /// 16-bit unsigned integer.
+    U16,
+    /// 16-bit signed integer.
+    I16,
+    /// 64-bit signed integer (ONNX token ids and shapes).
+    I64,
+    /// 64-bit unsigned integer.
+    U64,
+    /// 64-bit float.
+    F64,
+    /// bfloat16.
+    Bf16,
+    /// A boolean stored in one byte.
+    Bool,
 }
 
 impl DType {
     /// Bytes per element.
     pub fn size(self) -> u64 {
         match self {
+            DType::I64 | DType::U64 | DType::F64 => 8,
             DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F16 => 2,
-            DType::U8 => 1,
+            DType::F16 | DType::Bf16 | DType::U16 | DType::I16 => 2,
+            DType::U8 | DType::I8 | DType::Bool => 1,
         }
     }
 
