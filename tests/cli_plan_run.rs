@@ -220,3 +220,66 @@ fn run_names_the_clobbered_tensor_and_exits_one() {
     assert!(report.contains("INJECTED clobber"), "{report}");
     assert!(report.contains("was clobbered: node"), "{report}");
 }
+
+#[test]
+fn run_proves_the_default_plan_of_bert_whose_broadcast_view_outgrows_its_root() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let out = wgalloc()
+        .args(["run", &trace("bert_base_seq128"), "--json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["planner"], "best");
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["total_bytes"], 2_359_424);
+    assert_eq!(v["report"]["mismatches"], 0);
+}
+
+#[test]
+fn a_tensor_over_the_devices_binding_limit_is_reported_as_never_fitting() {
+    let Some(ctx) = common::gpu() else { return };
+    // One input a word larger than the device's largest storage binding.
+    let limit = ctx.limits.max_storage_buffer_binding_size;
+    let size = limit + 4;
+    let trace = format!(
+        r#"{{"format":"tensor-graph-trace/1","name":"huge","dtype_bytes":4,
+        "tensors":[{{"id":0,"name":"x","role":"input","bytes":{size},"shape":[{}]}},
+                   {{"id":1,"name":"y","role":"output","bytes":4,"shape":[1]}}],
+        "nodes":[{{"op":"sum","inputs":[0],"output":1}}]}}"#,
+        size / 4
+    );
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("huge-trace.json");
+    std::fs::write(&path, trace).expect("write the trace");
+    let out = wgalloc()
+        .args([
+            "run",
+            path.to_str().expect("utf-8 path"),
+            "--planner",
+            "ggml",
+        ])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{report}");
+    assert!(
+        report.contains("error (never fits on this device)"),
+        "{report}"
+    );
+    assert!(report.contains("max storage binding size"), "{report}");
+}
+
+#[test]
+fn a_malformed_trace_is_reported_as_bad_input() {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("malformed-trace.json");
+    std::fs::write(&path, r#"{"format":"tensor-graph-trace/1","tensors":[]}"#).expect("write");
+    let out = wgalloc()
+        .args(["plan", path.to_str().expect("utf-8 path")])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{report}");
+    assert!(report.contains("error (bad input)"), "{report}");
+}

@@ -1,4 +1,5 @@
-//! The end-to-end gate: every trace in `traces/` under every planner (`naive`, `ggml`,
+//! The end-to-end gate: every trace in `traces/` and every ONNX file in `onnx/` under
+//! every planner (`naive`, `ggml`,
 //! `best` and each offline strategy) is planned, verified on the CPU, checked against the
 //! adapter's limits, allocated and proved by the checksum run with zero mismatches,
 //! through [`prove_plan`], the path `wgalloc run` takes. One process and one set of
@@ -11,56 +12,75 @@ use std::time::Instant;
 
 use wgalloc::device::WgpuAllocator;
 use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
-use wgalloc::graph::read_trace;
+use wgalloc::graph::{read_onnx, read_trace, Graph, OnnxOptions};
 use wgalloc::plan::Planner;
 
-fn traces() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces");
+/// The files of `dir` whose extension is `ext`, sorted.
+fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("traces/ exists")
+        .expect("the data folder exists")
         .map(|entry| entry.expect("directory entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .filter(|path| path.extension().is_some_and(|e| e == ext))
         .collect();
     files.sort();
     files
 }
 
+/// Every shipped network: the traces, then the ONNX files.
+fn networks() -> Vec<(String, Graph)> {
+    let traces = files("traces", "json");
+    let onnx = files("onnx", "onnx");
+    assert!(traces.len() >= 5, "traces/ lost its traces: {traces:?}");
+    assert!(onnx.len() >= 5, "onnx/ lost its files: {onnx:?}");
+    let mut all: Vec<(String, Graph)> = traces
+        .iter()
+        .map(|p| {
+            let graph = read_trace(p).expect("a shipped trace imports");
+            (format!("{}.json", graph.name), graph)
+        })
+        .collect();
+    all.extend(onnx.iter().map(|p| {
+        let graph = read_onnx(p, &OnnxOptions::default()).expect("a shipped ONNX file imports");
+        (format!("{}.onnx", graph.name), graph)
+    }));
+    all
+}
+
 #[test]
-fn every_trace_under_every_planner_is_proved_on_the_gpu() {
+fn every_network_under_every_planner_is_proved_on_the_gpu() {
     let Some(ctx) = common::gpu() else { return };
     let kernels = ChecksumKernels::new(&ctx).expect("checksum kernels compile");
     let storage = ctx.buffer_types().expect("buffer types").storage.desc;
     let planners = Planner::all();
-    let files = traces();
-    assert!(files.len() >= 5, "traces/ lost its traces: {files:?}");
+    let networks = networks();
     let mut failures = Vec::new();
     let mut runs = 0;
     println!(
-        "{:<18} {:<22} {:>12} {:>9}",
-        "trace", "planner", "bytes", "proof ms"
+        "{:<22} {:<22} {:>12} {:>9}",
+        "network", "planner", "bytes", "proof ms"
     );
-    for file in &files {
-        let graph = read_trace(file).expect("a shipped trace imports");
+    for (name, graph) in &networks {
         for planner in &planners {
-            let label = format!("{} / {}", graph.name, planner.name());
-            let plan = match planner.plan_graph(&graph, &storage) {
+            let label = format!("{name} / {}", planner.name());
+            let plan = match planner.plan_graph(graph, &storage) {
                 Ok(plan) => plan,
                 Err(error) => {
                     failures.push(format!("{label}: planning failed: {error}"));
                     continue;
                 }
             };
-            if let Err(error) = plan.verify(&graph) {
+            if let Err(error) = plan.verify(graph) {
                 failures.push(format!("{label}: verify refused the plan: {error}"));
                 continue;
             }
             let started = Instant::now();
-            match prove_plan(&ctx, &kernels, &graph, &plan, &WgpuAllocator) {
+            match prove_plan(&ctx, &kernels, graph, &plan, &WgpuAllocator) {
                 Ok(report) if report.verified() && report.nodes == graph.nodes.len() => {
                     runs += 1;
                     println!(
-                        "{:<18} {:<22} {:>12} {:>9.1}",
-                        graph.name,
+                        "{:<22} {:<22} {:>12} {:>9.1}",
+                        name,
                         planner.name(),
                         plan.total_size(),
                         started.elapsed().as_secs_f64() * 1e3
@@ -75,8 +95,8 @@ fn every_trace_under_every_planner_is_proved_on_the_gpu() {
         failures.is_empty(),
         "{} of {} runs failed:\n{}",
         failures.len(),
-        files.len() * planners.len(),
+        networks.len() * planners.len(),
         failures.join("\n")
     );
-    assert_eq!(runs, files.len() * planners.len());
+    assert_eq!(runs, networks.len() * planners.len());
 }

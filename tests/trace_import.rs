@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use wgalloc::graph::{parse_trace, read_trace, GraphError, Role, TensorId};
+use wgalloc::graph::{parse_trace, read_trace, write_trace, GraphError, Role, TensorId};
 use wgalloc::plan::IntervalProblem;
 
 fn data(dir: &str) -> Vec<PathBuf> {
@@ -147,6 +147,51 @@ fn unknown_tensor_id_is_named() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn an_id_above_u32_max_is_a_bad_field_not_an_unknown_tensor() {
+    match broken(
+        r#""inputs":[0,1],"output":2"#,
+        r#""inputs":[0,4294967296],"output":2"#,
+    ) {
+        Err(GraphError::BadField {
+            context,
+            field,
+            problem,
+        }) => {
+            assert_eq!(field, "inputs");
+            assert!(context.contains("node 0"), "{context}");
+            assert!(problem.contains("4294967296"), "{problem}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_written_trace_reads_back_as_the_same_graph() {
+    for path in data("traces")
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
+        let graph = read_trace(&path).expect("a shipped trace");
+        let text = write_trace(&graph).expect("one element type");
+        let again = parse_trace(&text).expect("reads back");
+        assert_eq!(again.tensors, graph.tensors, "{}", path.display());
+        assert_eq!(again.nodes, graph.nodes, "{}", path.display());
+    }
+}
+
+#[test]
+fn a_graph_of_mixed_element_types_is_not_written_as_a_trace() {
+    let mut b = wgalloc::graph::GraphBuilder::new("mixed");
+    b.input("x", wgalloc::graph::DType::F16, &[3]);
+    b.input("y", wgalloc::graph::DType::F32, &[3]);
+    let graph = b.build().expect("valid");
+    assert!(matches!(
+        write_trace(&graph),
+        Err(GraphError::BadField { field: "dtype", .. })
+    ));
 }
 
 #[test]
