@@ -292,6 +292,25 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         nodes: graph.nodes.len(),
     })?;
     let op = node.op.as_str();
+    // The built-in kernels index dense tensors: a view that occupies fewer bytes than
+    // it has (a broadcast view larger than its root, see graph::extent) cannot be read
+    // by them without reading past its binding. Refuse it rather than compute garbage.
+    for &id in node.inputs.iter().chain(std::iter::once(&node.output)) {
+        let (Some(t), Some(extent)) = (graph.tensor(id), graph.extent(id)) else {
+            continue;
+        };
+        if extent.size < t.size {
+            return Err(ExecError::BadShape {
+                node: NodeId(step_id),
+                op: op.to_string(),
+                problem: format!(
+                    "{id} is a view of {} logical bytes over {} bytes of its root {}; \
+                     the built-in kernels read dense tensors (materialise the broadcast)",
+                    t.size, extent.size, extent.root
+                ),
+            });
+        }
+    }
     let c = Checker {
         graph,
         step: step_id,
@@ -540,6 +559,23 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_broadcast_view_larger_than_its_root_is_refused_not_read_past_its_binding() {
+        let mut b = crate::graph::GraphBuilder::new("g");
+        let x = b.input("x", crate::graph::DType::F32, &[4]);
+        let wide = b.view("expand", x, &[16]);
+        let y = b.input("y", crate::graph::DType::F32, &[16]);
+        let z = b.node("add", &[wide, y], &[16], false);
+        b.mark_output(z);
+        let g = b.build().expect("valid");
+        match resolve(&g, 0) {
+            Err(ExecError::BadShape { problem, .. }) => {
+                assert!(problem.contains("logical bytes"), "{problem}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
     use crate::graph::GraphBuilder;
 
     #[test]
