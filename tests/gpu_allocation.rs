@@ -55,16 +55,19 @@ fn every_chunk_gets_a_buffer_rounded_up_to_four_bytes() {
     );
     let counting = CountingAllocator::new(WgpuAllocator);
     let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
-    let sizes: Vec<Vec<u64>> = memory
-        .chunks()
-        .iter()
-        .map(|row| row.iter().map(wgpu::Buffer::size).collect())
+    let sizes: Vec<Vec<u64>> = (0..2)
+        .map(|b| {
+            (0..memory.chunk_count(BufferId(b)))
+                .map(|c| memory.region(BufferId(b), c).unwrap().buffer.size())
+                .collect()
+        })
         .collect();
     assert_eq!(sizes, vec![vec![100, 32], vec![4]]);
     assert_eq!(memory.total_size(), 136);
     assert_eq!(memory.buffer_count(), 3);
-    let first = memory.chunk(BufferId(0), 0).unwrap();
-    assert_eq!(first.usage(), DEFAULT_USAGE);
+    let first = memory.region(BufferId(0), 0).unwrap();
+    assert_eq!((first.offset, first.size), (0, 100));
+    assert_eq!(first.buffer.usage(), DEFAULT_USAGE);
     let report = counting.report();
     assert_eq!((report.allocations, report.live_bytes), (3, 136));
 }
@@ -209,7 +212,7 @@ fn dropped_memory_destroys_its_buffers() {
     let Some(ctx) = common::gpu() else { return };
     let p = plan(vec![buffer(&[64])], vec![]);
     let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &WgpuAllocator).unwrap();
-    let handle = memory.chunk(BufferId(0), 0).unwrap().clone();
+    let handle = memory.region(BufferId(0), 0).unwrap().buffer.clone();
     assert!(read_buffer_range(&ctx, &handle, 0, 64).is_ok());
     drop(memory);
     let error = read_buffer_range(&ctx, &handle, 0, 64).unwrap_err();
@@ -226,7 +229,7 @@ fn buffer_repeating_an_earlier_one_shares_its_memory() {
     let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
     assert_eq!(counting.report().allocations, 1);
     assert_eq!(memory.buffer_count(), 1);
-    assert_eq!(memory.chunk(BufferId(1), 0), memory.chunk(BufferId(0), 0));
+    assert_eq!(memory.region(BufferId(1), 0), memory.region(BufferId(0), 0));
     memory.release(&counting);
     assert_eq!(counting.report().releases, 1);
 }
@@ -267,4 +270,51 @@ fn adopted_device_keeps_the_default_limits_it_was_created_with() {
             max_size: defaults.max_buffer_size,
         }
     );
+}
+
+#[test]
+fn a_placement_resolves_to_a_bindable_region_checked_in_one_place() {
+    let Some(ctx) = common::gpu() else { return };
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    let big = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("pool"),
+        size: 8 * alignment,
+        usage: DEFAULT_USAGE,
+        mapped_at_creation: false,
+    });
+    // The chunk is bytes [2a, 6a) of the pool.
+    let chunk = wgalloc::device::Region {
+        buffer: big.clone(),
+        offset: 2 * alignment,
+        size: 4 * alignment,
+    };
+    let memory = wgalloc::device::PlannedMemory::from_regions(vec![vec![chunk]]);
+    let p = Placement {
+        buffer: BufferId(0),
+        chunk: 0,
+        offset: alignment,
+        size: 2 * alignment,
+    };
+    let region = memory.bindable(&p, 0, 2 * alignment, alignment).unwrap();
+    assert_eq!((region.offset, region.size), (3 * alignment, 2 * alignment));
+    assert_eq!(region.buffer, big);
+    assert!(region.binding().is_some());
+    // Past the chunk (not past the pool): refused.
+    assert!(matches!(
+        memory.bindable(&p, 0, 3 * alignment + 4, alignment),
+        Err(DeviceError::RangeOutOfBounds { .. })
+    ));
+    // Off the alignment: refused with the offset in the buffer.
+    if alignment > 4 {
+        assert_eq!(
+            memory.bindable(&p, 4, 4, alignment),
+            Err(DeviceError::UnalignedBinding {
+                offset: 3 * alignment + 4,
+                alignment
+            })
+        );
+    }
+    // A chunk the memory does not have.
+    let missing = Placement { chunk: 1, ..p };
+    assert!(memory.bindable(&missing, 0, 4, alignment).is_err());
 }

@@ -112,8 +112,8 @@ fn fill_kernel_writes_its_tensor_and_leaves_the_neighbour_alone() {
     let sentinel = vec![0xAB_u8; (LEN * 4) as usize];
     write_tensor(&ctx, &memory, TensorId(0), &first, &sentinel).unwrap();
 
-    let target = memory.buffer_of(&second).unwrap();
-    run_fill(&ctx, target, &second, 7000);
+    let target = memory.region(second.buffer, second.chunk).unwrap();
+    run_fill(&ctx, &target.buffer, &second, 7000);
 
     let bytes = read_tensor(&ctx, &memory, TensorId(1), &second, u64::from(LEN) * 4).unwrap();
     let got: Vec<u32> = bytemuck::pod_collect_to_vec(&bytes);
@@ -131,7 +131,7 @@ fn unaligned_readback_returns_exactly_the_bytes_asked_for() {
     let first = plan.placement(TensorId(0)).unwrap();
     let data: Vec<u8> = (0..=255u8).collect();
     write_tensor(&ctx, &memory, TensorId(0), &first, &data).unwrap();
-    let buffer = memory.buffer_of(&first).unwrap();
+    let buffer = &memory.region(first.buffer, first.chunk).unwrap().buffer;
     let bytes = read_buffer_range(&ctx, buffer, 5, 7).unwrap();
     assert_eq!(bytes, &data[5..12]);
     let bytes = read_buffer_range(&ctx, buffer, 253, 3).unwrap();

@@ -783,7 +783,7 @@ fn tensors_of_a_region_live_at_the_region_base_plus_their_offset() {
     let big = big_buffer(&ctx, base + size);
     let memory = one_region(big.clone(), base, size);
     assert_eq!(
-        memory.region(BufferId(0), 0).map(|r| (r.1, r.2)),
+        memory.region(BufferId(0), 0).map(|r| (r.offset, r.size)),
         Some((base, size))
     );
     let tensors = TensorMemory::single(&plan, &memory);
@@ -819,7 +819,7 @@ fn a_tensor_past_its_region_is_refused() {
         .find(|&t| plan.placement(t).is_some_and(|p| p.offset + p.size > 64))
         .expect("a tensor beyond 64 bytes");
     assert!(matches!(
-        tensors.range(&net.graph, far),
+        tensors.range(&net.graph, far, 4),
         Err(ExecError::PastBufferEnd {
             buffer_size: 64,
             ..

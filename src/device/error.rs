@@ -103,6 +103,15 @@ pub enum DeviceError {
         /// `min_storage_buffer_offset_alignment`.
         alignment: u64,
     },
+    /// A binding whose offset in its buffer is not a multiple of the device's
+    /// `min_storage_buffer_offset_alignment`.
+    #[error("binding at byte {offset} of its buffer is not a multiple of the storage offset alignment {alignment}")]
+    UnalignedBinding {
+        /// The binding's offset in its buffer.
+        offset: u64,
+        /// The alignment required.
+        alignment: u64,
+    },
     /// A plan checked against a graph it was not made for.
     #[error("the plan has {placements} placements but the graph has {tensors} tensors")]
     PlanForAnotherGraph {
@@ -225,6 +234,7 @@ impl DeviceError {
             | DeviceError::BadPlacement { .. }
             | DeviceError::MisalignedPlacement { .. }
             | DeviceError::PlanForAnotherGraph { .. }
+            | DeviceError::UnalignedBinding { .. }
             | DeviceError::RangeOutOfBounds { .. }
             | DeviceError::UnalignedWrite { .. }
             | DeviceError::MissingUsage { .. } => ErrorKind::BadInput,

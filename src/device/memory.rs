@@ -1,13 +1,78 @@
-//! [`PlannedMemory`]: the `wgpu::Buffer`s that back a plan, one per planned chunk.
+//! [`Region`], the one unit of device memory wgalloc hands out, and [`PlannedMemory`]:
+//! the regions that back a plan, one per planned chunk.
+//!
+//! A placement (buffer, chunk, offset, size) resolves to a bindable region in one place,
+//! [`PlannedMemory::bindable`], which checks that the bytes lie inside the chunk's
+//! region and that the binding starts at a multiple of the device's storage offset
+//! alignment. Every reader of planned memory (tensor transfers, the executor, the
+//! checksum proof, streams) goes through it or through [`PlannedMemory::region`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::BufferAllocator;
+use super::{BufferAllocator, DeviceError};
 use crate::plan::{BufferId, Placement};
 
-/// The device memory of a plan: `chunks[buffer][chunk]` is the `wgpu::Buffer` of that
-/// chunk. A buffer of the plan that shares an earlier buffer's memory (`same_as`)
-/// holds handles to that buffer's chunks and does not own them.
+/// `size` bytes of `buffer` from byte `offset`: a planned chunk, a tensor's binding, a
+/// block of a user's pool (a stream's [`BlockAddress`](crate::stream::BlockAddress) is
+/// a `Region`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// The buffer that holds the bytes.
+    pub buffer: wgpu::Buffer,
+    /// Where they start in `buffer`.
+    pub offset: u64,
+    /// How many bytes.
+    pub size: u64,
+}
+
+impl Region {
+    /// The whole of `buffer`.
+    pub fn whole(buffer: wgpu::Buffer) -> Region {
+        let size = buffer.size();
+        Region {
+            buffer,
+            offset: 0,
+            size,
+        }
+    }
+
+    /// One past the last byte, in `buffer`; `None` on overflow.
+    pub fn end(&self) -> Option<u64> {
+        self.offset.checked_add(self.size)
+    }
+
+    /// Whether the region lies inside its buffer.
+    pub fn is_inside_buffer(&self) -> bool {
+        self.end().is_some_and(|end| end <= self.buffer.size())
+    }
+
+    /// `size` bytes from `offset` of this region (offsets relative to the region's
+    /// start), as a region of the same buffer; `None` when they do not lie inside it.
+    pub fn sub(&self, offset: u64, size: u64) -> Option<Region> {
+        let end = offset.checked_add(size)?;
+        (end <= self.size).then(|| Region {
+            buffer: self.buffer.clone(),
+            offset: self.offset + offset,
+            size,
+        })
+    }
+
+    /// The region as a storage binding (`None` for an empty region, which wgpu cannot
+    /// bind).
+    pub fn binding(&self) -> Option<wgpu::BufferBinding<'_>> {
+        Some(wgpu::BufferBinding {
+            buffer: &self.buffer,
+            offset: self.offset,
+            size: Some(wgpu::BufferSize::new(self.size)?),
+        })
+    }
+}
+
+/// The device memory of a plan: `regions[buffer][chunk]` is the region of that chunk
+/// (a whole `wgpu::Buffer` when wgalloc allocated it, or a range of a larger buffer
+/// the caller owns, [`PlannedMemory::from_regions`]). A buffer of the plan that shares
+/// an earlier buffer's memory (`same_as`) holds that buffer's regions and does not own
+/// them.
 ///
 /// Dropping it destroys every buffer it owns, so the memory goes back at once (handles
 /// cloned out of it become invalid). [`PlannedMemory::release`] hands them back to an
@@ -17,32 +82,16 @@ pub struct PlannedMemory {
     /// Unique to this memory in the process (never reused), so caches of bind groups
     /// can tell one allocation from another.
     id: u64,
-    chunks: Vec<Vec<wgpu::Buffer>>,
+    regions: Vec<Vec<Region>>,
     /// `owned[buffer]`: whether the row's buffers are this memory's own (false for a
-    /// row that shares an earlier row's buffers).
+    /// row that shares an earlier row's buffers, and for regions of a caller's buffers).
     owned: Vec<bool>,
-    /// `regions[buffer][chunk] = (base offset, size)` when the chunks are ranges of
-    /// larger buffers ([`PlannedMemory::from_regions`]); `None` when each chunk is a
-    /// whole buffer.
-    regions: Option<Vec<Vec<(u64, u64)>>>,
-}
-
-/// One planned chunk's memory as a range of a larger buffer: `size` bytes of `buffer`
-/// from byte `offset` (e.g. a block of a user's pool: a stream's
-/// [`BlockAddress`](crate::stream::BlockAddress) is a `Region`).
-#[derive(Debug, Clone)]
-pub struct Region {
-    /// The buffer that holds the chunk.
-    pub buffer: wgpu::Buffer,
-    /// Where the chunk starts in `buffer`.
-    pub offset: u64,
-    /// Bytes of the chunk.
-    pub size: u64,
 }
 
 impl PlannedMemory {
     /// Wraps buffers already created, indexed `[buffer][chunk]` like the plan's
-    /// [`crate::plan::Plan::buffers`]. It owns all of them.
+    /// [`crate::plan::Plan::buffers`]: each chunk is a whole buffer. It owns all of
+    /// them.
     pub fn from_buffers(chunks: Vec<Vec<wgpu::Buffer>>) -> PlannedMemory {
         let owned = vec![true; chunks.len()];
         PlannedMemory::with_ownership(chunks, owned)
@@ -51,12 +100,19 @@ impl PlannedMemory {
     /// Like [`PlannedMemory::from_buffers`] with `owned[buffer]` false for rows that
     /// share another row's buffers (they are neither destroyed nor released twice).
     pub(crate) fn with_ownership(chunks: Vec<Vec<wgpu::Buffer>>, owned: Vec<bool>) -> Self {
+        let regions = chunks
+            .into_iter()
+            .map(|row| row.into_iter().map(Region::whole).collect())
+            .collect();
+        PlannedMemory::new(regions, owned)
+    }
+
+    fn new(regions: Vec<Vec<Region>>, owned: Vec<bool>) -> PlannedMemory {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         PlannedMemory {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            chunks,
+            regions,
             owned,
-            regions: None,
         }
     }
 
@@ -67,31 +123,53 @@ impl PlannedMemory {
     /// [`PlannedMemory::total_size`] and [`PlannedMemory::buffer_count`] count only
     /// owned buffers, so they are 0.
     pub fn from_regions(regions: Vec<Vec<Region>>) -> PlannedMemory {
-        let spans = regions
-            .iter()
-            .map(|row| row.iter().map(|r| (r.offset, r.size)).collect())
-            .collect();
         let owned = vec![false; regions.len()];
-        let chunks = regions
-            .into_iter()
-            .map(|row| row.into_iter().map(|r| r.buffer).collect())
-            .collect();
-        let mut memory = PlannedMemory::with_ownership(chunks, owned);
-        memory.regions = Some(spans);
-        memory
+        PlannedMemory::new(regions, owned)
     }
 
-    /// The buffer of one chunk with the chunk's base offset and size in it: `(buffer,
-    /// 0, buffer size)` for a chunk that is a whole buffer.
-    pub fn region(&self, buffer: BufferId, chunk: usize) -> Option<(&wgpu::Buffer, u64, u64)> {
-        let whole = self.chunk(buffer, chunk)?;
-        match &self.regions {
-            None => Some((whole, 0, whole.size())),
-            Some(spans) => {
-                let &(offset, size) = spans.get(buffer.0)?.get(chunk)?;
-                Some((whole, offset, size))
-            }
+    /// The region of one chunk, if the memory has it.
+    pub fn region(&self, buffer: BufferId, chunk: usize) -> Option<&Region> {
+        self.regions.get(buffer.0)?.get(chunk)
+    }
+
+    /// The bytes `[placement.offset + within, +size)` of the placement's chunk, as a
+    /// region that can be bound: inside the chunk's region (and its buffer), starting at
+    /// a multiple of `alignment` (the device's `min_storage_buffer_offset_alignment`;
+    /// pass 1 to skip the check, e.g. for copies).
+    ///
+    /// # Errors
+    /// [`DeviceError::RangeOutOfBounds`] when the memory has no such chunk or the bytes
+    /// run past it; [`DeviceError::UnalignedBinding`] when the region's offset in its
+    /// buffer is not a multiple of `alignment`.
+    pub fn bindable(
+        &self,
+        placement: &Placement,
+        within: u64,
+        size: u64,
+        alignment: u64,
+    ) -> Result<Region, DeviceError> {
+        let chunk = self.region(placement.buffer, placement.chunk);
+        let out_of_bounds = || DeviceError::RangeOutOfBounds {
+            offset: placement.offset.saturating_add(within),
+            size,
+            buffer_size: chunk.map_or(0, |c| c.size),
+        };
+        let chunk = chunk.ok_or_else(out_of_bounds)?;
+        let start = placement
+            .offset
+            .checked_add(within)
+            .ok_or_else(out_of_bounds)?;
+        let region = chunk
+            .sub(start, size)
+            .filter(Region::is_inside_buffer)
+            .ok_or_else(out_of_bounds)?;
+        if !region.offset.is_multiple_of(alignment.max(1)) {
+            return Err(DeviceError::UnalignedBinding {
+                offset: region.offset,
+                alignment,
+            });
         }
+        Ok(region)
     }
 
     /// A number unique to this memory in the process (a new allocation gets a new one).
@@ -99,26 +177,21 @@ impl PlannedMemory {
         self.id
     }
 
-    /// The buffer of one chunk, if it exists.
-    pub fn chunk(&self, buffer: BufferId, chunk: usize) -> Option<&wgpu::Buffer> {
-        self.chunks.get(buffer.0)?.get(chunk)
+    /// Every chunk's region, `[buffer][chunk]`.
+    pub(crate) fn regions(&self) -> &[Vec<Region>] {
+        &self.regions
     }
 
-    /// The buffer that holds `placement`, if it exists.
-    pub fn buffer_of(&self, placement: &Placement) -> Option<&wgpu::Buffer> {
-        self.chunk(placement.buffer, placement.chunk)
-    }
-
-    /// Every chunk's buffer, `[buffer][chunk]`.
-    pub fn chunks(&self) -> &[Vec<wgpu::Buffer>] {
-        &self.chunks
+    /// Number of chunks of plan buffer `buffer`.
+    pub fn chunk_count(&self, buffer: BufferId) -> usize {
+        self.regions.get(buffer.0).map_or(0, Vec::len)
     }
 
     /// Total bytes of all chunks this memory owns (shared rows count once).
     pub fn total_size(&self) -> u64 {
         self.owned_rows()
             .flatten()
-            .fold(0u64, |acc, b| acc.saturating_add(b.size()))
+            .fold(0u64, |acc, r| acc.saturating_add(r.buffer.size()))
     }
 
     /// Number of buffers this memory owns.
@@ -126,8 +199,8 @@ impl PlannedMemory {
         self.owned_rows().map(Vec::len).sum()
     }
 
-    fn owned_rows(&self) -> impl Iterator<Item = &Vec<wgpu::Buffer>> {
-        self.chunks
+    fn owned_rows(&self) -> impl Iterator<Item = &Vec<Region>> {
+        self.regions
             .iter()
             .enumerate()
             .filter(|(i, _)| self.owned.get(*i).copied().unwrap_or(true))
@@ -137,12 +210,12 @@ impl PlannedMemory {
     /// Hands every owned buffer back to `allocator` (last allocated first) instead of
     /// destroying it; use it with the allocator that allocated the memory.
     pub fn release(mut self, allocator: &dyn BufferAllocator) {
-        let chunks = std::mem::take(&mut self.chunks);
+        let regions = std::mem::take(&mut self.regions);
         let owned = std::mem::take(&mut self.owned);
-        for (i, row) in chunks.into_iter().enumerate().rev() {
+        for (i, row) in regions.into_iter().enumerate().rev() {
             if owned.get(i).copied().unwrap_or(true) {
-                for buffer in row.into_iter().rev() {
-                    allocator.release(buffer);
+                for region in row.into_iter().rev() {
+                    allocator.release(region.buffer);
                 }
             }
         }
@@ -151,11 +224,9 @@ impl PlannedMemory {
 
 impl Drop for PlannedMemory {
     fn drop(&mut self) {
-        for (i, row) in self.chunks.iter().enumerate() {
-            if self.owned.get(i).copied().unwrap_or(true) {
-                for buffer in row {
-                    buffer.destroy();
-                }
+        for region in self.owned_rows() {
+            for r in region {
+                r.buffer.destroy();
             }
         }
     }

@@ -98,28 +98,8 @@ pub fn write_tensor(
     if padded > placement.size {
         return Err(bad);
     }
-    let (buffer, offset) = locate(memory, placement, padded).ok_or(bad)?;
-    write_buffer(ctx, buffer, offset, data)
-}
-
-/// The buffer that holds `placement` and the placement's offset in it: the chunk's
-/// base offset added when the chunk is a range of a larger buffer
-/// ([`PlannedMemory::from_regions`]). `None` when the chunk does not exist or `len`
-/// bytes from the placement run past the chunk's range (a chunk that is a whole buffer
-/// is left to the buffer's own bounds check).
-fn locate<'m>(
-    memory: &'m PlannedMemory,
-    placement: &Placement,
-    len: u64,
-) -> Option<(&'m wgpu::Buffer, u64)> {
-    let (buffer, base, range) = memory.region(placement.buffer, placement.chunk)?;
-    if base > 0 || range < buffer.size() {
-        let end = placement.offset.checked_add(len)?;
-        if end > range {
-            return None;
-        }
-    }
-    Some((buffer, base.checked_add(placement.offset)?))
+    let region = memory.bindable(placement, 0, padded, 1).map_err(|_| bad)?;
+    write_buffer(ctx, &region.buffer, region.offset, data)
 }
 
 /// Reads `size` bytes at `offset` of `buffer` back to the CPU. Any offset and size are
@@ -238,6 +218,6 @@ pub fn read_tensor(
     if size > placement.size {
         return Err(bad);
     }
-    let (buffer, offset) = locate(memory, placement, size).ok_or(bad)?;
-    read_buffer_range(ctx, buffer, offset, size)
+    let region = memory.bindable(placement, 0, size, 1).map_err(|_| bad)?;
+    read_buffer_range(ctx, &region.buffer, region.offset, size)
 }

@@ -216,16 +216,9 @@ impl Executor {
         buffer
     }
 
-    /// Checks the device limits on one bound range.
+    /// Checks the binding size limit on one bound range (its offset alignment was
+    /// checked when it was resolved, [`TensorMemory::range`]).
     fn check_binding(&self, tensor: u32, range: &TensorRange<'_>) -> Result<(), ExecError> {
-        let alignment = self.ctx.limits.min_storage_buffer_offset_alignment;
-        if !range.key.offset.is_multiple_of(u64::from(alignment.max(1))) {
-            return Err(ExecError::MisalignedOffset {
-                tensor: TensorId(tensor),
-                offset: range.key.offset,
-                alignment,
-            });
-        }
         let max_size = self.ctx.limits.max_storage_buffer_binding_size;
         if range.key.size > max_size {
             return Err(ExecError::BindingTooLarge {
@@ -257,7 +250,13 @@ impl Executor {
         tensors.push(node.output);
         let ranges = tensors
             .iter()
-            .map(|&t| memory.range(graph, t))
+            .map(|&t| {
+                memory.range(
+                    graph,
+                    t,
+                    self.ctx.limits.min_storage_buffer_offset_alignment,
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let out = ranges.len() - 1;
         let inplace = ranges[out].buffer == ranges[0].buffer

@@ -67,14 +67,22 @@ impl<'a> TensorMemory<'a> {
         self.layers.len()
     }
 
-    /// Where `tensor` lives and the range it is bound as.
+    /// Where `tensor` lives and the range it is bound as: its extent
+    /// ([`crate::graph::extent`]) in its root's placement, resolved to a region by
+    /// [`PlannedMemory::bindable`], starting at a multiple of `alignment` (the device's
+    /// `min_storage_buffer_offset_alignment` for a binding, 4 for a copy).
     ///
     /// # Errors
     /// [`ExecError::NotPlaced`] when no layer places its root,
     /// [`ExecError::MissingChunk`] when the memory lacks the placement's chunk,
     /// [`ExecError::EmptyTensor`], [`ExecError::LargerThanPlacement`],
-    /// [`ExecError::PastBufferEnd`].
-    pub fn range(&self, graph: &Graph, tensor: TensorId) -> Result<TensorRange<'a>, ExecError> {
+    /// [`ExecError::PastBufferEnd`], [`ExecError::MisalignedOffset`].
+    pub fn range(
+        &self,
+        graph: &Graph,
+        tensor: TensorId,
+        alignment: u32,
+    ) -> Result<TensorRange<'a>, ExecError> {
         let t = graph.tensor(tensor).ok_or(ExecError::NotPlaced {
             tensor,
             name: String::new(),
@@ -90,7 +98,7 @@ impl<'a> TensorMemory<'a> {
             .enumerate()
             .find_map(|(i, (plan, memory))| plan.placement(root).map(|p| (i, p, *memory)))
             .ok_or_else(not_placed)?;
-        let (buffer, base, region_size) =
+        let chunk =
             memory
                 .region(placement.buffer, placement.chunk)
                 .ok_or(ExecError::MissingChunk {
@@ -117,51 +125,35 @@ impl<'a> TensorMemory<'a> {
                 placement_size: placement.size,
             });
         }
-        let placement = crate::plan::Placement {
-            offset: placement
-                .offset
-                .checked_add(extent.offset)
-                .ok_or_else(too_large)?,
-            ..placement
-        };
-        // A chunk may be a range of a larger buffer: the tensor must end inside both.
-        let end = placement.offset.checked_add(size);
-        let offset = base.checked_add(placement.offset);
-        let past_end = end.is_none_or(|end| end > region_size)
-            || offset
-                .and_then(|o| o.checked_add(size))
-                .is_none_or(|end| end > buffer.size());
-        if past_end {
-            return Err(ExecError::PastBufferEnd {
-                tensor,
-                offset: placement.offset,
-                size,
-                buffer_size: region_size.min(buffer.size()),
-            });
-        }
-        let offset = offset.unwrap_or(placement.offset);
+        let region = memory
+            .bindable(&placement, extent.offset, size, u64::from(alignment))
+            .map_err(|error| match error {
+                DeviceError::UnalignedBinding { offset, .. } => ExecError::MisalignedOffset {
+                    tensor,
+                    offset,
+                    alignment,
+                },
+                _ => ExecError::PastBufferEnd {
+                    tensor,
+                    offset: placement.offset.saturating_add(extent.offset),
+                    size,
+                    buffer_size: chunk.size.min(chunk.buffer.size()),
+                },
+            })?;
         Ok(TensorRange {
             key: RangeKey {
                 layer,
                 buffer: placement.buffer,
                 chunk: placement.chunk,
-                offset,
+                offset: region.offset,
                 size,
             },
-            buffer,
+            buffer: &chunk.buffer,
         })
     }
 
     fn copyable(&self, graph: &Graph, tensor: TensorId) -> Result<TensorRange<'a>, ExecError> {
-        let range = self.range(graph, tensor)?;
-        if !range.key.offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) {
-            return Err(ExecError::MisalignedOffset {
-                tensor,
-                offset: range.key.offset,
-                alignment: wgpu::COPY_BUFFER_ALIGNMENT as u32,
-            });
-        }
-        Ok(range)
+        self.range(graph, tensor, wgpu::COPY_BUFFER_ALIGNMENT as u32)
     }
 
     /// Writes a tensor's bytes (exactly the bytes it occupies, [`Graph::extent`]: its

@@ -394,7 +394,7 @@ impl Stream {
         let mut ranges = Vec::with_capacity(request.outputs.len());
         let mut staged = 0u64;
         for &tensor in &request.outputs {
-            let range = tensors.range(request.graph, tensor)?;
+            let range = tensors.range(request.graph, tensor, wgpu::COPY_BUFFER_ALIGNMENT as u32)?;
             staged = staged.saturating_add(range.key.size);
             ranges.push((tensor, range));
         }

@@ -16,7 +16,7 @@ use super::schedule::{
 use crate::device::{convert, DeviceError, GpuContext, PlannedMemory};
 use crate::exec::ExecError;
 use crate::graph::Graph;
-use crate::plan::{BufferId, Plan};
+use crate::plan::Plan;
 
 /// The WGSL of the checksum run.
 pub const CHECKSUM_WGSL: &str = include_str!("../../../shaders/checksum.wgsl");
@@ -163,18 +163,10 @@ impl<'a> ChecksumRun<'a> {
         let mut unique: Vec<wgpu::Buffer> = Vec::new();
         let mut chunk_buffer: Vec<Vec<usize>> = Vec::new();
         let mut chunk_span: Vec<Vec<(u64, u64)>> = Vec::new();
-        for (b, chunks) in memory.chunks().iter().enumerate() {
-            let mut row = Vec::with_capacity(chunks.len());
-            chunk_span.push(
-                (0..chunks.len())
-                    .map(|c| {
-                        memory
-                            .region(BufferId(b), c)
-                            .map_or((0, 0), |(_, base, size)| (base, size))
-                    })
-                    .collect(),
-            );
-            for (c, buffer) in chunks.iter().enumerate() {
+        for (b, regions) in memory.regions().iter().enumerate() {
+            let mut row = Vec::with_capacity(regions.len());
+            chunk_span.push(regions.iter().map(|r| (r.offset, r.size)).collect());
+            for (c, buffer) in regions.iter().map(|r| &r.buffer).enumerate() {
                 let i = match unique.iter().position(|u| u == buffer) {
                     Some(i) => i,
                     None => {
