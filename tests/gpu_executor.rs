@@ -138,7 +138,9 @@ fn run_model(
 fn weight_plan(model: &GptModel, storage: &BufferTypeDesc) -> Plan {
     let graph = &model.graph;
     let weights = plan_weights(graph, storage).expect("weight plan");
-    weights.verify(graph).expect("the weight plan verifies");
+    weights
+        .verify_placed(graph)
+        .expect("the weight plan verifies");
     assert_eq!(
         alloc_ctx_tensors(graph, &model.weights(), storage).expect("context plan"),
         weights

@@ -21,12 +21,13 @@ use wgalloc::device::{
     WgpuAllocator, DEFAULT_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::packed as layout;
 use wgalloc::exec::Executor;
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
-use wgalloc::model::ModelConfig;
+use wgalloc::model::{ModelConfig, PrepackedModel};
 use wgalloc::prepack::{
-    bind_packed_weights, layout, pack_matmul_weights, BSource, PackFormat, PackedBuffer,
-    PrepackError, PrepackKey, PrepackedModel, PrepackedWeightCache, StoreOutcome,
+    bind_packed_weights, pack_matmul_weights, BSource, PackFormat, PackedBuffer, PrepackError,
+    PrepackKey, PrepackedWeightCache, StoreOutcome,
 };
 
 type Counting = Arc<CountingAllocator<FailAfter>>;

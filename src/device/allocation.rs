@@ -3,7 +3,7 @@
 //! comes back from the allocator), with no leak when a chunk fails.
 
 use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory};
-use crate::graph::{Graph, TensorId};
+use crate::graph::TensorId;
 use crate::plan::{align_up, BufferId, ChunkPlan, Placement, Plan};
 
 /// The usage [`allocate_plan`] callers normally pass: `STORAGE | COPY_SRC | COPY_DST`.
@@ -38,11 +38,18 @@ pub fn check_chunks_against_limits(plan: &Plan, limits: &wgpu::Limits) -> Result
     Ok(())
 }
 
-/// Checks each placement: the binding `binding(tensor, placement)` returns, as
-/// `(offset from the placement's start, size)`, fits the storage binding limit, starts
-/// at a multiple of the device's storage offset alignment, and ends inside its chunk.
-/// `None` from `binding` means the tensor has no extent (a bad placement).
-fn check_placements(
+/// Checks every placement's binding against a device's limits before any wgpu call:
+/// the binding `binding(tensor, placement)` returns, as `(offset from the placement's
+/// start, size)`, fits `max_storage_buffer_binding_size`, starts at a multiple of
+/// `min_storage_buffer_offset_alignment`, and ends inside its chunk. `None` from
+/// `binding` means the tensor has no binding (a bad placement). The device layer speaks
+/// placements and ids only; [`crate::exec::check_plan_against_limits`] passes each
+/// tensor's extent in its graph.
+///
+/// # Errors
+/// [`DeviceError::TensorTooLarge`] ("never fits" on this device),
+/// [`DeviceError::MisalignedPlacement`] or [`DeviceError::BadPlacement`].
+pub fn check_bindings(
     plan: &Plan,
     limits: &wgpu::Limits,
     binding: impl Fn(TensorId, &Placement) -> Option<(u64, u64)>,
@@ -88,33 +95,6 @@ fn check_placements(
     Ok(())
 }
 
-/// Checks a plan against a device's limits before any wgpu call: every chunk fits
-/// `max_buffer_size`; every placed tensor's binding (its extent in `graph`, rounded up
-/// to whole words: [`crate::graph::extent`], the rule every layer shares) fits
-/// `max_storage_buffer_binding_size`, starts at a multiple of
-/// `min_storage_buffer_offset_alignment` and lies inside its chunk.
-///
-/// # Errors
-/// [`DeviceError::ChunkTooLarge`], [`DeviceError::TensorTooLarge`] (both "never fits" on
-/// this device), [`DeviceError::MisalignedPlacement`] or [`DeviceError::BadPlacement`].
-pub fn check_plan_against_limits(
-    plan: &Plan,
-    graph: &Graph,
-    limits: &wgpu::Limits,
-) -> Result<(), DeviceError> {
-    check_chunks_against_limits(plan, limits)?;
-    if plan.placements.len() != graph.tensors.len() {
-        return Err(DeviceError::PlanForAnotherGraph {
-            placements: plan.placements.len(),
-            tensors: graph.tensors.len(),
-        });
-    }
-    check_placements(plan, limits, |tensor, _| {
-        let extent = graph.extent(tensor)?;
-        Some((extent.offset, extent.binding_size()?))
-    })
-}
-
 /// Allocates one `wgpu::Buffer` per planned chunk through `allocator`, each of
 /// [`chunk_alloc_size`] bytes with `usage` (normally [`DEFAULT_USAGE`]). A buffer whose
 /// `same_as` names an earlier buffer with chunks at least as large shares that buffer's
@@ -138,7 +118,7 @@ pub fn allocate_plan(
 ) -> Result<PlannedMemory, DeviceError> {
     check_chunks_against_limits(plan, &ctx.limits)?;
     if usage.contains(wgpu::BufferUsages::STORAGE) {
-        check_placements(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
+        check_bindings(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
     }
     let mut rows: Vec<Vec<wgpu::Buffer>> = Vec::with_capacity(plan.buffers.len());
     let mut owned: Vec<bool> = Vec::with_capacity(plan.buffers.len());
@@ -277,28 +257,11 @@ mod tests {
     fn placement_off_the_devices_offset_alignment_is_misaligned() {
         let p = plan(&[256], vec![at(0, 48, 64)]);
         assert_eq!(
-            check_placements(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
+            check_bindings(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
             Err(DeviceError::MisalignedPlacement {
                 tensor: TensorId(0),
                 offset: 48,
                 alignment: 32
-            })
-        );
-    }
-
-    #[test]
-    fn plan_for_another_graph_is_refused() {
-        let p = plan(&[256], vec![at(0, 0, 64), at(0, 64, 64)]);
-        let graph = Graph {
-            name: "g".into(),
-            tensors: vec![],
-            nodes: vec![],
-        };
-        assert_eq!(
-            check_plan_against_limits(&p, &graph, &limits(4096, 4096)),
-            Err(DeviceError::PlanForAnotherGraph {
-                placements: 2,
-                tensors: 0
             })
         );
     }
@@ -343,7 +306,7 @@ mod tests {
     fn placement_above_binding_size_is_tensor_too_large() {
         let p = plan(&[4096], vec![at(0, 0, 64), at(0, 64, 2048)]);
         assert_eq!(
-            check_placements(&p, &limits(4096, 1024), |_, p| Some((0, p.size))),
+            check_bindings(&p, &limits(4096, 1024), |_, p| Some((0, p.size))),
             Err(DeviceError::TensorTooLarge {
                 tensor: TensorId(1),
                 size: 2048,
@@ -356,7 +319,7 @@ mod tests {
     fn placement_past_its_chunk_is_bad() {
         let p = plan(&[128], vec![at(0, 96, 64)]);
         assert!(matches!(
-            check_placements(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
+            check_bindings(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
             Err(DeviceError::BadPlacement {
                 offset: 96,
                 size: 64,
@@ -369,38 +332,12 @@ mod tests {
     fn placement_in_missing_chunk_is_bad() {
         let p = plan(&[128], vec![None, at(3, 0, 32)]);
         assert!(matches!(
-            check_placements(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
+            check_bindings(&p, &limits(4096, 4096), |_, p| Some((0, p.size))),
             Err(DeviceError::BadPlacement {
                 tensor: TensorId(1),
                 chunk: 3,
                 ..
             })
-        ));
-    }
-
-    #[test]
-    fn plan_check_uses_exact_tensor_sizes_from_the_graph() {
-        // A placement whose reserved size (1024) exceeds the binding limit while the
-        // tensor itself (1000 bytes) does not: the exact check accepts it.
-        let p = plan(&[1024], vec![at(0, 0, 1024)]);
-        let graph = Graph {
-            name: "g".into(),
-            tensors: vec![crate::graph::Tensor {
-                id: TensorId(0),
-                name: "x".into(),
-                dtype: crate::graph::DType::U8,
-                shape: vec![1000],
-                size: 1000,
-                role: crate::graph::Role::Input,
-                view_of: None,
-                dynamic: None,
-            }],
-            nodes: vec![],
-        };
-        assert!(check_plan_against_limits(&p, &graph, &limits(4096, 1000)).is_ok());
-        assert!(matches!(
-            check_plan_against_limits(&p, &graph, &limits(4096, 996)),
-            Err(DeviceError::TensorTooLarge { size: 1000, .. })
         ));
     }
 }

@@ -11,8 +11,7 @@ mod scope;
 mod transfer;
 
 pub use allocation::{
-    allocate_plan, check_chunks_against_limits, check_plan_against_limits, chunk_alloc_size,
-    DEFAULT_USAGE,
+    allocate_plan, check_bindings, check_chunks_against_limits, chunk_alloc_size, DEFAULT_USAGE,
 };
 pub use allocator::{
     AllocatorReport, BufferAllocator, CallbackAllocator, ChunkRequest, CountingAllocator,

@@ -302,9 +302,9 @@ pub fn apply(
         }
         OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
         OpCall::MatmulPacked { m, k, n } => {
-            let packed_len = crate::prepack::layout::packed_len(u64::from(k), u64::from(n))
+            let packed_len = super::packed::packed_len(u64::from(k), u64::from(n))
                 .map_err(|e| bad(e.to_string()))?;
-            crate::prepack::layout::matmul_packed_cpu(
+            super::packed::matmul_packed_cpu(
                 float(0, u(m) * u(k))?,
                 float(1, packed_len as usize)?,
                 u64::from(m),

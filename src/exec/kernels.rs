@@ -117,7 +117,7 @@ pub enum Kernel {
     CountPositive,
     /// `(x, count, out)`: keeps the elements > 0, in order.
     Compact,
-    /// `(a, packed b, out)`, `b` pre-packed (see [`crate::prepack::layout`]).
+    /// `(a, packed b, out)`, `b` pre-packed (see [`crate::exec::packed`]).
     MatmulPacked,
 }
 

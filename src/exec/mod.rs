@@ -36,7 +36,9 @@ pub mod cpu_ref;
 mod error;
 mod executor;
 mod kernels;
+mod limits;
 mod ops;
+pub mod packed;
 mod params;
 mod tensor_memory;
 mod workspace;
@@ -45,6 +47,7 @@ pub use bindings::{BindGroupKey, BindingKey, RangeKey};
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use kernels::{Kernel, Shader};
+pub use limits::check_plan_against_limits;
 pub use ops::{
     resolve, supports, BinaryOp, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
     SUPPORTED_OPS,

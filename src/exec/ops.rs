@@ -183,7 +183,7 @@ pub enum OpCall {
         out_len: u32,
     },
     /// `(a [m, k], packed B) → out [m, n]`: B pre-packed in the layout of
-    /// [`crate::prepack::layout`] (`[ceil(n/64), ceil(k/16), 1024]`).
+    /// [`crate::exec::packed`] (`[ceil(n/64), ceil(k/16), 1024]`).
     MatmulPacked {
         /// Rows of `a`.
         m: u32,
@@ -525,7 +525,7 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
                 .checked_div(k)
                 .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
             c.same_len(out, out_len, m.saturating_mul(n))?;
-            let want = crate::prepack::layout::packed_shape(k, n);
+            let want = super::packed::packed_shape(k, n);
             if want.as_ref().map(|s| s.as_slice()) != Some(packed.shape.as_slice()) {
                 return Err(c.bad(format!(
                     "packed input {} has shape {:?}, a [{m}, {k}] x [{k}, {n}] product needs {want:?}",

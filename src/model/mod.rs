@@ -3,10 +3,12 @@
 
 mod config;
 mod gpt;
+mod prepacked;
 mod session;
 mod weights;
 
 pub use config::{ModelConfig, ModelError};
 pub use gpt::{build_gpt, GptModel};
+pub use prepacked::{PrepackedModel, PrepackedModelRun};
 pub use session::{ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
 pub use weights::SeededRng;

@@ -47,7 +47,11 @@ pub fn plan_graph(graph: &Graph, buffer_type: &BufferTypeDesc) -> Result<Plan, P
         inplace: a.inplace,
     };
     if cfg!(debug_assertions) {
-        plan.verify_with(graph, &Lifetimes::of(graph))?;
+        plan.verify_with(
+            graph,
+            &Lifetimes::of(graph),
+            super::verify::Coverage::EveryPlannedTensor,
+        )?;
     }
     Ok(plan)
 }

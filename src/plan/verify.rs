@@ -3,9 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use super::context::CONTEXT_PLANNER;
 use super::{Placement, Plan, PlanError};
 use crate::graph::{Graph, Lifetime, Lifetimes, NodeId, TensorId};
+
+/// Which tensors a plan must place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Coverage {
+    /// Every planned tensor of the graph ([`Plan::verify`]).
+    EveryPlannedTensor,
+    /// Only those it places ([`Plan::verify_placed`]).
+    PlacedTensors,
+}
 
 /// Live ranges of one chunk: `(offset, tensor) -> end`. Ranges in the map never
 /// overlap, so checking the two neighbours of a new range is enough.
@@ -13,8 +21,9 @@ type LiveRanges = BTreeMap<(u64, u32), u64>;
 
 impl Plan {
     /// Checks the plan against the graph it was made for:
-    /// * every planned tensor (non-view, non-weight) has a placement, except in a
-    ///   context plan (planner `"context"`), which places the tensors it was given;
+    /// * every planned tensor (non-view, non-weight) has a placement (a plan of some
+    ///   tensors only, such as the weights a context allocator placed, is checked with
+    ///   [`Plan::verify_placed`]);
     /// * a view's placement is its root's;
     /// * each placement names an existing buffer and chunk, starts at a multiple of the
     ///   buffer type's alignment, reserves at least the tensor's size, and ends inside
@@ -36,6 +45,21 @@ impl Plan {
     /// [`PlanError::ChunkTooLarge`], [`PlanError::OversizedChunkShared`],
     /// [`PlanError::BadInplace`], or [`PlanError::Overlap`] naming both tensors.
     pub fn verify(&self, graph: &Graph) -> Result<(), PlanError> {
+        self.verify_checked(graph, Coverage::EveryPlannedTensor)
+    }
+
+    /// [`Plan::verify`] for a plan that places only some tensors of the graph (the
+    /// weights [`crate::plan::plan_weights`] placed, a subset given to
+    /// [`crate::plan::alloc_ctx_tensors`]): every rule holds for the tensors it places,
+    /// and the tensors it leaves out are not an error.
+    ///
+    /// # Errors
+    /// As [`Plan::verify`], less [`PlanError::Missing`] for an unplaced tensor.
+    pub fn verify_placed(&self, graph: &Graph) -> Result<(), PlanError> {
+        self.verify_checked(graph, Coverage::PlacedTensors)
+    }
+
+    fn verify_checked(&self, graph: &Graph, coverage: Coverage) -> Result<(), PlanError> {
         if self.placements.len() != graph.tensors.len() {
             return Err(PlanError::WrongGraph {
                 planned: self.placements.len(),
@@ -43,14 +67,16 @@ impl Plan {
             });
         }
         graph.validate()?;
-        self.verify_with(graph, &Lifetimes::of(graph))
+        self.verify_with(graph, &Lifetimes::of(graph), coverage)
     }
 
-    /// [`Plan::verify`] for a validated graph whose lifetimes are known.
+    /// [`Plan::verify`] (or [`Plan::verify_placed`]) for a validated graph whose
+    /// lifetimes are known.
     pub(crate) fn verify_with(
         &self,
         graph: &Graph,
         lifetimes: &Lifetimes,
+        coverage: Coverage,
     ) -> Result<(), PlanError> {
         if self.placements.len() != graph.tensors.len() {
             return Err(PlanError::WrongGraph {
@@ -59,14 +85,19 @@ impl Plan {
             });
         }
         let root = super::walk::roots(graph);
-        self.check_placements(graph, &root)?;
+        self.check_placements(graph, &root, coverage)?;
         self.check_chunks()?;
         let inplace_of = self.check_inplace(graph, lifetimes, &root)?;
         self.sweep(graph, lifetimes, &inplace_of)
     }
 
-    fn check_placements(&self, graph: &Graph, root: &[u32]) -> Result<(), PlanError> {
-        let context = self.planner == CONTEXT_PLANNER;
+    fn check_placements(
+        &self,
+        graph: &Graph,
+        root: &[u32],
+        coverage: Coverage,
+    ) -> Result<(), PlanError> {
+        let partial = coverage == Coverage::PlacedTensors;
         for (i, t) in graph.tensors.iter().enumerate() {
             let id = t.id;
             let placement = self.placements[i];
@@ -84,7 +115,7 @@ impl Plan {
                 continue;
             }
             let Some(p) = placement else {
-                if !context && graph.is_planned(id) {
+                if !partial && graph.is_planned(id) {
                     return Err(PlanError::Missing {
                         tensor: id,
                         problem: "planned tensor has no placement".into(),

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::graph::{PackedGraph, PackedTensor};
-use super::layout::pack_b;
 use super::{PackedWeight, PrepackError, PrepackKey, PrepackedWeightCache};
 use crate::device::{GpuContext, PlannedMemory};
+use crate::exec::packed::pack_b;
 use crate::graph::TensorId;
 use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
 
@@ -165,7 +165,7 @@ pub fn bind_packed_weights(
     Ok((layer, report))
 }
 
-fn key_source(p: &PackedTensor) -> super::layout::BSource {
+fn key_source(p: &PackedTensor) -> crate::exec::packed::BSource {
     match p.format {
         super::PackFormat::MatmulB { source } => source,
     }

@@ -125,3 +125,16 @@ impl PrepackError {
         }
     }
 }
+
+impl From<crate::exec::packed::PackError> for PrepackError {
+    fn from(error: crate::exec::packed::PackError) -> PrepackError {
+        match error {
+            crate::exec::packed::PackError::BadDimensions { k, n } => {
+                PrepackError::BadDimensions { k, n }
+            }
+            crate::exec::packed::PackError::WrongValueCount { expected, got } => {
+                PrepackError::WrongValueCount { expected, got }
+            }
+        }
+    }
+}

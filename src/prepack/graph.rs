@@ -1,8 +1,8 @@
 //! Rewriting a graph so that every matmul whose B operand is a weight reads a
 //! pre-packed copy of it (`matmul_packed`).
 
-use super::layout::{packed_shape, BSource};
 use super::{PackFormat, PrepackError};
+use crate::exec::packed::{packed_shape, BSource};
 use crate::graph::{DType, Graph, Role, Tensor, TensorId};
 
 /// One packed tensor the rewrite added: it stands for `weight` packed as `format`.
@@ -212,9 +212,9 @@ mod evaluation_tests {
 
     use super::*;
     use crate::exec::cpu_ref::{evaluate, TensorData};
+    use crate::exec::packed::pack_b;
     use crate::exec::{resolve, OpCall};
     use crate::graph::GraphBuilder;
-    use crate::prepack::layout::pack_b;
 
     fn ramp(len: u64, scale: f32) -> Vec<f32> {
         (0..len).map(|i| ((i % 13) as f32 - 6.0) * scale).collect()

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::layout::BSource;
+use crate::exec::packed::BSource;
 
 /// How a weight was packed. Two packings of one weight are two cache entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -14,7 +14,7 @@
 //! * [`pack_matmul_weights`]: rewrites a graph's weight matmuls to `matmul_packed`;
 //!   [`bind_packed_weights`] fetches (or packs and stores) their packed weights and
 //!   makes them a [`crate::exec::TensorMemory`] layer.
-//! * [`PrepackedModel`]: the built-in transformer run that way.
+//! * [`crate::model::PrepackedModel`]: the built-in transformer run that way.
 
 mod allocator;
 mod bind;
@@ -23,9 +23,8 @@ mod entry;
 mod error;
 mod graph;
 mod key;
-pub mod layout;
-mod model;
 
+pub use crate::exec::packed::BSource;
 pub use allocator::CacheAllocator;
 pub use bind::{bind_packed_weights, key_of, PackedLayer, PrepackReport};
 pub use cache::PrepackedWeightCache;
@@ -35,5 +34,3 @@ pub use entry::{
 pub use error::PrepackError;
 pub use graph::{pack_matmul_weights, PackedGraph, PackedTensor};
 pub use key::{content_hash, PackFormat, PrepackKey};
-pub use layout::BSource;
-pub use model::{PrepackedModel, PrepackedModelRun};

@@ -8,11 +8,8 @@ use std::sync::Arc;
 
 use super::registered::{DefaultAllocator, HeldBlock, StreamAllocator, UserAllocator};
 use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
-use crate::device::{
-    check_plan_against_limits, chunk_alloc_size, scoped, GpuContext, PlannedMemory, Region,
-    STORAGE_USAGE,
-};
-use crate::exec::{Executor, RunReport, TensorMemory};
+use crate::device::{chunk_alloc_size, scoped, GpuContext, PlannedMemory, Region, STORAGE_USAGE};
+use crate::exec::{check_plan_against_limits, Executor, RunReport, TensorMemory};
 use crate::graph::{Graph, Role, TensorId};
 use crate::plan::Plan;
 

@@ -2,9 +2,8 @@
 //! call, so that the CLI, the end-to-end gate and user code cannot drift apart.
 
 use super::{ChecksumKernels, ChecksumReport, ChecksumRun};
-use crate::device::{
-    allocate_plan, check_plan_against_limits, BufferAllocator, GpuContext, DEFAULT_USAGE,
-};
+use crate::device::{allocate_plan, BufferAllocator, GpuContext, DEFAULT_USAGE};
+use crate::exec::check_plan_against_limits;
 use crate::graph::Graph;
 use crate::plan::Plan;
 

@@ -16,9 +16,32 @@
 //! for one `k` as one `vec4` from workgroup memory. Zero padding rounds `k` up to 16
 //! and `n` up to 64.
 
-use super::PrepackError;
-
 /// Output rows and columns per workgroup of the packed kernel.
+
+/// Why a matrix cannot be packed (the pre-packed weight cache reports these as
+/// [`crate::prepack::PrepackError::BadDimensions`] and
+/// [`crate::prepack::PrepackError::WrongValueCount`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PackError {
+    /// A matrix with a zero or overflowing dimension.
+    #[error("cannot pack a [{k}, {n}] matrix (zero or overflowing size)")]
+    BadDimensions {
+        /// Inner dimension.
+        k: u64,
+        /// Columns.
+        n: u64,
+    },
+    /// Values given for a weight do not match its element count.
+    #[error("expected {expected} values, got {got}")]
+    WrongValueCount {
+        /// Elements expected.
+        expected: u64,
+        /// Elements given.
+        got: u64,
+    },
+}
+
 pub const PACK_BLOCK: u64 = 64;
 /// `k` per packed step.
 pub const PACK_KSTEP: u64 = 16;
@@ -46,31 +69,29 @@ pub fn packed_shape(k: u64, n: u64) -> Option<[u64; 3]> {
 /// Floats of the packed form of a `[k, n]` B (checked).
 ///
 /// # Errors
-/// [`PrepackError::BadDimensions`] when `k` or `n` is 0 or the count overflows.
-pub fn packed_len(k: u64, n: u64) -> Result<u64, PrepackError> {
+/// [`PackError::BadDimensions`] when `k` or `n` is 0 or the count overflows.
+pub fn packed_len(k: u64, n: u64) -> Result<u64, PackError> {
     packed_shape(k, n)
         .and_then(|[a, b, c]| a.checked_mul(b)?.checked_mul(c))
-        .ok_or(PrepackError::BadDimensions { k, n })
+        .ok_or(PackError::BadDimensions { k, n })
 }
 
 /// Packs B (`[k, n]` for [`BSource::KByN`], `[n, k]` for [`BSource::NByK`]) into the
 /// layout the packed kernel reads.
 ///
 /// # Errors
-/// [`PrepackError::BadDimensions`] for a zero or overflowing size,
-/// [`PrepackError::WrongValueCount`] when `values` is not `k * n` floats.
-pub fn pack_b(k: u64, n: u64, source: BSource, values: &[f32]) -> Result<Vec<f32>, PrepackError> {
+/// [`PackError::BadDimensions`] for a zero or overflowing size,
+/// [`PackError::WrongValueCount`] when `values` is not `k * n` floats.
+pub fn pack_b(k: u64, n: u64, source: BSource, values: &[f32]) -> Result<Vec<f32>, PackError> {
     let len = packed_len(k, n)?;
-    let expected = k
-        .checked_mul(n)
-        .ok_or(PrepackError::BadDimensions { k, n })?;
+    let expected = k.checked_mul(n).ok_or(PackError::BadDimensions { k, n })?;
     if values.len() as u64 != expected {
-        return Err(PrepackError::WrongValueCount {
+        return Err(PackError::WrongValueCount {
             expected,
             got: values.len() as u64,
         });
     }
-    let len = usize::try_from(len).map_err(|_| PrepackError::BadDimensions { k, n })?;
+    let len = usize::try_from(len).map_err(|_| PackError::BadDimensions { k, n })?;
     let (ku, nu) = (k as usize, n as usize);
     let k_steps = ku.div_ceil(PACK_KSTEP as usize);
     let mut packed = vec![0f32; len];
@@ -105,12 +126,12 @@ fn packed_at(packed: &[f32], k_steps: usize, row: usize, col: usize) -> f32 {
 /// [`BSource::KByN`]).
 ///
 /// # Errors
-/// [`PrepackError::BadDimensions`], or [`PrepackError::WrongValueCount`] when `packed`
+/// [`PackError::BadDimensions`], or [`PackError::WrongValueCount`] when `packed`
 /// is not [`packed_len`] floats.
-pub fn unpack_b(k: u64, n: u64, packed: &[f32]) -> Result<Vec<f32>, PrepackError> {
+pub fn unpack_b(k: u64, n: u64, packed: &[f32]) -> Result<Vec<f32>, PackError> {
     let len = packed_len(k, n)?;
     if packed.len() as u64 != len {
-        return Err(PrepackError::WrongValueCount {
+        return Err(PackError::WrongValueCount {
             expected: len,
             got: packed.len() as u64,
         });
@@ -126,7 +147,7 @@ pub fn unpack_b(k: u64, n: u64, packed: &[f32]) -> Result<Vec<f32>, PrepackError
 /// accumulating in f64 like the other CPU references.
 ///
 /// # Errors
-/// [`PrepackError::BadDimensions`], or [`PrepackError::WrongValueCount`] when `a` is
+/// [`PackError::BadDimensions`], or [`PackError::WrongValueCount`] when `a` is
 /// not `m * k` floats or `packed` not [`packed_len`] floats.
 pub fn matmul_packed_cpu(
     a: &[f32],
@@ -134,14 +155,12 @@ pub fn matmul_packed_cpu(
     m: u64,
     k: u64,
     n: u64,
-) -> Result<Vec<f32>, PrepackError> {
+) -> Result<Vec<f32>, PackError> {
     let len = packed_len(k, n)?;
-    let a_len = m
-        .checked_mul(k)
-        .ok_or(PrepackError::BadDimensions { k, n })?;
+    let a_len = m.checked_mul(k).ok_or(PackError::BadDimensions { k, n })?;
     for (expected, got) in [(a_len, a.len() as u64), (len, packed.len() as u64)] {
         if expected != got {
-            return Err(PrepackError::WrongValueCount { expected, got });
+            return Err(PackError::WrongValueCount { expected, got });
         }
     }
     let (mu, ku, nu) = (m as usize, k as usize, n as usize);
@@ -180,7 +199,7 @@ mod tests {
         assert_eq!(packed_len(1, 1), Ok(1024));
         assert_eq!(
             packed_len(u64::MAX, u64::MAX),
-            Err(PrepackError::BadDimensions {
+            Err(PackError::BadDimensions {
                 k: u64::MAX,
                 n: u64::MAX
             })
@@ -241,14 +260,14 @@ mod tests {
     fn wrong_value_counts_are_refused() {
         assert_eq!(
             pack_b(2, 3, BSource::KByN, &[0.0; 5]),
-            Err(PrepackError::WrongValueCount {
+            Err(PackError::WrongValueCount {
                 expected: 6,
                 got: 5
             })
         );
         assert!(matches!(
             matmul_packed_cpu(&[0.0; 3], &[0.0; 1024], 1, 2, 2),
-            Err(PrepackError::WrongValueCount { .. })
+            Err(PackError::WrongValueCount { .. })
         ));
     }
 }

@@ -2,15 +2,16 @@
 //! [`PrepackedWeightCache`]: the opt-in way to run [`crate::model`]'s decoder with
 //! pre-packed weights (the plain [`crate::model::ModelSession`] is left unchanged).
 
-use super::bind::{bind_packed_weights, PackedLayer, PrepackReport};
-use super::graph::{pack_matmul_weights, PackedGraph};
-use super::PrepackedWeightCache;
+use super::{build_gpt, GptModel, ModelConfig, LOGITS_TOLERANCE};
 use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
 use crate::exec::checksum::checksum_run;
 use crate::exec::{Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
-use crate::model::{build_gpt, GptModel, ModelConfig, LOGITS_TOLERANCE};
 use crate::plan::{alloc_ctx_tensors, plan_graph, Plan};
+use crate::prepack::{
+    bind_packed_weights, pack_matmul_weights, PackedGraph, PackedLayer, PrepackReport,
+    PrepackedWeightCache,
+};
 
 /// What one run of [`PrepackedModel`] did and found.
 #[derive(Debug, Clone)]
