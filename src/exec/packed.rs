@@ -16,8 +16,6 @@
 //! for one `k` as one `vec4` from workgroup memory. Zero padding rounds `k` up to 16
 //! and `n` up to 64.
 
-/// Output rows and columns per workgroup of the packed kernel.
-
 /// Why a matrix cannot be packed (the pre-packed weight cache reports these as
 /// [`crate::prepack::PrepackError::BadDimensions`] and
 /// [`crate::prepack::PrepackError::WrongValueCount`]).
@@ -42,6 +40,7 @@ pub enum PackError {
     },
 }
 
+/// Output rows and columns per workgroup of the packed kernel.
 pub const PACK_BLOCK: u64 = 64;
 /// `k` per packed step.
 pub const PACK_KSTEP: u64 = 16;
