@@ -246,7 +246,7 @@ fn a_reservation_for_a_longer_sequence_runs_a_shorter_one_in_the_same_memory() {
     // Weights of the longer model: the shorter one's (a shorter position table) fit.
     let weights = weight_plan(&long, &storage);
     weights
-        .verify(&short.graph)
+        .verify_placed(&short.graph)
         .expect("the long model's weight plan holds the short model's weights");
     let (act_mem, weight_mem) = (allocate(&ctx, &long_plan), allocate(&ctx, &weights));
     let mut exec = Executor::new(&ctx);

@@ -44,7 +44,9 @@ fn run_both(
         "every node flagged in place is paired with its input"
     );
     let weights = plan_weights(graph, &storage).expect("weight plan");
-    weights.verify(graph).expect("the weight plan verifies");
+    weights
+        .verify_placed(graph)
+        .expect("the weight plan verifies");
     let allocate = |p| allocate_plan(ctx, p, DEFAULT_USAGE, &WgpuAllocator).expect("allocate");
     let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
     let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);

@@ -1,7 +1,7 @@
 //! [`GpuContext`]: the adapter, device and queue wgalloc works on, chosen from the
 //! environment or adopted from the caller.
 
-use super::DeviceError;
+use super::{DeviceError, DeviceShared};
 
 /// A wgpu device and queue with the limits they were created with and a description of
 /// the adapter behind them.
@@ -16,6 +16,9 @@ pub struct GpuContext {
     pub device: wgpu::Device,
     /// Its queue.
     pub queue: wgpu::Queue,
+    /// Objects every runner on this device shares (compiled pipelines); clones of the
+    /// context share them too.
+    pub shared: DeviceShared,
 }
 
 /// The backends to search: `WGPU_BACKEND` when set, else every backend compiled in.
@@ -169,6 +172,7 @@ impl GpuContext {
             limits,
             device,
             queue,
+            shared: DeviceShared::default(),
         })
     }
 
@@ -182,6 +186,7 @@ impl GpuContext {
             limits,
             device,
             queue,
+            shared: DeviceShared::default(),
         }
     }
 

@@ -8,6 +8,7 @@ mod context;
 mod error;
 mod memory;
 mod scope;
+mod shared;
 mod transfer;
 
 pub use allocation::{
@@ -30,4 +31,7 @@ pub use memory::PlannedMemory;
 pub use memory::Region;
 pub(crate) use scope::convert;
 pub use scope::scoped;
-pub use transfer::{read_buffer_range, read_tensor, write_buffer, write_tensor};
+pub use shared::DeviceShared;
+pub use transfer::{
+    read_buffer_range, read_staging, read_tensor, write_buffer, write_tensor, StagingRead,
+};

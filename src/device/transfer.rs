@@ -3,7 +3,8 @@
 
 use std::sync::mpsc;
 
-use super::{scope, DeviceError, GpuContext, PlannedMemory};
+use super::scope::{self, scoped};
+use super::{DeviceError, GpuContext, PlannedMemory};
 use crate::graph::TensorId;
 use crate::plan::{align_up, Placement};
 
@@ -149,51 +150,92 @@ pub fn read_buffer_range(
         ctx.queue.submit([encoder.finish()]);
         staging
     })?;
-    let result = map_and_copy(ctx, &staging, offset - start, size);
+    let result = read_staging(
+        ctx,
+        &[StagingRead {
+            staging: &staging,
+            skip: offset - start,
+            len: size,
+        }],
+    )
+    .map(|mut all| all.pop().unwrap_or_default());
     staging.destroy();
     result
 }
 
-fn map_and_copy(
+/// One read of [`read_staging`]: bytes `[skip, skip + len)` of a `MAP_READ` buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct StagingRead<'a> {
+    /// The staging buffer (usage `MAP_READ | COPY_DST`), filled by submitted work.
+    pub staging: &'a wgpu::Buffer,
+    /// Bytes to skip at its start.
+    pub skip: u64,
+    /// Bytes to copy out.
+    pub len: u64,
+}
+
+/// The one readback path: maps every staging buffer (in error scopes, so a refused map
+/// is an error, not a panic), waits for the device once, copies each read's bytes out
+/// and unmaps. Waits for all work submitted before.
+///
+/// # Errors
+/// [`DeviceError::Map`] or [`DeviceError::Poll`] when mapping or waiting fails (or a
+/// wgpu error caught in scope); [`DeviceError::RangeOutOfBounds`] when a read runs
+/// past its buffer.
+pub fn read_staging(
     ctx: &GpuContext,
-    staging: &wgpu::Buffer,
-    skip: u64,
-    size: u64,
-) -> Result<Vec<u8>, DeviceError> {
+    reads: &[StagingRead<'_>],
+) -> Result<Vec<Vec<u8>>, DeviceError> {
     let (sender, receiver) = mpsc::channel();
-    staging.map_async(wgpu::MapMode::Read, .., move |result| {
-        // The receiver outlives the poll below; a send error only means nobody waits.
-        let _ = sender.send(result);
-    });
+    scoped(&ctx.device, 0, || {
+        for read in reads {
+            let sender = sender.clone();
+            read.staging
+                .map_async(wgpu::MapMode::Read, .., move |result| {
+                    // The receiver outlives the poll below; a send error only means nobody waits.
+                    let _ = sender.send(result);
+                });
+        }
+    })?;
+    drop(sender);
     ctx.device
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| DeviceError::Poll {
             message: e.to_string(),
         })?;
-    receiver
-        .recv()
-        .map_err(|e| DeviceError::Map {
-            message: e.to_string(),
-        })?
-        .map_err(|e| DeviceError::Map {
-            message: e.to_string(),
-        })?;
-    let bytes = {
-        let view = staging.get_mapped_range(..).map_err(|e| DeviceError::Map {
-            message: e.to_string(),
-        })?;
-        let from = usize::try_from(skip).unwrap_or(usize::MAX);
-        let to = usize::try_from(skip.saturating_add(size)).unwrap_or(usize::MAX);
-        view.get(from..to)
-            .map(<[u8]>::to_vec)
-            .ok_or(DeviceError::RangeOutOfBounds {
-                offset: skip,
-                size,
-                buffer_size: staging.size(),
+    let map_failed = |message: String| DeviceError::Map { message };
+    for _ in reads {
+        receiver
+            .recv()
+            .map_err(|e| map_failed(format!("the map callback never ran: {e}")))?
+            .map_err(|e| map_failed(e.to_string()))?;
+    }
+    let copied = scoped(&ctx.device, 0, || {
+        reads
+            .iter()
+            .map(|read| {
+                let bytes = {
+                    let view = read
+                        .staging
+                        .get_mapped_range(..)
+                        .map_err(|e| map_failed(format!("mapped range: {e}")))?;
+                    let from = usize::try_from(read.skip).unwrap_or(usize::MAX);
+                    let to =
+                        usize::try_from(read.skip.saturating_add(read.len)).unwrap_or(usize::MAX);
+                    view.get(from..to)
+                        .map(<[u8]>::to_vec)
+                        .ok_or(DeviceError::RangeOutOfBounds {
+                            offset: read.skip,
+                            size: read.len,
+                            buffer_size: read.staging.size(),
+                        })
+                };
+                read.staging.unmap();
+                bytes
             })
-    };
-    staging.unmap();
-    bytes
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    copied
 }
 
 /// Reads the first `size` bytes of a planned tensor back to the CPU.

@@ -7,10 +7,11 @@
 use std::time::{Duration, Instant};
 
 use super::bindings::{BindGroupCache, BindGroupKey, BindingKey};
-use super::kernels::{self, Kernel, KernelRegistry};
+use super::kernels::{self, Kernel, SharedRegistry};
 use super::ops::{self, OpCall};
 use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
-use super::tensor_memory::{map_read, TensorMemory, TensorRange};
+use super::tensor_memory::{TensorMemory, TensorRange};
+use super::timer::PassTimer;
 use super::workspace::{self, Slot, Workspace};
 use super::ExecError;
 use crate::device::{convert, DeviceError, GpuContext};
@@ -43,39 +44,6 @@ pub struct RunReport {
     pub bind_groups_reused: usize,
     /// Pipelines built so far (all runs).
     pub pipelines: usize,
-}
-
-/// Timestamp queries of the pass: the query set, its resolve target and a readback.
-#[derive(Debug)]
-struct Timer {
-    queries: wgpu::QuerySet,
-    resolve: wgpu::Buffer,
-    readback: wgpu::Buffer,
-}
-
-impl Timer {
-    fn new(device: &wgpu::Device) -> Timer {
-        let size = 2 * wgpu::QUERY_SIZE as u64;
-        Timer {
-            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("wgalloc pass time"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            }),
-            resolve: device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgalloc timestamps"),
-                size,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            }),
-            readback: device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgalloc timestamps readback"),
-                size,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            }),
-        }
-    }
 }
 
 /// One recorded dispatch, ready to encode.
@@ -148,25 +116,26 @@ fn ranges_overlap(a: &TensorRange<'_>, b: &TensorRange<'_>) -> bool {
 #[derive(Debug)]
 pub struct Executor {
     ctx: GpuContext,
-    registry: KernelRegistry,
+    registry: std::sync::Arc<SharedRegistry>,
     bind_groups: BindGroupCache,
     uniform: Option<wgpu::Buffer>,
     uniform_generation: u64,
     workspace: Workspace,
-    timer: Option<Timer>,
+    timer: Option<PassTimer>,
 }
 
 impl Executor {
-    /// An executor on `ctx`'s device (cheap: pipelines are built when first needed).
+    /// An executor on `ctx`'s device (cheap: pipelines are built when first needed, once
+    /// per device, and shared with every other executor on it).
     pub fn new(ctx: &GpuContext) -> Executor {
         Executor {
             ctx: ctx.clone(),
-            registry: KernelRegistry::new(),
+            registry: SharedRegistry::of(ctx),
             bind_groups: BindGroupCache::new(),
             uniform: None,
             uniform_generation: 0,
             workspace: Workspace::new(),
-            timer: ctx.has_timestamps().then(|| Timer::new(&ctx.device)),
+            timer: PassTimer::new(ctx),
         }
     }
 
@@ -192,7 +161,8 @@ impl Executor {
     /// [`ExecError::Device`] when wgpu rejects a shader or pipeline.
     pub fn build_all_pipelines(&mut self) -> Result<(), ExecError> {
         for kernel in Kernel::ALL {
-            self.registry.pipeline(&self.ctx.device, kernel)?;
+            self.registry
+                .with(|r| r.pipeline(&self.ctx.device, kernel))?;
         }
         Ok(())
     }
@@ -348,8 +318,10 @@ impl Executor {
         uniform: &wgpu::Buffer,
     ) -> Result<Dispatch, ExecError> {
         let device = &self.ctx.device;
-        let pipeline = self.registry.pipeline(device, p.kernel)?;
-        let layout = self.registry.layout(device, p.kernel.storage_bindings());
+        let (pipeline, layout) = self.registry.with(|r| {
+            let pipeline = r.pipeline(device, p.kernel)?;
+            Ok::<_, ExecError>((pipeline, r.layout(device, p.kernel.storage_bindings())))
+        })?;
         let workspace = self.workspace.buffer();
         let staged = p.bindings.iter().any(|b| matches!(b, Bound::Workspace(_)));
         if staged && workspace.is_none() {
@@ -479,14 +451,7 @@ impl Executor {
             label: Some("wgalloc graph"),
         });
         {
-            let timestamp_writes = self
-                .timer
-                .as_ref()
-                .map(|t| wgpu::ComputePassTimestampWrites {
-                    query_set: &t.queries,
-                    beginning_of_pass_write_index: Some(0),
-                    end_of_pass_write_index: Some(1),
-                });
+            let timestamp_writes = self.timer.as_ref().map(PassTimer::writes);
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("wgalloc graph"),
                 timestamp_writes,
@@ -498,8 +463,7 @@ impl Executor {
             }
         }
         if let Some(t) = &self.timer {
-            encoder.resolve_query_set(&t.queries, 0..2, &t.resolve, 0);
-            encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, t.resolve.size());
+            t.resolve(&mut encoder);
         }
         let commands = encoder.finish();
         let encode_time = started.elapsed();
@@ -524,7 +488,7 @@ impl Executor {
             message: "the pass was not submitted".into(),
         })?;
         let gpu_time = match &self.timer {
-            Some(t) if wait => Some(self.read_timer(t)?),
+            Some(t) if wait => Some(t.read(&self.ctx)?),
             _ => None,
         };
         let (created, reused) = self.bind_groups.counts();
@@ -538,21 +502,8 @@ impl Executor {
             gpu_time,
             bind_groups_created: created - created_before,
             bind_groups_reused: reused - reused_before,
-            pipelines: self.registry.pipelines_built(),
+            pipelines: self.registry.with(|r| r.pipelines_built()),
         };
         Ok((report, index))
-    }
-
-    fn read_timer(&self, timer: &Timer) -> Result<Duration, ExecError> {
-        let bytes = map_read(&self.ctx, &timer.readback, timer.readback.size())?;
-        let stamp = |i: usize| {
-            bytes
-                .get(i * 8..i * 8 + 8)
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map_or(0, u64::from_le_bytes)
-        };
-        let ticks = stamp(1).saturating_sub(stamp(0));
-        let nanos = ticks as f64 * f64::from(self.ctx.queue.get_timestamp_period());
-        Ok(Duration::from_nanos(nanos as u64))
     }
 }

@@ -295,20 +295,37 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
     })
 }
 
+/// The kernel registry of one device, shared by every executor on it (and so by every
+/// runner: model sessions, graph contexts, streams, the pre-packed model): each
+/// pipeline is compiled once per device ([`crate::device::DeviceShared`]).
+#[derive(Debug, Default)]
+pub(crate) struct SharedRegistry(std::sync::Mutex<KernelRegistry>);
+
+impl SharedRegistry {
+    /// The registry of `ctx`'s device.
+    pub(crate) fn of(ctx: &crate::device::GpuContext) -> std::sync::Arc<SharedRegistry> {
+        ctx.shared.get_or_init(SharedRegistry::default)
+    }
+
+    /// Runs `f` with the registry locked.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut KernelRegistry) -> T) -> T {
+        let mut registry = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut registry)
+    }
+}
+
 /// Pipelines, shader modules and bind-group layouts, each built once on first use.
 #[derive(Debug, Default)]
-pub struct KernelRegistry {
+pub(crate) struct KernelRegistry {
     modules: HashMap<Shader, wgpu::ShaderModule>,
     layouts: HashMap<usize, wgpu::BindGroupLayout>,
     pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
 }
 
 impl KernelRegistry {
-    /// An empty registry.
-    pub fn new() -> KernelRegistry {
-        KernelRegistry::default()
-    }
-
     /// Pipelines built so far.
     pub fn pipelines_built(&self) -> usize {
         self.pipelines.len()

@@ -41,6 +41,7 @@ mod ops;
 pub mod packed;
 mod params;
 mod tensor_memory;
+mod timer;
 mod workspace;
 
 pub use bindings::{BindGroupKey, BindingKey, RangeKey};

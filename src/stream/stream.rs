@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use super::registered::{DefaultAllocator, HeldBlock, StreamAllocator, UserAllocator};
 use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
-use crate::device::{chunk_alloc_size, scoped, GpuContext, PlannedMemory, Region, STORAGE_USAGE};
+use crate::device::{
+    chunk_alloc_size, read_staging, scoped, GpuContext, PlannedMemory, Region, StagingRead,
+    STORAGE_USAGE,
+};
 use crate::exec::{check_plan_against_limits, Executor, RunReport, TensorMemory};
 use crate::graph::{Graph, Role, TensorId};
 use crate::plan::Plan;
@@ -483,54 +486,29 @@ impl Stream {
     /// Maps every pending read-back (one poll for all) and copies the bytes out, per
     /// pending execution in order.
     fn read_outputs(&self) -> Result<ReadOutputs, String> {
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let mut expected = 0usize;
-        // In error scopes, so a refused map is an error here, not a panic.
-        scoped(&self.ctx.device, 0, || {
-            for p in &self.pending {
-                for (_, staging, _) in &p.readbacks {
-                    let sender = sender.clone();
-                    staging.map_async(wgpu::MapMode::Read, .., move |result| {
-                        // The receiver outlives the poll below; a failed send means it
-                        // is gone.
-                        let _ = sender.send(result);
-                    });
-                    expected += 1;
-                }
-            }
-        })
-        .map_err(|e| format!("map: {e}"))?;
-        drop(sender);
-        self.ctx
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| format!("poll: {e}"))?;
-        for _ in 0..expected {
-            receiver
-                .recv()
-                .map_err(|e| format!("map callback never ran: {e}"))?
-                .map_err(|e| format!("map: {e}"))?;
-        }
-        scoped(&self.ctx.device, 0, || {
-            let mut all = Vec::with_capacity(self.pending.len());
-            for p in &self.pending {
-                let mut outputs = Vec::with_capacity(p.readbacks.len());
-                for (tensor, staging, len) in &p.readbacks {
-                    let bytes = {
-                        let view = staging
-                            .get_mapped_range(..)
-                            .map_err(|e| format!("mapped range: {e}"))?;
-                        let end = usize::try_from(*len).unwrap_or(usize::MAX).min(view.len());
-                        view[..end].to_vec()
-                    };
-                    staging.unmap();
-                    outputs.push((*tensor, bytes));
-                }
-                all.push(outputs);
-            }
-            Ok(all)
-        })
-        .map_err(|e| format!("unmap: {e}"))?
+        let reads: Vec<StagingRead<'_>> = self
+            .pending
+            .iter()
+            .flat_map(|p| p.readbacks.iter())
+            .map(|(_, staging, len)| StagingRead {
+                staging,
+                skip: 0,
+                len: (*len).min(staging.size()),
+            })
+            .collect();
+        let mut bytes = read_staging(&self.ctx, &reads)
+            .map_err(|e| e.to_string())?
+            .into_iter();
+        Ok(self
+            .pending
+            .iter()
+            .map(|p| {
+                p.readbacks
+                    .iter()
+                    .map(|(tensor, _, _)| (*tensor, bytes.next().unwrap_or_default()))
+                    .collect()
+            })
+            .collect())
     }
 
     /// The result of a synchronized execution, if it has not been taken.

@@ -3,8 +3,7 @@
 //! compute pass, submits once and reads back the mismatch records.
 
 use std::collections::HashMap;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use wgpu::util::DeviceExt;
 
@@ -13,7 +12,8 @@ use super::report::{ChecksumReport, Mismatch};
 use super::schedule::{
     Chunks, Kind, Schedule, FIXED_STORAGE_BUFFERS, MAX_RECORDS, SLOTS, SUMS_BASE,
 };
-use crate::device::{convert, DeviceError, GpuContext, PlannedMemory};
+use crate::device::{convert, read_staging, DeviceError, GpuContext, PlannedMemory, StagingRead};
+use crate::exec::timer::PassTimer;
 use crate::exec::ExecError;
 use crate::graph::Graph;
 use crate::plan::Plan;
@@ -36,12 +36,33 @@ pub struct ChecksumKernels {
     write: wgpu::ComputePipeline,
 }
 
+/// The checksum kernels of one device, compiled on first use
+/// ([`crate::device::DeviceShared`]).
+#[derive(Debug, Default)]
+struct SharedChecksumKernels(std::sync::Mutex<Option<ChecksumKernels>>);
+
 impl ChecksumKernels {
-    /// Compiles `shaders/checksum.wgsl` and its two pipelines on `ctx`'s device.
+    /// The checksum kernels of `ctx`'s device: `shaders/checksum.wgsl` and its two
+    /// pipelines, compiled the first time any runner on the device asks, then shared.
     ///
     /// # Errors
-    /// [`ExecError::Gpu`] when wgpu reports a validation or out-of-memory error.
+    /// [`ExecError::Gpu`] when wgpu reports a validation or out-of-memory error (the
+    /// next call tries again).
     pub fn new(ctx: &GpuContext) -> Result<ChecksumKernels, ExecError> {
+        let shared = ctx.shared.get_or_init(SharedChecksumKernels::default);
+        let mut slot = shared
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(kernels) = slot.as_ref() {
+            return Ok(kernels.clone());
+        }
+        let kernels = ChecksumKernels::compile(ctx)?;
+        *slot = Some(kernels.clone());
+        Ok(kernels)
+    }
+
+    fn compile(ctx: &GpuContext) -> Result<ChecksumKernels, ExecError> {
         let device = &ctx.device;
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let memory_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
@@ -94,23 +115,11 @@ pub struct ChecksumRun<'a> {
     param_stride: u64,
     state: wgpu::Buffer,
     readback: wgpu::Buffer,
-    timer: Option<Timer>,
-}
-
-/// Timestamp queries at the start and end of the pass.
-#[derive(Debug)]
-struct Timer {
-    queries: wgpu::QuerySet,
-    resolve: wgpu::Buffer,
-    readback: wgpu::Buffer,
+    timer: Option<PassTimer>,
 }
 
 fn gpu_error(stage: &'static str) -> impl Fn(DeviceError) -> ExecError {
     move |source| ExecError::Gpu { stage, source }
-}
-
-fn map_failed(message: String) -> DeviceError {
-    DeviceError::Map { message }
 }
 
 fn check_limit(what: &str, needed: u64, limit: u64) -> Result<(), ExecError> {
@@ -299,25 +308,7 @@ impl<'a> ChecksumRun<'a> {
             });
             dispatch_group.push(index);
         }
-        let timer = ctx.has_timestamps().then(|| Timer {
-            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
-                label: Some("wgalloc checksum timestamps"),
-                ty: wgpu::QueryType::Timestamp,
-                count: 2,
-            }),
-            resolve: device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgalloc timestamp resolve"),
-                size: 16,
-                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                mapped_at_creation: false,
-            }),
-            readback: device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgalloc timestamp readback"),
-                size: 16,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            }),
-        });
+        let timer = PassTimer::new(ctx);
         let oom = pollster::block_on(memory_scope.pop());
         let invalid = pollster::block_on(validation.pop());
         if let Some(error) = oom.or(invalid) {
@@ -362,14 +353,7 @@ impl<'a> ChecksumRun<'a> {
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("wgalloc checksum pass"),
-                timestamp_writes: self
-                    .timer
-                    .as_ref()
-                    .map(|t| wgpu::ComputePassTimestampWrites {
-                        query_set: &t.queries,
-                        beginning_of_pass_write_index: Some(0),
-                        end_of_pass_write_index: Some(1),
-                    }),
+                timestamp_writes: self.timer.as_ref().map(PassTimer::writes),
             });
             let mut current: Option<Kind> = None;
             for (i, d) in self.schedule.dispatches.iter().enumerate() {
@@ -387,26 +371,15 @@ impl<'a> ChecksumRun<'a> {
         }
         encoder.copy_buffer_to_buffer(&self.state, 0, &self.readback, 0, HEADER_SIZE);
         if let Some(t) = &self.timer {
-            encoder.resolve_query_set(&t.queries, 0..2, &t.resolve, 0);
-            encoder.copy_buffer_to_buffer(&t.resolve, 0, &t.readback, 0, 16);
+            t.resolve(&mut encoder);
         }
         let commands = encoder.finish();
         let encode_time = started.elapsed();
         let submitted = Instant::now();
         self.ctx.queue.submit([commands]);
-        let header = read_words(device, &self.readback)?;
+        let header = read_words(self.ctx, &self.readback)?;
         let wall_time = submitted.elapsed();
-        let gpu_time = match &self.timer {
-            Some(t) => {
-                let ticks = read_words(device, &t.readback)?;
-                let start = u64::from(ticks[0]) | (u64::from(ticks[1]) << 32);
-                let end = u64::from(ticks[2]) | (u64::from(ticks[3]) << 32);
-                let period = f64::from(self.ctx.queue.get_timestamp_period());
-                let nanos = end.saturating_sub(start) as f64 * period;
-                Some(Duration::from_nanos(nanos as u64))
-            }
-            None => None,
-        };
+        let gpu_time = self.timer.as_ref().map(|t| t.read(self.ctx)).transpose()?;
         if let Some(error) = pollster::block_on(scope.pop()) {
             return Err(gpu_error("running the checksum pass")(convert(error, 0)));
         }
@@ -475,31 +448,18 @@ fn bind_group_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {
     })
 }
 
-/// Maps a `MAP_READ` buffer, waits for it and returns its words.
-fn read_words(device: &wgpu::Device, buffer: &wgpu::Buffer) -> Result<Vec<u32>, ExecError> {
-    let (sender, receiver) = mpsc::channel();
-    buffer.map_async(wgpu::MapMode::Read, .., move |result| {
-        let _ = sender.send(result);
-    });
-    device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| {
-            gpu_error("waiting for the GPU")(DeviceError::Poll {
-                message: e.to_string(),
-            })
-        })?;
-    receiver
-        .recv()
-        .map_err(|e| gpu_error("reading back results")(map_failed(e.to_string())))?
-        .map_err(|e| gpu_error("mapping the readback buffer")(map_failed(e.to_string())))?;
-    let words = {
-        let view = buffer
-            .get_mapped_range(..)
-            .map_err(|e| gpu_error("mapping the readback buffer")(map_failed(e.to_string())))?;
-        bytemuck::pod_collect_to_vec::<u8, u32>(&view)
+/// Reads a `MAP_READ` buffer back (the device's one readback path) as words.
+fn read_words(ctx: &GpuContext, buffer: &wgpu::Buffer) -> Result<Vec<u32>, ExecError> {
+    let read = StagingRead {
+        staging: buffer,
+        skip: 0,
+        len: buffer.size(),
     };
-    buffer.unmap();
-    Ok(words)
+    let bytes = read_staging(ctx, &[read])
+        .map_err(gpu_error("reading back results"))?
+        .pop()
+        .unwrap_or_default();
+    Ok(bytemuck::pod_collect_to_vec::<u8, u32>(&bytes))
 }
 
 #[cfg(test)]
