@@ -29,8 +29,7 @@ pub use context::{
 pub use error::DeviceError;
 pub use memory::PlannedMemory;
 pub use memory::Region;
-pub(crate) use scope::convert;
-pub use scope::scoped;
+pub use scope::{scoped, scoped_keep};
 pub use shared::DeviceShared;
 pub use transfer::{
     read_buffer_range, read_staging, read_tensor, write_buffer, write_tensor, StagingRead,

@@ -17,6 +17,19 @@ pub fn scoped<T>(
     size: u64,
     work: impl FnOnce() -> T,
 ) -> Result<T, DeviceError> {
+    match scoped_keep(device, size, work) {
+        (value, None) => Ok(value),
+        (_, Some(error)) => Err(error),
+    }
+}
+
+/// [`scoped`] that keeps `work`'s value beside the error wgpu reported, for callers
+/// whose own failure takes precedence over the device's.
+pub fn scoped_keep<T>(
+    device: &wgpu::Device,
+    size: u64,
+    work: impl FnOnce() -> T,
+) -> (T, Option<DeviceError>) {
     let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
     let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
@@ -25,10 +38,8 @@ pub fn scoped<T>(
     let internal = pollster::block_on(internal.pop());
     let validation = pollster::block_on(validation.pop());
     let oom = pollster::block_on(oom.pop());
-    match oom.or(validation).or(internal) {
-        None => Ok(value),
-        Some(error) => Err(convert(error, size)),
-    }
+    let error = oom.or(validation).or(internal).map(|e| convert(e, size));
+    (value, error)
 }
 
 /// Converts a wgpu error into the device layer's error.

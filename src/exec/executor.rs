@@ -14,7 +14,7 @@ use super::tensor_memory::{TensorMemory, TensorRange};
 use super::timer::PassTimer;
 use super::workspace::{self, Slot, Workspace};
 use super::ExecError;
-use crate::device::{convert, DeviceError, GpuContext};
+use crate::device::{scoped_keep, DeviceError, GpuContext};
 use crate::graph::{Graph, NodeId, TensorId};
 
 /// What one run did and how long it took.
@@ -420,64 +420,66 @@ impl Executor {
         let workspace_need = prepared.iter().map(|p| p.workspace).max().unwrap_or(0);
         let (created_before, reused_before) = self.bind_groups.counts();
         let device = self.ctx.device.clone();
-        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let uniform_size = (packer.bytes().len() as u64).max(PARAMS_SIZE);
-        let uniform = self.uniform_of_size(uniform_size);
-        if !packer.bytes().is_empty() {
-            self.ctx.queue.write_buffer(&uniform, 0, packer.bytes());
-        }
-        self.workspace
-            .ensure(&device, workspace_need, self.ctx.limits.max_buffer_size);
-        self.bind_groups.bind_to(
-            &memory.memory_key(),
-            self.uniform_generation,
-            self.workspace.generation(),
-        );
-        let mut dispatches = Vec::with_capacity(prepared.len() + staging_copies);
-        let mut failure = None;
-        'nodes: for p in &prepared {
-            for d in p.copies.iter().chain(std::iter::once(&p.node)) {
-                match self.record(d, &uniform) {
-                    Ok(dispatch) => dispatches.push(dispatch),
-                    Err(e) => {
-                        failure = Some(e);
-                        break 'nodes;
+        // Everything wgpu does for the run happens inside the device's error scopes; a
+        // failure while recording takes precedence over what wgpu reported.
+        let (recorded, device_error) = scoped_keep(&device, 0, || {
+            let uniform_size = (packer.bytes().len() as u64).max(PARAMS_SIZE);
+            let uniform = self.uniform_of_size(uniform_size);
+            if !packer.bytes().is_empty() {
+                self.ctx.queue.write_buffer(&uniform, 0, packer.bytes());
+            }
+            self.workspace
+                .ensure(&device, workspace_need, self.ctx.limits.max_buffer_size);
+            self.bind_groups.bind_to(
+                &memory.memory_key(),
+                self.uniform_generation,
+                self.workspace.generation(),
+            );
+            let mut dispatches = Vec::with_capacity(prepared.len() + staging_copies);
+            let mut failure = None;
+            'nodes: for p in &prepared {
+                for d in p.copies.iter().chain(std::iter::once(&p.node)) {
+                    match self.record(d, &uniform) {
+                        Ok(dispatch) => dispatches.push(dispatch),
+                        Err(e) => {
+                            failure = Some(e);
+                            break 'nodes;
+                        }
                     }
                 }
             }
-        }
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("wgalloc graph"),
-        });
-        {
-            let timestamp_writes = self.timer.as_ref().map(PassTimer::writes);
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("wgalloc graph"),
-                timestamp_writes,
             });
-            for d in &dispatches {
-                pass.set_pipeline(&d.pipeline);
-                pass.set_bind_group(0, &d.group, &[d.offset]);
-                pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+            {
+                let timestamp_writes = self.timer.as_ref().map(PassTimer::writes);
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wgalloc graph"),
+                    timestamp_writes,
+                });
+                for d in &dispatches {
+                    pass.set_pipeline(&d.pipeline);
+                    pass.set_bind_group(0, &d.group, &[d.offset]);
+                    pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+                }
             }
-        }
-        if let Some(t) = &self.timer {
-            t.resolve(&mut encoder);
-        }
-        let commands = encoder.finish();
-        let encode_time = started.elapsed();
-        let submitted = Instant::now();
-        let index = failure.is_none().then(|| self.ctx.queue.submit([commands]));
-        let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
-        let wait_time = submitted.elapsed();
-        let oom_error = pollster::block_on(oom.pop());
-        let validation_error = pollster::block_on(validation.pop());
+            if let Some(t) = &self.timer {
+                t.resolve(&mut encoder);
+            }
+            let commands = encoder.finish();
+            let encode_time = started.elapsed();
+            let submitted = Instant::now();
+            let index = failure.is_none().then(|| self.ctx.queue.submit([commands]));
+            let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
+            let wait_time = submitted.elapsed();
+            (failure, index, poll, encode_time, wait_time)
+        });
+        let (failure, index, poll, encode_time, wait_time) = recorded;
         if let Some(e) = failure {
             return Err(e);
         }
-        if let Some(error) = oom_error.or(validation_error) {
-            return Err(ExecError::Device(convert(error, 0)));
+        if let Some(error) = device_error {
+            return Err(ExecError::Device(error));
         }
         if let Some(poll) = poll {
             poll.map_err(|e| DeviceError::Poll {

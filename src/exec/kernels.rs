@@ -1,7 +1,7 @@
 //! The kernel registry: one WGSL file per op family (`shaders/`), the entry point and
 //! binding count of each kernel, and its pipeline and bind-group layout, built once.
 
-use crate::device::{convert, DeviceError};
+use crate::device::{scoped, DeviceError};
 use crate::graph::NodeId;
 use std::collections::HashMap;
 
@@ -381,39 +381,43 @@ impl KernelRegistry {
         }
         let (shader, entry) = kernel.entry();
         let layout = self.layout(device, kernel.storage_bindings());
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self
-            .modules
-            .entry(shader)
-            .or_insert_with(|| {
-                device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(shader.file()),
-                    source: wgpu::ShaderSource::Wgsl(shader.source().into()),
+        let modules = &mut self.modules;
+        let built = scoped(device, 0, || {
+            let module = modules
+                .entry(shader)
+                .or_insert_with(|| {
+                    device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                        label: Some(shader.file()),
+                        source: wgpu::ShaderSource::Wgsl(shader.source().into()),
+                    })
                 })
+                .clone();
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(entry),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(entry),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some(entry),
+                compilation_options: wgpu::PipelineCompilationOptions::default(),
+                cache: None,
             })
-            .clone();
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(entry),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
         });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(entry),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some(entry),
-            compilation_options: wgpu::PipelineCompilationOptions::default(),
-            cache: None,
-        });
-        if let Some(error) = pollster::block_on(scope.pop()) {
-            self.modules.remove(&shader);
-            return Err(ExecError::Device(match convert(error, 0) {
-                DeviceError::Validation { message } => DeviceError::Validation {
-                    message: format!("{}::{entry}: {message}", shader.file()),
-                },
-                other => other,
-            }));
-        }
+        let pipeline = match built {
+            Ok(pipeline) => pipeline,
+            Err(error) => {
+                self.modules.remove(&shader);
+                return Err(ExecError::Device(match error {
+                    DeviceError::Validation { message } => DeviceError::Validation {
+                        message: format!("{}::{entry}: {message}", shader.file()),
+                    },
+                    other => other,
+                }));
+            }
+        };
         self.pipelines.insert(kernel, pipeline.clone());
         Ok(pipeline)
     }

@@ -12,7 +12,7 @@ use super::report::{ChecksumReport, Mismatch};
 use super::schedule::{
     Chunks, Kind, Schedule, FIXED_STORAGE_BUFFERS, MAX_RECORDS, SLOTS, SUMS_BASE,
 };
-use crate::device::{convert, read_staging, DeviceError, GpuContext, PlannedMemory, StagingRead};
+use crate::device::{read_staging, scoped, DeviceError, GpuContext, PlannedMemory, StagingRead};
 use crate::exec::timer::PassTimer;
 use crate::exec::ExecError;
 use crate::graph::Graph;
@@ -64,36 +64,32 @@ impl ChecksumKernels {
 
     fn compile(ctx: &GpuContext) -> Result<ChecksumKernels, ExecError> {
         let device = &ctx.device;
-        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let memory_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let layout = bind_group_layout(device);
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("wgalloc checksum"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
+        let compiled = scoped(device, 0, || {
+            let layout = bind_group_layout(device);
+            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("wgalloc checksum"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some("checksum.wgsl"),
+                source: wgpu::ShaderSource::Wgsl(CHECKSUM_WGSL.into()),
+            });
+            let pipeline = |entry: &str| {
+                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(entry),
+                    layout: Some(&pipeline_layout),
+                    module: &module,
+                    entry_point: Some(entry),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+            };
+            let (reduce, write) = (pipeline("reduce"), pipeline("write"));
+            (layout, reduce, write)
         });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("checksum.wgsl"),
-            source: wgpu::ShaderSource::Wgsl(CHECKSUM_WGSL.into()),
-        });
-        let pipeline = |entry: &str| {
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: Default::default(),
-                cache: None,
-            })
-        };
-        let (reduce, write) = (pipeline("reduce"), pipeline("write"));
-        let oom = pollster::block_on(memory_scope.pop());
-        let invalid = pollster::block_on(validation.pop());
-        if let Some(error) = oom.or(invalid) {
-            return Err(gpu_error("compiling the checksum kernels")(convert(
-                error, 0,
-            )));
-        }
+        let (layout, reduce, write) =
+            compiled.map_err(gpu_error("compiling the checksum kernels"))?;
         Ok(ChecksumKernels {
             layout,
             reduce,
@@ -220,100 +216,106 @@ impl<'a> ChecksumRun<'a> {
         check_limit("checksum parameters", params_bytes, limits.max_buffer_size)?;
 
         let device = &ctx.device;
-        let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let memory_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let layout = &kernels.layout;
         let (reduce, write) = (kernels.reduce.clone(), kernels.write.clone());
-
-        let mut param_bytes = vec![0u8; params_bytes as usize];
-        for (i, d) in schedule.dispatches.iter().enumerate() {
-            let at = i * param_stride as usize;
-            param_bytes[at..at + PARAMS_SIZE as usize]
-                .copy_from_slice(bytemuck::cast_slice(&d.params));
-        }
-        let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("wgalloc checksum params"),
-            contents: &param_bytes,
-            usage: wgpu::BufferUsages::UNIFORM,
-        });
-        let mut table_words = schedule.table.clone();
-        if table_words.is_empty() {
-            table_words.push(0);
-        }
-        let table = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("wgalloc checksum table"),
-            contents: bytemuck::cast_slice(&table_words),
-            usage: wgpu::BufferUsages::STORAGE,
-        });
-        let state = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgalloc checksum state"),
-            size: state_bytes,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let readback = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgalloc checksum readback"),
-            size: HEADER_SIZE,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let dummies: Vec<wgpu::Buffer> = (0..SLOTS)
-            .map(|_| {
-                device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("wgalloc checksum empty slot"),
-                    size: 16,
-                    usage: wgpu::BufferUsages::STORAGE,
-                    mapped_at_creation: false,
-                })
-            })
-            .collect();
-        let mut bind_groups = Vec::new();
-        let mut group_of: HashMap<[Option<usize>; SLOTS], usize> = HashMap::new();
-        let mut dispatch_group = Vec::with_capacity(schedule.dispatches.len());
-        for d in &schedule.dispatches {
-            let index = *group_of.entry(d.slots).or_insert_with(|| {
-                let mut entries = vec![
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: &params,
-                            offset: 0,
-                            size: wgpu::BufferSize::new(PARAMS_SIZE),
-                        }),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 1,
-                        resource: table.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: state.as_entire_binding(),
-                    },
-                ];
-                for (s, slot) in d.slots.iter().enumerate() {
-                    let buffer = slot.and_then(|u| unique.get(u)).unwrap_or(&dummies[s]);
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: 3 + s as u32,
-                        resource: buffer.as_entire_binding(),
-                    });
-                }
-                bind_groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some("wgalloc checksum"),
-                    layout,
-                    entries: &entries,
-                }));
-                bind_groups.len() - 1
+        let prepared = scoped(device, 0, || {
+            let mut param_bytes = vec![0u8; params_bytes as usize];
+            for (i, d) in schedule.dispatches.iter().enumerate() {
+                let at = i * param_stride as usize;
+                param_bytes[at..at + PARAMS_SIZE as usize]
+                    .copy_from_slice(bytemuck::cast_slice(&d.params));
+            }
+            let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("wgalloc checksum params"),
+                contents: &param_bytes,
+                usage: wgpu::BufferUsages::UNIFORM,
             });
-            dispatch_group.push(index);
-        }
-        let timer = PassTimer::new(ctx);
-        let oom = pollster::block_on(memory_scope.pop());
-        let invalid = pollster::block_on(validation.pop());
-        if let Some(error) = oom.or(invalid) {
-            return Err(gpu_error("preparing the checksum run")(convert(error, 0)));
-        }
+            let mut table_words = schedule.table.clone();
+            if table_words.is_empty() {
+                table_words.push(0);
+            }
+            let table = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some("wgalloc checksum table"),
+                contents: bytemuck::cast_slice(&table_words),
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+            let state = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc checksum state"),
+                size: state_bytes,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let readback = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc checksum readback"),
+                size: HEADER_SIZE,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let dummies: Vec<wgpu::Buffer> = (0..SLOTS)
+                .map(|_| {
+                    device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("wgalloc checksum empty slot"),
+                        size: 16,
+                        usage: wgpu::BufferUsages::STORAGE,
+                        mapped_at_creation: false,
+                    })
+                })
+                .collect();
+            let mut bind_groups = Vec::new();
+            let mut group_of: HashMap<[Option<usize>; SLOTS], usize> = HashMap::new();
+            let mut dispatch_group = Vec::with_capacity(schedule.dispatches.len());
+            for d in &schedule.dispatches {
+                let index = *group_of.entry(d.slots).or_insert_with(|| {
+                    let mut entries = vec![
+                        wgpu::BindGroupEntry {
+                            binding: 0,
+                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                buffer: &params,
+                                offset: 0,
+                                size: wgpu::BufferSize::new(PARAMS_SIZE),
+                            }),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 1,
+                            resource: table.as_entire_binding(),
+                        },
+                        wgpu::BindGroupEntry {
+                            binding: 2,
+                            resource: state.as_entire_binding(),
+                        },
+                    ];
+                    for (s, slot) in d.slots.iter().enumerate() {
+                        let buffer = slot.and_then(|u| unique.get(u)).unwrap_or(&dummies[s]);
+                        entries.push(wgpu::BindGroupEntry {
+                            binding: 3 + s as u32,
+                            resource: buffer.as_entire_binding(),
+                        });
+                    }
+                    bind_groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
+                        label: Some("wgalloc checksum"),
+                        layout,
+                        entries: &entries,
+                    }));
+                    bind_groups.len() - 1
+                });
+                dispatch_group.push(index);
+            }
+            let timer = PassTimer::new(ctx);
+            (
+                params,
+                table,
+                state,
+                readback,
+                dummies,
+                bind_groups,
+                dispatch_group,
+                timer,
+            )
+        });
+        let (params, table, state, readback, dummies, bind_groups, dispatch_group, timer) =
+            prepared.map_err(gpu_error("preparing the checksum run"))?;
         // The bind groups hold their buffers; the layout objects are kept alive by them.
         let _ = (params, table, dummies);
         Ok(ChecksumRun {
@@ -344,45 +346,46 @@ impl<'a> ChecksumRun<'a> {
     /// fails.
     pub fn run(&self) -> Result<ChecksumReport, ExecError> {
         let device = &self.ctx.device;
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let started = Instant::now();
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("wgalloc checksum run"),
-        });
-        encoder.clear_buffer(&self.state, 0, None);
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("wgalloc checksum pass"),
-                timestamp_writes: self.timer.as_ref().map(PassTimer::writes),
+        let submitted_work = scoped(device, 0, || {
+            let started = Instant::now();
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgalloc checksum run"),
             });
-            let mut current: Option<Kind> = None;
-            for (i, d) in self.schedule.dispatches.iter().enumerate() {
-                if current != Some(d.kind) {
-                    pass.set_pipeline(match d.kind {
-                        Kind::Reduce => &self.reduce,
-                        Kind::Write => &self.write,
-                    });
-                    current = Some(d.kind);
+            encoder.clear_buffer(&self.state, 0, None);
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wgalloc checksum pass"),
+                    timestamp_writes: self.timer.as_ref().map(PassTimer::writes),
+                });
+                let mut current: Option<Kind> = None;
+                for (i, d) in self.schedule.dispatches.iter().enumerate() {
+                    if current != Some(d.kind) {
+                        pass.set_pipeline(match d.kind {
+                            Kind::Reduce => &self.reduce,
+                            Kind::Write => &self.write,
+                        });
+                        current = Some(d.kind);
+                    }
+                    let offset = (i as u64 * self.param_stride) as u32;
+                    pass.set_bind_group(0, &self.bind_groups[self.dispatch_group[i]], &[offset]);
+                    pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
                 }
-                let offset = (i as u64 * self.param_stride) as u32;
-                pass.set_bind_group(0, &self.bind_groups[self.dispatch_group[i]], &[offset]);
-                pass.dispatch_workgroups(d.groups.0, d.groups.1, 1);
             }
-        }
-        encoder.copy_buffer_to_buffer(&self.state, 0, &self.readback, 0, HEADER_SIZE);
-        if let Some(t) = &self.timer {
-            t.resolve(&mut encoder);
-        }
-        let commands = encoder.finish();
-        let encode_time = started.elapsed();
-        let submitted = Instant::now();
-        self.ctx.queue.submit([commands]);
+            encoder.copy_buffer_to_buffer(&self.state, 0, &self.readback, 0, HEADER_SIZE);
+            if let Some(t) = &self.timer {
+                t.resolve(&mut encoder);
+            }
+            let commands = encoder.finish();
+            let encode_time = started.elapsed();
+            let submitted = Instant::now();
+            self.ctx.queue.submit([commands]);
+            (encode_time, submitted)
+        });
+        let (encode_time, submitted) =
+            submitted_work.map_err(gpu_error("running the checksum pass"))?;
         let header = read_words(self.ctx, &self.readback)?;
         let wall_time = submitted.elapsed();
         let gpu_time = self.timer.as_ref().map(|t| t.read(self.ctx)).transpose()?;
-        if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(gpu_error("running the checksum pass")(convert(error, 0)));
-        }
         let mismatches = header.first().copied().unwrap_or(0);
         let kept = mismatches.min(MAX_RECORDS) as usize;
         let first_mismatches = (0..kept)
