@@ -91,8 +91,8 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
     let params = session.weight_bytes() / 4;
     if text {
         println!(
-            "one-time pipelines {:.2} ms (every compute pipeline built before the first run; \
-             the first run's GPU time still includes the driver's first-use work)",
+            "compile  every compute pipeline built once, before the first run: {:.2} ms (one-time; \
+             run 1's GPU time still holds the driver's first-use work)",
             session.pipeline_time().as_secs_f64() * 1e3
         );
         println!(
