@@ -50,10 +50,19 @@ fn the_default_run_passes_reuses_its_reservation_and_draws_the_plan() {
         "0 mismatches",
         "reused the reservation (needs_realloc false)",
         "verdict  PASS",
+        "compile  every compute pipeline built once",
+        "device   ",
     ] {
         assert!(
             report.contains(expected),
             "missing {expected:?} in:\n{report}"
+        );
+    }
+    // Planned and device bytes side by side, where the backend has an allocator report.
+    if report.contains("(Vulkan,") {
+        assert!(
+            report.contains("device   planned 786944 B; the driver allocated"),
+            "{report}"
         );
     }
     let svg = std::fs::read_to_string(dir.join("wgalloc-plan.svg")).expect("picture written");

@@ -165,3 +165,13 @@ fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
     std::time::Duration::try_from_secs_f64(seconds)
         .map_err(|_| format!("`{text}` is not a usable number of seconds"))
 }
+
+/// What to tell a user whose adapter is GL: Vulkan (lavapipe on a machine without a
+/// GPU) is much faster, the GL driver's first run mostly translating shaders.
+pub(crate) fn gl_note(backend: wgpu::Backend) -> Option<&'static str> {
+    (backend == wgpu::Backend::Gl).then_some(
+        "only a GL adapter was found; Vulkan is much faster (without a GPU, lavapipe: \
+         `apt-get install -y mesa-vulkan-drivers`): the default run's first pass took about \
+         48 s on llvmpipe's GL, mostly one-time shader translation, against 0.35 s on lavapipe's Vulkan",
+    )
+}

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use serde_json::{json, Value};
-use wgalloc::device::GpuContext;
+use wgalloc::device::{no_report_reason, GpuContext};
 use wgalloc::model::{ModelConfig, ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
 
 use super::plan_cmd::{buffers_json, percent_over, write_svg};
@@ -91,6 +91,11 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
     let params = session.weight_bytes() / 4;
     if text {
         println!(
+            "compile  every compute pipeline built once, before the first run: {:.2} ms (one-time; \
+             run 1's GPU time still holds the driver's first-use work)",
+            session.pipeline_time().as_secs_f64() * 1e3
+        );
+        println!(
             "model    GPT-2-style decoder: {} layers, width {}, {} heads, vocab {}, seed {}",
             config.layers, config.width, config.heads, config.vocab, config.seed
         );
@@ -130,7 +135,7 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
             }
         }
         if text {
-            print_run(&run, i);
+            print_run(&run, i, ctx.info.backend);
         }
         runs.push(run);
     }
@@ -143,6 +148,7 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
                 "backend": format!("{:?}", ctx.info.backend),
                 "config": config,
                 "weight_bytes": session.weight_bytes(),
+                "pipeline_seconds": session.pipeline_time().as_secs_f64(),
                 "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
                 "passed": passed,
             })
@@ -179,9 +185,12 @@ fn print_device(ctx: &GpuContext) {
         l.min_storage_buffer_offset_alignment,
         if ctx.has_timestamps() { "yes" } else { "no" }
     );
+    if let Some(note) = super::gl_note(ctx.info.backend) {
+        println!("note     {note}");
+    }
 }
 
-fn print_run(run: &ModelRun, index: usize) {
+fn print_run(run: &ModelRun, index: usize, backend: wgpu::Backend) {
     let seq = run.config.seq;
     println!(
         "run {}    seq {seq}: {} nodes, {} tensors",
@@ -220,6 +229,7 @@ fn print_run(run: &ModelRun, index: usize) {
         run.lower_bounds.inplace_aware,
         percent_over(run.graph_bytes, run.lower_bounds.inplace_aware),
     );
+    print_device_bytes(run, backend);
     println!(
         "         saving   {:.1}x less than naive; {} in-place writes",
         run.naive_bytes as f64 / run.activation_bytes.max(1) as f64,
@@ -251,8 +261,28 @@ fn print_run(run: &ModelRun, index: usize) {
     }
 }
 
+/// The driver's view of the activation memory, beside the planned bytes.
+fn print_device_bytes(run: &ModelRun, backend: wgpu::Backend) {
+    match &run.device_bytes {
+        Some(d) => println!(
+            "         device   planned {} B; the driver allocated {} B to the activation buffers, in {} memory block(s) of {} B reserved ({} B newly); device total {} B reserved, {} B allocated",
+            run.activation_bytes,
+            d.allocated,
+            d.blocks,
+            d.reserved,
+            d.newly_reserved,
+            d.device_reserved,
+            d.device_allocated
+        ),
+        None => println!("         device   {}", no_report_reason(backend)),
+    }
+}
+
 fn run_json(run: &ModelRun) -> Value {
     json!({
+        "device_allocated_bytes": run.device_bytes.map(|d| d.allocated),
+        "device_reserved_bytes": run.device_bytes.map(|d| d.reserved),
+        "device_bytes": run.device_bytes,
         "seq": run.config.seq,
         "nodes": run.nodes,
         "tensors": run.tensors,

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::json;
-use wgalloc::device::{GpuContext, WgpuAllocator};
+use wgalloc::device::{
+    allocate_plan, measure_allocation, no_report_reason, GpuContext, WgpuAllocator, DEFAULT_USAGE,
+};
 use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
 use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, PlanLimits, Planner};
 
@@ -56,6 +58,12 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
         None
     };
     let plan_verified = plan.verify(&graph).is_ok();
+    // What the driver allocates and reserves for the plan's buffers: they are created
+    // once here and measured, then released before the proof allocates its own.
+    let (memory, device_bytes) = measure_allocation(&ctx.device, || {
+        allocate_plan(&ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)
+    })?;
+    drop(memory);
     let kernels = ChecksumKernels::new(&ctx)?;
     let report = prove_plan(&ctx, &kernels, &graph, &plan, &WgpuAllocator)?;
     let naive = naive_size(&graph);
@@ -74,6 +82,9 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
                 "planner": plan.planner,
                 "buffers": buffers_json(&plan),
                 "total_bytes": planned,
+                "device_allocated_bytes": device_bytes.map(|d| d.allocated),
+                "device_reserved_bytes": device_bytes.map(|d| d.reserved),
+                "device_bytes": device_bytes,
                 "naive_bytes": naive,
                 "lower_bound_bytes": bound,
                 "plan_seconds": plan_seconds,
@@ -94,6 +105,9 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
             graph.tensors.len()
         );
         println!("adapter: {} ({:?})", ctx.info.name, ctx.info.backend);
+        if let Some(note) = super::gl_note(ctx.info.backend) {
+            println!("note: {note}");
+        }
         println!(
             "planner: {} ({:.3} ms; plan verify: {})",
             plan.planner,
@@ -119,6 +133,13 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
             naive as f64 / planned.max(1) as f64,
             percent_over(planned, bound)
         );
+        match device_bytes {
+            Some(d) => println!(
+                "device: planned {planned} bytes; the driver allocated {} bytes to the plan's buffers, in {} memory block(s) of {} bytes reserved ({} newly); device total {} reserved, {} allocated",
+                d.allocated, d.blocks, d.reserved, d.newly_reserved, d.device_reserved, d.device_allocated
+            ),
+            None => println!("device: {}", no_report_reason(ctx.info.backend)),
+        }
         let gpu = report.gpu_time.map_or_else(
             || "n/a (no timestamp queries)".to_string(),
             |d| format!("{:.3} ms", millis(d)),

@@ -5,6 +5,7 @@ mod allocation;
 mod allocator;
 mod buffer_types;
 mod context;
+mod device_bytes;
 mod error;
 mod memory;
 mod scope;
@@ -25,6 +26,9 @@ pub use buffer_types::{
 };
 pub use context::{
     backends_from_env, describe_adapter, list_adapters, match_adapter, parse_backends, GpuContext,
+};
+pub use device_bytes::{
+    allocator_report, device_bytes_between, measure_allocation, no_report_reason, DeviceBytes,
 };
 pub use error::DeviceError;
 pub use memory::PlannedMemory;

@@ -7,7 +7,10 @@
 use std::time::{Duration, Instant};
 
 use super::{build_gpt, GptModel, ModelConfig};
-use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
+use crate::device::{
+    allocate_plan, measure_allocation, DeviceBytes, GpuContext, PlannedMemory, WgpuAllocator,
+    DEFAULT_USAGE,
+};
 use crate::exec::checksum::{checksum_run, ChecksumReport};
 use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
 use crate::plan::{
@@ -68,6 +71,10 @@ pub struct ModelRun {
     pub clobber: Option<Clobber>,
     /// Whether [`Plan::verify`] accepted the plan that ran.
     pub plan_verified: bool,
+    /// What the driver allocated and reserved for the activation buffers, measured
+    /// when they were created (a reused reservation keeps its figures); `None` where
+    /// the backend has no allocator report (Metal, GL).
+    pub device_bytes: Option<DeviceBytes>,
 }
 
 impl ModelRun {
@@ -95,7 +102,9 @@ pub struct ModelSession {
     weights: Weights,
     allocator: GraphAllocator,
     activations: Option<PlannedMemory>,
+    activation_device_bytes: Option<DeviceBytes>,
     executor: Executor,
+    pipeline_time: Duration,
 }
 
 impl std::fmt::Debug for ModelSession {
@@ -120,6 +129,12 @@ impl ModelSession {
         let storage = ctx.buffer_types()?.storage.desc;
         let weights = upload_weights(ctx, config, &storage)?;
         let allocator = GraphAllocator::new(vec![storage.clone()]);
+        // Every pipeline up front, so that the forward pass's times do not include
+        // compiling them (a one-time cost, reported apart).
+        let mut executor = Executor::new(ctx);
+        let pipelines_started = Instant::now();
+        executor.build_all_pipelines()?;
+        let pipeline_time = pipelines_started.elapsed();
         Ok(ModelSession {
             ctx: ctx.clone(),
             config: *config,
@@ -127,7 +142,9 @@ impl ModelSession {
             weights,
             allocator,
             activations: None,
-            executor: Executor::new(ctx),
+            activation_device_bytes: None,
+            executor,
+            pipeline_time,
         })
     }
 
@@ -144,6 +161,12 @@ impl ModelSession {
     /// Bytes of weights on the device.
     pub fn weight_bytes(&self) -> u64 {
         self.weights.plan.total_size()
+    }
+
+    /// Time [`ModelSession::new`] took to build every compute pipeline: a one-time
+    /// cost, apart from the forward passes' times.
+    pub fn pipeline_time(&self) -> Duration {
+        self.pipeline_time
     }
 
     /// Bytes the activation allocator has reserved.
@@ -178,12 +201,11 @@ impl ModelSession {
         if !reused_reservation {
             // A new reservation: release the old buffers before allocating the new ones.
             self.activations = None;
-            self.activations = Some(allocate_plan(
-                &self.ctx,
-                &plan,
-                DEFAULT_USAGE,
-                &WgpuAllocator,
-            )?);
+            let (memory, device_bytes) = measure_allocation(&self.ctx.device, || {
+                allocate_plan(&self.ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)
+            })?;
+            self.activations = Some(memory);
+            self.activation_device_bytes = device_bytes;
         }
         let clobber = if options.inject_clobber {
             inject_clobber(&mut plan, graph)
@@ -239,6 +261,7 @@ impl ModelSession {
             proof,
             clobber,
             plan_verified,
+            device_bytes: self.activation_device_bytes,
         })
     }
 }
