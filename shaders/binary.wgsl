@@ -14,7 +14,6 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> a: array<f32>;
 @group(0) @binding(2) var<storage, read_write> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
@@ -26,17 +25,13 @@ fn combine(u: f32, v: f32) -> f32 {
     return u + v;
 }
 
-fn element(wid: vec3<u32>, groups: vec3<u32>, lid: u32) -> u32 {
-    return (wid.y * groups.x + wid.x) * 256u + lid;
-}
-
 @compute @workgroup_size(256)
 fn binary(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = element(wid, groups, lid);
+    let i = grid_element(wid, groups, lid);
     if i < params.len {
         out[i] = combine(a[i], b[i % params.len_b]);
     }
@@ -48,7 +43,7 @@ fn binary_inplace(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = element(wid, groups, lid);
+    let i = grid_element(wid, groups, lid);
     if i < params.len {
         a[i] = combine(a[i], b[i % params.len_b]);
     }

@@ -16,7 +16,6 @@ struct Params {
     unused5: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> second: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;

@@ -16,7 +16,6 @@ struct Params {
     unused6: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> src: array<u32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<u32>;
 
@@ -26,7 +25,7 @@ fn copy_words(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = (wid.y * groups.x + wid.x) * 256u + lid;
+    let i = grid_element(wid, groups, lid);
     if i < params.len {
         dst[i] = src[i];
     }

@@ -12,7 +12,6 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> ids: array<u32>;
 @group(0) @binding(2) var<storage, read_write> table: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
@@ -23,7 +22,7 @@ fn embedding(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = (wid.y * groups.x + wid.x) * 256u + lid;
+    let i = grid_element(wid, groups, lid);
     if i < params.len {
         let row = i / params.dim;
         let c = i % params.dim;

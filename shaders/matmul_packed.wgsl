@@ -19,7 +19,6 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> a: array<f32>;
 @group(0) @binding(2) var<storage, read_write> packed: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;

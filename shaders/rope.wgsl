@@ -13,7 +13,6 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
@@ -39,7 +38,7 @@ fn rope(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let p = (wid.y * groups.x + wid.x) * 256u + lid;
+    let p = grid_element(wid, groups, lid);
     if p < params.pairs {
         let r = rotation(p);
         let i = first_of(p);
@@ -56,7 +55,7 @@ fn rope_inplace(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let p = (wid.y * groups.x + wid.x) * 256u + lid;
+    let p = grid_element(wid, groups, lid);
     if p < params.pairs {
         let r = rotation(p);
         let i = first_of(p);

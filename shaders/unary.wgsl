@@ -15,7 +15,6 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
 
@@ -38,17 +37,13 @@ fn apply(v: f32) -> f32 {
     }
 }
 
-fn element(wid: vec3<u32>, groups: vec3<u32>, lid: u32) -> u32 {
-    return (wid.y * groups.x + wid.x) * 256u + lid;
-}
-
 @compute @workgroup_size(256)
 fn unary(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = element(wid, groups, lid);
+    let i = grid_element(wid, groups, lid);
     if i < params.len {
         out[i] = apply(x[i]);
     }
@@ -60,7 +55,7 @@ fn unary_inplace(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lid: u32,
 ) {
-    let i = element(wid, groups, lid);
+    let i = grid_element(wid, groups, lid);
     if i < params.len {
         x[i] = apply(x[i]);
     }

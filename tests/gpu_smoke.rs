@@ -51,7 +51,7 @@ fn run_fill(ctx: &GpuContext, target: &wgpu::Buffer, placement: &Placement, valu
         .device
         .create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("fill"),
-            source: wgpu::ShaderSource::Wgsl(include_str!("../shaders/fill.wgsl").into()),
+            source: wgpu::ShaderSource::Wgsl(include_str!("shaders/fill.wgsl").into()),
         });
     let pipeline = ctx
         .device

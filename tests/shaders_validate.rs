@@ -1,12 +1,19 @@
-//! Every `shaders/*.wgsl` parses and validates with naga (no GPU needed). New files are
-//! picked up automatically.
+//! Every shader parses and validates with naga (no GPU needed), as the device compiles
+//! it: an executor kernel with `shaders/prelude.wgsl` joined in front
+//! ([`Shader::source`]), the checksum shader and test-only shaders as they are. Then
+//! each kernel is reflected and checked against the Rust side: its parameter block has
+//! [`KernelParams`]' layout, and its entry point uses only the storage bindings the
+//! executor binds ([`Kernel::storage_bindings`]: 1..=n), its output among them.
 
 use std::path::{Path, PathBuf};
 
-fn shader_files() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+use naga::{AddressSpace, ScalarKind, TypeInner};
+use wgalloc::exec::checksum::CHECKSUM_WGSL;
+use wgalloc::exec::{Kernel, KernelParams, Shader};
+
+fn wgsl_files(dir: &Path) -> Vec<PathBuf> {
     let entries =
-        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()));
     let mut files: Vec<PathBuf> = entries
         .map(|entry| {
             entry
@@ -19,66 +26,182 @@ fn shader_files() -> Vec<PathBuf> {
     files
 }
 
-/// The error naga gives for `source`, if any, starting with the file's path.
-fn validate(path: &Path, source: &str) -> Result<(), String> {
-    let name = path.display().to_string();
+fn manifest(dir: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
+}
+
+/// Parses and validates `source`; the error names `name` and carries naga's message
+/// with line and column.
+fn validate(name: &str, source: &str) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| {
         format!(
             "{name}: parse error\n{}",
-            e.emit_to_string_with_path(source, &name)
+            e.emit_to_string_with_path(source, name)
         )
     })?;
     let mut validator = naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::all(),
     );
-    validator.validate(&module).map_err(|e| {
+    let info = validator.validate(&module).map_err(|e| {
         format!(
             "{name}: invalid\n{}",
-            e.emit_to_string_with_path(source, &name)
+            e.emit_to_string_with_path(source, name)
         )
     })?;
-    Ok(())
+    Ok((module, info))
 }
 
 #[test]
-fn every_wgsl_file_parses_and_validates() {
-    let files = shader_files();
-    assert!(!files.is_empty(), "no .wgsl files under shaders/");
+fn every_shader_parses_and_validates_as_the_device_compiles_it() {
     let mut failures = Vec::new();
-    for path in &files {
-        let source = std::fs::read_to_string(path)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-        if let Err(message) = validate(path, &source) {
+    let mut covered = vec!["prelude.wgsl".to_string(), "checksum.wgsl".to_string()];
+    for shader in Shader::ALL {
+        covered.push(shader.file().to_string());
+        if let Err(message) = validate(shader.file(), shader.source()) {
             failures.push(message);
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} shaders failed:\n{}",
-        failures.len(),
-        files.len(),
-        failures.join("\n")
-    );
+    if let Err(message) = validate("checksum.wgsl", CHECKSUM_WGSL) {
+        failures.push(message);
+    }
+    for path in wgsl_files(&manifest("tests/shaders")) {
+        let source = std::fs::read_to_string(&path).expect("readable");
+        if let Err(message) = validate(&path.display().to_string(), &source) {
+            failures.push(message);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // No file in shaders/ escapes validation.
+    for path in wgsl_files(&manifest("shaders")) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        assert!(
+            name.as_ref().is_some_and(|n| covered.contains(n)),
+            "{} is not compiled by any kernel; test-only shaders live in tests/shaders",
+            path.display()
+        );
+    }
 }
 
 #[test]
-fn broken_wgsl_is_reported_with_its_file_name() {
-    let path = Path::new("shaders/broken.wgsl");
-    let message = validate(path, "fn main( { }").unwrap_err();
+fn broken_wgsl_is_reported_with_its_file_name_line_and_column() {
+    let message = validate("shaders/broken.wgsl", "fn main( { }").unwrap_err();
     assert!(
         message.starts_with("shaders/broken.wgsl: parse error"),
         "{message}"
     );
-    let message = validate(path, "fn f() -> u32 { return 1.5; }").unwrap_err();
+    assert!(message.contains("shaders/broken.wgsl:1:"), "{message}");
+    let message = validate("shaders/broken.wgsl", "fn f() -> u32 { return 1.5; }").unwrap_err();
     assert!(message.starts_with("shaders/broken.wgsl:"), "{message}");
 }
 
-#[test]
-fn fill_shader_is_among_the_validated_files() {
-    let names: Vec<String> = shader_files()
-        .iter()
-        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+/// The global variable at `@group(0) @binding(binding)`, if any.
+fn global_at(module: &naga::Module, binding: u32) -> Option<&naga::GlobalVariable> {
+    module.global_variables.iter().map(|(_, v)| v).find(|v| {
+        v.binding
+            .as_ref()
+            .is_some_and(|b| b.group == 0 && b.binding == binding)
+    })
+}
+
+/// Checks the kernel's `Params` against `KernelParams`: a uniform struct of 32 bytes,
+/// four u32 at offsets 0..16 then four f32 at 16..32.
+fn check_params(shader: Shader, module: &naga::Module) -> Result<(), String> {
+    let name = shader.file();
+    let params = global_at(module, 0).ok_or(format!("{name}: nothing at binding 0"))?;
+    if params.space != AddressSpace::Uniform {
+        return Err(format!("{name}: binding 0 is not a uniform"));
+    }
+    let TypeInner::Struct { members, span } = &module.types[params.ty].inner else {
+        return Err(format!("{name}: the parameter block is not a struct"));
+    };
+    if u64::from(*span) != std::mem::size_of::<KernelParams>() as u64 {
+        return Err(format!(
+            "{name}: Params is {span} bytes, KernelParams {}",
+            std::mem::size_of::<KernelParams>()
+        ));
+    }
+    let mut slots = Vec::new();
+    for member in members {
+        match &module.types[member.ty].inner {
+            TypeInner::Scalar(scalar) => slots.push((member.offset, scalar.kind, scalar.width)),
+            TypeInner::Vector { size, scalar } => {
+                for k in 0..*size as u32 {
+                    slots.push((member.offset + 4 * k, scalar.kind, scalar.width));
+                }
+            }
+            other => return Err(format!("{name}: Params member of type {other:?}")),
+        }
+    }
+    let expected: Vec<(u32, ScalarKind, u8)> = (0..8)
+        .map(|k| {
+            let kind = if k < 4 {
+                ScalarKind::Uint
+            } else {
+                ScalarKind::Float
+            };
+            (4 * k, kind, 4)
+        })
         .collect();
-    assert!(names.iter().any(|n| n == "fill.wgsl"), "{names:?}");
+    if slots != expected {
+        return Err(format!(
+            "{name}: Params slots {slots:?}, KernelParams has 4 x u32 then 4 x f32"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn every_kernel_matches_the_rust_side_params_and_bindings() {
+    let mut failures = Vec::new();
+    for kernel in Kernel::ALL {
+        let (shader, entry) = kernel.entry();
+        let (module, info) = validate(shader.file(), shader.source()).expect("validates");
+        if let Err(message) = check_params(shader, &module) {
+            failures.push(message);
+        }
+        let Some(index) = module.entry_points.iter().position(|e| e.name == entry) else {
+            failures.push(format!(
+                "{kernel:?}: no entry point {entry} in {}",
+                shader.file()
+            ));
+            continue;
+        };
+        let uses = info.get_entry_point(index);
+        let mut storage: Vec<u32> = module
+            .global_variables
+            .iter()
+            .filter(|(handle, v)| {
+                matches!(v.space, AddressSpace::Storage { .. }) && !uses[*handle].is_empty()
+            })
+            .filter_map(|(_, v)| v.binding.as_ref().map(|b| b.binding))
+            .collect();
+        storage.sort_unstable();
+        // The entry point may leave a bound range unread (compact takes the count from
+        // its parameters), but must not use a binding the executor does not bind, and
+        // must write its output, the last binding.
+        let expected: Vec<u32> = (1..=kernel.storage_bindings() as u32).collect();
+        let within = storage.iter().all(|b| expected.contains(b));
+        let writes_output = expected.last().is_some_and(|out| storage.contains(out));
+        if !within || !writes_output {
+            failures.push(format!(
+                "{kernel:?} ({}::{entry}): uses storage bindings {storage:?}, the executor binds {expected:?}",
+                shader.file()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_params_block_out_of_step_with_the_rust_side_is_caught() {
+    // Same size, but the float slots first: the check names the mismatch.
+    let source = concat!(
+        include_str!("../shaders/prelude.wgsl"),
+        "struct Params { alpha: f32, b: f32, c: f32, d: f32, len: u32, e: u32, f: u32, g: u32 }\n",
+        "@compute @workgroup_size(1) fn main() { _ = params.len; }\n"
+    );
+    let (module, _) = validate("swapped.wgsl", source).expect("valid WGSL");
+    let message = check_params(Shader::Unary, &module).unwrap_err();
+    assert!(message.contains("Params slots"), "{message}");
 }

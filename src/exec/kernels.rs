@@ -65,18 +65,29 @@ impl Shader {
     }
 
     /// The WGSL source (compiled into the crate).
+    ///
+    /// The source is `shaders/prelude.wgsl` followed by the kernel's own file.
     pub fn source(self) -> &'static str {
+        /// `shaders/prelude.wgsl` joined in front of a kernel file, at compile time.
+        macro_rules! with_prelude {
+            ($file:literal) => {
+                concat!(
+                    include_str!("../../shaders/prelude.wgsl"),
+                    include_str!(concat!("../../shaders/", $file))
+                )
+            };
+        }
         match self {
-            Shader::Unary => include_str!("../../shaders/unary.wgsl"),
-            Shader::Binary => include_str!("../../shaders/binary.wgsl"),
-            Shader::Softmax => include_str!("../../shaders/softmax.wgsl"),
-            Shader::Norm => include_str!("../../shaders/norm.wgsl"),
-            Shader::Matmul => include_str!("../../shaders/matmul.wgsl"),
-            Shader::Embedding => include_str!("../../shaders/embedding.wgsl"),
-            Shader::Rope => include_str!("../../shaders/rope.wgsl"),
-            Shader::Copy => include_str!("../../shaders/copy.wgsl"),
-            Shader::Compact => include_str!("../../shaders/compact.wgsl"),
-            Shader::MatmulPacked => include_str!("../../shaders/matmul_packed.wgsl"),
+            Shader::Unary => with_prelude!("unary.wgsl"),
+            Shader::Binary => with_prelude!("binary.wgsl"),
+            Shader::Softmax => with_prelude!("softmax.wgsl"),
+            Shader::Norm => with_prelude!("norm.wgsl"),
+            Shader::Matmul => with_prelude!("matmul.wgsl"),
+            Shader::Embedding => with_prelude!("embedding.wgsl"),
+            Shader::Rope => with_prelude!("rope.wgsl"),
+            Shader::Copy => with_prelude!("copy.wgsl"),
+            Shader::Compact => with_prelude!("compact.wgsl"),
+            Shader::MatmulPacked => with_prelude!("matmul_packed.wgsl"),
         }
     }
 }
