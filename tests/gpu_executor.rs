@@ -759,3 +759,53 @@ fn an_output_exactly_over_the_second_input_is_still_refused() {
         }
     );
 }
+
+#[test]
+fn every_tensor_resolves_to_a_region_an_engine_can_bind_itself() {
+    let Some(ctx) = common::gpu() else { return };
+    let (graph, _, _) = small_graph();
+    let plan = ggml_plan(&ctx, &graph);
+    let memory = allocate(&ctx, &plan);
+    let tensors = TensorMemory::single(&plan, &memory);
+    let alignment = ctx.limits.min_storage_buffer_offset_alignment;
+    for t in &graph.tensors {
+        let range = tensors.range(&graph, t.id, alignment).expect("placed");
+        let region = range.region();
+        assert_eq!(
+            (region.offset, region.size),
+            (range.key.offset, range.key.size)
+        );
+        assert!(region.offset.is_multiple_of(u64::from(alignment)));
+        assert!(region.end().is_some_and(|end| end <= region.buffer.size()));
+        let binding = range.binding().expect("non-empty");
+        assert_eq!(binding.offset, region.offset);
+        assert_eq!(binding.size.map(u64::from), Some(region.size));
+        // The engine's own bind group accepts it.
+        let layout = ctx
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: None,
+                entries: &[wgpu::BindGroupLayoutEntry {
+                    binding: 0,
+                    visibility: wgpu::ShaderStages::COMPUTE,
+                    ty: wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage { read_only: false },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    count: None,
+                }],
+            });
+        let made = wgalloc::device::scoped(&ctx.device, 0, || {
+            ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &layout,
+                entries: &[wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(binding),
+                }],
+            })
+        });
+        assert!(made.is_ok(), "{}: {made:?}", t.name);
+    }
+}

@@ -3,7 +3,9 @@
 
 use super::bindings::RangeKey;
 use super::ExecError;
-use crate::device::{read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory};
+use crate::device::{
+    read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory, Region,
+};
 use crate::graph::{Graph, TensorId};
 use crate::plan::Plan;
 
@@ -30,6 +32,27 @@ pub struct TensorRange<'a> {
     pub key: RangeKey,
     /// The wgpu buffer of the chunk.
     pub buffer: &'a wgpu::Buffer,
+}
+
+impl<'a> TensorRange<'a> {
+    /// The bytes as a [`Region`] of their buffer.
+    pub fn region(&self) -> Region {
+        Region {
+            buffer: self.buffer.clone(),
+            offset: self.key.offset,
+            size: self.key.size,
+        }
+    }
+
+    /// The range as a storage binding for a bind group of your own (its offset already
+    /// checked against the alignment [`TensorMemory::range`] was given).
+    pub fn binding(&self) -> Option<wgpu::BufferBinding<'a>> {
+        Some(wgpu::BufferBinding {
+            buffer: self.buffer,
+            offset: self.key.offset,
+            size: Some(wgpu::BufferSize::new(self.key.size)?),
+        })
+    }
 }
 
 impl Default for TensorMemory<'_> {
