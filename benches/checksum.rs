@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, DEFAULT_USAGE};
+use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
 use wgalloc::exec::checksum::ChecksumRun;
 use wgalloc::graph::{read_trace, Graph};
 use wgalloc::plan::{BufferTypeDesc, Plan, Planner};
@@ -40,7 +40,7 @@ fn median(mut values: Vec<Duration>) -> Duration {
 }
 
 fn measure(ctx: &GpuContext, graph: &Graph, plan: &Plan, runs: usize) -> wgalloc::Result<Measured> {
-    let memory = allocate_plan(ctx, plan, DEFAULT_USAGE, &WgpuAllocator)?;
+    let memory = allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuAllocator)?;
     let checksum = ChecksumRun::new(ctx, graph, plan, &memory)?;
     let warm = checksum.run()?;
     let mut verified = warm.verified();

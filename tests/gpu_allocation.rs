@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use wgalloc::device::{
     allocate_plan, read_buffer_range, BufferAllocator, CallbackAllocator, CountingAllocator,
-    DeviceError, GpuContext, WgpuAllocator, DEFAULT_USAGE,
+    DeviceError, GpuContext, WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::graph::TensorId;
 use wgalloc::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
@@ -54,7 +54,7 @@ fn every_chunk_gets_a_buffer_rounded_up_to_four_bytes() {
         vec![at(0, 0, 0, 96), at(0, 1, 0, 30), None],
     );
     let counting = CountingAllocator::new(WgpuAllocator);
-    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap();
     let sizes: Vec<Vec<u64>> = (0..2)
         .map(|b| {
             (0..memory.chunk_count(BufferId(b)))
@@ -67,7 +67,7 @@ fn every_chunk_gets_a_buffer_rounded_up_to_four_bytes() {
     assert_eq!(memory.buffer_count(), 3);
     let first = memory.region(BufferId(0), 0).unwrap();
     assert_eq!((first.offset, first.size), (0, 100));
-    assert_eq!(first.buffer.usage(), DEFAULT_USAGE);
+    assert_eq!(first.buffer.usage(), STORAGE_USAGE);
     let report = counting.report();
     assert_eq!((report.allocations, report.live_bytes), (3, 136));
 }
@@ -78,7 +78,7 @@ fn chunk_above_max_buffer_size_fails_before_wgpu_is_called() {
     let max = ctx.limits.max_buffer_size;
     let p = plan(vec![buffer(&[64]), buffer(&[64, max + 1])], vec![]);
     let counting = CountingAllocator::new(WgpuAllocator);
-    let error = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap_err();
+    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap_err();
     assert_eq!(
         error,
         DeviceError::ChunkTooLarge {
@@ -115,7 +115,7 @@ fn tensor_above_storage_binding_size_fails_before_wgpu_is_called() {
         vec![at(0, 0, 0, 64), at(0, 0, 64, size)],
     );
     let counting = CountingAllocator::new(WgpuAllocator);
-    let error = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap_err();
+    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap_err();
     assert_eq!(
         error,
         DeviceError::TensorTooLarge {
@@ -154,7 +154,7 @@ fn failing_third_chunk_releases_the_first_two_and_names_the_chunk() {
     );
     let counting = CountingAllocator::new(callback);
     let p = plan(vec![buffer(&[64, 128]), buffer(&[256, 512])], vec![]);
-    let error = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap_err();
+    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap_err();
     assert_eq!(
         error,
         DeviceError::ChunkAllocation {
@@ -200,7 +200,7 @@ fn release_hands_every_buffer_back_to_the_allocator() {
     let Some(ctx) = common::gpu() else { return };
     let p = plan(vec![buffer(&[64, 64]), buffer(&[32])], vec![]);
     let counting = CountingAllocator::new(WgpuAllocator);
-    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap();
     assert_eq!(counting.report().live_buffers(), 3);
     memory.release(&counting);
     let report = counting.report();
@@ -211,7 +211,7 @@ fn release_hands_every_buffer_back_to_the_allocator() {
 fn dropped_memory_destroys_its_buffers() {
     let Some(ctx) = common::gpu() else { return };
     let p = plan(vec![buffer(&[64])], vec![]);
-    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &WgpuAllocator).unwrap();
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &WgpuAllocator).unwrap();
     let handle = memory.region(BufferId(0), 0).unwrap().buffer.clone();
     assert!(read_buffer_range(&ctx, &handle, 0, 64).is_ok());
     drop(memory);
@@ -226,7 +226,7 @@ fn buffer_repeating_an_earlier_one_shares_its_memory() {
     repeat.same_as = Some(BufferId(0));
     let p = plan(vec![buffer(&[128]), repeat], vec![]);
     let counting = CountingAllocator::new(WgpuAllocator);
-    let memory = allocate_plan(&ctx, &p, DEFAULT_USAGE, &counting).unwrap();
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap();
     assert_eq!(counting.report().allocations, 1);
     assert_eq!(memory.buffer_count(), 1);
     assert_eq!(memory.region(BufferId(1), 0), memory.region(BufferId(0), 0));
@@ -256,13 +256,13 @@ fn adopted_device_keeps_the_default_limits_it_was_created_with() {
     assert_eq!(ctx.buffer_types().unwrap().storage.desc.alignment(), 256);
 
     let fits = plan(vec![buffer(&[1024])], vec![at(0, 0, 256, 512)]);
-    let memory = allocate_plan(&ctx, &fits, DEFAULT_USAGE, &WgpuAllocator).unwrap();
+    let memory = allocate_plan(&ctx, &fits, STORAGE_USAGE, &WgpuAllocator).unwrap();
     assert_eq!(memory.total_size(), 1024);
 
     let too_big = defaults.max_buffer_size + 4;
     let never = plan(vec![buffer(&[too_big])], vec![]);
     assert_eq!(
-        allocate_plan(&ctx, &never, DEFAULT_USAGE, &WgpuAllocator).unwrap_err(),
+        allocate_plan(&ctx, &never, STORAGE_USAGE, &WgpuAllocator).unwrap_err(),
         DeviceError::ChunkTooLarge {
             buffer: 0,
             chunk: 0,
@@ -279,7 +279,7 @@ fn a_placement_resolves_to_a_bindable_region_checked_in_one_place() {
     let big = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("pool"),
         size: 8 * alignment,
-        usage: DEFAULT_USAGE,
+        usage: STORAGE_USAGE,
         mapped_at_creation: false,
     });
     // The chunk is bytes [2a, 6a) of the pool.

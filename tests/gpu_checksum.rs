@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use wgalloc::device::{
     allocate_plan, read_buffer_range, write_buffer, GpuContext, PlannedMemory, Region,
-    WgpuAllocator, DEFAULT_USAGE,
+    WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::exec::checksum::{checksum_run, ChecksumReport};
 use wgalloc::graph::{read_trace, DType, Graph, GraphBuilder, Lifetimes, NodeId, TensorId};
@@ -29,7 +29,7 @@ const TRACES: &[&str] = &[
 ];
 
 fn run(ctx: &GpuContext, graph: &Graph, plan: &Plan) -> ChecksumReport {
-    let memory = allocate_plan(ctx, plan, DEFAULT_USAGE, &WgpuAllocator).expect("buffers");
+    let memory = allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuAllocator).expect("buffers");
     checksum_run(ctx, graph, plan, &memory).expect("checksum run")
 }
 
@@ -87,7 +87,7 @@ fn chunks_that_are_ranges_of_a_larger_buffer_are_proved_in_place() {
     let pool = ctx.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("pool"),
         size: pool_size,
-        usage: DEFAULT_USAGE,
+        usage: STORAGE_USAGE,
         mapped_at_creation: false,
     });
     let mut offset = guard;

@@ -350,7 +350,7 @@ fn a_realloc_that_returns_a_block_already_held_is_refused() {
     let big = gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("one block for all"),
         size: 1 << 20,
-        usage: wgalloc::runtime::BLOCK_USAGE,
+        usage: wgalloc::device::STORAGE_USAGE,
         mapped_at_creation: false,
     });
     let frees = Arc::new(AtomicU64::new(0));
@@ -393,13 +393,13 @@ fn copy_prefix_of_a_block_whose_size_is_not_a_multiple_of_4_copies_whole_words()
     let old = gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("odd-sized user block"),
         size: 10,
-        usage: wgalloc::runtime::BLOCK_USAGE,
+        usage: wgalloc::device::STORAGE_USAGE,
         mapped_at_creation: false,
     });
     let new = gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("grown block"),
         size: 16,
-        usage: wgalloc::runtime::BLOCK_USAGE,
+        usage: wgalloc::device::STORAGE_USAGE,
         mapped_at_creation: false,
     });
     let live = [1u8, 2, 3, 4, 5, 6, 7, 8];
@@ -585,7 +585,7 @@ fn copy_prefix_into_a_block_of_another_device_is_a_typed_error_not_a_panic() {
     let desc = |label| wgpu::BufferDescriptor {
         label: Some(label),
         size: 64,
-        usage: wgalloc::runtime::BLOCK_USAGE,
+        usage: wgalloc::device::STORAGE_USAGE,
         mapped_at_creation: false,
     };
     let old = gpu.device.create_buffer(&desc("old block"));

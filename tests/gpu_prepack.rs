@@ -18,7 +18,7 @@ use std::sync::Arc;
 use product::{product, Prepared, Product};
 use wgalloc::device::{
     AllocatorReport, BufferAllocator, ChunkRequest, CountingAllocator, DeviceError, GpuContext,
-    WgpuAllocator, DEFAULT_USAGE,
+    WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::packed as layout;
@@ -283,7 +283,7 @@ fn a_refused_store_gives_the_buffers_back_and_the_caller_can_release_them() {
                 buffer: wgalloc::plan::BufferId(0),
                 chunk: 0,
                 size: 64,
-                usage: DEFAULT_USAGE,
+                usage: STORAGE_USAGE,
             },
         )
         .expect("allocates");

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use wgalloc::device::{
     allocate_plan, read_buffer_range, GpuContext, PlannedMemory, Region, WgpuAllocator,
-    DEFAULT_USAGE, STORAGE_USAGE,
+    STORAGE_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{ExecError, TensorMemory};
@@ -278,7 +278,7 @@ impl Net {
     /// The weight in memory of its own (default allocator).
     fn weights(&self, ctx: &GpuContext) -> (Plan, PlannedMemory) {
         let plan = plan_weights(&self.graph, &storage(ctx)).expect("weight plan");
-        let memory = allocate_plan(ctx, &plan, DEFAULT_USAGE, &WgpuAllocator).expect("alloc");
+        let memory = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator).expect("alloc");
         TensorMemory::single(&plan, &memory)
             .write_f32(ctx, &self.graph, self.w, &self.w_values)
             .expect("upload w");
@@ -842,7 +842,7 @@ fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
     let graph = &model.graph;
     let weight_plan = plan_weights(graph, &storage(&ctx)).expect("weights");
     let weight_memory =
-        allocate_plan(&ctx, &weight_plan, DEFAULT_USAGE, &WgpuAllocator).expect("alloc");
+        allocate_plan(&ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator).expect("alloc");
     let mut values = HashMap::new();
     {
         let layer = TensorMemory::single(&weight_plan, &weight_memory);

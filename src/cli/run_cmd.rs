@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde_json::json;
 use wgalloc::device::{
-    allocate_plan, measure_allocation, no_report_reason, GpuContext, WgpuAllocator, DEFAULT_USAGE,
+    allocate_plan, measure_allocation, no_report_reason, GpuContext, WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
 use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, PlanLimits, Planner};
@@ -61,7 +61,7 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
     // What the driver allocates and reserves for the plan's buffers: they are created
     // once here and measured, then released before the proof allocates its own.
     let (memory, device_bytes) = measure_allocation(&ctx.device, || {
-        allocate_plan(&ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)
+        allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator)
     })?;
     drop(memory);
     let kernels = ChecksumKernels::new(&ctx)?;

@@ -6,9 +6,6 @@ use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemor
 use crate::graph::TensorId;
 use crate::plan::{align_up, BufferId, ChunkPlan, Placement, Plan};
 
-/// The usage [`allocate_plan`] callers normally pass: `STORAGE | COPY_SRC | COPY_DST`.
-pub const DEFAULT_USAGE: wgpu::BufferUsages = super::buffer_types::STORAGE_USAGE;
-
 /// Bytes a chunk is allocated with: its size rounded up to
 /// `wgpu::COPY_BUFFER_ALIGNMENT`, at least 4 (so every buffer can be bound and copied);
 /// `None` on overflow.
@@ -96,7 +93,7 @@ pub fn check_bindings(
 }
 
 /// Allocates one `wgpu::Buffer` per planned chunk through `allocator`, each of
-/// [`chunk_alloc_size`] bytes with `usage` (normally [`DEFAULT_USAGE`]). A buffer whose
+/// [`chunk_alloc_size`] bytes with `usage` (normally [`STORAGE_USAGE`]). A buffer whose
 /// `same_as` names an earlier buffer with chunks at least as large shares that buffer's
 /// memory.
 ///

@@ -13,7 +13,7 @@ mod shared;
 mod transfer;
 
 pub use allocation::{
-    allocate_plan, check_bindings, check_chunks_against_limits, chunk_alloc_size, DEFAULT_USAGE,
+    allocate_plan, check_bindings, check_chunks_against_limits, chunk_alloc_size,
 };
 pub use allocator::{
     AllocatorReport, BufferAllocator, CallbackAllocator, ChunkRequest, CountingAllocator,

@@ -3,7 +3,7 @@
 //! pre-packed weights (the plain [`crate::model::ModelSession`] is left unchanged).
 
 use super::{build_gpt, GptModel, ModelConfig, LOGITS_TOLERANCE};
-use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE};
+use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
 use crate::exec::checksum::checksum_run;
 use crate::exec::{Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
@@ -78,7 +78,7 @@ impl PrepackedModel {
         let storage = ctx.buffer_types()?.storage.desc;
         let still_read = packed.weights_still_read();
         let weight_plan = alloc_ctx_tensors(&packed.graph, &still_read, &storage)?;
-        let weight_memory = allocate_plan(ctx, &weight_plan, DEFAULT_USAGE, &WgpuAllocator)?;
+        let weight_memory = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
         {
             let memory = TensorMemory::single(&weight_plan, &weight_memory);
             for &id in &still_read {
@@ -120,7 +120,7 @@ impl PrepackedModel {
         let graph = &self.packed.graph;
         let storage = ctx.buffer_types()?.storage.desc;
         let plan = plan_graph(graph, &storage)?;
-        let activations = allocate_plan(ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
+        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
         let memory = TensorMemory::single(&plan, &activations)
             .with_layer(&self.weight_plan, &self.weight_memory)
             .with_layer(self.layer.plan(), self.layer.memory());

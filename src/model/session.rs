@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::{build_gpt, GptModel, ModelConfig};
 use crate::device::{
     allocate_plan, measure_allocation, DeviceBytes, GpuContext, PlannedMemory, WgpuAllocator,
-    DEFAULT_USAGE,
+    STORAGE_USAGE,
 };
 use crate::exec::checksum::{checksum_run, ChecksumReport};
 use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
@@ -202,7 +202,7 @@ impl ModelSession {
             // A new reservation: release the old buffers before allocating the new ones.
             self.activations = None;
             let (memory, device_bytes) = measure_allocation(&self.ctx.device, || {
-                allocate_plan(&self.ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)
+                allocate_plan(&self.ctx, &plan, STORAGE_USAGE, &WgpuAllocator)
             })?;
             self.activations = Some(memory);
             self.activation_device_bytes = device_bytes;
@@ -274,7 +274,7 @@ fn upload_weights(
 ) -> crate::Result<Weights> {
     let model = build_gpt(config)?;
     let plan = plan_weights(&model.graph, storage)?;
-    let memory = allocate_plan(ctx, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
+    let memory = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
     {
         let layer = TensorMemory::single(&plan, &memory);
         for id in model.weights() {

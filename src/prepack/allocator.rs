@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::cache::Shared;
 use super::{PackedBuffer, PrepackError};
 use crate::device::{
-    write_buffer, BufferAllocator, ChunkRequest, DeviceError, GpuContext, DEFAULT_USAGE,
+    write_buffer, BufferAllocator, ChunkRequest, DeviceError, GpuContext, STORAGE_USAGE,
 };
 use crate::plan::{align_up, BufferId};
 
@@ -61,7 +61,7 @@ impl CacheAllocator {
             buffer: BufferId(0),
             chunk,
             size: padded,
-            usage: DEFAULT_USAGE,
+            usage: STORAGE_USAGE,
         };
         let buffer = self
             .allocate(ctx, &request)

@@ -11,15 +11,12 @@ use super::empty::runnable_nodes;
 use super::layout::{phase_graph, Layout};
 use super::{MemoryRole, RuntimeError};
 use crate::device::{
-    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuAllocator, DEFAULT_USAGE,
+    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE,
 };
 use crate::exec::cpu_ref::TensorData;
 use crate::exec::{Executor, TensorMemory};
 use crate::graph::{Graph, Role, TensorId};
 use crate::plan::{plan_weights, BufferTypeDesc, Placement, Plan, Planner};
-
-/// The usage every block of a context has: storage for the kernels, copies both ways.
-pub const BLOCK_USAGE: wgpu::BufferUsages = DEFAULT_USAGE;
 
 /// The blocks of one kind of memory, and where they come from.
 struct Blocks {
@@ -88,7 +85,7 @@ impl Blocks {
                 old,
                 old_used: used,
                 new_size: size,
-                usage: BLOCK_USAGE,
+                usage: STORAGE_USAGE,
             }),
         }
         .map_err(|source| RuntimeError::Callback {
@@ -119,11 +116,11 @@ impl Blocks {
                 held_chunk,
             });
         }
-        if !block.usage().contains(BLOCK_USAGE) {
+        if !block.usage().contains(STORAGE_USAGE) {
             return Err(RuntimeError::MissingUsage {
                 role,
                 chunk,
-                needed: format!("{BLOCK_USAGE:?}"),
+                needed: format!("{STORAGE_USAGE:?}"),
                 has: format!("{:?}", block.usage()),
             });
         }
@@ -159,7 +156,7 @@ fn default_realloc(
         buffer: crate::plan::BufferId(0),
         chunk: 0,
         size,
-        usage: BLOCK_USAGE,
+        usage: STORAGE_USAGE,
     };
     let block = WgpuAllocator
         .allocate(gpu, &request)
@@ -395,7 +392,7 @@ impl GraphContext {
     ) -> Result<(), RuntimeError> {
         if self.weights.is_none() {
             let plan = plan_weights(&self.graph, storage)?;
-            let memory = allocate_plan(gpu, &plan, DEFAULT_USAGE, &WgpuAllocator)?;
+            let memory = allocate_plan(gpu, &plan, STORAGE_USAGE, &WgpuAllocator)?;
             self.weights = Some((plan, memory));
         }
         if let Some((plan, memory)) = &self.weights {

@@ -33,7 +33,7 @@ pub use callbacks::{
     copy_prefix, BlockPool, FreeAllFn, PoolStats, ReallocFn, ReallocRequest, UserContext,
 };
 pub use error::{CallbackError, RuntimeError};
-pub use graph_context::{Execution, GraphContext, OutputTensor, BLOCK_USAGE};
+pub use graph_context::{Execution, GraphContext, OutputTensor};
 pub use reference::evaluate;
 
 /// Which memory of a context an allocation is for.
