@@ -13,7 +13,7 @@
 //! ```
 //!
 //! * [`graph`]: tensors, nodes in execution order, a builder and trace import.
-//! * [`plan`]: pure CPU planning (ggml-alloc semantics, offline planners, lower
+//! * [`plan`](mod@plan): pure CPU planning (ggml-alloc semantics, offline planners, lower
 //!   bounds, a verifier). Names no wgpu type.
 //! * [`device`]: adapter selection, buffer types from the adapter's real limits,
 //!   buffer allocation through a replaceable allocator.
@@ -32,4 +32,11 @@ pub mod report;
 pub mod runtime;
 
 pub use error::{Error, ErrorKind, Result};
+
+// The types a user needs, at the crate root; the layers' modules hold the rest.
+pub use device::{allocate_plan, GpuContext, PlannedMemory, Region, WgpuAllocator, STORAGE_USAGE};
+pub use exec::checksum::{prove_plan, ChecksumKernels, ChecksumReport};
+pub use exec::{check_plan_against_limits, Executor, TensorMemory};
+pub use graph::{read_onnx, read_trace, DType, Graph, GraphBuilder, NodeId, OnnxOptions, TensorId};
+pub use plan::{plan, BufferTypeDesc, Plan, PlanOptions, Planner};
 pub mod stream;

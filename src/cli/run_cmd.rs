@@ -10,7 +10,7 @@ use wgalloc::device::{
     allocate_plan, measure_allocation, no_report_reason, GpuContext, WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
-use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, PlanLimits, Planner};
+use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, plan, PlanOptions, Planner};
 
 use super::input::load_graph;
 use super::plan_cmd::{buffers_json, percent_over, write_svg};
@@ -46,11 +46,11 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
     let ctx = GpuContext::from_env()?;
     let storage = ctx.buffer_types()?.storage.desc;
     let started = Instant::now();
-    let limits = PlanLimits {
-        capacity: None,
+    let options = PlanOptions {
         time_limit: args.time_limit,
+        ..PlanOptions::with_planner(planner)
     };
-    let mut plan = planner.plan_graph_limited(&graph, &storage, &limits)?;
+    let mut plan = plan(&graph, &[storage], &options)?;
     let plan_seconds = started.elapsed().as_secs_f64();
     let clobber = if args.inject_clobber {
         inject_clobber(&mut plan, &graph)

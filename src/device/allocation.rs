@@ -93,13 +93,13 @@ pub fn check_bindings(
 }
 
 /// Allocates one `wgpu::Buffer` per planned chunk through `allocator`, each of
-/// [`chunk_alloc_size`] bytes with `usage` (normally [`STORAGE_USAGE`]). A buffer whose
+/// [`chunk_alloc_size`] bytes with `usage` (normally [`super::STORAGE_USAGE`]). A buffer whose
 /// `same_as` names an earlier buffer with chunks at least as large shares that buffer's
 /// memory.
 ///
 /// Every chunk is checked against `ctx.limits` first, and when `usage` includes
 /// `STORAGE` every placement's reserved size against the storage binding limit (use
-/// [`check_plan_against_limits`] to check exact tensor sizes). If a chunk fails, every
+/// [`crate::exec::check_plan_against_limits`] to check exact tensor sizes). If a chunk fails, every
 /// buffer obtained before it is handed back to `allocator` before the error returns.
 ///
 /// # Errors

@@ -44,7 +44,7 @@ mod tensor_memory;
 mod timer;
 mod workspace;
 
-pub use bindings::{BindGroupKey, BindingKey, RangeKey};
+pub use bindings::RangeKey;
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use kernels::{Kernel, Shader};

@@ -10,6 +10,7 @@ mod lifetime;
 mod model;
 pub mod onnx;
 mod summary;
+#[doc(hidden)] // Generators of test graphs, for tests and benches.
 pub mod synthetic;
 mod trace;
 mod validate;

@@ -11,4 +11,5 @@ pub use config::{ModelConfig, ModelError};
 pub use gpt::{build_gpt, GptModel};
 pub use prepacked::{PrepackedModel, PrepackedModelRun};
 pub use session::{ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
+#[doc(hidden)] // The seeded weights' generator, for tests.
 pub use weights::SeededRng;

@@ -9,7 +9,7 @@ use crate::exec::packed::BSource;
 #[non_exhaustive]
 pub enum PackFormat {
     /// matmul's B operand in the 64 x 16 tile, vec4-along-N layout of
-    /// `shaders/matmul_packed.wgsl` (see [`super::layout`]), packed from a source laid
+    /// `shaders/matmul_packed.wgsl` (see [`crate::exec::packed`]), packed from a source laid
     /// out as `source`.
     MatmulB {
         /// The source weight's layout (`[k, n]` for `matmul`, `[n, k]` for `matmul_bt`).

@@ -9,7 +9,7 @@
 //!   back in a [`StoreError`] otherwise; storing under a key again releases and
 //!   replaces the old data; [`PrepackedWeightCache::get`] shares them.
 //! * [`PrepackKey`]: weight name + shape + content hash + [`PackFormat`].
-//! * [`layout`]: matmul's B operand packed for `shaders/matmul_packed.wgsl`, with CPU
+//! * [`crate::exec::packed`]: matmul's B operand packed for `shaders/matmul_packed.wgsl`, with CPU
 //!   references for the packing and the product.
 //! * [`pack_matmul_weights`]: rewrites a graph's weight matmuls to `matmul_packed`;
 //!   [`bind_packed_weights`] fetches (or packs and stores) their packed weights and

@@ -7,7 +7,7 @@
 //! Decisions:
 //! * Weights (and views of weights) are not bound: they are read-only constants outside
 //!   the activation plan, so no plan of the graph can clobber them. Each stands in a
-//!   node's key as a constant ([`hash::weight_checksum`]).
+//!   node's key as a constant (`hash::weight_checksum`).
 //! * Graph inputs are filled on the GPU with a pattern of their tensor id.
 //! * A view reads its root's memory: its checksum is the root's, over the root's bytes
 //!   (so an `expand` view larger than its root is clamped to the root). Nodes whose
@@ -20,7 +20,7 @@
 //! * Graph outputs are checked once more after the last node.
 
 mod gpu;
-pub mod hash;
+pub(crate) mod hash;
 mod predict;
 mod prove;
 mod report;
