@@ -69,8 +69,9 @@ pub(crate) fn elementwise_source(graph: &Graph, step: usize) -> Option<TensorId>
 
 impl Prediction {
     /// Predicts every checksum of the checksum run of `graph` (a validated graph):
-    /// inputs are filled with [`fresh_word`]s of their [`input_seed`], each node writes
-    /// as described in [`super::hash`].
+    /// inputs are filled with fresh words of their input seed, and each node writes words
+    /// derived from a hash of everything it read (the module docs of
+    /// [`crate::exec::checksum`]).
     ///
     /// # Errors
     /// [`ExecError::ChecksumGraph`] when a node reads planned memory that no node has
