@@ -22,10 +22,12 @@ mod counter;
 mod descriptor;
 mod error;
 mod registered;
+mod request;
 #[allow(clippy::module_inception)]
 mod stream;
 
 pub use counter::{BlockCounter, BlockReport};
 pub use descriptor::{AllocFailure, AllocatorDesc, BlockAddress, BlockRequest};
 pub use error::StreamError;
-pub use stream::{ExecuteRequest, ExecutionId, ExecutionResult, Stream, SyncReport};
+pub use request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};
+pub use stream::Stream;
