@@ -4,233 +4,17 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::callbacks::{
-    copy_prefix, Allocation, FreeAllFn, ReallocFn, ReallocRequest, UserContext,
-};
+use super::blocks::{grow, Blocks};
+use super::callbacks::{Allocation, FreeAllFn, ReallocFn, UserContext};
 use super::empty::runnable_nodes;
+use super::execution::{output_tensors, Execution};
 use super::layout::{phase_graph, Layout};
 use super::{MemoryRole, RuntimeError};
-use crate::device::{
-    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE,
-};
+use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
 use crate::exec::cpu_ref::TensorData;
 use crate::exec::{Executor, TensorMemory};
 use crate::graph::{Graph, Role, TensorId};
-use crate::plan::{plan_weights, BufferTypeDesc, Placement, Plan, Planner};
-
-/// The blocks of one kind of memory, and where they come from.
-struct Blocks {
-    role: MemoryRole,
-    allocation: Allocation,
-    /// One block per chunk; `None` where none is held.
-    chunks: Vec<Option<wgpu::Buffer>>,
-}
-
-impl Blocks {
-    fn new(role: MemoryRole) -> Blocks {
-        Blocks {
-            role,
-            allocation: Allocation::Default,
-            chunks: Vec::new(),
-        }
-    }
-
-    /// Bytes of the blocks held.
-    fn bytes(&self) -> u64 {
-        self.chunks
-            .iter()
-            .flatten()
-            .fold(0u64, |acc, b| acc.saturating_add(b.size()))
-    }
-
-    /// Forgets every block: destroys them under the default allocation; under user
-    /// callbacks they are the callbacks' (their free-all is called by the caller).
-    fn forget(&mut self) {
-        for block in self.chunks.drain(..).flatten() {
-            if matches!(self.allocation, Allocation::Default) {
-                block.destroy();
-            }
-        }
-    }
-
-    /// Makes chunk `c`'s block at least `size` bytes, keeping its first `used` bytes.
-    fn grow(
-        &mut self,
-        gpu: &GpuContext,
-        chunk: usize,
-        size: u64,
-        used: u64,
-        other: &Blocks,
-    ) -> Result<(), RuntimeError> {
-        if self.chunks.len() <= chunk {
-            self.chunks.resize(chunk + 1, None);
-        }
-        if self.chunks[chunk]
-            .as_ref()
-            .is_some_and(|b| b.size() >= size)
-        {
-            return Ok(());
-        }
-        let old = self.chunks[chunk].take();
-        // Nothing to keep without an old block (or past its end).
-        let used = old.as_ref().map_or(0, |o| used.min(o.size()));
-        let role = self.role;
-        let block = match &self.allocation {
-            Allocation::Default => default_realloc(gpu, old, used, size),
-            Allocation::User { realloc, user, .. } => realloc(ReallocRequest {
-                gpu,
-                user: user.as_ref(),
-                role,
-                chunk,
-                old,
-                old_used: used,
-                new_size: size,
-                usage: STORAGE_USAGE,
-            }),
-        }
-        .map_err(|source| RuntimeError::Callback {
-            role,
-            chunk,
-            size,
-            source,
-        })?;
-        if block.size() < size {
-            let got = block.size();
-            if matches!(self.allocation, Allocation::Default) {
-                block.destroy();
-            }
-            return Err(RuntimeError::ShortBlock {
-                role,
-                chunk,
-                requested: size,
-                got,
-            });
-        }
-        // A block held elsewhere would overlap live tensors (and bind one buffer as
-        // two writable ranges). This chunk's own old block was taken out above.
-        if let Some((held_role, held_chunk)) = self.holder_of(&block).or(other.holder_of(&block)) {
-            return Err(RuntimeError::BlockAlreadyHeld {
-                role,
-                chunk,
-                held_role,
-                held_chunk,
-            });
-        }
-        if !block.usage().contains(STORAGE_USAGE) {
-            return Err(RuntimeError::MissingUsage {
-                role,
-                chunk,
-                needed: format!("{STORAGE_USAGE:?}"),
-                has: format!("{:?}", block.usage()),
-            });
-        }
-        self.chunks[chunk] = Some(block);
-        Ok(())
-    }
-
-    /// The role and chunk holding `block`, if one of these chunks does.
-    fn holder_of(&self, block: &wgpu::Buffer) -> Option<(MemoryRole, usize)> {
-        self.chunks
-            .iter()
-            .position(|held| held.as_ref() == Some(block))
-            .map(|chunk| (self.role, chunk))
-    }
-
-    /// The held blocks as planned memory that does not own them.
-    fn memory(&self) -> PlannedMemory {
-        let row = self.chunks.iter().flatten().cloned().collect();
-        PlannedMemory::with_ownership(vec![row], vec![false])
-    }
-}
-
-/// The default `realloc`: a new wgpu buffer (out of memory is an error), the old
-/// block's live bytes copied, the old block destroyed.
-fn default_realloc(
-    gpu: &GpuContext,
-    old: Option<wgpu::Buffer>,
-    used: u64,
-    size: u64,
-) -> Result<wgpu::Buffer, super::CallbackError> {
-    use crate::device::BufferAllocator;
-    let request = crate::device::ChunkRequest {
-        buffer: crate::plan::BufferId(0),
-        chunk: 0,
-        size,
-        usage: STORAGE_USAGE,
-    };
-    let block = WgpuAllocator
-        .allocate(gpu, &request)
-        .map_err(|e| super::CallbackError::new(e.to_string()))?;
-    if let Some(old) = old {
-        copy_prefix(gpu, &old, &block, used)?;
-        old.destroy();
-    }
-    Ok(block)
-}
-
-/// One graph output after an execution: where it lives in the output memory.
-#[derive(Debug, Clone)]
-pub struct OutputTensor {
-    /// The output tensor.
-    pub tensor: TensorId,
-    /// The output block that holds it (valid until the next execution, a release or
-    /// the context's drop).
-    pub buffer: wgpu::Buffer,
-    /// Byte offset in the block.
-    pub offset: u64,
-    /// Bytes (its length is only known after the run for a dynamic tensor).
-    pub size: u64,
-}
-
-/// What one [`GraphContext::execute`] did.
-#[derive(Debug, Clone)]
-pub struct Execution {
-    /// Every graph output, in tensor order.
-    pub outputs: Vec<OutputTensor>,
-    /// Phases run: 1 for a graph with no data-dependent length, one more per point
-    /// where lengths had to be read back before planning the rest.
-    pub phases: usize,
-    /// Bytes of workspace held after the run.
-    pub workspace_bytes: u64,
-    /// Bytes of output memory held after the run.
-    pub output_bytes: u64,
-    /// Bytes of the workspace each phase needed, summed over chunks, phase by phase.
-    pub workspace_per_phase: Vec<u64>,
-    /// Tensor names by id, for errors that name a tensor.
-    names: Arc<[String]>,
-}
-
-impl Execution {
-    /// The output `tensor`, if it is one.
-    pub fn output(&self, tensor: TensorId) -> Option<&OutputTensor> {
-        self.outputs.iter().find(|o| o.tensor == tensor)
-    }
-
-    /// Reads an output's f32 values back (an empty `Vec` for an output that came out
-    /// with 0 elements).
-    ///
-    /// # Errors
-    /// [`RuntimeError::NotAnOutput`] (with the tensor's id and name) for a tensor of
-    /// the graph that is not an output; [`RuntimeError::Graph`] with
-    /// [`crate::graph::GraphError::UnknownTensor`] for an id the graph does not have;
-    /// the device's readback errors.
-    pub fn read_f32(&self, gpu: &GpuContext, tensor: TensorId) -> Result<Vec<f32>, RuntimeError> {
-        let Some(out) = self.output(tensor) else {
-            return Err(match self.names.get(tensor.index()) {
-                Some(name) => RuntimeError::NotAnOutput {
-                    tensor,
-                    name: name.clone(),
-                },
-                None => RuntimeError::Graph(crate::graph::GraphError::UnknownTensor {
-                    context: "Execution::read_f32".into(),
-                    tensor,
-                }),
-            });
-        };
-        let bytes = read_buffer_range(gpu, &out.buffer, out.offset, out.size)?;
-        Ok(bytemuck::pod_collect_to_vec(&bytes))
-    }
-}
+use crate::plan::{plan_weights, BufferTypeDesc, Plan, Planner};
 
 /// A graph ready to run, with its own memory: the workspace (inputs and intermediates)
 /// and the outputs, each from the default allocator or from user callbacks
@@ -532,22 +316,6 @@ impl GraphContext {
     }
 }
 
-/// Grows each chunk's block to what the layout needs, keeping what earlier phases
-/// placed (`before`).
-fn grow(
-    blocks: &mut Blocks,
-    gpu: &GpuContext,
-    layout: &Layout,
-    before: &[u64],
-    other: &Blocks,
-) -> Result<(), RuntimeError> {
-    for (chunk, &size) in layout.block_sizes().iter().enumerate() {
-        let used = before.get(chunk).copied().unwrap_or(0);
-        blocks.grow(gpu, chunk, size, used, other)?;
-    }
-    Ok(())
-}
-
 /// The value given for `id`.
 fn value_of<'v>(
     graph: &Graph,
@@ -636,26 +404,6 @@ fn count_len(tensor: TensorId, value: f32) -> Result<u64, RuntimeError> {
         });
     }
     Ok(len)
-}
-
-/// Every graph output with its block, offset and exact size.
-fn output_tensors(graph: &Graph, layout: &Layout, blocks: &Blocks) -> Vec<OutputTensor> {
-    graph
-        .tensors
-        .iter()
-        .filter(|t| t.role == Role::Output)
-        .filter_map(|t| {
-            let root = graph.root_of(t.id)?;
-            let p: Placement = layout.placements.get(root.index()).copied().flatten()?;
-            let buffer = blocks.chunks.get(p.chunk)?.clone()?;
-            Some(OutputTensor {
-                tensor: t.id,
-                buffer,
-                offset: p.offset,
-                size: t.size,
-            })
-        })
-        .collect()
 }
 
 impl Drop for GraphContext {

@@ -20,9 +20,11 @@
 //!   proves that nothing leaks and nothing is freed twice.
 //! * [`evaluate`]: the CPU reference of a graph with data-dependent lengths.
 
+mod blocks;
 mod callbacks;
 mod empty;
 mod error;
+mod execution;
 mod graph_context;
 mod layout;
 mod reference;
@@ -33,7 +35,8 @@ pub use callbacks::{
     copy_prefix, BlockPool, FreeAllFn, PoolStats, ReallocFn, ReallocRequest, UserContext,
 };
 pub use error::{CallbackError, RuntimeError};
-pub use graph_context::{Execution, GraphContext, OutputTensor};
+pub use execution::{Execution, OutputTensor};
+pub use graph_context::GraphContext;
 pub use reference::evaluate;
 
 /// Which memory of a context an allocation is for.

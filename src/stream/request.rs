@@ -22,7 +22,7 @@ pub struct ExecuteRequest<'a> {
     pub plan: &'a Plan,
     /// Bytes written into the activation memory before the graph runs.
     pub inputs: Vec<(TensorId, &'a [u8])>,
-    /// Further layers consulted after the activations (see [`TensorMemory`]); they must
+    /// Further layers consulted after the activations (see [`crate::exec::TensorMemory`]); they must
     /// stay alive until the stream is synchronized.
     pub layers: Vec<(&'a Plan, &'a PlannedMemory)>,
     /// Tensors copied out when the run completes (the graph's outputs by default).
@@ -105,7 +105,7 @@ impl ExecutionResult {
     }
 }
 
-/// What one [`Stream::synchronize`] did.
+/// What one [`super::Stream::synchronize`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SyncReport {
     /// Executions that completed.
