@@ -1,77 +1,19 @@
 //! `Graph::validate`: structural checks that every later layer relies on, in linear
-//! time over compact per-tensor bytes (no per-tensor `Option`s, no hashing), and the
-//! [`GraphFacts`] the planner reuses instead of walking the graph's structs again.
+//! time over compact per-tensor bytes (no per-tensor `Option`s, no hashing), filling
+//! the [`GraphFacts`] (`facts.rs`) the planner reuses instead of walking the graph's
+//! structs again.
 
-use super::{Graph, GraphError, NodeId, Role};
+use super::facts::{
+    role_bits, GraphFacts, NodeFacts, K_HAS_PRODUCER, K_VIEW, ROLE_MASK, ROLE_WEIGHT,
+};
+use super::{Graph, GraphError, NodeId};
 
-/// `GraphFacts::kind` bits: the role in the low two bits...
-pub(crate) const ROLE_MASK: u8 = 3;
-/// ...the tensor is a view...
-pub(crate) const K_VIEW: u8 = 4;
-/// ...some node names it as its output...
-pub(crate) const K_HAS_PRODUCER: u8 = 8;
-/// ...(during validation) a node before the current one produced it.
+/// `GraphFacts::kind` bit, during validation: a node before the current one produced
+/// the tensor.
 const K_PRODUCED: u8 = 16;
-/// ...(fast validation) a node read it as an alias of its root, before anyone knew
-/// whether a later node produces it.
+/// `GraphFacts::kind` bit, during fast validation: a node read the tensor as an alias
+/// of its root, before anyone knew whether a later node produces it.
 const K_READ_AS_ALIAS: u8 = 32;
-
-/// Role bits of an input, a weight, an intermediate and an output.
-const ROLE_INPUT: u8 = 0;
-/// See [`ROLE_INPUT`].
-pub(crate) const ROLE_WEIGHT: u8 = 1;
-/// See [`ROLE_INPUT`].
-const ROLE_INTERMEDIATE: u8 = 2;
-/// See [`ROLE_INPUT`].
-pub(crate) const ROLE_OUTPUT: u8 = 3;
-
-fn role_bits(role: Role) -> u8 {
-    match role {
-        Role::Input => ROLE_INPUT,
-        Role::Weight => ROLE_WEIGHT,
-        Role::Intermediate => ROLE_INTERMEDIATE,
-        Role::Output => ROLE_OUTPUT,
-    }
-}
-
-/// One node in compact form.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NodeFacts {
-    /// The output tensor's index.
-    pub output: u32,
-    /// One past the node's last input in [`GraphFacts::inputs`] (its first is the
-    /// previous node's end, 0 for node 0).
-    pub inputs_end: u32,
-    /// The node may write in place over its first input.
-    pub inplace: bool,
-}
-
-/// What validation learns about a graph, in arrays indexed by tensor id or step, so
-/// that the planner's hot loops touch a few bytes per tensor and node instead of the
-/// graph's `Tensor`/`Node` structs and their heap-allocated input lists.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct GraphFacts {
-    /// The root of every tensor (itself for a non-view).
-    pub root: Vec<u32>,
-    /// Per tensor: role bits, [`K_VIEW`], [`K_HAS_PRODUCER`].
-    pub kind: Vec<u8>,
-    /// Per node, in execution order.
-    pub nodes: Vec<NodeFacts>,
-    /// Every node's inputs (tensor indices), node after node.
-    pub inputs: Vec<u32>,
-}
-
-impl GraphFacts {
-    /// The inputs of the node at `step`.
-    #[cfg(test)]
-    pub fn node_inputs(&self, step: usize) -> &[u32] {
-        let start = match step.checked_sub(1) {
-            Some(prev) => self.nodes[prev].inputs_end as usize,
-            None => 0,
-        };
-        &self.inputs[start..self.nodes[step].inputs_end as usize]
-    }
-}
 
 impl Graph {
     /// Checks that the graph is well formed: ids match positions, every id refers to a
@@ -418,7 +360,7 @@ fn bad_size(tensor: &super::Tensor) -> GraphError {
 mod tests {
     use super::*;
     use crate::graph::synthetic::{chain, random_graph, transformer};
-    use crate::graph::{DType, GraphBuilder, TensorId};
+    use crate::graph::{DType, GraphBuilder, Role, TensorId};
 
     /// The validator before the compact rewrite, kept to pin that the errors (and
     /// their order) did not change.
