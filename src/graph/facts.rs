@@ -9,7 +9,7 @@ pub(crate) const ROLE_MASK: u8 = 3;
 pub(crate) const K_VIEW: u8 = 4;
 /// ...some node names it as its output...
 pub(crate) const K_HAS_PRODUCER: u8 = 8;
-/// (Bits 16 and 32 are validation's own, see `validate.rs`.)
+// (Bits 16 and 32 are validation's own, see `validate.rs`.)
 
 /// Role bits of an input, a weight, an intermediate and an output.
 pub(crate) const ROLE_INPUT: u8 = 0;
