@@ -64,7 +64,7 @@ pub fn key_of(
 ) -> Result<(PrepackKey, Vec<f32>), PrepackError> {
     let t = packed.graph.tensor(p.weight);
     let missing = || PrepackError::MissingWeight {
-        tensor: p.weight.0,
+        tensor: p.weight,
         name: t.map_or_else(String::new, |t| t.name.clone()),
     };
     let t = t.ok_or_else(missing)?;
@@ -117,7 +117,7 @@ pub fn bind_packed_weights(
         let Some(weight) = weight else { continue };
         let tensor = packed.graph.tensor(p.packed);
         let not_packed = || PrepackError::NotPacked {
-            tensor: p.packed.0,
+            tensor: p.packed,
             name: tensor.map_or_else(String::new, |t| t.name.clone()),
         };
         let size = packed

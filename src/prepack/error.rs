@@ -91,18 +91,18 @@ pub enum PrepackError {
         got: u64,
     },
     /// A weight whose values were needed was not given any.
-    #[error("no values for weight t{tensor} ({name})")]
+    #[error("no values for weight {tensor} ({name})")]
     MissingWeight {
         /// The weight's id.
-        tensor: u32,
+        tensor: crate::graph::TensorId,
         /// Its name.
         name: String,
     },
     /// A packed tensor of the graph has no cached buffers bound for it.
-    #[error("packed tensor t{tensor} ({name}) has no cached buffers")]
+    #[error("packed tensor {tensor} ({name}) has no cached buffers")]
     NotPacked {
         /// The packed tensor's id.
-        tensor: u32,
+        tensor: crate::graph::TensorId,
         /// Its name.
         name: String,
     },

@@ -41,7 +41,7 @@ pub(crate) fn runnable_nodes(
         }
         if let Some(&tensor) = node.inputs.iter().find(|&&t| is_empty(graph, t)) {
             return Err(RuntimeError::EmptyOperand {
-                node: start + i,
+                node: crate::graph::NodeId(u32::try_from(start + i).unwrap_or(u32::MAX)),
                 op: node.op.clone(),
                 tensor,
                 name: graph
@@ -95,7 +95,7 @@ mod tests {
         let (g, kept) = graph(0);
         assert!(matches!(
             runnable_nodes(&g, 0..4),
-            Err(RuntimeError::EmptyOperand { node: 3, tensor, .. }) if tensor == kept
+            Err(RuntimeError::EmptyOperand { node: crate::graph::NodeId(3), tensor, .. }) if tensor == kept
         ));
     }
 }

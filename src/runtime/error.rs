@@ -128,8 +128,8 @@ pub enum RuntimeError {
     /// empty range. Nodes whose own output is empty are skipped instead.
     #[error("node {node} ({op}) has a non-empty output but reads tensor {tensor} ({name}), which has 0 elements at run time")]
     EmptyOperand {
-        /// The node's step.
-        node: usize,
+        /// The node.
+        node: crate::graph::NodeId,
         /// Its op.
         op: String,
         /// The empty tensor it reads.
