@@ -166,6 +166,7 @@ fn expand_with_a_symbolic_value_info() -> GraphProto {
     m.node.push(node("Expand", &["y", "target"], &["e"]));
     m.node.push(node("Neg", &["e"], &["z"]));
     m.initializer.push(ints("target", &[3, 2, 4]));
+    m.value_info.push(f32s("y", &[2, 4]));
     m.value_info
         .push(value("e", 1, vec![dim(3), sym("unk__0"), dim(4)]));
     m.output = vec![f32s("z", &[3, 2, 4])];
@@ -234,6 +235,7 @@ fn several_outputs_are_views_of_one_packed_tensor() {
     let mut m = small();
     m.node.push(node("Split", &["y"], &["a", "b"]));
     m.node.push(node("Add", &["a", "b"], &["z"]));
+    m.value_info.push(f32s("y", &[2, 4]));
     m.value_info.push(f32s("a", &[1, 4]));
     m.value_info.push(f32s("b", &[1, 4]));
     m.output = vec![f32s("z", &[1, 4])];
