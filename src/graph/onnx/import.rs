@@ -369,8 +369,9 @@ fn not_found(declared: &ValueType, inferred: Option<&Inferred>) -> String {
     };
     match inferred {
         None => format!(
-            "{file}; build wgalloc with `--features onnx-infer` to infer it with tract, or \
-             run `onnx.shape_inference.infer_shapes` on the file"
+            "{file}; build wgalloc with its default feature onnx-infer \
+             (`--features onnx-infer`) to infer it with tract, or run \
+             `onnx.shape_inference.infer_shapes` on the file"
         ),
         Some(Inferred { error: Some(e), .. }) => format!(
             "{file}, and tract's shape inference did not find it (it reads no external \
