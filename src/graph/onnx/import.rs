@@ -1,13 +1,13 @@
 //! Maps a decoded ONNX graph onto a [`Graph`]: checks that values are defined once and
-//! read after they are written, folds constants, finds every shape, and builds tensors
-//! and nodes (docs/onnx.md describes the mapping).
+//! read after they are written, folds constants, finds every shape (from the file, else
+//! from a shape-inference library), and builds tensors and nodes (docs/onnx.md describes
+//! the mapping).
 
 use std::collections::{HashMap, HashSet};
 
-use super::infer::{int_value, output_shape, tensor_ints, Inputs, IntValue};
 use super::ops::{classify, is_commutative, is_random, node_op_name, OpKind};
 use super::proto::{GraphProto, NodeProto, ATTRIBUTE_GRAPH, ATTRIBUTE_GRAPHS};
-use super::values::{dtype_of, from_tensor, from_value_info, merge, Dim, ValueType};
+use super::values::{from_tensor, from_value_info, merge, Dim, ValueType};
 use super::OnnxOptions;
 use crate::graph::{DType, Graph, GraphError, Node, Role, Tensor, TensorId};
 
@@ -40,6 +40,15 @@ fn present(names: &[String]) -> impl Iterator<Item = &str> {
     names.iter().map(String::as_str).filter(|n| !n.is_empty())
 }
 
+/// What a shape-inference library found for the values the file does not type.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inferred {
+    /// Shape and element type of each value the library pinned down, by name.
+    pub types: HashMap<String, (Vec<u64>, DType)>,
+    /// The library's first error, when its analysis stopped short somewhere.
+    pub error: Option<String>,
+}
+
 /// The import of one graph, built up in passes.
 struct Importer<'a> {
     graph: &'a GraphProto,
@@ -47,25 +56,30 @@ struct Importer<'a> {
     defs: HashMap<&'a str, Def>,
     types: HashMap<&'a str, ValueType>,
     constants: HashSet<&'a str>,
-    ints: HashMap<&'a str, IntValue>,
     shapes: HashMap<&'a str, Vec<u64>>,
     dtypes: HashMap<&'a str, DType>,
     /// Why a value has no shape (raised only if the value is needed).
     missing: HashMap<&'a str, GraphError>,
 }
 
-/// Maps `graph` onto a [`Graph`] named `name`.
+/// Maps `graph` onto a [`Graph`] named `name`. `library` runs shape inference on the
+/// whole model; it is called at most once, and only when a node's output has no complete
+/// shape and element type in the file (`None`: no library is built in).
 ///
 /// # Errors
 /// A [`GraphError`] naming the node or value at fault.
-pub fn import(graph: &GraphProto, name: &str, options: &OnnxOptions) -> Result<Graph, GraphError> {
+pub fn import(
+    graph: &GraphProto,
+    name: &str,
+    options: &OnnxOptions,
+    library: impl FnOnce() -> Option<Inferred>,
+) -> Result<Graph, GraphError> {
     let mut importer = Importer {
         graph,
         options,
         defs: HashMap::new(),
         types: HashMap::new(),
         constants: HashSet::new(),
-        ints: HashMap::new(),
         shapes: HashMap::new(),
         dtypes: HashMap::new(),
         missing: HashMap::new(),
@@ -73,7 +87,7 @@ pub fn import(graph: &GraphProto, name: &str, options: &OnnxOptions) -> Result<G
     importer.definitions()?;
     importer.collect_types()?;
     importer.fold_constants();
-    importer.find_shapes()?;
+    importer.find_shapes(library)?;
     let built = importer.build(name)?;
     built.validate()?;
     Ok(built)
@@ -213,8 +227,13 @@ impl<'a> Importer<'a> {
         }
     }
 
-    /// The shape and element type of every value, from the file or by inference.
-    fn find_shapes(&mut self) -> Result<(), GraphError> {
+    /// The shape and element type of every value: from the file, else from `library`.
+    /// A node output neither gives is an error only if the graph needs it
+    /// (`self.missing`).
+    fn find_shapes(
+        &mut self,
+        library: impl FnOnce() -> Option<Inferred>,
+    ) -> Result<(), GraphError> {
         for input in &self.graph.input {
             let name = input.name.as_str();
             if self.defs.get(name) != Some(&Def::Input) {
@@ -232,98 +251,57 @@ impl<'a> Importer<'a> {
             self.shapes.insert(name, shape);
             self.dtypes.insert(name, dtype);
         }
+        let mut unknown = Vec::new();
         for init in &self.graph.initializer {
-            let name = init.name.as_str();
-            if let Some(t) = self.types.get(name) {
-                if let (Some(shape), Some(dtype)) = (t.concrete(), t.dtype) {
-                    self.shapes.insert(name, shape);
-                    self.dtypes.insert(name, dtype);
-                }
-            }
-            if let Some(v) = tensor_ints(init) {
-                self.ints.insert(name, v);
-            }
+            self.known(&init.name);
         }
         for (i, node) in self.graph.node.iter().enumerate() {
-            self.node_shapes(i, node)?;
+            for out in present(&node.output) {
+                if !self.known(out) {
+                    unknown.push((i, out));
+                }
+            }
+        }
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let inferred = library();
+        for (i, out) in unknown {
+            let declared = self.types.get(out).cloned().unwrap_or_default();
+            match inferred.as_ref().and_then(|l| l.types.get(out)) {
+                Some((shape, dtype)) => {
+                    self.shapes.insert(out, shape.clone());
+                    self.dtypes.insert(out, declared.dtype.unwrap_or(*dtype));
+                }
+                None => {
+                    let node = describe(i, &self.graph.node[i]);
+                    let problem = not_found(&declared, inferred.as_ref());
+                    let error = GraphError::ShapeUnknown {
+                        value: out.to_string(),
+                        node,
+                        problem,
+                    };
+                    self.missing.insert(out, error);
+                }
+            }
         }
         Ok(())
     }
 
-    fn node_shapes(&mut self, index: usize, node: &'a NodeProto) -> Result<(), GraphError> {
-        fn value(name: &str) -> Option<&str> {
-            (!name.is_empty()).then_some(name)
-        }
-        let inputs = Inputs {
-            shapes: node
-                .input
-                .iter()
-                .map(|n| value(n).and_then(|n| self.shapes.get(n).cloned()))
-                .collect(),
-            ints: node
-                .input
-                .iter()
-                .map(|n| value(n).and_then(|n| self.ints.get(n)))
-                .collect(),
+    /// Records the shape and element type of `name` when the file gives both; whether
+    /// it does.
+    fn known(&mut self, name: &'a str) -> bool {
+        let Some(t) = self.types.get(name) else {
+            return false;
         };
-        let first_int = int_value(node, &inputs);
-        let first_dtype = node
-            .input
-            .first()
-            .and_then(|n| self.dtypes.get(n.as_str()))
-            .copied();
-        let mut found = Vec::new();
-        for (k, out) in node.output.iter().enumerate() {
-            if out.is_empty() {
-                continue;
+        match (t.concrete(), t.dtype) {
+            (Some(shape), Some(dtype)) => {
+                self.shapes.insert(name, shape);
+                self.dtypes.insert(name, dtype);
+                true
             }
-            let declared = self.types.get(out.as_str()).cloned().unwrap_or_default();
-            let shape = declared
-                .concrete()
-                .or_else(|| {
-                    first_int
-                        .as_ref()
-                        .filter(|_| k == 0)
-                        .map(|v| v.dims.clone())
-                })
-                .or_else(|| output_shape(node, k, &inputs));
-            let dtype = match declared.dtype {
-                Some(d) => Some(d),
-                None => inferred_dtype(node, first_dtype, out)?,
-            };
-            match (shape, dtype) {
-                (Some(shape), Some(dtype)) => found.push((out.as_str(), shape, dtype)),
-                (shape, _) => {
-                    let error = match declared.symbol() {
-                        Some(dim) if shape.is_none() => GraphError::UnresolvedDim {
-                            dim: dim.to_string(),
-                            value: out.clone(),
-                        },
-                        _ => GraphError::ShapeUnknown {
-                            value: out.clone(),
-                            node: describe(index, node),
-                            problem: if shape.is_none() {
-                                "no value_info gives it and it cannot be inferred from the inputs"
-                                    .into()
-                            } else {
-                                "no element type".into()
-                            },
-                        },
-                    };
-                    self.missing.insert(out.as_str(), error);
-                }
-            }
+            _ => false,
         }
-        for (out, shape, dtype) in found {
-            self.shapes.insert(out, shape);
-            self.dtypes.insert(out, dtype);
-        }
-        if let (Some(v), Some(out)) = (first_int, node.output.first()) {
-            if !out.is_empty() {
-                self.ints.insert(out.as_str(), v);
-            }
-        }
-        Ok(())
     }
 
     /// Builds the graph: inputs, the runtime nodes (constants folded away) and the
@@ -380,26 +358,30 @@ fn scalar_type(dtype: DType, len: Option<usize>) -> ValueType {
     }
 }
 
-/// The element type of an output the file does not type.
-fn inferred_dtype(
-    node: &NodeProto,
-    first_input: Option<DType>,
-    out: &str,
-) -> Result<Option<DType>, GraphError> {
-    let attr = |name: &str| node.attribute.iter().find(|a| a.name == name);
-    Ok(match node.op_type.as_str() {
-        "Shape" | "Size" => Some(DType::I64),
-        "Cast" => match attr("to") {
-            Some(a) => dtype_of(i32::try_from(a.i).unwrap_or(-1), out)?,
-            None => None,
-        },
-        "ConstantOfShape" => match attr("value").and_then(|a| a.t.as_ref()) {
-            Some(t) => dtype_of(t.data_type, out)?,
-            None => Some(DType::F32),
-        },
-        "Equal" | "Less" | "Greater" | "Not" | "And" | "Or" => Some(DType::Bool),
-        _ => first_input,
-    })
+/// Why a node output has no shape: what the file leaves open, and what the library
+/// (or its absence) adds.
+fn not_found(declared: &ValueType, inferred: Option<&Inferred>) -> String {
+    let file = match (&declared.dims, declared.symbol(), declared.dtype) {
+        (_, Some(dim), _) => format!("its value_info leaves dimension {dim:?} symbolic"),
+        (None, _, _) => "no value_info gives its shape".to_string(),
+        (Some(_), _, None) => "no value_info gives its element type".to_string(),
+        (Some(_), _, Some(_)) => "its value_info leaves a dimension unknown".to_string(),
+    };
+    match inferred {
+        None => format!(
+            "{file}; build wgalloc with its default feature onnx-infer \
+             (`--features onnx-infer`) to infer it with tract, or run \
+             `onnx.shape_inference.infer_shapes` on the file"
+        ),
+        Some(Inferred { error: Some(e), .. }) => format!(
+            "{file}, and tract's shape inference did not find it (it reads no external \
+             data, so a shape held in an external initializer is unknown to it): {e}"
+        ),
+        Some(Inferred { error: None, .. }) => format!(
+            "{file}, and tract's shape inference did not find it (it reads no external \
+             data, so a shape held in an external initializer is unknown to it)"
+        ),
+    }
 }
 
 /// The tensors and nodes under construction.

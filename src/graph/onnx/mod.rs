@@ -1,14 +1,17 @@
 //! Import of ONNX models (`.onnx`): every intermediate value becomes a tensor with its
 //! exact byte size, so any exported model can be planned, drawn and proved. The
 //! weights' bytes are never read: a file saved without its external weight data
-//! imports the same. docs/onnx.md has the op table and the rules.
+//! imports the same. Shapes come from the file; with the `onnx-infer` feature, tract's
+//! shape inference gives the ones it leaves out. docs/onnx.md has the op table and the
+//! rules.
 
 mod import;
-mod infer;
 mod ops;
 mod proto;
 #[cfg(test)]
 mod tests;
+#[cfg(feature = "onnx-infer")]
+mod tract;
 mod values;
 
 use std::collections::HashMap;
@@ -20,7 +23,8 @@ use super::{Graph, GraphError};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OnnxOptions {
     /// Values of symbolic dimensions (`batch` -> 1, `seq` -> 128). A symbol the file
-    /// uses for a graph input, or that inference cannot find, must be given here.
+    /// uses for a graph input must be given here; the library inference (feature
+    /// `onnx-infer`) sees these values as fixed dimensions.
     pub dims: HashMap<String, u64>,
 }
 
@@ -52,7 +56,9 @@ pub fn read_onnx(path: &Path, options: &OnnxOptions) -> crate::Result<Graph> {
 /// [`GraphError::UnknownValue`] (used but never produced),
 /// [`GraphError::NotTopological`] (a cycle or nodes out of order),
 /// [`GraphError::DefinedTwice`], [`GraphError::UnsupportedNode`] (subgraphs),
-/// [`GraphError::UnresolvedDim`], [`GraphError::ShapeUnknown`],
+/// [`GraphError::UnresolvedDim`] (a graph input's symbol `options` does not give),
+/// [`GraphError::ShapeUnknown`] (a value the runtime needs whose shape neither the file
+/// nor, with the `onnx-infer` feature, tract's shape inference gives),
 /// [`GraphError::BadShape`] (negative or overflowing dimensions).
 pub fn parse_onnx(bytes: &[u8], options: &OnnxOptions) -> Result<Graph, GraphError> {
     if bytes.is_empty() {
@@ -73,5 +79,19 @@ pub fn parse_onnx(bytes: &[u8], options: &OnnxOptions) -> Result<Graph, GraphErr
     } else {
         graph.name.as_str()
     };
-    import::import(graph, name, options)
+    import::import(graph, name, options, || library(bytes, options))
+}
+
+/// Shape inference for the values the file does not type: tract's, with the
+/// `onnx-infer` feature.
+#[cfg(feature = "onnx-infer")]
+fn library(bytes: &[u8], options: &OnnxOptions) -> Option<import::Inferred> {
+    Some(tract::infer(bytes, &options.dims))
+}
+
+/// Without the `onnx-infer` feature there is no library: a value the file does not type
+/// is a [`GraphError::ShapeUnknown`] that says how to get it.
+#[cfg(not(feature = "onnx-infer"))]
+fn library(_bytes: &[u8], _options: &OnnxOptions) -> Option<import::Inferred> {
+    None
 }

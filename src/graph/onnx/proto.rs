@@ -159,11 +159,11 @@ pub struct DimensionProto {
     pub dim_param: Option<String>,
 }
 
-/// `TensorProto.DataLocation.EXTERNAL`: the data lives in another file.
-pub const DATA_EXTERNAL: i32 = 1;
-
-/// `TensorProto`: an initializer or a `Constant`'s value. Only the fields that give its
-/// shape and element type, plus the inline integer data that shape arithmetic reads.
+/// `TensorProto`: an initializer or a `Constant`'s value. The importer reads only its
+/// shape, element type and name; the inline data fields and the data location are
+/// decoded so that a model built or edited with these structs and encoded again (the
+/// tests do) keeps its small integer constants, which the library shape inference
+/// evaluates (float data and external-data entries are not kept).
 #[derive(Clone, PartialEq, Message)]
 pub struct TensorProto {
     /// The shape.

@@ -1,5 +1,6 @@
-//! The importer on small hand-built models: the mapping rules, and one test per kind
-//! of bad file.
+//! The importer on small hand-built models: the mapping rules, one test per kind of bad
+//! file, and where shapes come from when the file leaves them out (tract's inference
+//! with the `onnx-infer` feature, a typed error without it).
 
 use std::collections::HashMap;
 
@@ -48,6 +49,9 @@ fn node(op: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
         ..NodeProto::default()
     }
 }
+
+/// `TensorProto.DataLocation.EXTERNAL`: the data lives in another file.
+const DATA_EXTERNAL: i32 = 1;
 
 fn weight(name: &str, dims: &[i64]) -> TensorProto {
     TensorProto {
@@ -144,33 +148,86 @@ fn a_transpose_of_a_weight_is_folded_into_a_weight() {
     assert!(g.tensors.iter().all(|t| t.name != "w"));
 }
 
-#[test]
-fn shape_arithmetic_on_an_activation_is_a_constant_and_infers_a_reshape() {
+/// `small` with the reshape target computed by `Shape(x)` instead of an initializer,
+/// and no value_info for `v` or the shape value.
+fn reshape_by_shape_arithmetic() -> GraphProto {
     let mut m = small();
-    // The reshape target comes from Shape(x) instead of an initializer, and the file
-    // gives no value_info for `v` or the shape values.
     m.node[2] = node("Reshape", &["r", "s"], &["v"]);
     m.node.insert(2, node("Shape", &["x"], &["s"]));
     m.value_info.retain(|v| v.name != "v");
     m.output = vec![f32s("y", &[1, 8])];
-    let g = import(m).expect("imports");
-    assert_eq!(tensor(&g, "v").shape, vec![1, 8]);
-    assert_eq!(tensor(&g, "s").role, Role::Weight);
-    assert!(g.nodes.iter().all(|n| n.op != "shape"));
+    m
 }
 
-#[test]
-fn an_expand_with_a_symbolic_value_info_is_inferred() {
+/// `small` followed by an Expand whose value_info leaves a dimension symbolic (as
+/// `onnx.shape_inference` does in bert's embeddings).
+fn expand_with_a_symbolic_value_info() -> GraphProto {
     let mut m = small();
     m.node.push(node("Expand", &["y", "target"], &["e"]));
     m.node.push(node("Neg", &["e"], &["z"]));
     m.initializer.push(ints("target", &[3, 2, 4]));
+    m.value_info.push(f32s("y", &[2, 4]));
     m.value_info
         .push(value("e", 1, vec![dim(3), sym("unk__0"), dim(4)]));
     m.output = vec![f32s("z", &[3, 2, 4])];
-    let g = import(m).expect("imports");
+    m
+}
+
+#[cfg(feature = "onnx-infer")]
+#[test]
+fn shape_arithmetic_on_an_activation_is_a_constant_and_tract_infers_the_reshape() {
+    let g = import(reshape_by_shape_arithmetic()).expect("imports");
+    assert_eq!(tensor(&g, "v").shape, vec![1, 8]);
+    assert_eq!(tensor(&g, "s").role, Role::Weight);
+    assert_eq!(tensor(&g, "s").dtype, DType::I64);
+    assert_eq!(tensor(&g, "s").shape, vec![2]);
+    assert!(g.nodes.iter().all(|n| n.op != "shape"));
+}
+
+#[cfg(feature = "onnx-infer")]
+#[test]
+fn tract_fills_a_dimension_value_info_leaves_symbolic() {
+    let g = import(expand_with_a_symbolic_value_info()).expect("imports");
     assert_eq!(tensor(&g, "e").shape, vec![3, 2, 4]);
     assert_eq!(tensor(&g, "e").view_of, Some(tensor(&g, "y").id));
+}
+
+#[cfg(feature = "onnx-infer")]
+#[test]
+fn tract_sees_the_dim_options_as_fixed_dimensions() {
+    // The input's batch is symbolic and the file types nothing after it: tract must
+    // see batch = 3 to give h its shape.
+    let mut m = small();
+    m.input = vec![value("x", 1, vec![sym("batch"), dim(8)])];
+    m.value_info.clear();
+    // The output's rows are a symbol no option gives: tract finds them.
+    m.output = vec![value("y", 1, vec![sym("rows"), dim(4)])];
+    m.initializer[1] = ints("shape", &[-1, 4]);
+    let options = OnnxOptions {
+        dims: HashMap::from([("batch".to_string(), 3)]),
+    };
+    let g = parse_onnx(&encode(m), &options).expect("imports");
+    assert_eq!(tensor(&g, "h").shape, vec![3, 8]);
+    assert_eq!(tensor(&g, "v").shape, vec![6, 4]);
+    assert_eq!(tensor(&g, "y").shape, vec![6, 4]);
+}
+
+#[cfg(not(feature = "onnx-infer"))]
+#[test]
+fn without_the_library_a_value_the_file_does_not_type_says_how_to_get_it() {
+    for (m, values) in [
+        (reshape_by_shape_arithmetic(), ["s", "v"]),
+        (expand_with_a_symbolic_value_info(), ["e", "e"]),
+    ] {
+        match import(m) {
+            Err(GraphError::ShapeUnknown { value, problem, .. }) => {
+                assert!(values.contains(&value.as_str()), "{value}");
+                assert!(problem.contains("--features onnx-infer"), "{problem}");
+                assert!(problem.contains("infer_shapes"), "{problem}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 #[test]
@@ -178,6 +235,7 @@ fn several_outputs_are_views_of_one_packed_tensor() {
     let mut m = small();
     m.node.push(node("Split", &["y"], &["a", "b"]));
     m.node.push(node("Add", &["a", "b"], &["z"]));
+    m.value_info.push(f32s("y", &[2, 4]));
     m.value_info.push(f32s("a", &[1, 4]));
     m.value_info.push(f32s("b", &[1, 4]));
     m.output = vec![f32s("z", &[1, 4])];
@@ -276,13 +334,30 @@ fn a_value_defined_twice_is_named() {
 
 #[test]
 fn a_shape_that_cannot_be_inferred_is_named() {
+    // An op of a custom domain that no value_info types: no library knows it either.
+    // (With the value_info of the Relu after it, tract would infer it backwards.)
     let mut m = small();
-    m.value_info.retain(|v| v.name != "h");
-    m.node[0] = node("Conv", &["x", "w"], &["h"]);
+    m.value_info.retain(|v| v.name != "h" && v.name != "r");
+    m.node[0] = node("Mystery", &["x", "w"], &["h"]);
+    m.node[0].domain = "com.example".into();
     match import(m) {
-        Err(GraphError::ShapeUnknown { value, node, .. }) => {
+        Err(GraphError::ShapeUnknown {
+            value,
+            node,
+            problem,
+        }) => {
             assert_eq!(value, "h");
-            assert!(node.contains("Conv"), "{node}");
+            assert!(node.contains("Mystery"), "{node}");
+            assert!(
+                problem.contains("no value_info gives its shape"),
+                "{problem}"
+            );
+            let library = if cfg!(feature = "onnx-infer") {
+                "tract's shape inference did not find it"
+            } else {
+                "--features onnx-infer"
+            };
+            assert!(problem.contains(library), "{problem}");
         }
         other => panic!("{other:?}"),
     }
