@@ -165,7 +165,7 @@ pub fn generate(spec: &Spec) -> Generated {
         }
         Shape::NonGuillotine => non_guillotine(spec.seed, n),
     };
-    let mut rng = Rng(spec.seed ^ 0x5eed_0f_0dd5);
+    let mut rng = Rng(spec.seed ^ 0x005e_ed0f_0dd5);
     let mut pieces = pieces;
     // Shuffle the rows (Fisher-Yates), as the published files are not sorted.
     for i in (1..pieces.len()).rev() {
