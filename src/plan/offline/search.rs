@@ -36,7 +36,11 @@
 //! limited-discrepancy turn ([`Lds`]) with half its work: depth-first search revises the
 //! last choices first and may never get back to a wrong early one; a pass that charges
 //! k discrepancies for the k-th candidate at a node, and allows a dozen on a path,
-//! revises choices at every depth (dsa E fits only thanks to it).
+//! revises choices at every depth (dsa E fits only thanks to it). Where at least 3/4 of
+//! the sections are full at the capacity (a tiling), each round starts every preorder
+//! with a corner turn: depth first, but where a section is tight at the offset (the
+//! sizes still to place there fill it exactly from the offset up) only the items that
+//! can go at the offset and cover it branch ([`Tuning::corners`]).
 
 mod memo;
 
