@@ -9,6 +9,14 @@
 //! `wgalloc plan X.CAPACITY.csv --capacity CAPACITY` does. Traces are planned with
 //! alignment 32 and a 2 GiB max size, as `wgalloc plan` does. A final line gives the
 //! geometric mean of best / bound over the traces.
+//!
+//! Then the generated set (`wgalloc::plan::offline::generate::suite`: half guillotine,
+//! half not, 150 to 500 buffers, each tiling 1,048,576 x 1,048,576 exactly): `best` at
+//! capacity 1,048,576 with a time limit per instance; it prints how many fit, the
+//! median, 95th-percentile and worst time of those that fit, and the ones that do not.
+//! `WGALLOC_BENCH_GEN=N` sets the count (200; 40 when quick; 0 skips it),
+//! `WGALLOC_BENCH_GEN_LIMIT=S` the limit in seconds (2; 1 when quick). The set runs
+//! unless a NAME is given that is not part of `generated`.
 
 mod common;
 
@@ -16,6 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use wgalloc::graph::{read_trace, Graph};
+use wgalloc::plan::offline::generate::{self, Shape};
 use wgalloc::plan::offline::Strategy;
 use wgalloc::plan::{lower_bounds, BufferTypeDesc, IntervalProblem, PlanLimits, Planner};
 
@@ -182,6 +191,92 @@ fn main() {
             "\ngeometric mean of best / bound over {traces} traces: {:.5}",
             (log_ratio_sum / f64::from(traces)).exp()
         );
+    }
+    if only
+        .as_ref()
+        .is_none_or(|o| "generated".contains(o.as_str()))
+    {
+        generated_set(quick);
+    }
+}
+
+/// An environment variable parsed as a number, or `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `best` on the generated set at its capacity: fits, time distribution, misses.
+fn generated_set(quick: bool) {
+    let count = env_or("WGALLOC_BENCH_GEN", if quick { 40usize } else { 200 });
+    let limit = env_or("WGALLOC_BENCH_GEN_LIMIT", if quick { 1.0f64 } else { 2.0 });
+    if count == 0 {
+        return;
+    }
+    let limits = PlanLimits {
+        capacity: Some(generate::CAPACITY),
+        time_limit: Some(Duration::from_secs_f64(limit)),
+    };
+    let mut fitted: Vec<(f64, String)> = Vec::new();
+    let mut missed: Vec<String> = Vec::new();
+    let mut per_shape = [(0usize, 0usize); 2];
+    for spec in generate::suite(count) {
+        let g = generate::generate(&spec);
+        let problem = &g.problem;
+        let cell = Cell::measure(|| {
+            let plan = Planner::Offline(Strategy::Best)
+                .plan_intervals_limited(problem, 1, &limits)
+                .ok()?;
+            problem.verify(&plan).ok()?;
+            Some(plan.peak)
+        });
+        let shape = usize::from(spec.shape == Shape::NonGuillotine);
+        per_shape[shape].1 += 1;
+        let name = format!("{} (n={})", problem.name, problem.intervals.len());
+        match cell.bytes {
+            Some(peak) if peak <= generate::CAPACITY => {
+                per_shape[shape].0 += 1;
+                fitted.push((cell.seconds, name));
+            }
+            Some(peak) => {
+                // Display only.
+                let over = (peak as f64 / generate::CAPACITY as f64 - 1.0) * 100.0;
+                missed.push(format!("{name}: {over:+.2}% in {:.2} s", cell.seconds));
+            }
+            None => missed.push(format!("{name}: error")),
+        }
+    }
+    fitted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let at = |q: f64| {
+        // Display only: the q-quantile of the fitted times (nearest rank).
+        let k = ((q * fitted.len() as f64).ceil() as usize).clamp(1, fitted.len().max(1));
+        fitted.get(k - 1).map_or(0.0, |f| f.0)
+    };
+    println!(
+        "\ngenerated set: {count} instances (`generate::suite`), `best` at capacity {} with a {limit} s limit each",
+        generate::CAPACITY
+    );
+    println!("| set | fitted | median s | p95 s | worst s |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "| all | {} / {count} (guillotine {} / {}, non-guillotine {} / {}) | {:.3} | {:.3} | {:.3} |",
+        fitted.len(),
+        per_shape[0].0,
+        per_shape[0].1,
+        per_shape[1].0,
+        per_shape[1].1,
+        at(0.5),
+        at(0.95),
+        at(1.0)
+    );
+    if let Some((secs, name)) = fitted.last() {
+        println!("slowest fitted: {name} in {secs:.3} s");
+    }
+    println!("not fitted ({}):", missed.len());
+    for m in &missed {
+        println!("  {m}");
     }
 }
 

@@ -19,6 +19,7 @@
 //! [`plan_ranges_to`] and [`plan_intervals_to`] take a target capacity: `best` then
 //! stops at the first plan that fits it and aims its search at it.
 
+pub mod generate;
 mod graph;
 mod greedy;
 mod improve;

@@ -36,7 +36,11 @@
 //! limited-discrepancy turn ([`Lds`]) with half its work: depth-first search revises the
 //! last choices first and may never get back to a wrong early one; a pass that charges
 //! k discrepancies for the k-th candidate at a node, and allows a dozen on a path,
-//! revises choices at every depth (dsa E fits only thanks to it).
+//! revises choices at every depth (dsa E fits only thanks to it). Where at least 3/4 of
+//! the sections are full at the capacity (a tiling), each round starts every preorder
+//! with a corner turn: depth first, but where a section is tight at the offset (the
+//! sizes still to place there fill it exactly from the offset up) only the items that
+//! can go at the offset and cover it branch ([`Tuning::corners`]).
 
 mod memo;
 
@@ -75,18 +79,54 @@ pub(crate) struct Searcher<'a> {
     overlaps: Vec<Vec<u32>>,
     /// Every item, sorted by first section.
     all: Vec<u32>,
+    /// The schedule's knobs.
+    tuning: Tuning,
+}
+
+/// The knobs of the schedule, fixed in production ([`Tuning::default`]); tests and
+/// probes vary them to measure what each part earns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tuning {
+    /// Whether each round gives every preorder a limited-discrepancy turn.
+    pub lds: bool,
+    /// How many static preorders take turns (1 to [`ORDERS`]`.len()`).
+    pub orders: usize,
+    /// Corner branching: when a section is tight at the offset (the sizes still to
+    /// place there fill it exactly from the offset up), only items that can go at the
+    /// offset and cover that section are candidates.
+    pub corners: bool,
+    /// Corner turns also where fewer than 3/4 of the sections are full at the
+    /// capacity (off in production; tests turn it on).
+    pub corners_anywhere: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            lds: true,
+            orders: 3,
+            corners: true,
+            corners_anywhere: false,
+        }
+    }
 }
 
 impl<'a> Searcher<'a> {
     /// Builds what every search of `p` shares.
     pub(crate) fn new(p: &'a Prepared) -> Searcher<'a> {
+        Searcher::tuned(p, Tuning::default())
+    }
+
+    /// [`Searcher::new`] with other knobs.
+    pub(crate) fn tuned(p: &'a Prepared, tuning: Tuning) -> Searcher<'a> {
         let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
         all.sort_by_key(|&i| p.items[i as usize].a);
         Searcher {
             p,
-            preorders: preorders(p),
+            preorders: preorders(p, tuning.orders),
             overlaps: overlap_lists(p),
             all,
+            tuning,
         }
     }
 
@@ -131,13 +171,29 @@ impl<'a> Searcher<'a> {
                 lds: Lds::new(p.items.len()),
             })
             .collect();
+        // Corner turns only where most sections are full at this capacity (a tiling):
+        // elsewhere few sections become tight and the turns only take work from the
+        // others (dsa B, 61% full, took 1.8 times as long with them; E no longer fit
+        // within `best`'s budget).
+        let full = p.live.iter().filter(|&&l| l == capacity).count();
+        let corners =
+            self.tuning.corners && (self.tuning.corners_anywhere || 4 * full >= 3 * p.sections);
         loop {
             for (order, turn) in turns.iter_mut().enumerate() {
-                let search = self.over(order, capacity, deadline);
-                for kind in [Kind::DepthFirst, Kind::Lds] {
+                let search = self.over(order, capacity, deadline, false);
+                let cornered = self.over(order, capacity, deadline, true);
+                for kind in [Kind::Corner, Kind::DepthFirst, Kind::Lds] {
+                    let skip = match kind {
+                        Kind::Corner => !corners,
+                        Kind::DepthFirst => false,
+                        Kind::Lds => !self.tuning.lds,
+                    };
+                    if skip {
+                        continue;
+                    }
                     // Limited-discrepancy turns get half the depth-first turns' work.
                     let share = match kind {
-                        Kind::DepthFirst => limit,
+                        Kind::Corner | Kind::DepthFirst => limit,
                         Kind::Lds => (limit / 2).max(1),
                     };
                     let work = share.min(left);
@@ -146,6 +202,11 @@ impl<'a> Searcher<'a> {
                     }
                     left -= work;
                     let (found, unused) = match kind {
+                        // Both depth-first kinds are complete under the same contract:
+                        // a state one proves to fail fails for the other too.
+                        Kind::Corner => {
+                            cornered.depth_first(&mut turn.depth_first, work, &mut stats)
+                        }
                         Kind::DepthFirst => {
                             search.depth_first(&mut turn.depth_first, work, &mut stats)
                         }
@@ -163,7 +224,13 @@ impl<'a> Searcher<'a> {
     }
 
     /// The passes over preorder `order` at `capacity` share this.
-    fn over(&self, order: usize, capacity: u64, deadline: Option<Instant>) -> Search<'_> {
+    fn over(
+        &self,
+        order: usize,
+        capacity: u64,
+        deadline: Option<Instant>,
+        corners: bool,
+    ) -> Search<'_> {
         Search {
             p: self.p,
             capacity,
@@ -171,6 +238,7 @@ impl<'a> Searcher<'a> {
             overlaps: &self.overlaps,
             all: &self.all,
             deadline,
+            corners,
         }
     }
 }
@@ -187,10 +255,14 @@ pub(crate) struct Stats {
     pub memo_hits: u64,
 }
 
-/// The two kinds of turn each preorder takes per round.
+/// The kinds of turn each preorder takes per round.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
+    /// Depth first with corner branching ([`Tuning::corners`]).
+    Corner,
+    /// Depth first over the candidates in (floor, rank) order.
     DepthFirst,
+    /// Limited discrepancy ([`Lds`]).
     Lds,
 }
 
@@ -211,6 +283,8 @@ struct Search<'a> {
     /// Every item, sorted by first section.
     all: &'a [u32],
     deadline: Option<Instant>,
+    /// Corner branching on tight sections ([`Tuning::corners`]).
+    corners: bool,
 }
 
 impl Search<'_> {
@@ -235,6 +309,7 @@ impl Search<'_> {
         );
         state.disc_left = discrepancies.unwrap_or(u64::MAX);
         state.limited = discrepancies.is_some();
+        state.corners = self.corners;
         state.stack.extend_from_slice(self.all);
         let step = state.descend(0, self.all.len(), 0, 0);
         stats.nodes += state.nodes;
@@ -324,11 +399,25 @@ impl Lds {
     }
 }
 
-/// Static preorders (item positions, best first): MiniMalloc's WAT, TAW and TWA (see
-/// [`greedy::Key`]).
-fn preorders(p: &Prepared) -> Vec<Vec<usize>> {
-    [greedy::WAT, greedy::TAW, greedy::TWA]
+/// The static preorders' keys, in turn order: MiniMalloc's WAT, TAW and TWA (see
+/// [`greedy::Key`]), then the other three orders of the same keys.
+const ORDERS: [[greedy::Key; 3]; 6] = {
+    use greedy::Key::{Area, Total, Width};
+    [
+        greedy::WAT,
+        greedy::TAW,
+        greedy::TWA,
+        [Area, Total, Width],
+        [Width, Total, Area],
+        [Area, Width, Total],
+    ]
+};
+
+/// The first `count` static preorders (item positions, best first).
+fn preorders(p: &Prepared, count: usize) -> Vec<Vec<usize>> {
+    ORDERS
         .into_iter()
+        .take(count.clamp(1, ORDERS.len()))
         .map(|keys| greedy::by_keys(p, keys))
         .collect()
 }
@@ -354,6 +443,13 @@ struct State<'a> {
     disc_left: u64,
     /// Whether discrepancies are limited (a limited-discrepancy pass).
     limited: bool,
+    /// Whether tight sections at the offset restrict the candidates (corner branching).
+    corners: bool,
+    /// Scratch per section: tight at the current node's offset (all false between
+    /// nodes).
+    tight: Vec<bool>,
+    /// Scratch per section boundary: candidates starting minus ending there.
+    fillers: Vec<i64>,
     /// Undo log of `floor` changes: (item, old floor).
     floor_log: Vec<(u32, u64)>,
     remaining: Vec<u64>,
@@ -434,6 +530,9 @@ impl<'a> State<'a> {
             floor: vec![0; p.items.len()],
             disc_left: u64::MAX,
             limited: false,
+            corners: true,
+            tight: vec![false; p.sections + 1],
+            fillers: vec![0; p.sections + 1],
             floor_log: Vec::new(),
             remaining: p.live.clone(),
             placed: vec![false; p.items.len()],
@@ -580,6 +679,7 @@ impl<'a> State<'a> {
         self.covering.clear();
         let mut next = base;
         let mut fits = true;
+        let mut corner: Option<u32> = None;
         for t in first..last {
             while next < end && self.p.items[self.stack[next] as usize].a == t {
                 let i = self.stack[next] as usize;
@@ -606,12 +706,28 @@ impl<'a> State<'a> {
             while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
                 self.covering.pop();
             }
-            if let Some(Reverse((lowest, _))) = self.covering.peek() {
-                if lowest.saturating_add(self.remaining[t as usize]) > self.capacity {
+            if let Some(&Reverse((lowest, _))) = self.covering.peek() {
+                let need = lowest.saturating_add(self.remaining[t as usize]);
+                if need > self.capacity {
                     fits = false;
                     break;
                 }
+                // A tight section at the offset: its space at `offset` must be filled
+                // by an item placed at `offset` now.
+                if self.corners && lowest == offset && need == self.capacity {
+                    self.tight[t as usize] = true;
+                    corner = Some(t);
+                }
             }
+        }
+        if fits && corner.is_some() {
+            // Of the tight sections, the one the fewest candidates can fill (none: the
+            // node fails).
+            corner = self.fewest_fillers(cand_base, first, last, offset);
+            fits = corner.is_some();
+        }
+        for t in first..last {
+            self.tight[t as usize] = false;
         }
         let mut step = Step::Failed;
         if fits {
@@ -627,13 +743,30 @@ impl<'a> State<'a> {
                 if self.twin[i].is_some_and(|t| !self.placed[t]) {
                     continue;
                 }
+                let it = self.p.items[i];
+                if let Some(t) = corner {
+                    if floor > offset {
+                        break; // the corner can no longer be filled
+                    }
+                    if it.a > t || it.b <= t {
+                        continue;
+                    }
+                }
                 if tried > self.disc_left {
                     break;
                 }
                 let mark = self.trail.len();
                 self.disc_left -= tried;
                 let hatless = self.put(i, floor);
-                let next = self.descend(base, end, floor, rank as usize);
+                // After a corner placement the items still to go at `offset` may come
+                // in any order of rank at least `last_rank` (they are pairwise apart in
+                // time, so any order places them the same).
+                let child_rank = if corner.is_some() {
+                    last_rank
+                } else {
+                    rank as usize
+                };
+                let next = self.descend(base, end, floor, child_rank);
                 self.disc_left += tried;
                 tried += 1;
                 if matches!(next, Step::Solved) {
@@ -652,6 +785,40 @@ impl<'a> State<'a> {
         }
         self.cand.truncate(cand_base);
         step
+    }
+
+    /// Of the sections `first..last` marked tight, the one that the fewest candidates
+    /// at `offset` (in `self.cand[cand_base..]`) cover, the leftmost on a tie; `None`
+    /// when some tight section has no such candidate.
+    fn fewest_fillers(
+        &mut self,
+        cand_base: usize,
+        first: u32,
+        last: u32,
+        offset: u64,
+    ) -> Option<u32> {
+        let (first, last) = (first as usize, last as usize);
+        self.fillers[first..=last].fill(0);
+        for &(floor, _, i) in &self.cand[cand_base..] {
+            if floor == offset {
+                let it = self.p.items[i as usize];
+                self.fillers[it.a as usize] += 1;
+                self.fillers[it.b as usize] -= 1;
+            }
+        }
+        let mut best: Option<(i64, u32)> = None;
+        let mut covering = 0i64;
+        for t in first..last {
+            covering += self.fillers[t];
+            if self.tight[t] && best.is_none_or(|(c, _)| covering < c) {
+                best = Some((covering, t as u32));
+            }
+        }
+        self.work_left = self.work_left.saturating_sub((last - first) as u64);
+        match best {
+            Some((0, _)) | None => None,
+            Some((_, t)) => Some(t),
+        }
     }
 
     /// The failed-state key: the fingerprint, with the discrepancies left when limited.
@@ -831,7 +998,16 @@ mod probe {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(1_048_576);
-            let (found, stats) = Searcher::new(&p).run(cap, budget, None);
+            let tuning = Tuning {
+                lds: std::env::var("PROBE_LDS").map_or(true, |v| v == "1"),
+                orders: std::env::var("PROBE_ORDERS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(3),
+                corners: std::env::var("PROBE_CORNERS").map_or(true, |v| v != "0"),
+                corners_anywhere: std::env::var("PROBE_CORNERS").is_ok_and(|v| v == "2"),
+            };
+            let (found, stats) = Searcher::tuned(&p, tuning).run(cap, budget, None);
             let secs = started.elapsed().as_secs_f64();
             let what = match &found {
                 Found::Plan(_, peak) => format!("plan {peak}"),
@@ -842,6 +1018,72 @@ mod probe {
                 stats.nodes, stats.memo_hits
             );
         }
+    }
+    /// Fits of the generated set (`generate::suite`) at its capacity with a fixed work
+    /// budget per instance (deterministic, unlike the benchmark's time limit):
+    /// `PROBE_GEN=200 PROBE_WORK=200000000 cargo test --release --lib
+    /// search::probe::generated -- --ignored --nocapture` (`PROBE_GEN_FROM` skips the
+    /// first instances, `PROBE_VERBOSE=1` prints every instance).
+    #[test]
+    #[ignore]
+    fn generated_at_capacity() {
+        use crate::plan::offline::generate::{generate, suite, CAPACITY};
+        let var = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let count = var("PROBE_GEN", 40) as usize;
+        let from = var("PROBE_GEN_FROM", 0) as usize;
+        let budget = var("PROBE_WORK", 200_000_000);
+        let verbose = std::env::var_os("PROBE_VERBOSE").is_some();
+        let tuning = Tuning {
+            lds: var("PROBE_LDS", 1) == 1,
+            orders: var("PROBE_ORDERS", 3) as usize,
+            corners: var("PROBE_CORNERS", 1) == 1,
+            corners_anywhere: var("PROBE_CORNERS", 1) == 2,
+        };
+        let (mut fitted, mut nodes, mut secs) = (0, 0u64, Vec::new());
+        let mut missed = Vec::new();
+        for spec in suite(count).into_iter().skip(from) {
+            let g = generate(&spec);
+            let p = Prepared::new(&interval_ranges(&g.problem), 1).expect("valid");
+            let started = std::time::Instant::now();
+            let (found, stats) = Searcher::tuned(&p, tuning).run(CAPACITY, budget, None);
+            let s = started.elapsed().as_secs_f64();
+            nodes += stats.nodes;
+            if verbose {
+                println!(
+                    "{} n={}: {:?} {s:.3} s {} nodes",
+                    g.problem.name,
+                    p.items.len(),
+                    matches!(found, Found::Plan(..)),
+                    stats.nodes
+                );
+            }
+            match found {
+                Found::Plan(offsets, peak) => {
+                    p.assert_valid(&offsets, peak);
+                    fitted += 1;
+                    secs.push(s);
+                }
+                _ => missed.push(g.problem.name.clone()),
+            }
+        }
+        secs.sort_by(f64::total_cmp);
+        let q = |f: f64| {
+            secs.get(((f * secs.len() as f64).ceil() as usize).max(1) - 1)
+                .copied()
+                .unwrap_or(0.0)
+        };
+        println!(
+            "fitted {fitted} / {}; median {:.3} s, p95 {:.3} s, worst {:.3} s; {nodes} nodes; missed {missed:?}",
+            count - from.min(count),
+            q(0.5),
+            q(0.95),
+            q(1.0)
+        );
     }
 }
 
@@ -924,7 +1166,7 @@ mod brute {
     /// One pass over the first preorder of `p` at `capacity`, with a fresh table.
     fn one_pass(p: &Prepared, capacity: u64, discrepancies: Option<u64>) -> (Pass, Stats) {
         let searcher = Searcher::new(p);
-        let search = searcher.over(0, capacity, None);
+        let search = searcher.over(0, capacity, None, false);
         let mut failed = FailedStates::for_items(p.items.len());
         let mut stats = Stats::default();
         let pass = search.pass(&mut failed, discrepancies, 1 << 40, &mut stats);
@@ -987,7 +1229,7 @@ mod brute {
             1,
         )
         .expect("valid");
-        let orders = preorders(&p);
+        let orders = preorders(&p, 3);
         let overlaps = overlap_lists(&p);
         let mut failed = FailedStates::for_items(1);
         let mut state = State::new(&p, 3, &orders[0], &overlaps, &mut failed, 10, None);
@@ -1004,12 +1246,12 @@ mod brute {
 
     /// Searches at the bound and two above it, checks each answer against brute force
     /// and every placement found; returns the search's counts summed.
-    fn agrees_with_brute_force(ranges: &[LiveRange]) -> Stats {
+    fn agrees_with_brute_force(ranges: &[LiveRange], tuning: Tuning) -> Stats {
         let p = Prepared::new(ranges, 1).expect("valid");
         let mut total = Stats::default();
         for cap in p.lower_bound..p.lower_bound + 3 {
             let expect = fits(&p, cap);
-            let (got, stats) = Searcher::new(&p).run(cap, 1 << 40, None);
+            let (got, stats) = Searcher::tuned(&p, tuning).run(cap, 1 << 40, None);
             total.nodes += stats.nodes;
             total.memo_hits += stats.memo_hits;
             match got {
@@ -1034,7 +1276,39 @@ mod brute {
     #[test]
     fn search_agrees_with_brute_force_on_small_instances() {
         for ranges in instances(2000, 7, 8, 0x1234_5678_9abc_def1) {
-            agrees_with_brute_force(&ranges);
+            agrees_with_brute_force(&ranges, Tuning::default());
+        }
+    }
+
+    #[test]
+    fn corner_branching_alone_agrees_with_brute_force() {
+        // One preorder, no limited turns: the corner turn (a complete search) comes
+        // first in every round.
+        let corners_only = Tuning {
+            lds: false,
+            orders: 1,
+            corners: true,
+            corners_anywhere: true,
+        };
+        for ranges in instances(2000, 7, 8, 0x0c0f_fee0_d00d_2468) {
+            agrees_with_brute_force(&ranges, corners_only);
+        }
+    }
+
+    #[test]
+    fn corner_branching_fits_generated_tilings_at_their_bound() {
+        use crate::plan::offline::generate::{generate, suite, CAPACITY};
+        // The small instances of the generated set (each tiles the rectangle exactly).
+        for spec in suite(8).into_iter().filter(|s| s.buffers < 250) {
+            let g = generate(&spec);
+            let p = Prepared::new(&crate::plan::offline::interval_ranges(&g.problem), 1)
+                .expect("valid");
+            let (found, _) = Searcher::new(&p).run(CAPACITY, 50_000_000, None);
+            let Found::Plan(offsets, peak) = found else {
+                panic!("{} not fitted", g.problem.name);
+            };
+            p.assert_valid(&offsets, peak);
+            assert!(peak <= CAPACITY);
         }
     }
 
@@ -1090,8 +1364,14 @@ mod brute {
                 .iter()
                 .map(|&(start, end, size)| LiveRange { start, end, size })
                 .collect();
-            let stats = agrees_with_brute_force(&ranges);
+            // Without corner turns, which prune these before a state is met again.
+            let plain = Tuning {
+                corners: false,
+                ..Tuning::default()
+            };
+            let stats = agrees_with_brute_force(&ranges, plain);
             assert!(stats.memo_hits > 0, "{ranges:?}");
+            agrees_with_brute_force(&ranges, Tuning::default());
         }
     }
 }
