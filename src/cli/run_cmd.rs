@@ -6,9 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::json;
-use wgalloc::device::{
-    allocate_plan, measure_allocation, no_report_reason, GpuContext, WgpuAllocator, STORAGE_USAGE,
-};
+use wgalloc::device::{no_report_reason, GpuContext, WgpuAllocator};
 use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
 use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, plan, PlanOptions, Planner};
 
@@ -58,14 +56,11 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
         None
     };
     let plan_verified = plan.verify(&graph).is_ok();
-    // What the driver allocates and reserves for the plan's buffers: they are created
-    // once here and measured, then released before the proof allocates its own.
-    let (memory, device_bytes) = measure_allocation(&ctx.device, || {
-        allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator)
-    })?;
-    drop(memory);
     let kernels = ChecksumKernels::new(&ctx)?;
+    // The proof allocates the plan's memory once and measures what the driver
+    // allocated and reserved for it.
     let report = prove_plan(&ctx, &kernels, &graph, &plan, &WgpuAllocator)?;
+    let device_bytes = report.device_bytes;
     let naive = naive_size(&graph);
     let bound = lower_bounds(&graph)?.inplace_aware;
     let planned = plan.total_size();

@@ -402,6 +402,7 @@ impl<'a> ChecksumRun<'a> {
             encode_time,
             gpu_time,
             wall_time,
+            device_bytes: None,
         })
     }
 }

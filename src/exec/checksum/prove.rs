@@ -2,7 +2,9 @@
 //! call, so that the CLI, the end-to-end gate and user code cannot drift apart.
 
 use super::{ChecksumKernels, ChecksumReport, ChecksumRun};
-use crate::device::{allocate_plan, BufferAllocator, GpuContext, STORAGE_USAGE};
+use crate::device::{
+    allocate_plan, measure_allocation, BufferAllocator, GpuContext, STORAGE_USAGE,
+};
 use crate::exec::check_plan_against_limits;
 use crate::graph::Graph;
 use crate::plan::Plan;
@@ -30,9 +32,14 @@ pub fn prove_plan(
     allocator: &dyn BufferAllocator,
 ) -> crate::Result<ChecksumReport> {
     check_plan_against_limits(plan, graph, &ctx.limits)?;
-    let memory = allocate_plan(ctx, plan, STORAGE_USAGE, allocator)?;
+    let (memory, device_bytes) = measure_allocation(&ctx.device, || {
+        allocate_plan(ctx, plan, STORAGE_USAGE, allocator)
+    })?;
     let report =
         ChecksumRun::with_kernels(ctx, kernels, graph, plan, &memory).and_then(|run| run.run());
     memory.release(allocator);
-    Ok(report?)
+    Ok(ChecksumReport {
+        device_bytes,
+        ..report?
+    })
 }
