@@ -16,9 +16,8 @@
 //! for one `k` as one `vec4` from workgroup memory. Zero padding rounds `k` up to 16
 //! and `n` up to 64.
 
-/// Why a matrix cannot be packed (the pre-packed weight cache reports these as
-/// [`crate::prepack::PrepackError::BadDimensions`] and
-/// [`crate::prepack::PrepackError::WrongValueCount`]).
+/// Why a matrix cannot be packed (the pre-packed weight cache reports it as
+/// [`crate::prepack::PrepackError::Pack`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PackError {

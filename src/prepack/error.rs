@@ -74,22 +74,10 @@ pub enum PrepackError {
         /// What wgpu said.
         message: String,
     },
-    /// A matrix with a zero or overflowing dimension.
-    #[error("cannot pack a [{k}, {n}] matrix (zero or overflowing size)")]
-    BadDimensions {
-        /// Inner dimension.
-        k: u64,
-        /// Columns.
-        n: u64,
-    },
-    /// Values given for a weight do not match its element count.
-    #[error("expected {expected} values, got {got}")]
-    WrongValueCount {
-        /// Elements expected.
-        expected: u64,
-        /// Elements given.
-        got: u64,
-    },
+    /// A matrix that cannot be packed (a zero or overflowing dimension, or values that
+    /// do not match its element count).
+    #[error(transparent)]
+    Pack(#[from] crate::exec::packed::PackError),
     /// A weight whose values were needed was not given any.
     #[error("no values for weight {tensor} ({name})")]
     MissingWeight {
@@ -122,19 +110,6 @@ impl PrepackError {
             PrepackError::Allocation { source, .. } => source.kind(),
             PrepackError::Upload { .. } => ErrorKind::Device,
             _ => ErrorKind::BadInput,
-        }
-    }
-}
-
-impl From<crate::exec::packed::PackError> for PrepackError {
-    fn from(error: crate::exec::packed::PackError) -> PrepackError {
-        match error {
-            crate::exec::packed::PackError::BadDimensions { k, n } => {
-                PrepackError::BadDimensions { k, n }
-            }
-            crate::exec::packed::PackError::WrongValueCount { expected, got } => {
-                PrepackError::WrongValueCount { expected, got }
-            }
         }
     }
 }

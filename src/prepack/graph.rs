@@ -2,7 +2,7 @@
 //! pre-packed copy of it (`matmul_packed`).
 
 use super::{PackFormat, PrepackError};
-use crate::exec::packed::{packed_shape, BSource};
+use crate::exec::packed::{packed_shape, BSource, PackError};
 use crate::graph::{DType, Graph, Role, Tensor, TensorId};
 
 /// One packed tensor the rewrite added: it stands for `weight` packed as `format`.
@@ -86,7 +86,7 @@ fn packable(graph: &Graph, op: &str, a: TensorId, b: TensorId) -> Option<(u64, u
 /// packed tensor. Other nodes, and matmuls of two activations, are left alone.
 ///
 /// # Errors
-/// [`PrepackError::BadDimensions`] for a zero-sized weight;
+/// [`PrepackError::Pack`] for a zero-sized weight;
 /// [`PrepackError::Graph`] when the rewritten graph fails validation.
 pub fn pack_matmul_weights(graph: &Graph) -> Result<PackedGraph, PrepackError> {
     let mut out = graph.clone();
@@ -107,11 +107,11 @@ pub fn pack_matmul_weights(graph: &Graph) -> Result<PackedGraph, PrepackError> {
         {
             Some(i) => i,
             None => {
-                let shape = packed_shape(k, n).ok_or(PrepackError::BadDimensions { k, n })?;
+                let shape = packed_shape(k, n).ok_or(PackError::BadDimensions { k, n })?;
                 let size = shape
                     .iter()
                     .try_fold(4u64, |acc, &d| acc.checked_mul(d))
-                    .ok_or(PrepackError::BadDimensions { k, n })?;
+                    .ok_or(PackError::BadDimensions { k, n })?;
                 let id = TensorId(u32::try_from(out.tensors.len()).map_err(|_| {
                     PrepackError::Graph {
                         message: "too many tensors".into(),
