@@ -114,12 +114,13 @@ impl<'a> TensorMemory<'a> {
             tensor,
             name: t.name.clone(),
         };
-        let root = graph.root_of(tensor).ok_or_else(not_placed)?;
+        // The one rule (graph::extent): the tensor's bytes in its root.
+        let extent = graph.extent(tensor).ok_or_else(not_placed)?;
         let (layer, placement, memory) = self
             .layers
             .iter()
             .enumerate()
-            .find_map(|(i, (plan, memory))| plan.placement(root).map(|p| (i, p, *memory)))
+            .find_map(|(i, (plan, memory))| plan.placement(extent.root).map(|p| (i, p, *memory)))
             .ok_or_else(not_placed)?;
         let chunk =
             memory
@@ -129,11 +130,10 @@ impl<'a> TensorMemory<'a> {
                     buffer: placement.buffer.0,
                     chunk: placement.chunk,
                 })?;
-        let extent = graph.extent(tensor).ok_or_else(not_placed)?;
         if extent.is_empty() {
             return Err(ExecError::EmptyTensor { tensor });
         }
-        // The one rule (graph::extent): the view's bytes in its root, rounded to words.
+        // Bound as whole words.
         let too_large = || ExecError::LargerThanPlacement {
             tensor,
             size: extent.size,
