@@ -10,63 +10,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{BufferAllocator, DeviceError};
+pub use crate::storage::Region;
 use crate::plan::{BufferId, Placement};
-
-/// `size` bytes of `buffer` from byte `offset`: a planned chunk, a tensor's binding, a
-/// block of a user's pool (a stream's [`BlockAddress`](crate::stream::BlockAddress) is
-/// a `Region`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Region {
-    /// The buffer that holds the bytes.
-    pub buffer: wgpu::Buffer,
-    /// Where they start in `buffer`.
-    pub offset: u64,
-    /// How many bytes.
-    pub size: u64,
-}
-
-impl Region {
-    /// The whole of `buffer`.
-    pub fn whole(buffer: wgpu::Buffer) -> Region {
-        let size = buffer.size();
-        Region {
-            buffer,
-            offset: 0,
-            size,
-        }
-    }
-
-    /// One past the last byte, in `buffer`; `None` on overflow.
-    pub fn end(&self) -> Option<u64> {
-        self.offset.checked_add(self.size)
-    }
-
-    /// Whether the region lies inside its buffer.
-    pub fn is_inside_buffer(&self) -> bool {
-        self.end().is_some_and(|end| end <= self.buffer.size())
-    }
-
-    /// `size` bytes from `offset` of this region (offsets relative to the region's
-    /// start), as a region of the same buffer; `None` when they do not lie inside it.
-    pub fn sub(&self, offset: u64, size: u64) -> Option<Region> {
-        let end = offset.checked_add(size)?;
-        (end <= self.size).then(|| Region {
-            buffer: self.buffer.clone(),
-            offset: self.offset + offset,
-            size,
-        })
-    }
-
-    /// The region as a storage binding (`None` for an empty region, which wgpu cannot
-    /// bind).
-    pub fn binding(&self) -> Option<wgpu::BufferBinding<'_>> {
-        Some(wgpu::BufferBinding {
-            buffer: &self.buffer,
-            offset: self.offset,
-            size: Some(wgpu::BufferSize::new(self.size)?),
-        })
-    }
-}
 
 /// The device memory of a plan: `regions[buffer][chunk]` is the region of that chunk
 /// (a whole `wgpu::Buffer` when wgalloc allocated it, or a range of a larger buffer

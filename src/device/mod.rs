@@ -3,6 +3,7 @@
 
 mod allocation;
 mod allocator;
+mod buffer_storage;
 mod buffer_types;
 mod context;
 mod device_bytes;
@@ -19,6 +20,7 @@ pub use allocator::{
     AllocatorReport, BufferAllocator, CallbackAllocator, ChunkRequest, CountingAllocator,
     WgpuAllocator,
 };
+pub use buffer_storage::{copy_region, BufferStorage, WgpuStorage};
 pub use buffer_types::usage_names;
 pub use buffer_types::{
     DeviceBufferType, DeviceBufferTypes, HOST_ALIGNMENT, HOST_MAX_SIZE, STAGING_USAGE,
