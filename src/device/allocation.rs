@@ -1,8 +1,12 @@
 //! Turning a [`Plan`] into real buffers: limits checked first ("never fits"), then one
 //! `wgpu::Buffer` per planned chunk through a [`BufferAllocator`] ("does not fit now"
-//! comes back from the allocator), with no leak when a chunk fails.
+//! comes back from the allocator), or one region per chunk from a [`Storage`]
+//! ([`allocate_plan_in`]), with no leak when a chunk fails.
 
-use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory};
+use std::sync::Arc;
+
+use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory, Region};
+use crate::storage::{RegionRequest, Storage};
 use crate::graph::TensorId;
 use crate::plan::{align_up, BufferId, ChunkPlan, Placement, Plan};
 
@@ -117,7 +121,68 @@ pub fn allocate_plan(
     if usage.contains(wgpu::BufferUsages::STORAGE) {
         check_bindings(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
     }
-    let mut rows: Vec<Vec<wgpu::Buffer>> = Vec::with_capacity(plan.buffers.len());
+    let (rows, owned) = allocate_rows(
+        plan,
+        usage,
+        &mut |request| allocate_one(ctx, request, allocator).map(Region::whole),
+        &mut |region| allocator.release(region.buffer),
+    )?;
+    Ok(PlannedMemory::with_regions(rows, owned, None))
+}
+
+/// [`allocate_plan`] from a [`Storage`]: each chunk is a region the storage hands out
+/// (a whole buffer from a [`super::WgpuStorage`], a sub-range of a page from a
+/// [`crate::storage::PagedStorage`], ...), starting at a multiple of the device's
+/// `min_storage_buffer_offset_alignment`. The memory keeps the storage and frees its
+/// regions back to it when dropped. The same checks run first; on a failure every
+/// region already obtained is freed before the error returns.
+///
+/// # Errors
+/// As [`allocate_plan`]; the storage's refusal is [`DeviceError::ChunkAllocation`]
+/// holding [`DeviceError::Storage`] (or the device's own error).
+pub fn allocate_plan_in(
+    ctx: &GpuContext,
+    plan: &Plan,
+    usage: wgpu::BufferUsages,
+    storage: Arc<dyn Storage<Memory = wgpu::Buffer>>,
+) -> Result<PlannedMemory, DeviceError> {
+    check_chunks_against_limits(plan, &ctx.limits)?;
+    if usage.contains(wgpu::BufferUsages::STORAGE) {
+        check_bindings(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
+    }
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
+    let (rows, owned) = allocate_rows(
+        plan,
+        usage,
+        &mut |request| {
+            let wanted = RegionRequest::new(request.size)
+                .alignment(alignment)
+                .usage(request.usage)
+                .label(request.label());
+            storage.allocate(&wanted).map_err(DeviceError::from)
+        },
+        &mut |region| {
+            if let Err(e) = storage.free(region) {
+                log::warn!("a storage refused a region it handed out: {e}");
+            }
+        },
+    )?;
+    Ok(PlannedMemory::with_regions(rows, owned, Some(storage)))
+}
+
+type AllocateRegion<'a> = dyn FnMut(&ChunkRequest) -> Result<Region, DeviceError> + 'a;
+type FreeRegion<'a> = dyn FnMut(Region) + 'a;
+
+/// One region per chunk of `plan` (rows that repeat an earlier buffer share its
+/// regions), `owned[buffer]` telling which rows hold their own. On a failure every
+/// region already obtained goes back through `free`, last first.
+fn allocate_rows(
+    plan: &Plan,
+    usage: wgpu::BufferUsages,
+    allocate: &mut AllocateRegion<'_>,
+    free: &mut FreeRegion<'_>,
+) -> Result<(Vec<Vec<Region>>, Vec<bool>), DeviceError> {
+    let mut rows: Vec<Vec<Region>> = Vec::with_capacity(plan.buffers.len());
     let mut owned: Vec<bool> = Vec::with_capacity(plan.buffers.len());
     for (b, buffer) in plan.buffers.iter().enumerate() {
         if let Some(shared) = shareable(plan, b, &rows) {
@@ -133,12 +198,12 @@ pub fn allocate_plan(
                 size: chunk_alloc_size(chunk).unwrap_or(u64::MAX),
                 usage,
             };
-            match allocate_one(ctx, &request, allocator) {
+            match allocate(&request) {
                 Ok(created) => row.push(created),
                 Err(error) => {
                     rows.push(row);
                     owned.push(true);
-                    roll_back(rows, &owned, allocator);
+                    roll_back(rows, &owned, free);
                     return Err(DeviceError::ChunkAllocation {
                         buffer: b,
                         chunk: c,
@@ -151,12 +216,12 @@ pub fn allocate_plan(
         rows.push(row);
         owned.push(true);
     }
-    Ok(PlannedMemory::with_ownership(rows, owned))
+    Ok((rows, owned))
 }
 
-/// Clones of an earlier row's buffers when buffer `b` repeats it and every chunk of `b`
+/// Clones of an earlier row's regions when buffer `b` repeats it and every chunk of `b`
 /// fits in the matching earlier chunk.
-fn shareable(plan: &Plan, b: usize, rows: &[Vec<wgpu::Buffer>]) -> Option<Vec<wgpu::Buffer>> {
+fn shareable(plan: &Plan, b: usize, rows: &[Vec<Region>]) -> Option<Vec<Region>> {
     let BufferId(earlier) = plan.buffers.get(b)?.same_as?;
     let row = rows.get(earlier)?;
     let chunks = &plan.buffers.get(b)?.chunks;
@@ -164,7 +229,7 @@ fn shareable(plan: &Plan, b: usize, rows: &[Vec<wgpu::Buffer>]) -> Option<Vec<wg
         && chunks
             .iter()
             .zip(row)
-            .all(|(c, buf)| chunk_alloc_size(c).is_some_and(|s| s <= buf.size()));
+            .all(|(c, region)| chunk_alloc_size(c).is_some_and(|s| s <= region.size));
     fits.then(|| row.to_vec())
 }
 
@@ -196,12 +261,12 @@ fn allocate_one(
     Ok(buffer)
 }
 
-/// Hands every owned buffer back, last allocated first.
-fn roll_back(rows: Vec<Vec<wgpu::Buffer>>, owned: &[bool], allocator: &dyn BufferAllocator) {
+/// Hands every owned region back, last allocated first.
+fn roll_back(rows: Vec<Vec<Region>>, owned: &[bool], free: &mut FreeRegion<'_>) {
     for (i, row) in rows.into_iter().enumerate().rev() {
         if owned.get(i).copied().unwrap_or(true) {
-            for buffer in row.into_iter().rev() {
-                allocator.release(buffer);
+            for region in row.into_iter().rev() {
+                free(region);
             }
         }
     }

@@ -158,6 +158,9 @@ pub enum DeviceError {
         /// Why.
         source: Box<DeviceError>,
     },
+    /// A [`crate::storage::Storage`] refused a region.
+    #[error(transparent)]
+    Storage(Box<crate::storage::StorageError>),
     /// An allocator returned a buffer smaller than asked for.
     #[error("allocator returned {got} bytes for buffer {buffer} chunk {chunk}, {expected} were asked for")]
     ShortBuffer {
@@ -219,6 +222,7 @@ impl DeviceError {
             }
             DeviceError::OutOfDeviceMemory { .. } => ErrorKind::OutOfMemory,
             DeviceError::ChunkAllocation { source, .. } => source.kind(),
+            DeviceError::Storage(source) => source.kind(),
             DeviceError::AllocatorRefused { .. } | DeviceError::ShortBuffer { .. } => {
                 ErrorKind::Callback
             }
@@ -238,6 +242,16 @@ impl DeviceError {
             | DeviceError::RangeOutOfBounds { .. }
             | DeviceError::UnalignedWrite { .. }
             | DeviceError::MissingUsage { .. } => ErrorKind::BadInput,
+        }
+    }
+}
+
+impl From<crate::storage::StorageError> for DeviceError {
+    /// The device's own error comes back as it was; any other refusal is wrapped.
+    fn from(error: crate::storage::StorageError) -> DeviceError {
+        match error {
+            crate::storage::StorageError::Device(e) => e,
+            other => DeviceError::Storage(Box::new(other)),
         }
     }
 }

@@ -7,10 +7,13 @@
 //! alignment. Every reader of planned memory (tensor transfers, the executor, the
 //! checksum proof, streams) goes through it or through [`PlannedMemory::region`].
 
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::{BufferAllocator, DeviceError};
 pub use crate::storage::Region;
+use crate::storage::Storage;
 use crate::plan::{BufferId, Placement};
 
 /// The device memory of a plan: `regions[buffer][chunk]` is the region of that chunk
@@ -22,7 +25,6 @@ use crate::plan::{BufferId, Placement};
 /// Dropping it destroys every buffer it owns, so the memory goes back at once (handles
 /// cloned out of it become invalid). [`PlannedMemory::release`] hands them back to an
 /// allocator instead.
-#[derive(Debug)]
 pub struct PlannedMemory {
     /// Unique to this memory in the process (never reused), so caches of bind groups
     /// can tell one allocation from another.
@@ -31,6 +33,23 @@ pub struct PlannedMemory {
     /// `owned[buffer]`: whether the row's buffers are this memory's own (false for a
     /// row that shares an earlier row's buffers, and for regions of a caller's buffers).
     owned: Vec<bool>,
+    /// The storage the owned regions came from and go back to (`None`: they are whole
+    /// buffers, destroyed on drop or handed back by [`PlannedMemory::release`]).
+    storage: Option<SharedStorage>,
+}
+
+/// A device storage shared by the memories allocated from it.
+pub type SharedStorage = Arc<dyn Storage<Memory = wgpu::Buffer>>;
+
+impl fmt::Debug for PlannedMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlannedMemory")
+            .field("id", &self.id)
+            .field("regions", &self.regions)
+            .field("owned", &self.owned)
+            .field("from_storage", &self.storage.is_some())
+            .finish()
+    }
 }
 
 impl PlannedMemory {
@@ -49,15 +68,23 @@ impl PlannedMemory {
             .into_iter()
             .map(|row| row.into_iter().map(Region::whole).collect())
             .collect();
-        PlannedMemory::new(regions, owned)
+        PlannedMemory::with_regions(regions, owned, None)
     }
 
-    fn new(regions: Vec<Vec<Region>>, owned: Vec<bool>) -> PlannedMemory {
+    /// Regions `[buffer][chunk]`, `owned[buffer]` telling which rows are this memory's
+    /// own; owned regions go back to `storage` on drop (or are destroyed whole buffers
+    /// when there is none).
+    pub(crate) fn with_regions(
+        regions: Vec<Vec<Region>>,
+        owned: Vec<bool>,
+        storage: Option<SharedStorage>,
+    ) -> PlannedMemory {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         PlannedMemory {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             regions,
             owned,
+            storage,
         }
     }
 
@@ -69,7 +96,7 @@ impl PlannedMemory {
     /// owned buffers, so they are 0.
     pub fn from_regions(regions: Vec<Vec<Region>>) -> PlannedMemory {
         let owned = vec![false; regions.len()];
-        PlannedMemory::new(regions, owned)
+        PlannedMemory::with_regions(regions, owned, None)
     }
 
     /// The region of one chunk, if the memory has it.
@@ -136,7 +163,7 @@ impl PlannedMemory {
     pub fn total_size(&self) -> u64 {
         self.owned_rows()
             .flatten()
-            .fold(0u64, |acc, r| acc.saturating_add(r.buffer.size()))
+            .fold(0u64, |acc, r| acc.saturating_add(r.size))
     }
 
     /// Number of buffers this memory owns.
@@ -153,14 +180,23 @@ impl PlannedMemory {
     }
 
     /// Hands every owned buffer back to `allocator` (last allocated first) instead of
-    /// destroying it; use it with the allocator that allocated the memory.
+    /// destroying it; use it with the allocator that allocated the memory. Memory from
+    /// a storage ([`super::allocate_plan_in`]) goes back to its storage instead.
     pub fn release(mut self, allocator: &dyn BufferAllocator) {
+        if self.storage.is_some() {
+            return; // Drop frees the regions to their storage.
+        }
+        self.give_back(|region| allocator.release(region.buffer));
+    }
+
+    /// Takes the owned regions out (last allocated first) and hands each to `free`.
+    fn give_back(&mut self, mut free: impl FnMut(Region)) {
         let regions = std::mem::take(&mut self.regions);
         let owned = std::mem::take(&mut self.owned);
         for (i, row) in regions.into_iter().enumerate().rev() {
             if owned.get(i).copied().unwrap_or(true) {
                 for region in row.into_iter().rev() {
-                    allocator.release(region.buffer);
+                    free(region);
                 }
             }
         }
@@ -169,10 +205,13 @@ impl PlannedMemory {
 
 impl Drop for PlannedMemory {
     fn drop(&mut self) {
-        for region in self.owned_rows() {
-            for r in region {
-                r.buffer.destroy();
-            }
+        match self.storage.take() {
+            Some(storage) => self.give_back(|region| {
+                if let Err(e) = storage.free(region) {
+                    log::warn!("a storage refused a region it handed out: {e}");
+                }
+            }),
+            None => self.give_back(|region| region.buffer.destroy()),
         }
     }
 }

@@ -14,7 +14,7 @@ mod shared;
 mod transfer;
 
 pub use allocation::{
-    allocate_plan, check_bindings, check_chunks_against_limits, chunk_alloc_size,
+    allocate_plan, allocate_plan_in, check_bindings, check_chunks_against_limits, chunk_alloc_size,
 };
 pub use allocator::{
     AllocatorReport, BufferAllocator, CallbackAllocator, ChunkRequest, CountingAllocator,
@@ -33,7 +33,7 @@ pub use device_bytes::{
     allocator_report, device_bytes_between, measure_allocation, no_report_reason, DeviceBytes,
 };
 pub use error::DeviceError;
-pub use memory::PlannedMemory;
+pub use memory::{PlannedMemory, SharedStorage};
 pub use memory::Region;
 pub use scope::{scoped, scoped_keep};
 pub use shared::DeviceShared;
