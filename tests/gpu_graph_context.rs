@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use wgalloc::device::{AllocatorReport, CountingAllocator, WgpuAllocator};
+use wgalloc::device::{GpuContext, WgpuStorage};
+use wgalloc::storage::{CountingStorage, Region, StorageReport};
 use wgalloc::exec::cpu_ref::TensorData;
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::plan::Planner;
@@ -16,17 +17,18 @@ use wgalloc::runtime::{
     evaluate, BlockPool, CallbackError, GraphContext, MemoryRole, ReallocFn, RuntimeError,
 };
 
-type Pool = BlockPool<CountingAllocator<WgpuAllocator>>;
+type Pool = BlockPool<CountingStorage<WgpuStorage>>;
 
-fn pool() -> Arc<Pool> {
-    BlockPool::new(CountingAllocator::new(WgpuAllocator))
+fn pool(gpu: &GpuContext) -> Arc<Pool> {
+    BlockPool::new(CountingStorage::new(WgpuStorage::wgpu(gpu)))
 }
 
-/// Every block the pool's allocator handed out went back exactly once.
+/// Every block the pool's storage handed out went back exactly once.
 fn assert_balanced(pool: &Pool) {
-    let report: AllocatorReport = pool.allocator().report();
+    let report: StorageReport = pool.storage().report();
     assert!(report.allocations > 0, "nothing was allocated: {report:?}");
-    assert_eq!(report.allocations, report.releases, "{report:?}");
+    assert_eq!(report.allocations, report.frees, "{report:?}");
+    assert_eq!(report.bad_frees, 0, "{report:?}");
     assert_eq!(report.live_bytes, 0, "{report:?}");
     assert_eq!(pool.stats().unknown_releases, 0, "double free");
     assert_eq!(pool.outstanding(), 0);
@@ -134,8 +136,8 @@ fn a_static_graph_with_user_callbacks_matches_the_cpu_and_frees_everything_once(
     let gpu = require_gpu!();
     let (graph, values, y) = mlp();
     let expected = reference(&graph, &values, y);
-    let workspace = pool();
-    let outputs = pool();
+    let workspace = pool(&gpu);
+    let outputs = pool(&gpu);
     let mut ctx = context(graph);
     workspace_from(&mut ctx, &workspace);
     outputs_from(&mut ctx, &outputs);
@@ -171,7 +173,7 @@ fn the_default_allocator_runs_the_same_graph() {
 fn a_shared_user_context_gets_one_free_all_for_workspace_and_outputs() {
     let gpu = require_gpu!();
     let (graph, values, y) = mlp();
-    let shared = pool();
+    let shared = pool(&gpu);
     let mut ctx = context(graph);
     workspace_from(&mut ctx, &shared);
     outputs_from(&mut ctx, &shared);
@@ -187,7 +189,7 @@ fn the_data_dependent_graph_grows_its_workspace_through_realloc_and_matches_the_
     let gpu = require_gpu!();
     let len = 5000;
     let (graph, x, y) = compacting(len);
-    let workspace = pool();
+    let workspace = pool(&gpu);
     let sizes = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
     let seen = sizes.clone();
     let mut ctx = context(graph.clone());
@@ -228,7 +230,7 @@ fn release_workspace_makes_the_next_execution_realloc_from_nothing() {
     let gpu = require_gpu!();
     let (graph, values, y) = mlp();
     let olds = Arc::new(Mutex::new(Vec::<bool>::new()));
-    let workspace = pool();
+    let workspace = pool(&gpu);
     let seen = olds.clone();
     let mut ctx = context(graph);
     workspace_through(&mut ctx, &workspace, |inner| {
@@ -256,7 +258,7 @@ fn a_failing_realloc_is_a_typed_error_and_the_context_stays_usable() {
     let gpu = require_gpu!();
     let (graph, values, y) = mlp();
     let expected = reference(&graph, &values, y);
-    let workspace = pool();
+    let workspace = pool(&gpu);
     let failures = Arc::new(AtomicU64::new(1));
     let left = failures.clone();
     let mut ctx = context(graph);
@@ -295,7 +297,7 @@ fn a_failing_realloc_is_a_typed_error_and_the_context_stays_usable() {
 fn a_realloc_that_returns_less_than_asked_is_refused_and_leaks_nothing() {
     let gpu = require_gpu!();
     let (graph, values, _) = mlp();
-    let workspace = pool();
+    let workspace = pool(&gpu);
     let mut ctx = context(graph);
     workspace_through(&mut ctx, &workspace, |inner| {
         Box::new(move |mut request| {
@@ -331,7 +333,7 @@ fn a_workspace_above_the_adapter_limit_is_refused_before_any_realloc() {
     let y = b.node("relu", &[x], &[len], false);
     b.mark_output(y);
     let graph = b.build().expect("valid");
-    let workspace = pool();
+    let workspace = pool(&gpu);
     let mut ctx = context(graph);
     workspace_from(&mut ctx, &workspace);
     let values = values_of(x, Vec::new());
@@ -356,7 +358,7 @@ fn a_realloc_that_returns_a_block_already_held_is_refused() {
     let frees = Arc::new(AtomicU64::new(0));
     let make = |frees: &Arc<AtomicU64>| {
         let block = big.clone();
-        let realloc: ReallocFn = Box::new(move |_| Ok(block.clone()));
+        let realloc: ReallocFn = Box::new(move |_| Ok(Region::whole(block.clone())));
         let frees = frees.clone();
         let free_all: wgalloc::runtime::FreeAllFn = Box::new(move |_| {
             frees.fetch_add(1, Ordering::SeqCst);
@@ -426,8 +428,8 @@ fn compacting_an_all_negative_input_gives_an_empty_output_like_the_cpu() {
     let gpu = require_gpu!();
     let len = 300;
     let (graph, x, y) = compacting(len);
-    let workspace = pool();
-    let outputs = pool();
+    let workspace = pool(&gpu);
+    let outputs = pool(&gpu);
     let mut ctx = context(graph.clone());
     workspace_from(&mut ctx, &workspace);
     outputs_from(&mut ctx, &outputs);
@@ -602,8 +604,8 @@ fn copy_prefix_into_a_block_of_another_device_is_a_typed_error_not_a_panic() {
 fn replacing_a_setting_calls_its_free_all_even_when_realloc_never_ran() {
     let gpu = require_gpu!();
     let (graph, values, _) = mlp();
-    let first = pool();
-    let second = pool();
+    let first = pool(&gpu);
+    let second = pool(&gpu);
     let mut ctx = context(graph);
     workspace_from(&mut ctx, &first);
     // Replaced before any execution: the first setting's free-all still runs.

@@ -1,17 +1,26 @@
-//! The blocks of a graph context's workspace or outputs: one per planned chunk, grown
-//! through the `realloc` callback (or wgalloc's default) with live bytes kept.
+//! The blocks of a graph context's workspace or outputs: one region per planned chunk,
+//! grown through the `realloc` callback (or the default storage) with live bytes kept.
+//!
+//! The growth rules live in [`grow_chunk`], generic over the memory a region lies in,
+//! so they are tested on host memory ([`crate::storage::HostStorage`]) as well as on a
+//! device.
 
-use super::callbacks::{copy_prefix, Allocation, ReallocRequest};
+use std::sync::Arc;
+
+use super::callbacks::{Allocation, ReallocRequest};
 use super::layout::Layout;
-use super::{MemoryRole, RuntimeError};
-use crate::device::{GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
+use super::{CallbackError, MemoryRole, RuntimeError};
+use crate::device::{GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
+use crate::storage::{realloc_region, Memory, Region, RegionRequest, Storage};
 
 /// The blocks of one kind of memory, and where they come from.
 pub(super) struct Blocks {
     pub(super) role: MemoryRole,
     pub(super) allocation: Allocation,
-    /// One block per chunk; `None` where none is held.
-    pub(super) chunks: Vec<Option<wgpu::Buffer>>,
+    /// One region per chunk; `None` where none is held.
+    pub(super) chunks: Vec<Option<Region>>,
+    /// The storage default-allocated blocks come from (made on the first growth).
+    default_storage: Option<Arc<WgpuStorage>>,
 }
 
 impl Blocks {
@@ -20,23 +29,27 @@ impl Blocks {
             role,
             allocation: Allocation::Default,
             chunks: Vec::new(),
+            default_storage: None,
         }
     }
 
     /// Bytes of the blocks held.
     pub(super) fn bytes(&self) -> u64 {
-        self.chunks
-            .iter()
-            .flatten()
-            .fold(0u64, |acc, b| acc.saturating_add(b.size()))
+        held_bytes(&self.chunks)
     }
 
-    /// Forgets every block: destroys them under the default allocation; under user
-    /// callbacks they are the callbacks' (their free-all is called by the caller).
+    /// Forgets every block: under the default allocation they go back to the default
+    /// storage; under user callbacks they are the callbacks' (their free-all is called
+    /// by the caller).
     pub(super) fn forget(&mut self) {
-        for block in self.chunks.drain(..).flatten() {
-            if matches!(self.allocation, Allocation::Default) {
-                block.destroy();
+        let blocks: Vec<Region> = self.chunks.drain(..).flatten().collect();
+        if matches!(self.allocation, Allocation::Default) {
+            if let Some(storage) = &self.default_storage {
+                for block in blocks {
+                    if let Err(e) = storage.free(block) {
+                        log::warn!("the default storage refused its own block: {e}");
+                    }
+                }
             }
         }
     }
@@ -50,22 +63,18 @@ impl Blocks {
         used: u64,
         other: &Blocks,
     ) -> Result<(), RuntimeError> {
-        if self.chunks.len() <= chunk {
-            self.chunks.resize(chunk + 1, None);
-        }
-        if self.chunks[chunk]
-            .as_ref()
-            .is_some_and(|b| b.size() >= size)
-        {
-            return Ok(());
-        }
-        let old = self.chunks[chunk].take();
-        // Nothing to keep without an old block (or past its end).
-        let used = old.as_ref().map_or(0, |o| used.min(o.size()));
         let role = self.role;
-        let block = match &self.allocation {
-            Allocation::Default => default_realloc(gpu, old, used, size),
-            Allocation::User { realloc, user, .. } => realloc(ReallocRequest {
+        let default_storage = match &self.allocation {
+            Allocation::Default => Some(
+                self.default_storage
+                    .get_or_insert_with(|| Arc::new(WgpuStorage::wgpu(gpu)))
+                    .clone(),
+            ),
+            Allocation::User { .. } => None,
+        };
+        let allocation = &self.allocation;
+        let realloc = |old: Option<Region>, used: u64| match (allocation, &default_storage) {
+            (Allocation::User { realloc, user, .. }, _) => realloc(ReallocRequest {
                 gpu,
                 user: user.as_ref(),
                 role,
@@ -75,85 +84,132 @@ impl Blocks {
                 new_size: size,
                 usage: STORAGE_USAGE,
             }),
-        }
-        .map_err(|source| RuntimeError::Callback {
-            role,
-            chunk,
-            size,
-            source,
-        })?;
-        if block.size() < size {
-            let got = block.size();
-            if matches!(self.allocation, Allocation::Default) {
-                block.destroy();
+            (Allocation::Default, Some(storage)) => {
+                realloc_region(storage.as_ref(), old, used, &RegionRequest::new(size))
+                    .map_err(|(e, _)| CallbackError::new(e.to_string()))
             }
-            return Err(RuntimeError::ShortBlock {
+            (Allocation::Default, None) => Err(CallbackError::new("no default storage")),
+        };
+        let discard = |region: Region| {
+            if let Some(storage) = &default_storage {
+                let _ = storage.free(region);
+            }
+        };
+        grow_chunk(
+            &mut self.chunks,
+            Grow {
                 role,
                 chunk,
-                requested: size,
-                got,
-            });
-        }
-        // A block held elsewhere would overlap live tensors (and bind one buffer as
-        // two writable ranges). This chunk's own old block was taken out above.
-        if let Some((held_role, held_chunk)) = self.holder_of(&block).or(other.holder_of(&block)) {
-            return Err(RuntimeError::BlockAlreadyHeld {
-                role,
-                chunk,
-                held_role,
-                held_chunk,
-            });
-        }
-        if !block.usage().contains(STORAGE_USAGE) {
-            return Err(RuntimeError::MissingUsage {
-                role,
-                chunk,
-                needed: format!("{STORAGE_USAGE:?}"),
-                has: format!("{:?}", block.usage()),
-            });
-        }
-        self.chunks[chunk] = Some(block);
-        Ok(())
-    }
-
-    /// The role and chunk holding `block`, if one of these chunks does.
-    pub(super) fn holder_of(&self, block: &wgpu::Buffer) -> Option<(MemoryRole, usize)> {
-        self.chunks
-            .iter()
-            .position(|held| held.as_ref() == Some(block))
-            .map(|chunk| (self.role, chunk))
+                size,
+                used,
+                usage: STORAGE_USAGE,
+            },
+            &other.chunks,
+            other.role,
+            realloc,
+            discard,
+        )
     }
 
     /// The held blocks as planned memory that does not own them.
     pub(super) fn memory(&self) -> PlannedMemory {
         let row = self.chunks.iter().flatten().cloned().collect();
-        PlannedMemory::with_ownership(vec![row], vec![false])
+        PlannedMemory::from_regions(vec![row])
     }
 }
 
-/// The default `realloc`: a new wgpu buffer (out of memory is an error), the old
-/// block's live bytes copied, the old block destroyed.
-fn default_realloc(
-    gpu: &GpuContext,
-    old: Option<wgpu::Buffer>,
-    used: u64,
-    size: u64,
-) -> Result<wgpu::Buffer, super::CallbackError> {
-    use crate::device::BufferAllocator;
-    let request = crate::device::ChunkRequest {
-        buffer: crate::plan::BufferId(0),
-        chunk: 0,
+/// Bytes of the regions held.
+fn held_bytes<M>(chunks: &[Option<Region<M>>]) -> u64 {
+    chunks
+        .iter()
+        .flatten()
+        .fold(0u64, |acc, b| acc.saturating_add(b.size))
+}
+
+/// One growth: chunk `chunk` of `role`'s memory to at least `size` bytes keeping its
+/// first `used`, in a block with `usage`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Grow {
+    pub(super) role: MemoryRole,
+    pub(super) chunk: usize,
+    pub(super) size: u64,
+    pub(super) used: u64,
+    pub(super) usage: wgpu::BufferUsages,
+}
+
+/// The growth rule of a context's blocks, on any memory: nothing happens while the
+/// chunk's block is large enough; otherwise `realloc` gets the old block (taken out of
+/// the chunk) and the bytes to keep, and the block it returns must be large enough,
+/// have the usage, and be held by no other chunk of either memory (it would overlap
+/// live tensors). A refused block is handed to `discard` (which frees it when the
+/// context owns it) and the chunk is left empty.
+pub(super) fn grow_chunk<M: Memory>(
+    chunks: &mut Vec<Option<Region<M>>>,
+    grow: Grow,
+    other: &[Option<Region<M>>],
+    other_role: MemoryRole,
+    realloc: impl FnOnce(Option<Region<M>>, u64) -> Result<Region<M>, CallbackError>,
+    discard: impl FnOnce(Region<M>),
+) -> Result<(), RuntimeError> {
+    let Grow {
+        role,
+        chunk,
         size,
-        usage: STORAGE_USAGE,
-    };
-    let block = WgpuAllocator
-        .allocate(gpu, &request)
-        .map_err(|e| super::CallbackError::new(e.to_string()))?;
-    if let Some(old) = old {
-        copy_prefix(gpu, &old, &block, used)?;
-        old.destroy();
+        used,
+        usage,
+    } = grow;
+    if chunks.len() <= chunk {
+        chunks.resize(chunk + 1, None);
     }
-    Ok(block)
+    if chunks[chunk].as_ref().is_some_and(|b| b.size >= size) {
+        return Ok(());
+    }
+    let old = chunks[chunk].take();
+    // Nothing to keep without an old block (or past its end).
+    let used = old.as_ref().map_or(0, |o| used.min(o.size));
+    let block = realloc(old, used).map_err(|source| RuntimeError::Callback {
+        role,
+        chunk,
+        size,
+        source,
+    })?;
+    if block.size < size || !block.is_inside_buffer() {
+        let got = block.size;
+        discard(block);
+        return Err(RuntimeError::ShortBlock {
+            role,
+            chunk,
+            requested: size,
+            got,
+        });
+    }
+    // A block held elsewhere would overlap live tensors (and bind one buffer range
+    // as two writable ones). This chunk's own old block was taken out above.
+    let holder = |held: &[Option<Region<M>>], held_role: MemoryRole| {
+        held.iter()
+            .position(|h| h.as_ref().is_some_and(|h| h.overlaps(&block)))
+            .map(|c| (held_role, c))
+    };
+    if let Some((held_role, held_chunk)) = holder(chunks, role).or(holder(other, other_role)) {
+        return Err(RuntimeError::BlockAlreadyHeld {
+            role,
+            chunk,
+            held_role,
+            held_chunk,
+        });
+    }
+    if !block.buffer.usage().contains(usage) {
+        let has = format!("{:?}", block.buffer.usage());
+        discard(block);
+        return Err(RuntimeError::MissingUsage {
+            role,
+            chunk,
+            needed: format!("{usage:?}"),
+            has,
+        });
+    }
+    chunks[chunk] = Some(block);
+    Ok(())
 }
 
 /// Grows each chunk's block to what the layout needs, keeping what earlier phases
@@ -170,4 +226,156 @@ pub(super) fn grow(
         blocks.grow(gpu, chunk, size, used, other)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::BlockPool;
+    use crate::storage::{CountingStorage, HostMemory, HostStorage};
+
+    type Pool = Arc<BlockPool<CountingStorage<HostStorage>>>;
+
+    fn pool() -> Pool {
+        BlockPool::new(CountingStorage::new(HostStorage::unlimited()))
+    }
+
+    fn grow_to(
+        pool: &Pool,
+        chunks: &mut Vec<Option<Region<HostMemory>>>,
+        chunk: usize,
+        size: u64,
+        used: u64,
+    ) -> Result<(), RuntimeError> {
+        let grow = Grow {
+            role: MemoryRole::Workspace,
+            chunk,
+            size,
+            used,
+            usage: STORAGE_USAGE,
+        };
+        grow_chunk(
+            chunks,
+            grow,
+            &[],
+            MemoryRole::Output,
+            |old, used| pool.realloc_region(old, used, size, STORAGE_USAGE),
+            |_| {},
+        )
+    }
+
+    #[test]
+    fn blocks_grow_only_when_too_small_and_keep_their_live_prefix() {
+        let pool = pool();
+        let mut chunks = Vec::new();
+        grow_to(&pool, &mut chunks, 0, 16, 0).expect("first block");
+        let first = chunks[0].clone().expect("held");
+        let host = pool.storage().inner();
+        host.write(&first, &[1, 2, 3, 4, 5, 6, 7, 8]).expect("write");
+        grow_to(&pool, &mut chunks, 0, 8, 8).expect("large enough");
+        assert_eq!(pool.stats().reallocs, 1, "no realloc while the block is large enough");
+        grow_to(&pool, &mut chunks, 0, 64, 6).expect("grown");
+        let grown = chunks[0].clone().expect("held");
+        assert!(grown.size >= 64);
+        // 6 live bytes move as two whole words.
+        assert_eq!(&host.read(&grown).expect("read")[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(host.read(&first).is_err(), "the old block was freed");
+        grow_to(&pool, &mut chunks, 2, 4, 0).expect("a later chunk");
+        assert_eq!(chunks.len(), 3);
+        assert!(chunks[1].is_none());
+        assert_eq!(pool.outstanding(), 2);
+        pool.free_all();
+        let report = pool.storage().report();
+        assert_eq!((report.live_regions, report.bad_frees), (0, 0));
+        assert_eq!(pool.stats().free_alls, 1);
+    }
+
+    #[test]
+    fn a_failed_realloc_is_a_callback_error_and_leaks_nothing() {
+        let pool = pool();
+        let mut chunks = Vec::new();
+        grow_to(&pool, &mut chunks, 0, 16, 0).expect("first block");
+        pool.storage().inner().refuse_after(0);
+        let error = grow_to(&pool, &mut chunks, 0, 64, 16).expect_err("refused");
+        assert!(matches!(error, RuntimeError::Callback { chunk: 0, size: 64, .. }));
+        pool.free_all();
+        assert_eq!(pool.storage().report().live_regions, 0);
+    }
+
+    #[test]
+    fn short_shared_or_unusable_blocks_are_refused() {
+        let host = HostStorage::unlimited();
+        let mut chunks: Vec<Option<Region<HostMemory>>> = Vec::new();
+        let grow = |size| Grow {
+            role: MemoryRole::Output,
+            chunk: 0,
+            size,
+            used: 0,
+            usage: STORAGE_USAGE,
+        };
+        let small = host.allocate(&RegionRequest::new(8)).expect("small");
+        let mut discarded = 0;
+        let error = grow_chunk(
+            &mut chunks,
+            grow(32),
+            &[],
+            MemoryRole::Workspace,
+            |_, _| Ok(small.clone()),
+            |_| discarded += 1,
+        )
+        .expect_err("short");
+        assert!(matches!(error, RuntimeError::ShortBlock { requested: 32, got: 8, .. }));
+        assert_eq!(discarded, 1);
+
+        let held = host.allocate(&RegionRequest::new(64)).expect("held");
+        let other = vec![Some(held.clone())];
+        let overlapping = held.sub(32, 32).expect("part");
+        let error = grow_chunk(
+            &mut chunks,
+            grow(32),
+            &other,
+            MemoryRole::Workspace,
+            |_, _| Ok(overlapping),
+            |_| {},
+        )
+        .expect_err("overlaps the other memory's block");
+        assert!(matches!(
+            error,
+            RuntimeError::BlockAlreadyHeld { held_role: MemoryRole::Workspace, held_chunk: 0, .. }
+        ));
+
+        let unusable = host
+            .allocate(&RegionRequest::new(32).usage(wgpu::BufferUsages::MAP_READ))
+            .expect("map-read block");
+        let error = grow_chunk(
+            &mut chunks,
+            grow(32),
+            &[],
+            MemoryRole::Workspace,
+            |_, _| Ok(unusable),
+            |_| {},
+        )
+        .expect_err("no storage usage");
+        assert!(matches!(error, RuntimeError::MissingUsage { .. }));
+        assert!(chunks[0].is_none(), "nothing refused is held");
+    }
+
+    #[test]
+    fn a_pool_counts_releases_it_never_handed_out() {
+        let pool = pool();
+        let foreign = HostStorage::unlimited()
+            .allocate(&RegionRequest::new(8))
+            .expect("foreign");
+        let block = pool
+            .realloc_region(Some(foreign.clone()), 0, 16, STORAGE_USAGE)
+            .expect("new block, the foreign one not taken");
+        // Keeping bytes of a block the storage does not hold is refused, and the new
+        // block goes back.
+        assert!(pool.realloc_region(Some(foreign), 8, 16, STORAGE_USAGE).is_err());
+        assert_eq!(pool.outstanding(), 1);
+        assert_eq!(pool.stats().unknown_releases, 1);
+        assert!(block.size >= 16);
+        pool.free_all();
+        assert_eq!(pool.storage().report().live_regions, 0);
+    }
 }

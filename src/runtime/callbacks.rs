@@ -13,8 +13,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{CallbackError, MemoryRole, RuntimeError};
-use crate::device::{scoped, BufferAllocator, ChunkRequest, GpuContext};
-use crate::plan::BufferId;
+use crate::device::{copy_region, GpuContext, Region};
+use crate::storage::{RegionRequest, Storage};
 
 /// The user context passed unchanged to every call of a callback pair. Two settings
 /// share one when their `Arc`s point to the same value ([`Arc::ptr_eq`]).
@@ -31,7 +31,7 @@ pub struct ReallocRequest<'a> {
     /// Which chunk of that memory (a kernel binds at most one chunk per tensor).
     pub chunk: usize,
     /// The block being replaced (`None` the first time, and after a release).
-    pub old: Option<wgpu::Buffer>,
+    pub old: Option<Region>,
     /// Leading bytes of `old` the new block must hold too (0 when nothing is live).
     pub old_used: u64,
     /// Bytes the new block must have at least (a multiple of 4).
@@ -45,17 +45,18 @@ impl fmt::Debug for ReallocRequest<'_> {
         f.debug_struct("ReallocRequest")
             .field("role", &self.role)
             .field("chunk", &self.chunk)
-            .field("old", &self.old.as_ref().map(wgpu::Buffer::size))
+            .field("old", &self.old.as_ref().map(|r| r.size))
             .field("old_used", &self.old_used)
             .field("new_size", &self.new_size)
             .finish_non_exhaustive()
     }
 }
 
-/// A `realloc` callback: returns a block of at least `new_size` bytes holding the old
-/// block's first `old_used` bytes, or fails with its own message.
+/// A `realloc` callback: returns a block (a whole buffer, or a range of a larger one)
+/// of at least `new_size` bytes holding the old block's first `old_used` bytes, or
+/// fails with its own message.
 pub type ReallocFn =
-    Box<dyn Fn(ReallocRequest<'_>) -> Result<wgpu::Buffer, CallbackError> + Send + Sync>;
+    Box<dyn Fn(ReallocRequest<'_>) -> Result<Region, CallbackError> + Send + Sync>;
 
 /// A `free_all` callback: releases every block its `realloc` handed out.
 pub type FreeAllFn = Box<dyn Fn(Option<&UserContext>) + Send + Sync>;
@@ -158,16 +159,8 @@ pub fn copy_prefix(
     }
     // Inside error scopes: a block wgpu refuses (e.g. one made on another device)
     // becomes this error instead of reaching wgpu's panicking default handler.
-    scoped(&gpu.device, bytes, || {
-        let mut encoder = gpu
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgalloc realloc copy"),
-            });
-        encoder.copy_buffer_to_buffer(old, 0, new, 0, bytes);
-        gpu.queue.submit([encoder.finish()]);
-    })
-    .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
+    copy_region(gpu, &Region::whole(old.clone()), &Region::whole(new.clone()), bytes)
+        .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
 }
 
 /// What a [`BlockPool`] has done.
@@ -180,18 +173,19 @@ pub struct PoolStats {
     /// `free_all` calls.
     pub free_alls: u64,
     /// Blocks given back that the pool never handed out, or had already taken back
-    /// (a double free; not passed on to the allocator).
+    /// (a double free; not passed on to the storage).
     pub unknown_releases: u64,
 }
 
-/// Realloc/free-all callbacks over any [`BufferAllocator`]: `realloc` allocates a new
-/// block, copies the old block's live prefix into it and hands the old one back;
-/// `free_all` hands back every block still out. Wrap the allocator in a
-/// [`crate::device::CountingAllocator`] to prove that nothing leaks.
+/// BNNS-style realloc/free-all callbacks over any [`Storage`]: `realloc` allocates a
+/// new region, copies the old block's live prefix into it and frees the old one;
+/// `free_all` frees every block still out. Wrap the storage in a
+/// [`crate::storage::CountingStorage`] to prove that nothing leaks; over a
+/// [`crate::storage::HostStorage`] the same rules are tested without a GPU.
 #[derive(Debug)]
-pub struct BlockPool<A> {
-    allocator: A,
-    outstanding: Mutex<Vec<wgpu::Buffer>>,
+pub struct BlockPool<S: Storage> {
+    storage: S,
+    outstanding: Mutex<Vec<Region<S::Memory>>>,
     stats: Mutex<PoolStats>,
 }
 
@@ -199,19 +193,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl<A: BufferAllocator + Send + Sync + 'static> BlockPool<A> {
-    /// A pool drawing from `allocator`.
-    pub fn new(allocator: A) -> Arc<BlockPool<A>> {
+impl<S: Storage + 'static> BlockPool<S> {
+    /// A pool drawing from `storage`.
+    pub fn new(storage: S) -> Arc<BlockPool<S>> {
         Arc::new(BlockPool {
-            allocator,
+            storage,
             outstanding: Mutex::new(Vec::new()),
             stats: Mutex::new(PoolStats::default()),
         })
     }
 
-    /// The allocator underneath (e.g. to read a counting allocator's report).
-    pub fn allocator(&self) -> &A {
-        &self.allocator
+    /// The storage underneath (e.g. to read a counting storage's report).
+    pub fn storage(&self) -> &S {
+        &self.storage
     }
 
     /// What the pool has done so far.
@@ -224,59 +218,95 @@ impl<A: BufferAllocator + Send + Sync + 'static> BlockPool<A> {
         lock(&self.outstanding).len()
     }
 
-    /// Hands one block back to the allocator, if the pool handed it out.
-    fn give_back(&self, block: wgpu::Buffer) {
+    /// Frees one block, if the pool handed it out.
+    fn give_back(&self, block: Region<S::Memory>) {
         let mut out = lock(&self.outstanding);
         match out.iter().position(|b| *b == block) {
             Some(i) => {
                 let block = out.swap_remove(i);
                 drop(out);
-                self.allocator.release(block);
+                if self.storage.free(block).is_err() {
+                    lock(&self.stats).unknown_releases += 1;
+                }
             }
             None => lock(&self.stats).unknown_releases += 1,
         }
     }
 
-    /// The `realloc` of the pair: a new block from the allocator, the old block's
-    /// `old_used` bytes copied into it, the old block handed back.
+    /// `realloc` on any memory: a new region of at least `new_size` bytes with
+    /// `usage` from the storage, the old block's first `old_used` bytes copied into it,
+    /// the old block freed.
     ///
     /// # Errors
-    /// [`CallbackError`] with the allocator's message when it fails (the old block is
+    /// [`CallbackError`] with the storage's message when it fails (the old block is
     /// then kept as it is, still outstanding), or when the copy cannot be made.
-    pub fn realloc(&self, request: ReallocRequest<'_>) -> Result<wgpu::Buffer, CallbackError> {
+    pub fn realloc_region(
+        &self,
+        old: Option<Region<S::Memory>>,
+        old_used: u64,
+        new_size: u64,
+        usage: wgpu::BufferUsages,
+    ) -> Result<Region<S::Memory>, CallbackError> {
         {
             let mut stats = lock(&self.stats);
             stats.reallocs += 1;
-            stats.last_size = request.new_size;
+            stats.last_size = new_size;
         }
-        let chunk = ChunkRequest {
-            buffer: BufferId(request.role.index()),
-            chunk: request.chunk,
-            size: request.new_size,
-            usage: request.usage,
-        };
+        let request = RegionRequest::new(new_size).usage(usage);
         let block = self
-            .allocator
-            .allocate(request.gpu, &chunk)
+            .storage
+            .allocate(&request)
             .map_err(|e| CallbackError::new(e.to_string()))?;
         lock(&self.outstanding).push(block.clone());
-        if let Some(old) = request.old {
-            if let Err(e) = copy_prefix(request.gpu, &old, &block, request.old_used) {
-                self.give_back(block);
-                return Err(e);
+        if let Some(old) = old {
+            let bytes = copied_bytes(&old, &block, old_used);
+            if bytes > 0 {
+                if let Err(e) = self.storage.copy(&old, &block, bytes) {
+                    self.give_back(block);
+                    return Err(CallbackError::new(format!(
+                        "copying {bytes} bytes into the new block: {e}"
+                    )));
+                }
             }
             self.give_back(old);
         }
         Ok(block)
     }
 
-    /// The `free_all` of the pair: every outstanding block back to the allocator.
+    /// The `free_all` of the pair: every outstanding block back to the storage.
     pub fn free_all(&self) {
         lock(&self.stats).free_alls += 1;
         let blocks = std::mem::take(&mut *lock(&self.outstanding));
         for block in blocks.into_iter().rev() {
-            self.allocator.release(block);
+            if self.storage.free(block).is_err() {
+                lock(&self.stats).unknown_releases += 1;
+            }
         }
+    }
+}
+
+/// Bytes of `old`'s first `len` that a copy into `new` moves: whole 4-byte words, at
+/// most what either region holds.
+fn copied_bytes<M>(old: &Region<M>, new: &Region<M>, len: u64) -> u64 {
+    len.min(old.size)
+        .checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+        .unwrap_or(u64::MAX)
+        .min(old.size - old.size % wgpu::COPY_BUFFER_ALIGNMENT)
+        .min(new.size - new.size % wgpu::COPY_BUFFER_ALIGNMENT)
+}
+
+impl<S: Storage<Memory = wgpu::Buffer> + 'static> BlockPool<S> {
+    /// The `realloc` of the pair, for a graph context.
+    ///
+    /// # Errors
+    /// As [`BlockPool::realloc_region`].
+    pub fn realloc(&self, request: ReallocRequest<'_>) -> Result<Region, CallbackError> {
+        self.realloc_region(
+            request.old,
+            request.old_used,
+            request.new_size,
+            request.usage,
+        )
     }
 
     /// The pair as callbacks with this pool as their user context: they find the pool
@@ -286,12 +316,12 @@ impl<A: BufferAllocator + Send + Sync + 'static> BlockPool<A> {
         let realloc: ReallocFn = Box::new(|request| {
             let pool = request
                 .user
-                .and_then(|u| u.downcast_ref::<BlockPool<A>>())
+                .and_then(|u| u.downcast_ref::<BlockPool<S>>())
                 .ok_or_else(|| CallbackError::new("user context is not this block pool"))?;
             pool.realloc(request)
         });
         let free_all: FreeAllFn = Box::new(|user| {
-            if let Some(pool) = user.and_then(|u| u.downcast_ref::<BlockPool<A>>()) {
+            if let Some(pool) = user.and_then(|u| u.downcast_ref::<BlockPool<S>>()) {
                 pool.free_all();
             }
         });

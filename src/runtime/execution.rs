@@ -18,7 +18,7 @@ pub struct OutputTensor {
     /// The output block that holds it (valid until the next execution, a release or
     /// the context's drop).
     pub buffer: wgpu::Buffer,
-    /// Byte offset in the block.
+    /// Byte offset in `buffer` (the block's own offset included).
     pub offset: u64,
     /// Bytes (its length is only known after the run for a dynamic tensor).
     pub size: u64,
@@ -83,11 +83,11 @@ pub(super) fn output_tensors(graph: &Graph, layout: &Layout, blocks: &Blocks) ->
         .filter_map(|t| {
             let root = graph.root_of(t.id)?;
             let p: Placement = layout.placements.get(root.index()).copied().flatten()?;
-            let buffer = blocks.chunks.get(p.chunk)?.clone()?;
+            let block = blocks.chunks.get(p.chunk)?.clone()?;
             Some(OutputTensor {
                 tensor: t.id,
-                buffer,
-                offset: p.offset,
+                buffer: block.buffer,
+                offset: block.offset.checked_add(p.offset)?,
                 size: t.size,
             })
         })
