@@ -35,9 +35,13 @@ pub mod storage;
 pub use error::{Error, ErrorKind, Result};
 
 // The types a user needs, at the crate root; the layers' modules hold the rest.
-pub use device::{allocate_plan, GpuContext, PlannedMemory, Region, WgpuAllocator, STORAGE_USAGE};
-pub use exec::checksum::{prove_plan, ChecksumKernels, ChecksumReport};
+pub use device::{
+    allocate_plan, allocate_plan_in, GpuContext, PlannedMemory, Region, WgpuAllocator, WgpuStorage,
+    STORAGE_USAGE,
+};
+pub use exec::checksum::{prove_plan, prove_plan_in, ChecksumKernels, ChecksumReport};
 pub use exec::{check_plan_against_limits, Executor, TensorMemory};
 pub use graph::{read_onnx, read_trace, DType, Graph, GraphBuilder, NodeId, OnnxOptions, TensorId};
 pub use plan::{plan, BufferTypeDesc, Plan, PlanOptions, Planner};
+pub use storage::{HostStorage, PagedStorage, RegionRequest, Storage, StorageError};
 pub mod stream;

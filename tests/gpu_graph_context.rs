@@ -9,13 +9,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wgalloc::device::{GpuContext, WgpuStorage};
-use wgalloc::storage::{CountingStorage, Region, StorageReport};
 use wgalloc::exec::cpu_ref::TensorData;
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::plan::Planner;
 use wgalloc::runtime::{
     evaluate, BlockPool, CallbackError, GraphContext, MemoryRole, ReallocFn, RuntimeError,
 };
+use wgalloc::storage::{CountingStorage, Region, StorageReport};
 
 type Pool = BlockPool<CountingStorage<WgpuStorage>>;
 

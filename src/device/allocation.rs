@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory, Region};
-use crate::storage::{RegionRequest, Storage};
 use crate::graph::TensorId;
 use crate::plan::{align_up, BufferId, ChunkPlan, Placement, Plan};
+use crate::storage::{RegionRequest, Storage};
 
 /// Bytes a chunk is allocated with: its size rounded up to
 /// `wgpu::COPY_BUFFER_ALIGNMENT`, at least 4 (so every buffer can be bound and copied);

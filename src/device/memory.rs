@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{BufferAllocator, DeviceError};
+use crate::plan::{BufferId, Placement};
 pub use crate::storage::Region;
 use crate::storage::Storage;
-use crate::plan::{BufferId, Placement};
 
 /// The device memory of a plan: `regions[buffer][chunk]` is the region of that chunk
 /// (a whole `wgpu::Buffer` when wgalloc allocated it, or a range of a larger buffer

@@ -271,14 +271,22 @@ mod tests {
         grow_to(&pool, &mut chunks, 0, 16, 0).expect("first block");
         let first = chunks[0].clone().expect("held");
         let host = pool.storage().inner();
-        host.write(&first, &[1, 2, 3, 4, 5, 6, 7, 8]).expect("write");
+        host.write(&first, &[1, 2, 3, 4, 5, 6, 7, 8])
+            .expect("write");
         grow_to(&pool, &mut chunks, 0, 8, 8).expect("large enough");
-        assert_eq!(pool.stats().reallocs, 1, "no realloc while the block is large enough");
+        assert_eq!(
+            pool.stats().reallocs,
+            1,
+            "no realloc while the block is large enough"
+        );
         grow_to(&pool, &mut chunks, 0, 64, 6).expect("grown");
         let grown = chunks[0].clone().expect("held");
         assert!(grown.size >= 64);
         // 6 live bytes move as two whole words.
-        assert_eq!(&host.read(&grown).expect("read")[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            &host.read(&grown).expect("read")[..8],
+            &[1, 2, 3, 4, 5, 6, 7, 8]
+        );
         assert!(host.read(&first).is_err(), "the old block was freed");
         grow_to(&pool, &mut chunks, 2, 4, 0).expect("a later chunk");
         assert_eq!(chunks.len(), 3);
@@ -297,7 +305,14 @@ mod tests {
         grow_to(&pool, &mut chunks, 0, 16, 0).expect("first block");
         pool.storage().inner().refuse_after(0);
         let error = grow_to(&pool, &mut chunks, 0, 64, 16).expect_err("refused");
-        assert!(matches!(error, RuntimeError::Callback { chunk: 0, size: 64, .. }));
+        assert!(matches!(
+            error,
+            RuntimeError::Callback {
+                chunk: 0,
+                size: 64,
+                ..
+            }
+        ));
         pool.free_all();
         assert_eq!(pool.storage().report().live_regions, 0);
     }
@@ -324,7 +339,14 @@ mod tests {
             |_| discarded += 1,
         )
         .expect_err("short");
-        assert!(matches!(error, RuntimeError::ShortBlock { requested: 32, got: 8, .. }));
+        assert!(matches!(
+            error,
+            RuntimeError::ShortBlock {
+                requested: 32,
+                got: 8,
+                ..
+            }
+        ));
         assert_eq!(discarded, 1);
 
         let held = host.allocate(&RegionRequest::new(64)).expect("held");
@@ -341,7 +363,11 @@ mod tests {
         .expect_err("overlaps the other memory's block");
         assert!(matches!(
             error,
-            RuntimeError::BlockAlreadyHeld { held_role: MemoryRole::Workspace, held_chunk: 0, .. }
+            RuntimeError::BlockAlreadyHeld {
+                held_role: MemoryRole::Workspace,
+                held_chunk: 0,
+                ..
+            }
         ));
 
         let unusable = host
@@ -371,7 +397,9 @@ mod tests {
             .expect("new block, the foreign one not taken");
         // Keeping bytes of a block the storage does not hold is refused, and the new
         // block goes back.
-        assert!(pool.realloc_region(Some(foreign), 8, 16, STORAGE_USAGE).is_err());
+        assert!(pool
+            .realloc_region(Some(foreign), 8, 16, STORAGE_USAGE)
+            .is_err());
         assert_eq!(pool.outstanding(), 1);
         assert_eq!(pool.stats().unknown_releases, 1);
         assert!(block.size >= 16);

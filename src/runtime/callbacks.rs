@@ -55,8 +55,7 @@ impl fmt::Debug for ReallocRequest<'_> {
 /// A `realloc` callback: returns a block (a whole buffer, or a range of a larger one)
 /// of at least `new_size` bytes holding the old block's first `old_used` bytes, or
 /// fails with its own message.
-pub type ReallocFn =
-    Box<dyn Fn(ReallocRequest<'_>) -> Result<Region, CallbackError> + Send + Sync>;
+pub type ReallocFn = Box<dyn Fn(ReallocRequest<'_>) -> Result<Region, CallbackError> + Send + Sync>;
 
 /// A `free_all` callback: releases every block its `realloc` handed out.
 pub type FreeAllFn = Box<dyn Fn(Option<&UserContext>) + Send + Sync>;
@@ -159,8 +158,13 @@ pub fn copy_prefix(
     }
     // Inside error scopes: a block wgpu refuses (e.g. one made on another device)
     // becomes this error instead of reaching wgpu's panicking default handler.
-    copy_region(gpu, &Region::whole(old.clone()), &Region::whole(new.clone()), bytes)
-        .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
+    copy_region(
+        gpu,
+        &Region::whole(old.clone()),
+        &Region::whole(new.clone()),
+        bytes,
+    )
+    .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
 }
 
 /// What a [`BlockPool`] has done.

@@ -118,9 +118,17 @@ mod tests {
         assert!(counting.free(a).is_err());
         let report = counting.report();
         assert_eq!(
-            (report.allocations, report.failures, report.frees, report.bad_frees),
+            (
+                report.allocations,
+                report.failures,
+                report.frees,
+                report.bad_frees
+            ),
             (1, 1, 1, 1)
         );
-        assert_eq!((report.live_regions, report.live_bytes, report.peak_bytes), (0, 0, 20));
+        assert_eq!(
+            (report.live_regions, report.live_bytes, report.peak_bytes),
+            (0, 0, 20)
+        );
     }
 }

@@ -164,8 +164,7 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
 /// # Errors
 /// [`StorageError::BadCopy`].
 pub fn check_copy<M>(from: &Region<M>, to: &Region<M>, bytes: u64) -> Result<(), StorageError> {
-    if !bytes.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) || bytes > from.size || bytes > to.size
-    {
+    if !bytes.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT) || bytes > from.size || bytes > to.size {
         return Err(StorageError::BadCopy {
             bytes,
             from: from.size,
@@ -246,11 +245,17 @@ mod tests {
         let host = HostStorage::unlimited();
         let old = host.allocate(&RegionRequest::new(8)).expect("old");
         host.write(&old, &[1, 2, 3, 4, 5, 6, 7, 8]).expect("write");
-        let new = realloc_region(&host, Some(old.clone()), 6, &RegionRequest::new(32))
-            .expect("grown");
+        let new =
+            realloc_region(&host, Some(old.clone()), 6, &RegionRequest::new(32)).expect("grown");
         assert!(new.size >= 32);
-        assert_eq!(&host.read(&new).expect("read")[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(host.free(old), Err(StorageError::UnknownRegion { offset: 0, size: 8 }));
+        assert_eq!(
+            &host.read(&new).expect("read")[..8],
+            &[1, 2, 3, 4, 5, 6, 7, 8]
+        );
+        assert_eq!(
+            host.free(old),
+            Err(StorageError::UnknownRegion { offset: 0, size: 8 })
+        );
         assert_eq!(host.report().live_regions, 1);
     }
 
@@ -258,8 +263,8 @@ mod tests {
     fn realloc_returns_a_large_enough_old_region_itself() {
         let host = HostStorage::unlimited();
         let old = host.allocate(&RegionRequest::new(64)).expect("old");
-        let same = realloc_region(&host, Some(old.clone()), 64, &RegionRequest::new(16))
-            .expect("same");
+        let same =
+            realloc_region(&host, Some(old.clone()), 64, &RegionRequest::new(16)).expect("same");
         assert_eq!(same, old);
         assert_eq!(host.report().allocations, 1);
     }

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::{Region, RegionRequest, Storage, StorageError};
 #[cfg(test)]
 use super::Memory;
+use super::{Region, RegionRequest, Storage, StorageError};
 use crate::plan::DynamicAllocator;
 
 struct PagedState<M> {
@@ -134,10 +134,13 @@ impl<S: Storage> Storage for PagedStorage<S> {
             });
         }
         let mut state = self.lock();
-        let placed = state.books.alloc(size).map_err(|_| StorageError::TooLarge {
-            size,
-            max: u64::MAX,
-        })?;
+        let placed = state
+            .books
+            .alloc(size)
+            .map_err(|_| StorageError::TooLarge {
+                size,
+                max: u64::MAX,
+            })?;
         if state.pages.len() <= placed.chunk {
             state.pages.resize(placed.chunk + 1, None);
         }
@@ -251,7 +254,9 @@ mod tests {
     fn small_regions_share_a_page_and_large_ones_get_their_own() {
         let pool = pool(4096);
         let a = pool.allocate(&RegionRequest::new(100)).expect("a");
-        let b = pool.allocate(&RegionRequest::new(100).alignment(256)).expect("b");
+        let b = pool
+            .allocate(&RegionRequest::new(100).alignment(256))
+            .expect("b");
         assert_eq!(a.buffer, b.buffer);
         assert_eq!(b.offset % 256, 0);
         let big = pool.allocate(&RegionRequest::new(10_000)).expect("big");
@@ -283,7 +288,9 @@ mod tests {
         assert_eq!(pool.live_regions(), 0);
         assert_eq!(pool.page_count(), 0);
         pool.inner().inner().refuse_after(u64::MAX);
-        let a = pool.allocate(&RegionRequest::new(4)).expect("the books were left clean");
+        let a = pool
+            .allocate(&RegionRequest::new(4))
+            .expect("the books were left clean");
         assert_eq!(a.offset, 0);
         assert!(pool.free(a.clone()).is_ok());
         assert!(pool.free(a).is_err(), "double free");

@@ -1,9 +1,11 @@
 //! [`prove_plan`]: the whole path from a plan to a proof that `wgalloc run` takes, as one
-//! call, so that the CLI, the end-to-end gate and user code cannot drift apart.
+//! call, so that the CLI, the end-to-end gate and user code cannot drift apart;
+//! [`prove_plan_in`] does the same over memory from a [`crate::storage::Storage`].
 
 use super::{ChecksumKernels, ChecksumReport, ChecksumRun};
 use crate::device::{
-    allocate_plan, measure_allocation, BufferAllocator, GpuContext, STORAGE_USAGE,
+    allocate_plan, allocate_plan_in, measure_allocation, BufferAllocator, GpuContext,
+    SharedStorage, STORAGE_USAGE,
 };
 use crate::exec::check_plan_against_limits;
 use crate::graph::Graph;
@@ -42,4 +44,25 @@ pub fn prove_plan(
         device_bytes,
         ..report?
     })
+}
+
+/// [`prove_plan`] with the plan's memory taken from a [`crate::storage::Storage`] (sub-ranges of
+/// pages, a user's storage) instead of whole buffers from an allocator: each chunk is a
+/// region at a storage offset the device can bind, and the proof runs over exactly
+/// those regions. The memory goes back to the storage before this returns.
+///
+/// # Errors
+/// As [`prove_plan`]; the storage's refusal is [`crate::device::DeviceError::ChunkAllocation`]
+/// holding its error.
+pub fn prove_plan_in(
+    ctx: &GpuContext,
+    kernels: &ChecksumKernels,
+    graph: &Graph,
+    plan: &Plan,
+    storage: SharedStorage,
+) -> crate::Result<ChecksumReport> {
+    check_plan_against_limits(plan, graph, &ctx.limits)?;
+    let memory = allocate_plan_in(ctx, plan, STORAGE_USAGE, storage)?;
+    let report = ChecksumRun::with_kernels(ctx, kernels, graph, plan, &memory)?.run()?;
+    Ok(report)
 }
