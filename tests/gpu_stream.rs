@@ -1003,3 +1003,52 @@ fn an_address_in_a_buffer_of_another_device_is_a_typed_error_and_nothing_leaks()
     assert!(stream.execute(&no_inputs).is_err());
     pool.assert_balanced(&counter);
 }
+
+// ---------------------------------------------------------------------------------
+// Any storage registered on a stream.
+
+#[test]
+fn a_registered_page_pool_runs_the_graph_frees_after_sync_and_is_one_allocator() {
+    use wgalloc::storage::{CountingStorage, PagedStorage, Storage};
+    let ctx = require_gpu!();
+    let f = fixture(&ctx, multi_chunk_plan);
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
+    let pages = Arc::new(CountingStorage::new(wgalloc::WgpuStorage::wgpu(&ctx)));
+    let pool = Arc::new(
+        PagedStorage::new(pages.clone(), 1 << 16, alignment, STORAGE_USAGE).expect("pool"),
+    );
+    // A region in use already: the stream's blocks start past offset 0 of the page.
+    let first = pool
+        .allocate(&wgalloc::RegionRequest::new(4))
+        .expect("a small region");
+    let mut a = Stream::new(&ctx, "pages-a");
+    let mut b = Stream::new(&ctx, "pages-b");
+    a.register_storage(pool.clone());
+    b.register_storage(pool.clone());
+    assert!(a.has_registered_allocator());
+    let id = a.execute(&f.request()).expect("a runs");
+    assert_eq!(pool.live_regions() as u64, 1 + f.chunks());
+    assert!(
+        matches!(
+            b.execute(&f.request()),
+            Err(StreamError::AllocatorBusy { .. })
+        ),
+        "one storage on two streams is one allocator"
+    );
+    let sync = a.synchronize().expect("sync");
+    assert_eq!(sync.blocks_freed as u64, f.chunks());
+    assert_eq!(pool.live_regions(), 1, "blocks went back at synchronize");
+    f.net.assert_output(a.result(id));
+    let id = b.execute(&f.request()).expect("b after a synchronized");
+    b.synchronize().expect("sync");
+    f.net.assert_output(b.result(id));
+    assert_eq!(pages.report().allocations, 1, "one page served every block");
+    pool.free(first).expect("free");
+    drop((a, b, pool));
+    let report = pages.report();
+    assert_eq!(
+        (report.live_regions, report.bad_frees),
+        (0, 0),
+        "{report:?}"
+    );
+}

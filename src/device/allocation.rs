@@ -158,7 +158,8 @@ pub fn allocate_plan_in(
             let wanted = RegionRequest::new(request.size)
                 .alignment(alignment)
                 .usage(request.usage)
-                .label(request.label());
+                .label(request.label())
+                .for_chunk(request.buffer, request.chunk);
             storage.allocate(&wanted).map_err(DeviceError::from)
         },
         &mut |region| {

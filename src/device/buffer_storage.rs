@@ -76,9 +76,12 @@ impl<A: BufferAllocator + Send + Sync> Storage for BufferStorage<A> {
         if size > max {
             return Err(StorageError::TooLarge { size, max });
         }
+        let (buffer, chunk) = request
+            .for_chunk
+            .unwrap_or_else(|| (BufferId(0), self.requests.fetch_add(1, Ordering::Relaxed)));
         let chunk = ChunkRequest {
-            buffer: BufferId(0),
-            chunk: self.requests.fetch_add(1, Ordering::Relaxed),
+            buffer,
+            chunk,
             size,
             usage: request.usage,
         };

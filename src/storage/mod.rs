@@ -33,6 +33,8 @@ pub use host::{HostMemory, HostStorage};
 pub use paged::PagedStorage;
 pub use region::{Memory, Region};
 
+use crate::plan::BufferId;
+
 /// What a caller asks a [`Storage`] for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegionRequest {
@@ -44,6 +46,9 @@ pub struct RegionRequest {
     pub usage: wgpu::BufferUsages,
     /// A name for debuggers (wgpu labels).
     pub label: String,
+    /// The planned chunk the region is for (the plan's buffer and the chunk in it),
+    /// when it is for one; allocators that follow ggml's or ACL's shapes are told.
+    pub for_chunk: Option<(BufferId, usize)>,
 }
 
 impl RegionRequest {
@@ -54,7 +59,14 @@ impl RegionRequest {
             alignment: wgpu::COPY_BUFFER_ALIGNMENT,
             usage: crate::device::STORAGE_USAGE,
             label: String::new(),
+            for_chunk: None,
         }
+    }
+
+    /// The same request, for chunk `chunk` of the plan's buffer `buffer`.
+    pub fn for_chunk(mut self, buffer: BufferId, chunk: usize) -> RegionRequest {
+        self.for_chunk = Some((buffer, chunk));
+        self
     }
 
     /// The same request with another offset alignment.

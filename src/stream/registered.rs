@@ -1,170 +1,218 @@
-//! What a stream keeps of a registered allocator: the descriptor's parts behind one
-//! object-safe trait ([`StreamAllocator`]), and the built-in default used while no
-//! allocator is registered. A block taken from either is held in a box whose drop
-//! hands it back (the user's `free`, or destroying the default's buffer), so a block
-//! is freed exactly once however an execution ends.
+//! What a stream keeps of its allocator: one [`Storage`] of device memory and, for a
+//! registered one, the identity that the busy rule claims ([`StreamStorage`]).
+//!
+//! Every allocator shape a stream accepts is adapted onto the one storage trait: the
+//! default is a [`WgpuStorage`] of the stream's own; [`super::Stream::register_storage`]
+//! takes any storage (a page pool, a user's implementation); an ACL-style
+//! [`super::AllocatorDesc`] becomes a [`DescStorage`]. A block taken from any of them
+//! is held in a [`HeldRegion`] whose drop frees it, so a block is freed exactly once
+//! however an execution ends.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::descriptor::Parts;
 use super::{AllocFailure, BlockAddress, BlockRequest};
-use crate::device::{BufferAllocator, ChunkRequest, GpuContext, WgpuAllocator};
+use crate::device::{copy_region, GpuContext, SharedStorage, WgpuStorage};
 use crate::plan::BufferId;
+use crate::storage::{check_copy, Memory, Region, RegionRequest, Storage, StorageError};
 
-/// A block held by a stream: dropping it frees it.
-pub(crate) type HeldBlock = Box<dyn Send>;
-
-/// An allocator a stream can take blocks from.
-pub(crate) trait StreamAllocator: Send + Sync {
-    /// The identity of the allocator object, shared by every registration of it;
-    /// `None` for a stream's private default allocator.
-    fn key(&self) -> Option<usize>;
-
-    /// A block for `request` and where it lives.
-    fn allocate(
-        &self,
-        ctx: &GpuContext,
-        request: &BlockRequest,
-    ) -> Result<(HeldBlock, BlockAddress), AllocFailure>;
+/// A region held by a stream: dropping it frees it through its storage.
+pub(crate) struct HeldRegion<M: Memory = wgpu::Buffer> {
+    storage: Arc<dyn Storage<Memory = M>>,
+    region: Option<Region<M>>,
 }
 
-/// A registered descriptor's parts.
-pub(crate) struct UserAllocator<T, B> {
-    parts: Arc<Parts<T, B>>,
-}
-
-impl<T, B> UserAllocator<T, B> {
-    pub(crate) fn new(parts: Parts<T, B>) -> UserAllocator<T, B> {
-        UserAllocator {
-            parts: Arc::new(parts),
+impl<M: Memory> HeldRegion<M> {
+    /// Holds `region`, which `storage` handed out.
+    pub(crate) fn new(storage: Arc<dyn Storage<Memory = M>>, region: Region<M>) -> HeldRegion<M> {
+        HeldRegion {
+            storage,
+            region: Some(region),
         }
     }
 }
 
-/// A user's block: freed through the user's `free` on drop.
-struct UserBlock<T, B> {
-    parts: Arc<Parts<T, B>>,
-    block: Option<B>,
+impl<M: Memory> Drop for HeldRegion<M> {
+    fn drop(&mut self) {
+        if let Some(region) = self.region.take() {
+            if let Err(e) = self.storage.free(region) {
+                log::warn!("a stream's storage refused a block it handed out: {e}");
+            }
+        }
+    }
 }
 
-impl<T, B> Drop for UserBlock<T, B> {
+/// A stream's source of blocks: a storage, and the identity of its owner when it is
+/// shared (registered) rather than the stream's private default.
+#[derive(Clone)]
+pub(crate) struct StreamStorage {
+    storage: SharedStorage,
+    /// The identity of the allocator object, shared by every registration of it;
+    /// `None` for a stream's private default.
+    key: Option<usize>,
+}
+
+impl StreamStorage {
+    /// The stream's private default: one wgpu buffer per block.
+    pub(crate) fn private_default(ctx: &GpuContext) -> StreamStorage {
+        StreamStorage {
+            storage: Arc::new(WgpuStorage::wgpu(ctx)),
+            key: None,
+        }
+    }
+
+    /// A registered storage; registrations of the same `Arc` share a key.
+    pub(crate) fn registered<S>(storage: Arc<S>) -> StreamStorage
+    where
+        S: Storage<Memory = wgpu::Buffer> + 'static,
+    {
+        let key = Arc::as_ptr(&storage).cast::<()>().addr();
+        StreamStorage {
+            storage,
+            key: Some(key),
+        }
+    }
+
+    /// A registered ACL-style descriptor, keyed by its object.
+    pub(crate) fn from_desc<T, B>(ctx: &GpuContext, parts: Parts<T, B>) -> StreamStorage
+    where
+        T: Send + Sync + 'static,
+        B: Send + 'static,
+    {
+        let key = Arc::as_ptr(&parts.object).cast::<()>().addr();
+        StreamStorage {
+            storage: Arc::new(DescStorage::new(ctx, parts)),
+            key: Some(key),
+        }
+    }
+
+    /// The claimed identity (`None` for the private default).
+    pub(crate) fn key(&self) -> Option<usize> {
+        self.key
+    }
+
+    /// A block for `request`, held, and where it lives.
+    pub(crate) fn allocate(
+        &self,
+        request: &BlockRequest,
+    ) -> Result<(HeldRegion, BlockAddress), AllocFailure> {
+        let wanted = RegionRequest::new(request.size)
+            .alignment(request.alignment)
+            .usage(request.usage)
+            .label(format!(
+                "wgalloc stream b{} c{}",
+                request.buffer, request.chunk
+            ))
+            .for_chunk(BufferId(request.buffer), request.chunk);
+        let region = self.storage.allocate(&wanted)?;
+        Ok((
+            HeldRegion::new(self.storage.clone(), region.clone()),
+            region,
+        ))
+    }
+}
+
+/// An ACL-style allocator (an object and `alloc`/`free`/`address_of` callbacks) as a
+/// [`Storage`]: `allocate` calls `alloc` and `address_of`, and remembers the user's
+/// block of each region so that `free` hands exactly that block to `free`.
+pub(crate) struct DescStorage<T, B> {
+    ctx: GpuContext,
+    parts: Parts<T, B>,
+    live: Mutex<Vec<(Region, B)>>,
+}
+
+impl<T, B> DescStorage<T, B> {
+    pub(crate) fn new(ctx: &GpuContext, parts: Parts<T, B>) -> DescStorage<T, B> {
+        DescStorage {
+            ctx: ctx.clone(),
+            parts,
+            live: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<(Region, B)>> {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<T, B> Storage for DescStorage<T, B>
+where
+    T: Send + Sync + 'static,
+    B: Send + 'static,
+{
+    type Memory = wgpu::Buffer;
+
+    fn allocate(&self, request: &RegionRequest) -> Result<Region, StorageError> {
+        let (buffer, chunk) = request.for_chunk.unwrap_or((BufferId(0), 0));
+        let block_request = BlockRequest {
+            buffer: buffer.0,
+            chunk,
+            size: request.checked_size()?,
+            alignment: request.alignment,
+            usage: request.usage,
+        };
+        let parts = &self.parts;
+        let block =
+            (parts.alloc)(&parts.object, &block_request).map_err(|e| StorageError::Refused {
+                message: e.to_string(),
+            })?;
+        let address = (parts.address_of)(&parts.object, &block);
+        self.lock().push((address.clone(), block));
+        Ok(address)
+    }
+
+    fn free(&self, region: Region) -> Result<(), StorageError> {
+        let block = {
+            let mut live = self.lock();
+            let at = live.iter().position(|(r, _)| *r == region);
+            at.map(|i| live.swap_remove(i).1)
+        };
+        match block {
+            Some(block) => {
+                (self.parts.free)(&self.parts.object, block);
+                Ok(())
+            }
+            None => Err(StorageError::UnknownRegion {
+                offset: region.offset,
+                size: region.size,
+            }),
+        }
+    }
+
+    fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
+        check_copy(from, to, bytes)?;
+        copy_region(&self.ctx, from, to, bytes).map_err(StorageError::Device)
+    }
+}
+
+impl<T, B> Drop for DescStorage<T, B> {
     fn drop(&mut self) {
-        if let Some(block) = self.block.take() {
+        // Blocks still live go back through the user's `free` (none are, once every
+        // held region has dropped: they hold this storage).
+        let live = std::mem::take(&mut *self.lock());
+        for (_, block) in live {
             (self.parts.free)(&self.parts.object, block);
         }
     }
 }
 
-impl<T, B> StreamAllocator for UserAllocator<T, B>
-where
-    T: Send + Sync + 'static,
-    B: Send + 'static,
-{
-    fn key(&self) -> Option<usize> {
-        Some(Arc::as_ptr(&self.parts.object).cast::<()>().addr())
-    }
-
-    fn allocate(
-        &self,
-        _ctx: &GpuContext,
-        request: &BlockRequest,
-    ) -> Result<(HeldBlock, BlockAddress), AllocFailure> {
-        let parts = &self.parts;
-        let block = (parts.alloc)(&parts.object, request)?;
-        let address = (parts.address_of)(&parts.object, &block);
-        let held = UserBlock {
-            parts: parts.clone(),
-            block: Some(block),
-        };
-        Ok((Box::new(held), address))
-    }
-}
-
-/// The allocator of a stream with none registered: one buffer per block from
-/// [`WgpuAllocator`] (inside error scopes), destroyed when freed.
-#[derive(Debug, Default)]
-pub(crate) struct DefaultAllocator;
-
-/// A default block: its buffer, destroyed on drop.
-struct OwnedBuffer(wgpu::Buffer);
-
-impl Drop for OwnedBuffer {
-    fn drop(&mut self) {
-        self.0.destroy();
-    }
-}
-
-impl StreamAllocator for DefaultAllocator {
-    fn key(&self) -> Option<usize> {
-        None
-    }
-
-    fn allocate(
-        &self,
-        ctx: &GpuContext,
-        request: &BlockRequest,
-    ) -> Result<(HeldBlock, BlockAddress), AllocFailure> {
-        let chunk = ChunkRequest {
-            buffer: BufferId(request.buffer),
-            chunk: request.chunk,
-            size: request.size,
-            usage: request.usage,
-        };
-        let buffer = WgpuAllocator.allocate(ctx, &chunk)?;
-        let address = BlockAddress {
-            buffer: buffer.clone(),
-            offset: 0,
-            size: buffer.size(),
-        };
-        Ok((Box::new(OwnedBuffer(buffer)), address))
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
-
     use super::*;
-    use crate::stream::AllocatorDesc;
+    use crate::storage::{CountingStorage, HostStorage};
 
     #[test]
-    fn dropping_a_held_user_block_frees_it_once() {
-        let freed = Arc::new(AtomicU64::new(0));
-        let f = freed.clone();
-        let desc: AllocatorDesc<(), u32> = AllocatorDesc::new()
-            .object(Arc::new(()))
-            .alloc(|_, _| Ok(5))
-            .free(move |_, block| {
-                assert_eq!(block, 5);
-                f.fetch_add(1, Ordering::SeqCst);
-            })
-            .address_of(|_, _| unreachable!("not needed"));
-        let parts = desc.parts().expect("complete");
-        let held = UserBlock {
-            parts: Arc::new(parts),
-            block: Some(5u32),
-        };
-        assert_eq!(freed.load(Ordering::SeqCst), 0);
+    fn dropping_a_held_region_frees_it_once() {
+        let storage = Arc::new(CountingStorage::new(HostStorage::unlimited()));
+        let region = storage.allocate(&RegionRequest::new(16)).expect("region");
+        let held = HeldRegion::new(storage.clone(), region.clone());
+        assert_eq!(storage.report().live_regions, 1);
         drop(held);
-        assert_eq!(freed.load(Ordering::SeqCst), 1);
-    }
-
-    #[test]
-    fn registrations_of_one_object_share_a_key_and_others_do_not() {
-        let object = Arc::new(7u8);
-        let desc = |o: Arc<u8>| -> AllocatorDesc<u8, u32> {
-            AllocatorDesc::new()
-                .object(o)
-                .alloc(|_, _| Ok(0))
-                .free(|_, _| {})
-                .address_of(|_, _| unreachable!("not needed"))
-        };
-        let a = UserAllocator::new(desc(object.clone()).parts().expect("a"));
-        let b = UserAllocator::new(desc(object).parts().expect("b"));
-        let c = UserAllocator::new(desc(Arc::new(7u8)).parts().expect("c"));
-        assert!(a.key().is_some());
-        assert_eq!(a.key(), b.key());
-        assert_ne!(a.key(), c.key());
-        assert_eq!(DefaultAllocator.key(), None);
+        let report = storage.report();
+        assert_eq!(
+            (report.live_regions, report.frees, report.bad_frees),
+            (0, 1, 0)
+        );
+        assert!(storage.free(region).is_err(), "already freed");
     }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::registered::{DefaultAllocator, HeldBlock, StreamAllocator, UserAllocator};
+use super::registered::{HeldRegion, StreamStorage};
 use super::request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};
 use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
 use crate::device::{
@@ -16,6 +16,7 @@ use crate::device::{
 use crate::exec::{check_plan_against_limits, Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
 use crate::plan::Plan;
+use crate::storage::Storage;
 
 /// One output being read back: (tensor, staging buffer, bytes to keep).
 type Readback = (TensorId, wgpu::Buffer, u64);
@@ -37,9 +38,9 @@ struct Pending {
     /// keeps the allocator object alive while its key (its address) is claimed, even
     /// when the execution holds no block and the stream registers another allocator:
     /// a freed object's address could otherwise be reused by a new one and be refused.
-    allocator: Arc<dyn StreamAllocator>,
+    allocator: StreamStorage,
     /// Dropping one frees it through its allocator.
-    blocks: Vec<HeldBlock>,
+    blocks: Vec<HeldRegion>,
     block_bytes: u64,
     readbacks: Vec<Readback>,
     report: RunReport,
@@ -68,7 +69,7 @@ pub struct Stream {
     name: String,
     ctx: GpuContext,
     executor: Executor,
-    allocator: Arc<dyn StreamAllocator>,
+    allocator: StreamStorage,
     next_execution: u64,
     pending: Vec<Pending>,
     last_submission: Option<wgpu::SubmissionIndex>,
@@ -95,7 +96,7 @@ impl Stream {
             name: name.into(),
             ctx: ctx.clone(),
             executor: Executor::new(ctx),
-            allocator: Arc::new(DefaultAllocator),
+            allocator: StreamStorage::private_default(ctx),
             next_execution: 1,
             pending: Vec::new(),
             last_submission: None,
@@ -144,8 +145,19 @@ impl Stream {
         B: Send + 'static,
     {
         let parts = desc.parts()?;
-        self.allocator = Arc::new(UserAllocator::new(parts));
+        self.allocator = StreamStorage::from_desc(&self.ctx, parts);
         Ok(())
+    }
+
+    /// Registers any device [`Storage`] as the stream's allocator (a
+    /// [`crate::storage::PagedStorage`] of large buffers, a user's own storage); the
+    /// last registration wins. The same `Arc` registered on several streams is one
+    /// allocator for the busy rule, as with [`Stream::register_allocator`].
+    pub fn register_storage<S>(&mut self, storage: Arc<S>)
+    where
+        S: Storage<Memory = wgpu::Buffer> + 'static,
+    {
+        self.allocator = StreamStorage::registered(storage);
     }
 
     /// Executes `request` on the stream: checks the plan against the device's limits,
@@ -173,8 +185,8 @@ impl Stream {
             Some(key) => Some(busy::claim(key, self.id, &self.name)?),
             None => None,
         };
-        let mut blocks: Vec<HeldBlock> = Vec::new();
-        let result = self.allocate_and_submit(request, allocator.as_ref(), &mut blocks);
+        let mut blocks: Vec<HeldRegion> = Vec::new();
+        let result = self.allocate_and_submit(request, &allocator, &mut blocks);
         match result {
             Ok((report, readbacks, block_bytes, index)) => {
                 let id = ExecutionId(self.next_execution);
@@ -209,8 +221,8 @@ impl Stream {
     fn allocate_and_submit(
         &mut self,
         request: &ExecuteRequest<'_>,
-        allocator: &dyn StreamAllocator,
-        blocks: &mut Vec<HeldBlock>,
+        allocator: &StreamStorage,
+        blocks: &mut Vec<HeldRegion>,
     ) -> Result<Submitted, SubmitFailure> {
         let not_queued = |e: StreamError| (e, false);
         let queued = |e: StreamError| (e, true);
@@ -244,8 +256,8 @@ impl Stream {
     fn take_blocks(
         &self,
         plan: &Plan,
-        allocator: &dyn StreamAllocator,
-        blocks: &mut Vec<HeldBlock>,
+        allocator: &StreamStorage,
+        blocks: &mut Vec<HeldRegion>,
     ) -> Result<Vec<Vec<Region>>, StreamError> {
         let alignment = u64::from(self.ctx.limits.min_storage_buffer_offset_alignment.max(1));
         let mut regions = Vec::with_capacity(plan.buffers.len());
@@ -259,14 +271,15 @@ impl Stream {
                     alignment,
                     usage: STORAGE_USAGE,
                 };
-                let (held, address) = allocator.allocate(&self.ctx, &request).map_err(|e| {
-                    StreamError::AllocFailed {
-                        buffer: b,
-                        chunk: c,
-                        size: request.size,
-                        message: e.to_string(),
-                    }
-                })?;
+                let (held, address) =
+                    allocator
+                        .allocate(&request)
+                        .map_err(|e| StreamError::AllocFailed {
+                            buffer: b,
+                            chunk: c,
+                            size: request.size,
+                            message: e.to_string(),
+                        })?;
                 blocks.push(held);
                 check_address(&request, &address)?;
                 row.push(address);
