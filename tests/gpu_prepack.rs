@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use product::{product, Prepared, Product};
 use wgalloc::device::{
-    AllocatorReport, BufferAllocator, ChunkRequest, CountingAllocator, DeviceError, GpuContext,
-    WgpuAllocator, STORAGE_USAGE,
+    AllocatorReport, BufferAllocator, BufferStorage, ChunkRequest, CountingAllocator, DeviceError,
+    GpuContext, WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::packed as layout;
@@ -63,9 +63,10 @@ impl BufferAllocator for FailAfter {
 }
 
 /// A cache over a counting allocator that succeeds `ok` times.
-fn counted_cache(ok: u64) -> (PrepackedWeightCache, Counting) {
+fn counted_cache(ctx: &GpuContext, ok: u64) -> (PrepackedWeightCache, Counting) {
     let counting = Arc::new(CountingAllocator::new(FailAfter::new(ok)));
-    (PrepackedWeightCache::new(counting.clone()), counting)
+    let storage = Arc::new(BufferStorage::new(ctx, counting.clone()));
+    (PrepackedWeightCache::new(storage), counting)
 }
 
 /// Everything allocated was released exactly once.
@@ -163,7 +164,7 @@ fn packed_matmul_equals_unpacked_matmul_and_the_cpu_reference_on_odd_sizes() {
 #[test]
 fn a_second_node_and_a_second_graph_hit_the_cache_without_packing_again() {
     let Some(ctx) = common::gpu() else { return };
-    let (cache, counting) = counted_cache(u64::MAX);
+    let (cache, counting) = counted_cache(&ctx, u64::MAX);
     let (k, n) = (40u64, 90u64);
     let w_values = ramp(k * n, 9);
     let graph = |m: u64| {
@@ -225,7 +226,7 @@ fn a_second_node_and_a_second_graph_hit_the_cache_without_packing_again() {
 #[test]
 fn a_refused_store_gives_the_buffers_back_and_the_caller_can_release_them() {
     let Some(ctx) = common::gpu() else { return };
-    let (cache, counting) = counted_cache(u64::MAX);
+    let (cache, counting) = counted_cache(&ctx, u64::MAX);
     let alloc = cache.allocator();
     let refuse = |buffers: Vec<PackedBuffer>| {
         let n = buffers.len();
@@ -244,7 +245,8 @@ fn a_refused_store_gives_the_buffers_back_and_the_caller_can_release_them() {
         alloc
             .allocate_packed(&ctx, 16)
             .expect("allocates")
-            .into_buffer(),
+            .into_region()
+            .buffer,
         0,
     );
     let refused = refuse(vec![good.clone(), zero]);
@@ -303,7 +305,7 @@ fn a_refused_store_gives_the_buffers_back_and_the_caller_can_release_them() {
 #[test]
 fn a_store_takes_ownership_and_a_stored_buffer_cannot_be_released_or_stored_again() {
     let Some(ctx) = common::gpu() else { return };
-    let (cache, counting) = counted_cache(u64::MAX);
+    let (cache, counting) = counted_cache(&ctx, u64::MAX);
     let alloc = cache.allocator();
     let a = alloc.upload_f32(&ctx, &[1.0, 2.0, 3.0]).expect("uploads");
     let b = alloc.upload_f32(&ctx, &[4.0; 5]).expect("uploads");
@@ -334,7 +336,7 @@ fn a_store_takes_ownership_and_a_stored_buffer_cannot_be_released_or_stored_agai
 fn the_allocator_failing_during_a_pack_is_a_typed_error_and_leaks_nothing() {
     let Some(ctx) = common::gpu() else { return };
     // A pack of three buffers whose second allocation fails.
-    let (cache, counting) = counted_cache(1);
+    let (cache, counting) = counted_cache(&ctx, 1);
     let parts: [&[f32]; 3] = [&[1.0; 8], &[2.0; 8], &[3.0; 8]];
     let error = cache
         .get_or_pack(&key("w"), |alloc| alloc.upload_parts(&ctx, &parts))
@@ -352,7 +354,7 @@ fn the_allocator_failing_during_a_pack_is_a_typed_error_and_leaks_nothing() {
     assert!(cache.is_empty() && cache.outstanding_buffers() == 0);
 
     // A graph whose first pack fails: no layer, nothing stored, nothing leaked.
-    let (cache, counting) = counted_cache(0);
+    let (cache, counting) = counted_cache(&ctx, 0);
     let (graph, values, _) = product_graph(3, 20, 30, false);
     let packed = pack_matmul_weights(&graph).expect("rewrites");
     let get = |id: TensorId| values.get(&id).cloned();
@@ -378,7 +380,7 @@ fn the_allocator_failing_during_a_pack_is_a_typed_error_and_leaks_nothing() {
 #[test]
 fn replacing_a_key_frees_the_old_buffers_exactly_once() {
     let Some(ctx) = common::gpu() else { return };
-    let (cache, counting) = counted_cache(u64::MAX);
+    let (cache, counting) = counted_cache(&ctx, u64::MAX);
     let alloc = cache.allocator();
     let pack = |v: f32| {
         alloc
@@ -413,7 +415,7 @@ fn replacing_a_key_frees_the_old_buffers_exactly_once() {
 #[test]
 fn dropping_the_cache_frees_everything_once() {
     let Some(ctx) = common::gpu() else { return };
-    let (cache, counting) = counted_cache(u64::MAX);
+    let (cache, counting) = counted_cache(&ctx, u64::MAX);
     let alloc = cache.allocator();
     for name in ["a", "b", "c"] {
         let buffers = alloc.upload_parts(&ctx, &[&[1.0; 16]]).expect("uploads");
@@ -438,7 +440,7 @@ fn tiny() -> ModelConfig {
 #[test]
 fn the_transformer_shares_one_cached_copy_of_each_weight_across_sessions() {
     let Some(ctx) = common::gpu() else { return };
-    let (cache, counting) = counted_cache(u64::MAX);
+    let (cache, counting) = counted_cache(&ctx, u64::MAX);
     let mut first = PrepackedModel::new(&ctx, &tiny(), &cache).expect("builds");
     let run = first.run().expect("runs");
     assert!(run.logits_match, "{run:?}");
@@ -478,4 +480,30 @@ fn the_transformer_shares_one_cached_copy_of_each_weight_across_sessions() {
     assert_eq!(cache.len(), 2 * distinct);
     drop((first, second, third, cache));
     assert_all_released(counting.report());
+}
+
+#[test]
+fn packed_weights_in_sub_ranges_of_shared_pages_match_the_cpu_reference() {
+    use wgalloc::storage::{CountingStorage, PagedStorage};
+    let Some(ctx) = common::gpu() else { return };
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
+    let pages = Arc::new(CountingStorage::new(wgalloc::WgpuStorage::wgpu(&ctx)));
+    let pool = PagedStorage::new(pages.clone(), 1 << 20, alignment, STORAGE_USAGE).expect("a pool");
+    let cache = PrepackedWeightCache::new(Arc::new(pool));
+    for (m, k, n) in [(33, 65, 17), (5, 300, 67), (64, 64, 64)] {
+        for transposed in [false, true] {
+            let (graph, values, y) = product_graph(m, k, n, transposed);
+            let want = cpu_output(&graph, &values, y);
+            let packed = run_on_gpu(&ctx, &graph, &values, y, Some(&cache)).expect("packed runs");
+            assert!(close(&packed, &want), "packed {m}x{k}x{n} t={transposed}");
+        }
+    }
+    assert_eq!(cache.len(), 6);
+    assert_eq!(
+        pages.report().allocations,
+        1,
+        "every packed weight shares one page"
+    );
+    drop(cache);
+    assert_eq!(pages.report().live_regions, 0, "{:?}", pages.report());
 }

@@ -60,6 +60,20 @@ pub trait BufferAllocator {
     }
 }
 
+impl<A: BufferAllocator + ?Sized> BufferAllocator for std::sync::Arc<A> {
+    fn allocate(
+        &self,
+        ctx: &GpuContext,
+        request: &ChunkRequest,
+    ) -> Result<wgpu::Buffer, DeviceError> {
+        (**self).allocate(ctx, request)
+    }
+
+    fn release(&self, buffer: wgpu::Buffer) {
+        (**self).release(buffer);
+    }
+}
+
 /// The default allocator: `device.create_buffer` inside out-of-memory and validation
 /// error scopes.
 #[derive(Debug, Clone, Copy, Default)]

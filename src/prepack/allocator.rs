@@ -4,39 +4,94 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::cache::Shared;
+use super::entry::CacheStorage;
 use super::{PackedBuffer, PrepackError};
-use crate::device::{
-    write_buffer, BufferAllocator, ChunkRequest, DeviceError, GpuContext, STORAGE_USAGE,
-};
-use crate::plan::{align_up, BufferId};
+use crate::device::{write_buffer, DeviceError, GpuContext, WgpuStorage};
+use crate::plan::align_up;
+use crate::storage::{Memory, Region, RegionRequest, Storage, StorageError};
 
-/// The allocator a cache hands to kernels that pack weights: it allocates through the
-/// cache's underlying allocator and tags each buffer as the cache's own, so that only
-/// such buffers can be stored. Also a [`BufferAllocator`].
-#[derive(Clone)]
-pub struct CacheAllocator {
-    shared: Arc<Shared>,
+/// The allocator a cache hands to kernels that pack weights: it allocates regions from
+/// the cache's storage and tags each as the cache's own, so that only such regions can
+/// be stored. Also a [`Storage`] itself.
+pub struct CacheAllocator<M: Memory = wgpu::Buffer> {
+    shared: Arc<Shared<M>>,
 }
 
-impl fmt::Debug for CacheAllocator {
+impl<M: Memory> Clone for CacheAllocator<M> {
+    fn clone(&self) -> Self {
+        CacheAllocator {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<M: Memory> fmt::Debug for CacheAllocator<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CacheAllocator").finish_non_exhaustive()
     }
 }
 
-impl CacheAllocator {
+impl<M: Memory> CacheAllocator<M> {
     /// The allocator of the cache whose state is `shared`.
-    pub(super) fn new(shared: Arc<Shared>) -> CacheAllocator {
+    pub(super) fn new(shared: Arc<Shared<M>>) -> CacheAllocator<M> {
         CacheAllocator { shared }
     }
 
-    /// A storage buffer for `size` bytes of packed data (`STORAGE | COPY_SRC |
-    /// COPY_DST`, rounded up to 4 bytes).
+    /// The storage underneath, if the cache has one yet.
+    fn storage(&self) -> Result<&CacheStorage<M>, StorageError> {
+        self.shared.storage.get().ok_or(StorageError::Refused {
+            message: "the cache has no storage yet".into(),
+        })
+    }
+
+    /// A region for `size` bytes of packed data (rounded up to 4 bytes) starting at a
+    /// multiple of `alignment` (a power of two) from the cache's storage, tagged as the
+    /// cache's own.
+    ///
+    /// # Errors
+    /// [`PrepackError::ZeroSizeRequest`]; [`PrepackError::Allocation`] with the
+    /// storage's error.
+    pub fn allocate_region(
+        &self,
+        size: u64,
+        alignment: u64,
+    ) -> Result<PackedBuffer<M>, PrepackError> {
+        if size == 0 {
+            return Err(PrepackError::ZeroSizeRequest);
+        }
+        let label = {
+            let mut state = self.shared.lock();
+            state.requests += 1;
+            format!("wgalloc packed {}", state.requests)
+        };
+        let request = RegionRequest::new(size).alignment(alignment).label(label);
+        let region = self
+            .allocate(&request)
+            .map_err(|e| PrepackError::Allocation {
+                size,
+                source: DeviceError::from(e),
+            })?;
+        Ok(PackedBuffer::from_region(region, size))
+    }
+
+    /// Hands back a region this allocator handed out and that was not stored (for
+    /// example one a refused store returned). A region that is not outstanding (stored,
+    /// already handed back, or foreign) is left alone: never freed twice.
+    pub fn release_packed(&self, buffer: PackedBuffer<M>) {
+        // Only an outstanding region reaches the storage; the rest is left alone.
+        let _ = self.free(buffer.into_region());
+    }
+}
+
+impl CacheAllocator {
+    /// A storage buffer region for `size` bytes of packed data (`STORAGE | COPY_SRC |
+    /// COPY_DST`, rounded up to 4 bytes, at an offset the device can bind). A default cache takes its storage from
+    /// `ctx` on the first call.
     ///
     /// # Errors
     /// [`PrepackError::ZeroSizeRequest`]; [`PrepackError::TooLarge`] beyond the
-    /// device's buffer or storage-binding limit (checked before the allocator is
-    /// called); [`PrepackError::Allocation`] with the allocator's error.
+    /// device's buffer or storage-binding limit (checked before the storage is
+    /// called); [`PrepackError::Allocation`] with the storage's error.
     pub fn allocate_packed(
         &self,
         ctx: &GpuContext,
@@ -49,28 +104,18 @@ impl CacheAllocator {
             .limits
             .max_buffer_size
             .min(ctx.limits.max_storage_buffer_binding_size);
-        let padded = align_up(size, wgpu::COPY_BUFFER_ALIGNMENT)
+        align_up(size, wgpu::COPY_BUFFER_ALIGNMENT)
             .filter(|&p| p <= max_size)
             .ok_or(PrepackError::TooLarge { size, max_size })?;
-        let chunk = {
-            let mut state = self.shared.lock();
-            state.requests += 1;
-            state.requests
-        };
-        let request = ChunkRequest {
-            buffer: BufferId(0),
-            chunk,
-            size: padded,
-            usage: STORAGE_USAGE,
-        };
-        let buffer = self
-            .allocate(ctx, &request)
-            .map_err(|source| PrepackError::Allocation { size, source })?;
-        Ok(PackedBuffer::new(buffer, size))
+        self.shared
+            .storage
+            .get_or_init(|| Arc::new(WgpuStorage::wgpu(ctx)));
+        let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
+        self.allocate_region(size, alignment)
     }
 
-    /// Allocates a buffer for `values` and writes them to it; on a failed write the
-    /// buffer is handed back before the error returns.
+    /// Allocates a region for `values` and writes them to it; on a failed write the
+    /// region is handed back before the error returns.
     ///
     /// # Errors
     /// As [`CacheAllocator::allocate_packed`]; [`PrepackError::Upload`] when the write
@@ -82,7 +127,8 @@ impl CacheAllocator {
     ) -> Result<PackedBuffer, PrepackError> {
         let bytes: &[u8] = bytemuck::cast_slice(values);
         let buffer = self.allocate_packed(ctx, bytes.len() as u64)?;
-        if let Err(e) = write_buffer(ctx, buffer.buffer(), 0, bytes) {
+        let region = buffer.region();
+        if let Err(e) = write_buffer(ctx, &region.buffer, region.offset, bytes) {
             self.release_packed(buffer);
             return Err(PrepackError::Upload {
                 size: bytes.len() as u64,
@@ -92,8 +138,8 @@ impl CacheAllocator {
         Ok(buffer)
     }
 
-    /// Uploads each part into a buffer of its own ([`CacheAllocator::upload_f32`]);
-    /// when one fails, the buffers of the parts before it are handed back before the
+    /// Uploads each part into a region of its own ([`CacheAllocator::upload_f32`]);
+    /// when one fails, the regions of the parts before it are handed back before the
     /// error returns.
     ///
     /// # Errors
@@ -117,34 +163,33 @@ impl CacheAllocator {
         }
         Ok(done)
     }
-
-    /// Hands back a buffer this allocator handed out and that was not stored (for
-    /// example one a refused store returned). A buffer that is not outstanding (stored,
-    /// already handed back, or foreign) is left alone: never released twice.
-    pub fn release_packed(&self, buffer: PackedBuffer) {
-        self.release(buffer.into_buffer());
-    }
 }
 
-impl BufferAllocator for CacheAllocator {
-    fn allocate(
-        &self,
-        ctx: &GpuContext,
-        request: &ChunkRequest,
-    ) -> Result<wgpu::Buffer, DeviceError> {
-        let buffer = self.shared.allocator.allocate(ctx, request)?;
-        self.shared.lock().outstanding.push(buffer.clone());
-        Ok(buffer)
+impl<M: Memory> Storage for CacheAllocator<M> {
+    type Memory = M;
+
+    fn allocate(&self, request: &RegionRequest) -> Result<Region<M>, StorageError> {
+        let region = self.storage()?.allocate(request)?;
+        self.shared.lock().outstanding.push(region.clone());
+        Ok(region)
     }
 
-    fn release(&self, buffer: wgpu::Buffer) {
+    fn free(&self, region: Region<M>) -> Result<(), StorageError> {
         let was_outstanding = {
             let mut state = self.shared.lock();
-            let at = state.outstanding.iter().position(|o| *o == buffer);
+            let at = state.outstanding.iter().position(|o| *o == region);
             at.map(|i| state.outstanding.swap_remove(i)).is_some()
         };
-        if was_outstanding {
-            self.shared.allocator.release(buffer);
+        if !was_outstanding {
+            return Err(StorageError::UnknownRegion {
+                offset: region.offset,
+                size: region.size,
+            });
         }
+        self.storage()?.free(region)
+    }
+
+    fn copy(&self, from: &Region<M>, to: &Region<M>, bytes: u64) -> Result<(), StorageError> {
+        self.storage()?.copy(from, to, bytes)
     }
 }

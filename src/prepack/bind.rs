@@ -127,7 +127,7 @@ pub fn bind_packed_weights(
         let [only] = weight.buffers() else {
             return Err(not_packed());
         };
-        if only.size() < size || only.buffer().size() < size {
+        if only.size() < size || only.region().size < size {
             return Err(not_packed());
         }
         let slot = placements
@@ -142,16 +142,15 @@ pub fn bind_packed_weights(
         buffers.push(BufferPlan {
             buffer_type: buffer_type.clone(),
             chunks: vec![ChunkPlan {
-                size: only.buffer().size(),
+                size: only.region().size,
                 oversized: false,
             }],
             same_as: None,
         });
-        chunks.push(vec![only.buffer().clone()]);
+        chunks.push(vec![only.region().clone()]);
         report.bytes_in_use = report.bytes_in_use.saturating_add(weight.bytes());
         weights.push(weight);
     }
-    let owned = vec![false; chunks.len()];
     let layer = PackedLayer {
         plan: Plan {
             planner: "prepacked".into(),
@@ -159,7 +158,7 @@ pub fn bind_packed_weights(
             buffers,
             inplace: Vec::new(),
         },
-        memory: PlannedMemory::with_ownership(chunks, owned),
+        memory: PlannedMemory::from_regions(chunks),
         weights,
     };
     Ok((layer, report))

@@ -6,56 +6,73 @@
 //! * [`PrepackedWeightCache::store`] takes ownership of them on success; on error the
 //!   [`StoreError`] gives them back and the caller still owns them (and can release
 //!   them through the same allocator);
-//! * storing again under the same key releases the old buffers and replaces them;
+//! * storing again under the same key frees the old regions and replaces them;
 //! * other nodes and graphs get the same buffers with [`PrepackedWeightCache::get`].
 //!
-//! Every buffer goes back through the allocator underneath the cache exactly once:
+//! Packed buffers are regions of a [`crate::storage::Storage`]; every region goes back
+//! to the storage underneath the cache exactly once:
 //! when it is replaced or the cache is dropped (deferred while a [`PackedWeight`]
 //! handle still uses it, so a handle never dangles), or when the caller hands back a
 //! buffer it did not store.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use super::entry::SharedAllocator;
+use super::entry::CacheStorage;
 use super::{
     CacheAllocator, CacheStats, Lookup, PackedBuffer, PackedWeight, PrepackError, PrepackKey,
     StoreError, StoreOutcome,
 };
-use crate::device::WgpuAllocator;
+use crate::storage::{Memory, Region};
 
 /// The cache's state behind its mutex.
-#[derive(Default)]
-pub(super) struct State {
-    entries: HashMap<PrepackKey, Arc<PackedWeight>>,
-    /// Buffers the allocator handed out that are neither stored nor handed back (few
-    /// at a time: a list; `wgpu::Buffer` compares by identity).
-    pub(super) outstanding: Vec<wgpu::Buffer>,
+pub(super) struct State<M: Memory> {
+    entries: HashMap<PrepackKey, Arc<PackedWeight<M>>>,
+    /// Regions the allocator handed out that are neither stored nor handed back (few
+    /// at a time: a list).
+    pub(super) outstanding: Vec<Region<M>>,
     stats: CacheStats,
     /// Packed buffers asked for so far (labels them).
     pub(super) requests: usize,
 }
 
-/// What every clone of a cache and of its allocator shares.
-pub(super) struct Shared {
-    pub(super) allocator: SharedAllocator,
-    state: Mutex<State>,
+impl<M: Memory> Default for State<M> {
+    fn default() -> Self {
+        State {
+            entries: HashMap::new(),
+            outstanding: Vec::new(),
+            stats: CacheStats::default(),
+            requests: 0,
+        }
+    }
 }
 
-impl Shared {
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+/// What every clone of a cache and of its allocator shares.
+pub(super) struct Shared<M: Memory> {
+    /// The storage underneath: given at creation, or (for the default device cache)
+    /// the device storage of the first allocation's device.
+    pub(super) storage: OnceLock<CacheStorage<M>>,
+    state: Mutex<State<M>>,
+}
+
+impl<M: Memory> Shared<M> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State<M>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl Drop for Shared {
+impl<M: Memory> Drop for Shared<M> {
     fn drop(&mut self) {
         let state = std::mem::take(&mut *self.lock());
-        // Entries release their buffers as they drop (or when their last handle does).
+        // Entries free their regions as they drop (or when their last handle does).
         drop(state.entries);
-        for buffer in state.outstanding {
-            self.allocator.release(buffer);
+        if let Some(storage) = self.storage.get() {
+            for region in state.outstanding {
+                if let Err(e) = storage.free(region) {
+                    log::warn!("the cache's storage refused a region it handed out: {e}");
+                }
+            }
         }
     }
 }
@@ -65,15 +82,23 @@ impl Drop for Shared {
 ///
 /// Keys are [`PrepackKey`]s (weight name, shape, content hash, packing format).
 /// The cache, its clones and the [`CacheAllocator`]s it hands out keep one shared
-/// state alive; when the last of them is dropped, every stored buffer (and every
-/// buffer handed out but never stored nor handed back) goes back to the allocator
-/// underneath, once.
-#[derive(Clone)]
-pub struct PrepackedWeightCache {
-    shared: Arc<Shared>,
+/// state alive; when the last of them is dropped, every stored region (and every
+/// region handed out but never stored nor handed back) goes back to the storage
+/// underneath, once. `M` is the memory of that storage: `wgpu::Buffer` on a device,
+/// [`crate::storage::HostMemory`] in host tests of the rules.
+pub struct PrepackedWeightCache<M: Memory = wgpu::Buffer> {
+    shared: Arc<Shared<M>>,
 }
 
-impl fmt::Debug for PrepackedWeightCache {
+impl<M: Memory> Clone for PrepackedWeightCache<M> {
+    fn clone(&self) -> Self {
+        PrepackedWeightCache {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<M: Memory> fmt::Debug for PrepackedWeightCache<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PrepackedWeightCache")
             .field("len", &self.len())
@@ -84,30 +109,38 @@ impl fmt::Debug for PrepackedWeightCache {
 }
 
 impl Default for PrepackedWeightCache {
+    /// A device cache whose packed buffers are plain wgpu buffers of the device the
+    /// first one is allocated on.
     fn default() -> Self {
-        PrepackedWeightCache::new(Arc::new(WgpuAllocator))
+        PrepackedWeightCache::with_shared(OnceLock::new())
     }
 }
 
-impl PrepackedWeightCache {
-    /// An empty cache whose buffers come from `allocator` (and go back to it).
-    pub fn new(allocator: SharedAllocator) -> PrepackedWeightCache {
+impl<M: Memory> PrepackedWeightCache<M> {
+    /// An empty cache whose packed regions come from `storage` (and go back to it): a
+    /// [`crate::device::WgpuStorage`], a [`crate::storage::PagedStorage`] to pack many
+    /// small weights into a few buffers, a counting or user storage.
+    pub fn new(storage: CacheStorage<M>) -> PrepackedWeightCache<M> {
+        PrepackedWeightCache::with_shared(OnceLock::from(storage))
+    }
+
+    fn with_shared(storage: OnceLock<CacheStorage<M>>) -> PrepackedWeightCache<M> {
         PrepackedWeightCache {
             shared: Arc::new(Shared {
-                allocator,
+                storage,
                 state: Mutex::new(State::default()),
             }),
         }
     }
 
-    /// The allocator kernels must pack into: buffers it hands out are tagged as this
+    /// The allocator kernels must pack into: regions it hands out are tagged as this
     /// cache's own until stored or handed back.
-    pub fn allocator(&self) -> CacheAllocator {
+    pub fn allocator(&self) -> CacheAllocator<M> {
         CacheAllocator::new(Arc::clone(&self.shared))
     }
 
     /// Whether `other` is a handle to the same cache.
-    pub fn same_cache(&self, other: &PrepackedWeightCache) -> bool {
+    pub fn same_cache(&self, other: &PrepackedWeightCache<M>) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
@@ -123,21 +156,25 @@ impl PrepackedWeightCache {
     pub fn store(
         &self,
         key: PrepackKey,
-        buffers: Vec<PackedBuffer>,
-    ) -> Result<StoreOutcome, StoreError> {
+        buffers: Vec<PackedBuffer<M>>,
+    ) -> Result<StoreOutcome, StoreError<M>> {
         let mut state = self.shared.lock();
         if let Err(error) = check_store(&key, &buffers, &state.outstanding) {
             state.stats.refused_stores += 1;
             return Err(StoreError { error, buffers });
         }
+        let Some(storage) = self.shared.storage.get().cloned() else {
+            // Nothing was ever allocated, so every buffer is foreign (check_store
+            // refused it above); kept for completeness.
+            return Err(StoreError {
+                error: PrepackError::ForeignBuffer { index: 0 },
+                buffers,
+            });
+        };
         state
             .outstanding
-            .retain(|o| buffers.iter().all(|b| b.buffer() != o));
-        let weight = Arc::new(PackedWeight::new(
-            key.clone(),
-            buffers,
-            Arc::clone(&self.shared.allocator),
-        ));
+            .retain(|o| buffers.iter().all(|b| b.region() != o));
+        let weight = Arc::new(PackedWeight::new(key.clone(), buffers, storage));
         let old = state.entries.insert(key, weight);
         state.stats.stores += 1;
         if old.is_some() {
@@ -153,7 +190,7 @@ impl PrepackedWeightCache {
 
     /// The packed data under `key` (a hit), or `None` (a miss). The cache stays the
     /// owner; the handle keeps the buffers valid while it lives.
-    pub fn get(&self, key: &PrepackKey) -> Option<Arc<PackedWeight>> {
+    pub fn get(&self, key: &PrepackKey) -> Option<Arc<PackedWeight<M>>> {
         let mut state = self.shared.lock();
         let found = state.entries.get(key).cloned();
         if found.is_some() {
@@ -182,8 +219,8 @@ impl PrepackedWeightCache {
     pub fn get_or_pack(
         &self,
         key: &PrepackKey,
-        pack: impl FnOnce(&CacheAllocator) -> Result<Vec<PackedBuffer>, PrepackError>,
-    ) -> Result<Lookup, PrepackError> {
+        pack: impl FnOnce(&CacheAllocator<M>) -> Result<Vec<PackedBuffer<M>>, PrepackError>,
+    ) -> Result<Lookup<M>, PrepackError> {
         if let Some(weight) = self.get(key) {
             return Ok(Lookup {
                 weight,
@@ -260,10 +297,10 @@ impl PrepackedWeightCache {
     }
 }
 
-fn check_store(
+fn check_store<M: Memory>(
     key: &PrepackKey,
-    buffers: &[PackedBuffer],
-    outstanding: &[wgpu::Buffer],
+    buffers: &[PackedBuffer<M>],
+    outstanding: &[Region<M>],
 ) -> Result<(), PrepackError> {
     if buffers.is_empty() {
         return Err(PrepackError::NoBuffers {
@@ -274,22 +311,204 @@ fn check_store(
         if b.size() == 0 {
             return Err(PrepackError::ZeroSizeBuffer { index });
         }
-        if b.size() > b.buffer().size() {
+        if b.size() > b.region().size {
             return Err(PrepackError::SizeMismatch {
                 index,
                 size: b.size(),
-                buffer_size: b.buffer().size(),
+                buffer_size: b.region().size,
             });
         }
         if let Some(first) = buffers[..index]
             .iter()
-            .position(|e| e.buffer() == b.buffer())
+            .position(|e| e.region().overlaps(b.region()))
         {
             return Err(PrepackError::DuplicateBuffer { index, first });
         }
-        if !outstanding.contains(b.buffer()) {
+        if !outstanding.contains(b.region()) {
             return Err(PrepackError::ForeignBuffer { index });
         }
     }
     Ok(())
+}
+
+/// The cache's ownership rules on host memory: no GPU needed.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::packed::BSource;
+    use crate::prepack::PackFormat;
+    use crate::storage::{CountingStorage, HostMemory, HostStorage, Storage, StorageError};
+    use crate::ErrorKind;
+
+    type Host = Arc<CountingStorage<HostStorage>>;
+
+    fn cache() -> (PrepackedWeightCache<HostMemory>, Host) {
+        let host: Host = Arc::new(CountingStorage::new(HostStorage::with_capacity(1 << 12)));
+        (PrepackedWeightCache::new(host.clone()), host)
+    }
+
+    fn key(name: &str) -> PrepackKey {
+        PrepackKey::for_f32(
+            name,
+            &[2, 2],
+            &[1.0, 2.0, 3.0, 4.0],
+            PackFormat::MatmulB {
+                source: BSource::KByN,
+            },
+        )
+    }
+
+    fn live(host: &Host) -> u64 {
+        let report = host.report();
+        assert_eq!(report.bad_frees, 0, "{report:?}");
+        report.live_regions
+    }
+
+    #[test]
+    fn a_store_takes_ownership_and_the_last_owner_frees_once() {
+        let (cache, host) = cache();
+        let alloc = cache.allocator();
+        let a = alloc.allocate_region(16, 4).expect("a");
+        let b = alloc.allocate_region(8, 4).expect("b");
+        assert_eq!(cache.outstanding_buffers(), 2);
+        assert_eq!(
+            cache.store(key("w"), vec![a, b]).expect("stored"),
+            StoreOutcome::Inserted
+        );
+        assert_eq!(
+            (
+                cache.outstanding_buffers(),
+                cache.len(),
+                cache.buffer_count()
+            ),
+            (0, 1, 2)
+        );
+        let handle = cache.get(&key("w")).expect("hit");
+        assert_eq!(handle.bytes(), 24);
+        let clone = cache.clone();
+        drop((cache, alloc));
+        assert_eq!(live(&host), 2, "a clone keeps the cache");
+        drop(clone);
+        assert_eq!(live(&host), 2, "a handle keeps its regions");
+        drop(handle);
+        assert_eq!(live(&host), 0);
+        assert_eq!(host.report().frees, 2);
+    }
+
+    #[test]
+    fn a_replaced_entry_is_freed_when_its_last_handle_goes() {
+        let (cache, host) = cache();
+        let alloc = cache.allocator();
+        let first = alloc.allocate_region(16, 4).expect("first");
+        cache.store(key("w"), vec![first]).expect("stored");
+        let old = cache.get(&key("w")).expect("hit");
+        let second = alloc.allocate_region(32, 4).expect("second");
+        assert_eq!(
+            cache.store(key("w"), vec![second]).expect("replaced"),
+            StoreOutcome::Replaced
+        );
+        assert_eq!(live(&host), 2, "the old entry lives while a handle uses it");
+        drop(old);
+        assert_eq!(live(&host), 1);
+        let third = alloc.allocate_region(8, 4).expect("third");
+        cache.store(key("w"), vec![third]).expect("replaced again");
+        assert_eq!(live(&host), 1, "no handle: freed at once");
+        assert_eq!(cache.stats().replacements, 2);
+        drop((cache, alloc));
+        assert_eq!(live(&host), 0);
+    }
+
+    #[test]
+    fn refused_stores_give_every_region_back_and_nothing_is_freed_twice() {
+        let (cache, host) = cache();
+        let alloc = cache.allocator();
+        let refuse = |buffers: Vec<PackedBuffer<HostMemory>>| {
+            let n = buffers.len();
+            let refused = cache.store(key("w"), buffers).expect_err("refused");
+            assert_eq!(refused.buffers.len(), n);
+            refused
+        };
+        assert!(matches!(
+            refuse(Vec::new()).error,
+            PrepackError::NoBuffers { .. }
+        ));
+        let good = alloc.allocate_region(16, 4).expect("good");
+        let zero = PackedBuffer::from_region(good.region().clone(), 0);
+        assert_eq!(
+            refuse(vec![zero]).error,
+            PrepackError::ZeroSizeBuffer { index: 0 }
+        );
+        let claims_more = PackedBuffer::from_region(good.region().clone(), 64);
+        assert!(matches!(
+            refuse(vec![claims_more]).error,
+            PrepackError::SizeMismatch {
+                index: 0,
+                size: 64,
+                ..
+            }
+        ));
+        let part = PackedBuffer::from_region(good.region().sub(0, 8).expect("part"), 8);
+        assert_eq!(
+            refuse(vec![good.clone(), part]).error,
+            PrepackError::DuplicateBuffer { index: 1, first: 0 }
+        );
+        let foreign = HostStorage::unlimited()
+            .allocate(&crate::storage::RegionRequest::new(16))
+            .expect("foreign");
+        let refused = refuse(vec![PackedBuffer::from_region(foreign, 16)]);
+        assert_eq!(refused.error, PrepackError::ForeignBuffer { index: 0 });
+        alloc.release_packed(refused.into_buffers().remove(0)); // not ours: left alone
+        alloc.release_packed(good.clone());
+        alloc.release_packed(good); // again: left alone
+        assert_eq!(cache.stats().refused_stores, 5);
+        assert_eq!(live(&host), 0);
+        assert_eq!(host.report().frees, 1);
+    }
+
+    #[test]
+    fn regions_never_stored_go_back_when_the_cache_drops() {
+        let (cache, host) = cache();
+        let alloc = cache.allocator();
+        let _kept_by_caller = alloc.allocate_region(16, 4).expect("a");
+        drop(cache);
+        assert_eq!(live(&host), 1, "the allocator keeps the cache alive");
+        drop(alloc);
+        assert_eq!(live(&host), 0);
+    }
+
+    #[test]
+    fn a_storage_that_runs_out_is_a_typed_error_and_a_pack_leaks_nothing() {
+        let (cache, host) = cache();
+        let error = cache
+            .get_or_pack(&key("w"), |alloc| {
+                let first = alloc.allocate_region(1 << 11, 4)?;
+                // The second does not fit in what is left: hand the first back.
+                match alloc.allocate_region(1 << 12, 4) {
+                    Ok(second) => Ok(vec![first, second]),
+                    Err(e) => {
+                        alloc.release_packed(first);
+                        Err(e)
+                    }
+                }
+            })
+            .expect_err("out of memory");
+        assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{error}");
+        assert!(matches!(error, PrepackError::Allocation { .. }));
+        assert_eq!(live(&host), 0);
+        let lookup = cache
+            .get_or_pack(&key("w"), |alloc| Ok(vec![alloc.allocate_region(64, 4)?]))
+            .expect("packs");
+        assert!(lookup.packed);
+        let again = cache
+            .get_or_pack(&key("w"), |_| Err(PrepackError::ZeroSizeRequest))
+            .expect("a hit never packs");
+        assert!(!again.packed);
+        assert!(Arc::ptr_eq(&lookup.weight, &again.weight));
+        assert!(matches!(
+            cache
+                .allocator()
+                .allocate(&crate::storage::RegionRequest::new(8).alignment(3)),
+            Err(StorageError::BadAlignment { .. })
+        ));
+    }
 }

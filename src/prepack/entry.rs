@@ -1,5 +1,5 @@
 //! What the cache holds and hands out: [`PackedBuffer`], [`PackedWeight`] (which
-//! releases its buffers once, when the last owner lets go), the store's outcome and
+//! frees its regions once, when the last owner lets go), the store's outcome and
 //! error, and the cache's counters.
 
 use std::fmt;
@@ -7,32 +7,44 @@ use std::sync::Arc;
 
 use super::PrepackError;
 use super::PrepackKey;
-use crate::device::BufferAllocator;
+use crate::storage::{Memory, Region, Storage};
 
-/// The allocator underneath a cache: any [`BufferAllocator`] that can be shared across
-/// threads (e.g. a [`crate::device::CountingAllocator`] in an `Arc`).
-pub type SharedAllocator = Arc<dyn BufferAllocator + Send + Sync>;
+/// The storage underneath a cache: where packed buffers come from and go back to.
+pub type CacheStorage<M = wgpu::Buffer> = Arc<dyn Storage<Memory = M>>;
 
-/// One buffer of packed data: a `wgpu::Buffer` and the bytes of it the data uses.
+/// One buffer of packed data: a region (a whole `wgpu::Buffer`, or a range of a page
+/// of a [`crate::storage::PagedStorage`]) and the bytes of it the data uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackedBuffer {
-    buffer: wgpu::Buffer,
+pub struct PackedBuffer<M = wgpu::Buffer> {
+    region: Region<M>,
     size: u64,
 }
 
 impl PackedBuffer {
-    /// Wraps a buffer whose first `size` bytes hold packed data. The cache only accepts
-    /// buffers its own allocator handed out
+    /// Wraps a whole buffer whose first `size` bytes hold packed data. The cache only
+    /// accepts regions its own allocator handed out
     /// ([`CacheAllocator::allocate_packed`](super::CacheAllocator::allocate_packed));
     /// others are refused by
     /// [`PrepackedWeightCache::store`](super::PrepackedWeightCache::store).
     pub fn new(buffer: wgpu::Buffer, size: u64) -> PackedBuffer {
-        PackedBuffer { buffer, size }
+        PackedBuffer::from_region(Region::whole(buffer), size)
+    }
+}
+
+impl<M: Memory> PackedBuffer<M> {
+    /// Wraps a region whose first `size` bytes hold packed data.
+    pub fn from_region(region: Region<M>, size: u64) -> PackedBuffer<M> {
+        PackedBuffer { region, size }
     }
 
-    /// The wgpu buffer.
-    pub fn buffer(&self) -> &wgpu::Buffer {
-        &self.buffer
+    /// The block the data lies in.
+    pub fn buffer(&self) -> &M {
+        &self.region.buffer
+    }
+
+    /// The region the data lies in (its offset in the block included).
+    pub fn region(&self) -> &Region<M> {
+        &self.region
     }
 
     /// Bytes of packed data.
@@ -40,22 +52,22 @@ impl PackedBuffer {
         self.size
     }
 
-    /// The wgpu buffer, unwrapped.
-    pub fn into_buffer(self) -> wgpu::Buffer {
-        self.buffer
+    /// The region, unwrapped.
+    pub fn into_region(self) -> Region<M> {
+        self.region
     }
 }
 
 /// The packed data of one weight, owned by the cache and shared through `Arc` handles.
-/// Its buffers go back to the cache's allocator when the cache lets go of it (replaced
+/// Its regions go back to the cache's storage when the cache lets go of it (replaced
 /// or dropped) and no handle is left.
-pub struct PackedWeight {
+pub struct PackedWeight<M: Memory = wgpu::Buffer> {
     key: PrepackKey,
-    buffers: Vec<PackedBuffer>,
-    allocator: SharedAllocator,
+    buffers: Vec<PackedBuffer<M>>,
+    storage: CacheStorage<M>,
 }
 
-impl fmt::Debug for PackedWeight {
+impl<M: Memory> fmt::Debug for PackedWeight<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PackedWeight")
             .field("key", &self.key)
@@ -64,17 +76,17 @@ impl fmt::Debug for PackedWeight {
     }
 }
 
-impl PackedWeight {
-    /// The data of `key`, released through `allocator` when dropped.
+impl<M: Memory> PackedWeight<M> {
+    /// The data of `key`, freed to `storage` when dropped.
     pub(super) fn new(
         key: PrepackKey,
-        buffers: Vec<PackedBuffer>,
-        allocator: SharedAllocator,
-    ) -> PackedWeight {
+        buffers: Vec<PackedBuffer<M>>,
+        storage: CacheStorage<M>,
+    ) -> PackedWeight<M> {
         PackedWeight {
             key,
             buffers,
-            allocator,
+            storage,
         }
     }
 
@@ -84,22 +96,24 @@ impl PackedWeight {
     }
 
     /// Its buffers, in the order they were stored.
-    pub fn buffers(&self) -> &[PackedBuffer] {
+    pub fn buffers(&self) -> &[PackedBuffer<M>] {
         &self.buffers
     }
 
-    /// Bytes of device memory it holds (the wgpu buffers' sizes).
+    /// Bytes of memory it holds (its regions' sizes).
     pub fn bytes(&self) -> u64 {
         self.buffers
             .iter()
-            .fold(0u64, |acc, b| acc.saturating_add(b.buffer.size()))
+            .fold(0u64, |acc, b| acc.saturating_add(b.region.size))
     }
 }
 
-impl Drop for PackedWeight {
+impl<M: Memory> Drop for PackedWeight<M> {
     fn drop(&mut self) {
         for buffer in self.buffers.drain(..) {
-            self.allocator.release(buffer.buffer);
+            if let Err(e) = self.storage.free(buffer.region) {
+                log::warn!("the cache's storage refused a packed buffer: {e}");
+            }
         }
     }
 }
@@ -132,21 +146,21 @@ pub enum StoreOutcome {
 
 /// A refused store: why, and the buffers, which still belong to the caller.
 #[derive(Debug)]
-pub struct StoreError {
+pub struct StoreError<M = wgpu::Buffer> {
     /// Why the store was refused.
     pub error: PrepackError,
     /// The buffers given to the store, unchanged.
-    pub buffers: Vec<PackedBuffer>,
+    pub buffers: Vec<PackedBuffer<M>>,
 }
 
-impl StoreError {
+impl<M> StoreError<M> {
     /// The buffers, back to the caller.
-    pub fn into_buffers(self) -> Vec<PackedBuffer> {
+    pub fn into_buffers(self) -> Vec<PackedBuffer<M>> {
         self.buffers
     }
 }
 
-impl fmt::Display for StoreError {
+impl<M> fmt::Display for StoreError<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -157,14 +171,14 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {
+impl<M: fmt::Debug> std::error::Error for StoreError<M> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         Some(&self.error)
     }
 }
 
-impl From<StoreError> for PrepackError {
-    fn from(error: StoreError) -> PrepackError {
+impl<M> From<StoreError<M>> for PrepackError {
+    fn from(error: StoreError<M>) -> PrepackError {
         error.error
     }
 }
@@ -172,9 +186,9 @@ impl From<StoreError> for PrepackError {
 /// The result of
 /// [`PrepackedWeightCache::get_or_pack`](super::PrepackedWeightCache::get_or_pack).
 #[derive(Debug, Clone)]
-pub struct Lookup {
+pub struct Lookup<M: Memory = wgpu::Buffer> {
     /// The cached data.
-    pub weight: Arc<PackedWeight>,
+    pub weight: Arc<PackedWeight<M>>,
     /// Whether this call packed and stored it (false: a hit).
     pub packed: bool,
 }

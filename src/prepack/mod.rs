@@ -29,7 +29,7 @@ pub use allocator::CacheAllocator;
 pub use bind::{bind_packed_weights, key_of, PackedLayer, PrepackReport};
 pub use cache::PrepackedWeightCache;
 pub use entry::{
-    CacheStats, Lookup, PackedBuffer, PackedWeight, SharedAllocator, StoreError, StoreOutcome,
+    CacheStats, CacheStorage, Lookup, PackedBuffer, PackedWeight, StoreError, StoreOutcome,
 };
 pub use error::PrepackError;
 pub use graph::{pack_matmul_weights, PackedGraph, PackedTensor};

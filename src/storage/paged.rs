@@ -324,7 +324,7 @@ mod tests {
                     pool.free(r).expect("free a live region");
                 } else {
                     let r = pool.allocate(&RegionRequest::new(size).alignment(64)).expect("alloc");
-                    prop_assert!(r.size >= size && r.offset % 64 == 0 && r.is_inside_buffer());
+                    prop_assert!(r.size >= size && r.offset.is_multiple_of(64) && r.is_inside_buffer());
                     live.push(r);
                 }
                 prop_assert!(disjoint(&live));
