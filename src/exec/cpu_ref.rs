@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use super::custom::{self, Registered, UserCall, UserOps};
 use super::ops::{self, BinaryOp, OpCall, UnaryOp};
 use super::ExecError;
 use crate::graph::{DType, Graph, NodeId, TensorId};
@@ -323,10 +324,27 @@ pub fn apply(
 /// # Errors
 /// [`ExecError::MissingValue`] when a node reads a tensor that has no value,
 /// [`ExecError::WrongDataSize`] for a given value of the wrong length, and the errors
-/// of [`ops::resolve`] and [`apply`].
+/// of [`ops::resolve`] and [`apply`]. A graph with user ops needs
+/// [`evaluate_with`].
 pub fn evaluate(
     graph: &Graph,
     values: &HashMap<TensorId, TensorData>,
+) -> Result<Vec<Option<TensorData>>, ExecError> {
+    evaluate_with(graph, values, &UserOps::new())
+}
+
+/// [`evaluate`] for graphs with user ops: a node whose op is not built in runs the
+/// CPU reference of the op of that name in `ops` ([`crate::exec::UserOp::cpu`]); pass
+/// [`crate::exec::user_ops`] for the ops registered on a device (`ops_set`).
+///
+/// # Errors
+/// Those of [`evaluate`]; [`ExecError::NoKernel`] for an op neither built in nor in
+/// `ops`; [`ExecError::NoCpuReference`] for a user op without a CPU reference; the
+/// shape errors of the op's node ([`ExecError::BadShape`], [`ExecError::WrongArity`]).
+pub fn evaluate_with(
+    graph: &Graph,
+    values: &HashMap<TensorId, TensorData>,
+    ops_set: &UserOps,
 ) -> Result<Vec<Option<TensorData>>, ExecError> {
     let count = graph.tensors.len();
     let mut roots: Vec<Option<TensorData>> = vec![None; count];
@@ -350,8 +368,16 @@ pub fn evaluate(
         roots[root.index()] = Some(data.clone());
     }
     for (step, node) in graph.nodes.iter().enumerate() {
-        let call = ops::resolve(graph, step)?;
         let node_id = step as u32;
+        let call = if ops::supports(&node.op) {
+            Call::Builtin(ops::resolve(graph, step)?)
+        } else {
+            let op = ops_set.get(&node.op).ok_or_else(|| ExecError::NoKernel {
+                node: NodeId(node_id),
+                op: node.op.clone(),
+            })?;
+            Call::User(op, custom::resolve_user(graph, step, op)?)
+        };
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for &id in &node.inputs {
             let missing = || ExecError::MissingValue {
@@ -363,7 +389,23 @@ pub fn evaluate(
             inputs.push(data.prefix(elements(id)));
         }
         let refs: Vec<&TensorData> = inputs.iter().collect();
-        let result = apply(&call, &refs, node_id, &node.op)?;
+        let result = match &call {
+            Call::Builtin(call) => apply(call, &refs, node_id, &node.op)?,
+            Call::User(op, call) => {
+                let floats = refs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        d.as_f32().ok_or_else(|| ExecError::BadShape {
+                            node: NodeId(node_id),
+                            op: node.op.clone(),
+                            problem: format!("input {i} is not an f32 value"),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                custom::apply_cpu(op, call, &floats, node_id)?
+            }
+        };
         let root = graph.root_of(node.output).ok_or(ExecError::UnknownTensor {
             node: NodeId(node_id),
             tensor: node.output,
@@ -391,6 +433,12 @@ pub fn evaluate(
                 .map(|d| d.prefix(elements(t.id)))
         })
         .collect())
+}
+
+/// A node's checked call: built in, or a user op's.
+enum Call<'o> {
+    Builtin(OpCall),
+    User(&'o Registered, UserCall),
 }
 
 /// The zero value of a tensor of `dtype` with `len` elements.

@@ -33,6 +33,7 @@
 
 mod bindings;
 pub mod cpu_ref;
+mod custom;
 mod error;
 mod executor;
 mod kernels;
@@ -45,6 +46,10 @@ mod timer;
 mod workspace;
 
 pub use bindings::RangeKey;
+pub use custom::{
+    register_op, user_ops, Bind, CpuFn, GridFn, OpShapes, ParamsFn, RegisterError, ShapeCheck,
+    SourcePos, UserOp, UserOps, DEFAULT_WORKGROUP_THREADS,
+};
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use kernels::{Kernel, Shader};

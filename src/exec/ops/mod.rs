@@ -258,6 +258,37 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
     }
 }
 
+/// Checks node `step` for an op that takes `arity` dense `f32` inputs and writes a
+/// dense `f32` output (a user op, [`crate::exec::UserOp`]); returns the inputs' shapes
+/// and the output's.
+///
+/// # Errors
+/// [`ExecError::UnknownNode`], [`ExecError::WrongArity`],
+/// [`ExecError::UnknownTensor`], [`ExecError::BadShape`] (a dtype other than f32, a
+/// shape that disagrees with the byte size, an empty tensor, a broadcast view) and
+/// [`ExecError::TooManyElements`].
+pub(crate) fn dense_f32_node(
+    graph: &Graph,
+    step: usize,
+    arity: usize,
+) -> Result<(Vec<Vec<u64>>, Vec<u64>), ExecError> {
+    let step_id = u32::try_from(step).unwrap_or(u32::MAX);
+    let node = graph.nodes.get(step).ok_or(ExecError::UnknownNode {
+        node: NodeId(step_id),
+        nodes: graph.nodes.len(),
+    })?;
+    refuse_sparse_views(graph, step_id, node)?;
+    let view = node_view(graph, step_id, arity)?;
+    for &input in &view.inputs {
+        let len = view.c.len(input, F32S)?;
+        view.c.small(len)?;
+    }
+    Ok((
+        view.inputs.iter().map(|t| t.shape.clone()).collect(),
+        view.out.shape.clone(),
+    ))
+}
+
 /// The built-in kernels index dense tensors: a view that occupies fewer bytes than it
 /// has (a broadcast view larger than its root, see graph::extent) cannot be read by
 /// them without reading past its binding. Refuse it rather than compute garbage.
