@@ -455,6 +455,53 @@ mod tests {
     use crate::graph::GraphBuilder;
 
     #[test]
+    fn a_user_op_runs_its_cpu_reference_beside_built_in_ops() {
+        use crate::exec::custom::UserOps;
+        let mut b = GraphBuilder::new("g");
+        let g = b.input("g", DType::F32, &[2, 3]);
+        let u = b.input("u", DType::F32, &[2, 3]);
+        let h = b.node("my_swiglu", &[g, u], &[2, 3], false);
+        let y = b.node_with_params("scale", &[h], &[2, 3], true, &[2.0]);
+        b.mark_output(y);
+        let graph = b.build().expect("valid");
+        let gv = vec![-1.0, 0.0, 0.5, 1.0, 2.0, 3.0];
+        let uv = vec![1.0, 2.0, 3.0, -1.0, 0.5, 0.25];
+        let values = HashMap::from([
+            (g, TensorData::F32(gv.clone())),
+            (u, TensorData::F32(uv.clone())),
+        ]);
+        assert!(matches!(
+            evaluate(&graph, &values),
+            Err(ExecError::NoKernel { .. })
+        ));
+        let mut ops = UserOps::new();
+        ops.register(crate::exec::custom::tests_support::swiglu("my_swiglu"))
+            .expect("registers");
+        let all = evaluate_with(&graph, &values, &ops).expect("evaluates");
+        let want: Vec<f32> = gv
+            .iter()
+            .zip(&uv)
+            .map(|(&g, &u)| 2.0 * silu(g) * u)
+            .collect();
+        let got = all[y.index()].as_ref().and_then(|d| d.as_f32()).expect("y");
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-6, "{got:?} vs {want:?}");
+        }
+        let mut bare = UserOps::new();
+        bare.register(crate::exec::UserOp::new(
+            "my_swiglu",
+            crate::exec::custom::tests_support::SWIGLU,
+            "swiglu_main",
+            2,
+        ))
+        .expect("registers");
+        assert!(matches!(
+            evaluate_with(&graph, &values, &bare),
+            Err(ExecError::NoCpuReference { .. })
+        ));
+    }
+
+    #[test]
     fn softmax_rows_sum_to_one() {
         let x: Vec<f32> = (0..21).map(|i| (i as f32 * 0.37).sin() * 5.0).collect();
         let y = softmax(&x, 7, None);

@@ -31,6 +31,13 @@ pub use op::{
     Bind, CpuFn, GridFn, OpShapes, ParamsFn, ShapeCheck, UserOp, DEFAULT_WORKGROUP_THREADS,
 };
 pub use registry::{register_op, user_ops, UserOps};
+pub use validate::PRELUDE_WGSL;
 
 pub(crate) use registry::{device_op, Registered, UserPipelines};
 pub(crate) use resolve::{apply_cpu, grid, resolve_user, UserCall};
+
+/// Test helpers shared by the unit tests of exec (a SwiGLU op).
+#[cfg(test)]
+pub(crate) mod tests_support {
+    pub(crate) use super::validate::tests::{swiglu, SWIGLU};
+}

@@ -8,8 +8,10 @@ use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
 use super::error::{RegisterError, SourcePos};
 use super::op::{Bind, UserOp};
 
-/// The prelude joined in front of every kernel (see [`crate::exec::Shader::source`]).
-pub(super) const PRELUDE: &str = include_str!("../../../shaders/prelude.wgsl");
+/// `shaders/prelude.wgsl`: joined in front of every kernel, built-in or user op (see
+/// [`crate::exec::Shader::source`]); it declares the parameter block at binding 0 and
+/// `grid_element`.
+pub const PRELUDE_WGSL: &str = include_str!("../../../shaders/prelude.wgsl");
 
 /// An entry point that passed the checks: its name, storage bindings and
 /// `@workgroup_size`.
@@ -47,13 +49,25 @@ pub(super) fn check_name(name: &str) -> Result<(), RegisterError> {
 /// The position of a naga location in the op's own source (the prelude's lines not
 /// counted); `None` inside the prelude.
 fn in_op_source(location: Option<naga::SourceLocation>) -> Option<SourcePos> {
-    let prelude_lines = PRELUDE.matches('\n').count() as u32;
+    let prelude_lines = PRELUDE_WGSL.matches('\n').count() as u32;
     let location = location?;
     let line = location.line_number.checked_sub(prelude_lines)?;
     (line > 0).then_some(SourcePos {
         line,
         column: location.line_position,
     })
+}
+
+/// An error's message followed by those of its sources ("a: b: c").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        message.push_str(": ");
+        message.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    message
 }
 
 /// Checks a binding map: out of place, every index within the op's inputs, no tensor
@@ -223,7 +237,7 @@ pub(super) fn check(op: &UserOp) -> Result<Checked, RegisterError> {
     if let Some((entry, map)) = &op.inplace {
         check_map(op, entry, map, true)?;
     }
-    let source = format!("{PRELUDE}{}", op.source);
+    let source = format!("{PRELUDE_WGSL}{}", op.source);
     let module = naga::front::wgsl::parse_str(&source).map_err(|e| RegisterError::Parse {
         op: op.name.clone(),
         message: e.message().to_string(),
@@ -233,7 +247,7 @@ pub(super) fn check(op: &UserOp) -> Result<Checked, RegisterError> {
         .validate(&module)
         .map_err(|e| RegisterError::Invalid {
             op: op.name.clone(),
-            message: e.as_inner().to_string(),
+            message: error_chain(e.as_inner()),
             at: in_op_source(e.location(&source)),
         })?;
     check_params(op, &module)?;
@@ -247,4 +261,191 @@ pub(super) fn check(op: &UserOp) -> Result<Checked, RegisterError> {
         entry,
         inplace,
     })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::exec::custom::UserOps;
+
+    /// SwiGLU: `out = silu(gate) * up`, out of place and in place over `gate`.
+    pub(crate) const SWIGLU: &str = "struct Params {
+    len: u32,
+    unused0: u32,
+    unused1: u32,
+    unused2: u32,
+    unused3: f32,
+    unused4: f32,
+    unused5: f32,
+    unused6: f32,
+}
+
+@group(0) @binding(1) var<storage, read_write> gate: array<f32>;
+@group(0) @binding(2) var<storage, read_write> up: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+fn swiglu(g: f32, u: f32) -> f32 {
+    return g / (1.0 + exp(-g)) * u;
+}
+
+@compute @workgroup_size(256)
+fn swiglu_main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = grid_element(wid, groups, lid);
+    if i < params.len {
+        out[i] = swiglu(gate[i], up[i]);
+    }
+}
+
+@compute @workgroup_size(256)
+fn swiglu_inplace(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let i = grid_element(wid, groups, lid);
+    if i < params.len {
+        gate[i] = swiglu(gate[i], up[i]);
+    }
+}
+";
+
+    pub(crate) fn swiglu(name: &str) -> UserOp {
+        UserOp::new(name, SWIGLU, "swiglu_main", 2)
+            .inplace("swiglu_inplace", &[Bind::Input(0), Bind::Input(1)])
+            .cpu(|inputs, _| {
+                inputs[0]
+                    .iter()
+                    .zip(inputs[1])
+                    .map(|(&g, &u)| g / (1.0 + (-g).exp()) * u)
+                    .collect()
+            })
+    }
+
+    fn register(op: UserOp) -> Result<(), RegisterError> {
+        UserOps::new().register(op)
+    }
+
+    #[test]
+    fn a_well_formed_op_registers_with_both_entry_points() {
+        let checked = check(&swiglu("swiglu")).expect("valid");
+        assert_eq!(checked.entry.workgroup_size, [256, 1, 1]);
+        assert_eq!(
+            checked.inplace.map(|e| e.name),
+            Some("swiglu_inplace".to_string())
+        );
+    }
+
+    #[test]
+    fn a_parse_error_carries_its_line_and_column_in_the_ops_own_source() {
+        let source = SWIGLU.replace("return g / (1.0", "return g / (1.0 +");
+        let line = source
+            .lines()
+            .position(|l| l.contains("(1.0 +"))
+            .expect("the broken line") as u32
+            + 1;
+        match register(UserOp::new("broken", source, "swiglu_main", 2)) {
+            Err(RegisterError::Parse { op, message, at }) => {
+                assert_eq!(op, "broken");
+                assert!(!message.is_empty());
+                let at = at.expect("a position");
+                assert_eq!(at.line, line, "{message}");
+                assert!(at.column > 1);
+            }
+            other => panic!("expected a parse error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_validation_error_carries_naga_message_and_position() {
+        // `params.len` is a u32: comparing it with an f32 does not validate.
+        let source = SWIGLU.replacen("if i < params.len {", "if 1.5 < params.len {", 1);
+        match register(UserOp::new("typo", source.clone(), "swiglu_main", 2)) {
+            Err(RegisterError::Parse { at, message, .. })
+            | Err(RegisterError::Invalid { at, message, .. }) => {
+                let line = source
+                    .lines()
+                    .position(|l| l.contains("1.5 <"))
+                    .expect("the line") as u32
+                    + 1;
+                assert_eq!(at.map(|p| p.line), Some(line), "{message}");
+            }
+            other => panic!("expected a naga error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_binding_map_shorter_or_longer_than_the_entry_point_uses_is_refused() {
+        let short = swiglu("short").bindings(&[Bind::Input(0), Bind::Output]);
+        assert!(matches!(
+            register(short),
+            Err(RegisterError::BindingCount { expected: 2, ref found, .. }) if found == &[1, 2, 3]
+        ));
+        let long = UserOp::new("long", SWIGLU, "swiglu_main", 3);
+        assert!(matches!(
+            register(long),
+            Err(RegisterError::BindingCount { expected: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn read_only_bindings_other_groups_and_bad_params_are_refused() {
+        let read_only = SWIGLU.replace("var<storage, read_write> up", "var<storage, read> up");
+        assert!(matches!(
+            register(UserOp::new("ro", read_only, "swiglu_main", 2)),
+            Err(RegisterError::BadBinding { binding: 2, .. })
+        ));
+        let group = SWIGLU.replace("@group(0) @binding(2)", "@group(1) @binding(2)");
+        assert!(matches!(
+            register(UserOp::new("grp", group, "swiglu_main", 2)),
+            Err(RegisterError::BadBinding { group: 1, .. })
+        ));
+        let params = SWIGLU.replace("unused6: f32,", "unused6: f32,\n    extra: f32,");
+        assert!(matches!(
+            register(UserOp::new("par", params, "swiglu_main", 2)),
+            Err(RegisterError::BadParams { .. })
+        ));
+    }
+
+    #[test]
+    fn names_maps_and_entry_points_are_checked() {
+        assert!(matches!(
+            register(swiglu("has space")),
+            Err(RegisterError::BadName { .. })
+        ));
+        assert!(matches!(
+            register(swiglu("gelu")),
+            Err(RegisterError::NameTaken { builtin: true, .. })
+        ));
+        let mut ops = UserOps::new();
+        ops.register(swiglu("twice")).expect("first");
+        assert!(matches!(
+            ops.register(swiglu("twice")),
+            Err(RegisterError::NameTaken { builtin: false, .. })
+        ));
+        assert_eq!(ops.len(), 1);
+        assert!(matches!(
+            register(UserOp::new("missing", SWIGLU, "nope", 2)),
+            Err(RegisterError::MissingEntryPoint { .. })
+        ));
+        let past = swiglu("past").bindings(&[Bind::Input(0), Bind::Input(2), Bind::Output]);
+        assert!(matches!(
+            register(past),
+            Err(RegisterError::BadBindingMap { .. })
+        ));
+        let no_output = swiglu("noout").bindings(&[Bind::Input(0), Bind::Input(1), Bind::Input(0)]);
+        assert!(matches!(
+            register(no_output),
+            Err(RegisterError::BadBindingMap { .. })
+        ));
+        let inplace_output =
+            swiglu("ipo").inplace("swiglu_inplace", &[Bind::Output, Bind::Input(1)]);
+        assert!(matches!(
+            register(inplace_output),
+            Err(RegisterError::BadBindingMap { .. })
+        ));
+    }
 }
