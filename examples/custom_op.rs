@@ -254,8 +254,8 @@ fn encode_by_hand(
             (matmul.clone(), &three, [m, k, n, 0], grid)
         } else {
             // The plan puts h over gate: bind the one range once, in place.
-            let same = |a: &Region, b: &Region| a.buffer == b.buffer && a.offset == b.offset;
-            inplace = same(&regions[&node.output], &regions[&node.inputs[0]]);
+            let (out, first) = (&regions[&node.output], &regions[&node.inputs[0]]);
+            inplace = out.buffer == first.buffer && out.offset == first.offset;
             let (entry, group_layout) = if inplace {
                 ("swiglu_inplace", &two)
             } else {
