@@ -372,7 +372,11 @@ fn every_refusal_is_typed_and_leaves_nothing_registered_or_allocated() {
             op: "never_registered".into()
         }
     );
-    assert!(error.to_string().contains("node 1") || error.to_string().contains("never_registered"));
+    let message = error.to_string();
+    assert!(
+        message.contains("node n1") && message.contains("never_registered"),
+        "{message}"
+    );
     let max = ctx.limits.max_compute_workgroups_per_dimension;
     let wide = swiglu("too_wide").workgroups(move |_| [1, u64::from(max) + 1, 1]);
     register_op(&ctx, wide).expect("registers");

@@ -276,7 +276,7 @@ impl ExecError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             ExecError::Device(error) | ExecError::Gpu { source: error, .. } => error.kind(),
-            ExecError::Register(crate::exec::RegisterError::Device { source, .. }) => source.kind(),
+            ExecError::Register(error) => error.kind(),
             ExecError::TooManyElements { .. }
             | ExecError::TooManyWorkgroups { .. }
             | ExecError::BindingTooLarge { .. }

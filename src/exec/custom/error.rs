@@ -4,6 +4,7 @@
 use thiserror::Error;
 
 use crate::device::DeviceError;
+use crate::error::ErrorKind;
 
 /// Where in the op's own WGSL source a problem is (1-based; the prelude joined in
 /// front of it is not counted).
@@ -140,4 +141,16 @@ pub enum RegisterError {
         /// What wgpu reported.
         source: DeviceError,
     },
+}
+
+impl RegisterError {
+    /// What a caller can do about this error: a workgroup larger than the device
+    /// allows never fits it; wgpu's refusals keep their kind; the rest is bad input.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RegisterError::WorkgroupSizeTooLarge { .. } => ErrorKind::NeverFits,
+            RegisterError::Device { source, .. } => source.kind(),
+            _ => ErrorKind::BadInput,
+        }
+    }
 }

@@ -117,3 +117,107 @@ pub(crate) fn apply_cpu(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::custom::tests_support::swiglu;
+    use crate::exec::custom::UserOps;
+    use crate::graph::{DType, GraphBuilder};
+
+    fn graph(gate: &[u64], up: &[u64]) -> Graph {
+        let mut b = GraphBuilder::new("g");
+        let g = b.input("g", DType::F32, gate);
+        let u = b.input("u", DType::F32, up);
+        let h = b.node("sw", &[g, u], gate, false);
+        b.mark_output(h);
+        b.build().expect("valid")
+    }
+
+    fn op(ops: &UserOps) -> &Registered {
+        ops.get("sw").expect("registered")
+    }
+
+    #[test]
+    fn the_ops_own_shape_check_refuses_a_node_with_its_message() {
+        let mut ops = UserOps::new();
+        let checked = swiglu("sw").check(|s| {
+            (s.inputs[0] == s.inputs[1])
+                .then_some(())
+                .ok_or_else(|| format!("gate {:?} and up {:?} differ", s.inputs[0], s.inputs[1]))
+        });
+        ops.register(checked).expect("registers");
+        let call = resolve_user(&graph(&[2, 8], &[2, 8]), 0, op(&ops)).expect("same shapes");
+        assert_eq!(call.shapes.output, vec![2, 8]);
+        assert_eq!(
+            call.params.ints,
+            [16, 16, 0, 0],
+            "the default parameter block"
+        );
+        match resolve_user(&graph(&[2, 8], &[16]), 0, op(&ops)) {
+            Err(ExecError::BadShape { node, op, problem }) => {
+                assert_eq!((node, op.as_str()), (NodeId(0), "sw"));
+                assert!(problem.contains("differ"), "{problem}");
+            }
+            other => panic!("expected the op's refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_grid_over_the_limit_is_refused_and_one_within_it_is_kept() {
+        let mut ops = UserOps::new();
+        ops.register(swiglu("sw").workgroups(|s| [s.output_len(), 2, 1]))
+            .expect("registers");
+        let call = resolve_user(&graph(&[4, 100], &[4, 100]), 0, op(&ops)).expect("resolves");
+        assert_eq!(grid(op(&ops), &call, 0, 400), Ok([400, 2, 1]));
+        assert_eq!(
+            grid(op(&ops), &call, 5, 399),
+            Err(ExecError::TooManyWorkgroups {
+                node: NodeId(5),
+                groups: 400,
+                max: 399
+            })
+        );
+    }
+
+    #[test]
+    fn a_cpu_reference_of_the_wrong_length_is_refused() {
+        let mut ops = UserOps::new();
+        ops.register(swiglu("sw").cpu(|inputs, _| inputs[0][1..].to_vec()))
+            .expect("registers");
+        let call = resolve_user(&graph(&[3], &[3]), 0, op(&ops)).expect("resolves");
+        let x = [1.0, 2.0, 3.0];
+        assert!(matches!(
+            apply_cpu(op(&ops), &call, &[&x, &x], 0),
+            Err(ExecError::BadShape { .. })
+        ));
+        assert!(matches!(
+            apply_cpu(op(&ops), &call, &[&x, &x[..2]], 0),
+            Err(ExecError::BadShape { .. })
+        ));
+    }
+
+    #[test]
+    fn a_node_with_the_wrong_input_count_or_dtype_is_refused() {
+        let mut ops = UserOps::new();
+        ops.register(swiglu("sw")).expect("registers");
+        let mut b = GraphBuilder::new("g");
+        let g = b.input("g", DType::F32, &[4]);
+        let ids = b.input("ids", DType::U32, &[4]);
+        b.node("sw", &[g], &[4], false);
+        b.node("sw", &[g, ids], &[4], false);
+        let graph = b.build().expect("valid");
+        assert!(matches!(
+            resolve_user(&graph, 0, op(&ops)),
+            Err(ExecError::WrongArity {
+                expected: 2,
+                got: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            resolve_user(&graph, 1, op(&ops)),
+            Err(ExecError::BadShape { .. })
+        ));
+    }
+}

@@ -233,6 +233,14 @@ fn check_entry(
 /// [`RegisterError::BadParams`].
 pub(super) fn check(op: &UserOp) -> Result<Checked, RegisterError> {
     check_name(&op.name)?;
+    if op.inputs == 0 {
+        // The executor tells an in-place node by its output's range on input 0's.
+        return Err(RegisterError::BadBindingMap {
+            op: op.name.clone(),
+            entry: op.entry.clone(),
+            problem: "a user op takes at least one input".to_string(),
+        });
+    }
     check_map(op, &op.entry, &op.bindings, false)?;
     if let Some((entry, map)) = &op.inplace {
         check_map(op, entry, map, true)?;
@@ -430,6 +438,10 @@ fn swiglu_inplace(
         assert!(matches!(
             register(UserOp::new("missing", SWIGLU, "nope", 2)),
             Err(RegisterError::MissingEntryPoint { .. })
+        ));
+        assert!(matches!(
+            register(UserOp::new("none", SWIGLU, "swiglu_main", 0)),
+            Err(RegisterError::BadBindingMap { .. })
         ));
         let past = swiglu("past").bindings(&[Bind::Input(0), Bind::Input(2), Bind::Output]);
         assert!(matches!(
