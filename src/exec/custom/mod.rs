@@ -27,9 +27,7 @@ mod resolve;
 mod validate;
 
 pub use error::{RegisterError, SourcePos};
-pub use op::{
-    Bind, CpuFn, GridFn, OpShapes, ParamsFn, ShapeCheck, UserOp, DEFAULT_WORKGROUP_THREADS,
-};
+pub use op::{Bind, OpShapes, UserOp, DEFAULT_WORKGROUP_THREADS};
 pub use registry::{register_op, user_ops, UserOps};
 pub use validate::PRELUDE_WGSL;
 

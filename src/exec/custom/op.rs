@@ -48,13 +48,13 @@ fn elements(shape: &[u64]) -> u64 {
 }
 
 /// Checks a node's shapes; `Err` says what is wrong.
-pub type ShapeCheck = Arc<dyn Fn(&OpShapes) -> Result<(), String> + Send + Sync>;
+pub(crate) type ShapeCheck = Arc<dyn Fn(&OpShapes) -> Result<(), String> + Send + Sync>;
 /// Computes a node's workgroup grid (x, y, z) from its shapes.
-pub type GridFn = Arc<dyn Fn(&OpShapes) -> [u64; 3] + Send + Sync>;
+pub(crate) type GridFn = Arc<dyn Fn(&OpShapes) -> [u64; 3] + Send + Sync>;
 /// Computes a node's parameter block from its shapes and parameters.
-pub type ParamsFn = Arc<dyn Fn(&OpShapes) -> KernelParams + Send + Sync>;
+pub(crate) type ParamsFn = Arc<dyn Fn(&OpShapes) -> KernelParams + Send + Sync>;
 /// Computes a node's output on the CPU from its inputs' values (in the node's order).
-pub type CpuFn = Arc<dyn Fn(&[&[f32]], &OpShapes) -> Vec<f32> + Send + Sync>;
+pub(crate) type CpuFn = Arc<dyn Fn(&[&[f32]], &OpShapes) -> Vec<f32> + Send + Sync>;
 
 /// Threads per workgroup the default grid assumes (`@workgroup_size(256)`).
 pub const DEFAULT_WORKGROUP_THREADS: u64 = 256;
