@@ -201,7 +201,7 @@ impl<'a> TensorMemory<'a> {
     /// Every tensor of `graph` that a layer places (views included, each as its bytes
     /// in its root), with its bindable region ([`TensorMemory::bindable`]): what an
     /// engine that records its own passes binds. Tensors no layer places (weights of a
-    /// layer not added, say) are left out.
+    /// layer not added, say) and empty tensors (nothing to bind) are left out.
     ///
     /// # Errors
     /// The errors of [`TensorMemory::bindable`] for a placed tensor (misaligned,
@@ -215,7 +215,7 @@ impl<'a> TensorMemory<'a> {
         for t in &graph.tensors {
             match self.bindable(graph, t.id, limits) {
                 Ok(region) => regions.push((t.id, region)),
-                Err(ExecError::NotPlaced { .. }) => {}
+                Err(ExecError::NotPlaced { .. } | ExecError::EmptyTensor { .. }) => {}
                 Err(error) => return Err(error),
             }
         }
