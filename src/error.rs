@@ -40,6 +40,12 @@ pub enum Error {
     Prepack(#[from] crate::prepack::PrepackError),
 }
 
+impl From<crate::exec::RegisterError> for Error {
+    fn from(error: crate::exec::RegisterError) -> Error {
+        Error::Exec(crate::exec::ExecError::Register(error))
+    }
+}
+
 impl Error {
     /// What a caller can do about the error: fix the input, give up on this device,
     /// free memory and retry, look at a callback, or look at the device. The kind

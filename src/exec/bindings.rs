@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::kernels::Kernel;
+use super::kernels::PipelineKey;
 use crate::plan::BufferId;
 
 /// One bound range, as the plan names it: the memory layer it came from, the plan's
@@ -53,8 +53,8 @@ pub enum BindingKey {
 /// order. The uniform is the executor's one parameter buffer, the same for all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BindGroupKey {
-    /// The kernel (its layout follows from it).
-    pub kernel: Kernel,
+    /// The pipeline (its layout follows from it).
+    pub(crate) kernel: PipelineKey,
     /// The storage ranges, binding 1 first.
     pub ranges: Vec<BindingKey>,
 }
@@ -115,6 +115,7 @@ impl BindGroupCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exec::kernels::Kernel;
 
     fn range(layer: usize, chunk: usize, offset: u64, size: u64) -> RangeKey {
         RangeKey {
@@ -133,7 +134,7 @@ mod tests {
     #[test]
     fn same_kernel_and_ranges_give_equal_keys() {
         let a = BindGroupKey {
-            kernel: Kernel::Binary,
+            kernel: PipelineKey::Builtin(Kernel::Binary),
             ranges: vec![
                 planned(0, 0, 0, 64),
                 planned(0, 0, 64, 64),
@@ -143,7 +144,7 @@ mod tests {
         let b = a.clone();
         assert_eq!(a, b);
         let other_kernel = BindGroupKey {
-            kernel: Kernel::Matmul,
+            kernel: PipelineKey::Builtin(Kernel::Matmul),
             ..a.clone()
         };
         assert_ne!(a, other_kernel);
@@ -158,7 +159,7 @@ mod tests {
     #[test]
     fn a_staged_input_keys_its_workspace_range_not_its_planned_one() {
         let planned_key = BindGroupKey {
-            kernel: Kernel::Binary,
+            kernel: PipelineKey::Builtin(Kernel::Binary),
             ranges: vec![
                 planned(0, 0, 0, 64),
                 planned(0, 0, 0, 64),

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use super::custom::{self, Registered, UserCall, UserOps};
 use super::ops::{self, BinaryOp, OpCall, UnaryOp};
 use super::ExecError;
 use crate::graph::{DType, Graph, NodeId, TensorId};
@@ -323,10 +324,27 @@ pub fn apply(
 /// # Errors
 /// [`ExecError::MissingValue`] when a node reads a tensor that has no value,
 /// [`ExecError::WrongDataSize`] for a given value of the wrong length, and the errors
-/// of [`ops::resolve`] and [`apply`].
+/// of [`ops::resolve`] and [`apply`]. A graph with user ops needs
+/// [`evaluate_with`].
 pub fn evaluate(
     graph: &Graph,
     values: &HashMap<TensorId, TensorData>,
+) -> Result<Vec<Option<TensorData>>, ExecError> {
+    evaluate_with(graph, values, &UserOps::new())
+}
+
+/// [`evaluate`] for graphs with user ops: a node whose op is not built in runs the
+/// CPU reference of the op of that name in `ops` ([`crate::exec::UserOp::cpu`]); pass
+/// [`crate::exec::user_ops`] for the ops registered on a device (`ops_set`).
+///
+/// # Errors
+/// Those of [`evaluate`]; [`ExecError::NoKernel`] for an op neither built in nor in
+/// `ops`; [`ExecError::NoCpuReference`] for a user op without a CPU reference; the
+/// shape errors of the op's node ([`ExecError::BadShape`], [`ExecError::WrongArity`]).
+pub fn evaluate_with(
+    graph: &Graph,
+    values: &HashMap<TensorId, TensorData>,
+    ops_set: &UserOps,
 ) -> Result<Vec<Option<TensorData>>, ExecError> {
     let count = graph.tensors.len();
     let mut roots: Vec<Option<TensorData>> = vec![None; count];
@@ -350,8 +368,16 @@ pub fn evaluate(
         roots[root.index()] = Some(data.clone());
     }
     for (step, node) in graph.nodes.iter().enumerate() {
-        let call = ops::resolve(graph, step)?;
         let node_id = step as u32;
+        let call = if ops::supports(&node.op) {
+            Call::Builtin(ops::resolve(graph, step)?)
+        } else {
+            let op = ops_set.get(&node.op).ok_or_else(|| ExecError::NoKernel {
+                node: NodeId(node_id),
+                op: node.op.clone(),
+            })?;
+            Call::User(op, custom::resolve_user(graph, step, op)?)
+        };
         let mut inputs = Vec::with_capacity(node.inputs.len());
         for &id in &node.inputs {
             let missing = || ExecError::MissingValue {
@@ -363,7 +389,23 @@ pub fn evaluate(
             inputs.push(data.prefix(elements(id)));
         }
         let refs: Vec<&TensorData> = inputs.iter().collect();
-        let result = apply(&call, &refs, node_id, &node.op)?;
+        let result = match &call {
+            Call::Builtin(call) => apply(call, &refs, node_id, &node.op)?,
+            Call::User(op, call) => {
+                let floats = refs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| {
+                        d.as_f32().ok_or_else(|| ExecError::BadShape {
+                            node: NodeId(node_id),
+                            op: node.op.clone(),
+                            problem: format!("input {i} is not an f32 value"),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                custom::apply_cpu(op, call, &floats, node_id)?
+            }
+        };
         let root = graph.root_of(node.output).ok_or(ExecError::UnknownTensor {
             node: NodeId(node_id),
             tensor: node.output,
@@ -393,6 +435,12 @@ pub fn evaluate(
         .collect())
 }
 
+/// A node's checked call: built in, or a user op's.
+enum Call<'o> {
+    Builtin(OpCall),
+    User(&'o Registered, UserCall),
+}
+
 /// The zero value of a tensor of `dtype` with `len` elements.
 pub fn zeros(dtype: DType, len: usize) -> TensorData {
     match dtype {
@@ -405,6 +453,53 @@ pub fn zeros(dtype: DType, len: usize) -> TensorData {
 mod tests {
     use super::*;
     use crate::graph::GraphBuilder;
+
+    #[test]
+    fn a_user_op_runs_its_cpu_reference_beside_built_in_ops() {
+        use crate::exec::custom::UserOps;
+        let mut b = GraphBuilder::new("g");
+        let g = b.input("g", DType::F32, &[2, 3]);
+        let u = b.input("u", DType::F32, &[2, 3]);
+        let h = b.node("my_swiglu", &[g, u], &[2, 3], false);
+        let y = b.node_with_params("scale", &[h], &[2, 3], true, &[2.0]);
+        b.mark_output(y);
+        let graph = b.build().expect("valid");
+        let gv = vec![-1.0, 0.0, 0.5, 1.0, 2.0, 3.0];
+        let uv = vec![1.0, 2.0, 3.0, -1.0, 0.5, 0.25];
+        let values = HashMap::from([
+            (g, TensorData::F32(gv.clone())),
+            (u, TensorData::F32(uv.clone())),
+        ]);
+        assert!(matches!(
+            evaluate(&graph, &values),
+            Err(ExecError::NoKernel { .. })
+        ));
+        let mut ops = UserOps::new();
+        ops.register(crate::exec::custom::tests_support::swiglu("my_swiglu"))
+            .expect("registers");
+        let all = evaluate_with(&graph, &values, &ops).expect("evaluates");
+        let want: Vec<f32> = gv
+            .iter()
+            .zip(&uv)
+            .map(|(&g, &u)| 2.0 * silu(g) * u)
+            .collect();
+        let got = all[y.index()].as_ref().and_then(|d| d.as_f32()).expect("y");
+        for (a, b) in got.iter().zip(&want) {
+            assert!((a - b).abs() < 1e-6, "{got:?} vs {want:?}");
+        }
+        let mut bare = UserOps::new();
+        bare.register(crate::exec::UserOp::new(
+            "my_swiglu",
+            crate::exec::custom::tests_support::SWIGLU,
+            "swiglu_main",
+            2,
+        ))
+        .expect("registers");
+        assert!(matches!(
+            evaluate_with(&graph, &values, &bare),
+            Err(ExecError::NoCpuReference { .. })
+        ));
+    }
 
     #[test]
     fn softmax_rows_sum_to_one() {

@@ -10,8 +10,11 @@ use crate::graph::{NodeId, TensorId};
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum ExecError {
-    /// An op with no kernel.
-    #[error("node {node}: no kernel for op {op:?}")]
+    /// An op with no kernel: not built in, and no user op of that name is registered
+    /// on the device ([`crate::exec::register_op`]).
+    #[error(
+        "node {node}: no kernel for op {op:?} (not built in, and not registered on this device)"
+    )]
     NoKernel {
         /// The node's step.
         node: NodeId,
@@ -241,6 +244,17 @@ pub enum ExecError {
         /// The limit.
         limit: u64,
     },
+    /// A user op was refused at registration.
+    #[error(transparent)]
+    Register(crate::exec::RegisterError),
+    /// The CPU reference met a user op registered without a CPU reference.
+    #[error("node {node}: user op {op:?} has no CPU reference (UserOp::cpu)")]
+    NoCpuReference {
+        /// The node's step.
+        node: NodeId,
+        /// The op.
+        op: String,
+    },
     /// wgpu reported an error (validation, out of memory, mapping, polling).
     #[error("gpu error while {stage}: {source}")]
     Gpu {
@@ -251,11 +265,18 @@ pub enum ExecError {
     },
 }
 
+impl From<crate::exec::RegisterError> for ExecError {
+    fn from(error: crate::exec::RegisterError) -> ExecError {
+        ExecError::Register(error)
+    }
+}
+
 impl ExecError {
     /// What a caller can do about this error (see [`ErrorKind`]).
     pub fn kind(&self) -> ErrorKind {
         match self {
             ExecError::Device(error) | ExecError::Gpu { source: error, .. } => error.kind(),
+            ExecError::Register(error) => error.kind(),
             ExecError::TooManyElements { .. }
             | ExecError::TooManyWorkgroups { .. }
             | ExecError::BindingTooLarge { .. }

@@ -7,12 +7,14 @@
 use std::time::{Duration, Instant};
 
 use super::bindings::{BindGroupCache, BindGroupKey, BindingKey};
-use super::kernels::{self, Kernel, SharedRegistry};
-use super::ops::{self, OpCall};
+use super::custom::{self, Registered, UserCall, UserPipelines};
+use super::kernels::{self, Kernel, PipelineKey, SharedRegistry};
+use super::ops::{self, Op, OpCall};
 use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{TensorMemory, TensorRange};
 use super::timer::PassTimer;
 use super::workspace::{self, Slot, Workspace};
+use super::Bind;
 use super::ExecError;
 use crate::device::{scoped_keep, DeviceError, GpuContext};
 use crate::graph::{Graph, NodeId, TensorId};
@@ -75,9 +77,40 @@ impl Bound<'_> {
     }
 }
 
+/// The pipeline of one dispatch: a built-in kernel (built on first use) or a user
+/// op's entry point (built at registration).
+enum Pipe {
+    /// A built-in kernel.
+    Builtin(Kernel),
+    /// A user op's entry point.
+    User {
+        /// The op's id and entry.
+        key: PipelineKey,
+        /// Its pipeline.
+        pipeline: wgpu::ComputePipeline,
+        /// Its storage bindings.
+        storage: usize,
+    },
+}
+
+impl Pipe {
+    fn key(&self) -> PipelineKey {
+        match self {
+            Pipe::Builtin(kernel) => PipelineKey::Builtin(*kernel),
+            Pipe::User { key, .. } => *key,
+        }
+    }
+}
+
+/// What a node runs: a built-in op's checked call, or a user op's.
+enum Target {
+    Builtin(OpCall),
+    User(std::sync::Arc<Registered>, UserPipelines, UserCall),
+}
+
 /// One dispatch before its bind group exists.
 struct PreparedDispatch<'a> {
-    kernel: Kernel,
+    kernel: Pipe,
     bindings: Vec<Bound<'a>>,
     offset: u32,
     grid: [u32; 3],
@@ -90,6 +123,41 @@ struct Prepared<'a> {
     /// Workspace bytes the copies use.
     workspace: u64,
     inplace: bool,
+}
+
+/// The pipeline for a node, in place or not, and the order in which its tensors are
+/// bound: indices into `[inputs.., output]` (`out` is the output). `None` when in
+/// place is asked of an op without an in-place kernel.
+fn select(target: &Target, inplace: bool, out: usize) -> Option<(Pipe, Vec<usize>)> {
+    match target {
+        Target::Builtin(call) => {
+            kernels::select(call, inplace).map(|(k, order)| (Pipe::Builtin(k), order.to_vec()))
+        }
+        Target::User(op, pipelines, _) => {
+            let (_, map) = op.entry(inplace)?;
+            let pipeline = if inplace {
+                pipelines.inplace.clone()?
+            } else {
+                pipelines.out_of_place.clone()
+            };
+            let order = map
+                .iter()
+                .map(|bind| match *bind {
+                    Bind::Input(i) => i,
+                    Bind::Output => out,
+                })
+                .collect();
+            let key = PipelineKey::User { id: op.id, inplace };
+            Some((
+                Pipe::User {
+                    key,
+                    pipeline,
+                    storage: map.len(),
+                },
+                order,
+            ))
+        }
+    }
 }
 
 /// Whether two bound ranges share a byte of one wgpu buffer.
@@ -139,9 +207,15 @@ impl Executor {
         }
     }
 
-    /// Whether `op` has a kernel; the list is [`ops::SUPPORTED_OPS`].
+    /// Whether `op` has a built-in kernel; the list is [`ops::SUPPORTED_OPS`].
     pub fn supports(op: &str) -> bool {
         ops::supports(op)
+    }
+
+    /// Whether this executor runs `op`: a built-in op, or a user op registered on its
+    /// device ([`crate::exec::register_op`]).
+    pub fn runs(&self, op: &str) -> bool {
+        ops::supports(op) || custom::device_op(&self.ctx, op).is_some()
     }
 
     /// The device context.
@@ -210,12 +284,22 @@ impl Executor {
         step: usize,
         packer: &mut UniformPacker,
     ) -> Result<Prepared<'m>, ExecError> {
-        let call: OpCall = ops::resolve(graph, step)?;
         let node_id = u32::try_from(step).unwrap_or(u32::MAX);
         let node = graph.nodes.get(step).ok_or(ExecError::UnknownNode {
             node: NodeId(node_id),
             nodes: graph.nodes.len(),
         })?;
+        let target = if Op::parse(&node.op).is_some() {
+            Target::Builtin(ops::resolve(graph, step)?)
+        } else {
+            let (op, pipelines) =
+                custom::device_op(&self.ctx, &node.op).ok_or_else(|| ExecError::NoKernel {
+                    node: NodeId(node_id),
+                    op: node.op.clone(),
+                })?;
+            let call = custom::resolve_user(graph, step, &op)?;
+            Target::User(op, pipelines, call)
+        };
         let mut tensors = node.inputs.clone();
         tensors.push(node.output);
         let ranges = tensors
@@ -244,11 +328,11 @@ impl Executor {
             }
         }
         let (kernel, order) =
-            kernels::select(&call, inplace).ok_or_else(|| ExecError::NoInPlaceKernel {
+            select(&target, inplace, out).ok_or_else(|| ExecError::NoInPlaceKernel {
                 node: NodeId(node_id),
                 op: node.op.clone(),
             })?;
-        for &i in order {
+        for &i in &order {
             self.check_binding(tensors[i].0, &ranges[i])?;
         }
         let limits = &self.ctx.limits;
@@ -278,7 +362,7 @@ impl Executor {
                 max: u64::from(u32::MAX),
             })?;
             copies.push(PreparedDispatch {
-                kernel: Kernel::CopyWords,
+                kernel: Pipe::Builtin(Kernel::CopyWords),
                 bindings: vec![Bound::Planned(ranges[i]), Bound::Workspace(slot)],
                 offset: packer.push(&KernelParams::copy(small))?,
                 grid: kernels::copy_workgroups(
@@ -295,9 +379,17 @@ impl Executor {
                 None => Bound::Planned(ranges[i]),
             })
             .collect();
-        let grid =
-            kernels::workgroups(&call, node_id, limits.max_compute_workgroups_per_dimension)?;
-        let offset = packer.push(&KernelParams::for_call(&call))?;
+        let max_groups = limits.max_compute_workgroups_per_dimension;
+        let (grid, params) = match &target {
+            Target::Builtin(call) => (
+                kernels::workgroups(call, node_id, max_groups)?,
+                KernelParams::for_call(call),
+            ),
+            Target::User(op, _, call) => {
+                (custom::grid(op, call, node_id, max_groups)?, call.params)
+            }
+        };
+        let offset = packer.push(&params)?;
         Ok(Prepared {
             copies,
             node: PreparedDispatch {
@@ -318,9 +410,14 @@ impl Executor {
         uniform: &wgpu::Buffer,
     ) -> Result<Dispatch, ExecError> {
         let device = &self.ctx.device;
-        let (pipeline, layout) = self.registry.with(|r| {
-            let pipeline = r.pipeline(device, p.kernel)?;
-            Ok::<_, ExecError>((pipeline, r.layout(device, p.kernel.storage_bindings())))
+        let (pipeline, layout) = self.registry.with(|r| match &p.kernel {
+            Pipe::Builtin(kernel) => {
+                let pipeline = r.pipeline(device, *kernel)?;
+                Ok::<_, ExecError>((pipeline, r.layout(device, kernel.storage_bindings())))
+            }
+            Pipe::User {
+                pipeline, storage, ..
+            } => Ok((pipeline.clone(), r.layout(device, *storage))),
         })?;
         let workspace = self.workspace.buffer();
         let staged = p.bindings.iter().any(|b| matches!(b, Bound::Workspace(_)));
@@ -330,7 +427,7 @@ impl Executor {
             }));
         }
         let key = BindGroupKey {
-            kernel: p.kernel,
+            kernel: p.kernel.key(),
             ranges: p.bindings.iter().map(Bound::key).collect(),
         };
         let group = self.bind_groups.get_or_create(key, || {

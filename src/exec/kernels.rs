@@ -199,6 +199,21 @@ impl Kernel {
     ];
 }
 
+/// What a pipeline (and so a cached bind group) is known by: a built-in kernel, or a
+/// user op's entry point ([`crate::exec::register_op`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PipelineKey {
+    /// A built-in kernel.
+    Builtin(Kernel),
+    /// A registered user op (its process-unique id), in place or not.
+    User {
+        /// The op's id.
+        id: u64,
+        /// Its in-place entry point.
+        inplace: bool,
+    },
+}
+
 /// The kernel for a call, in place or not, and the order in which the node's tensors
 /// are bound: indices into `[inputs.., output]` (`inputs.len()` is the output).
 /// `None` when `inplace` is asked of a call that has no in-place kernel.

@@ -26,6 +26,11 @@
 //!   see [`crate::graph::DynamicLen`] and [`crate::runtime`]).
 //!   Elementwise ops, both softmaxes and rope also run in place: when the plan puts a
 //!   node's output on its first input's range, the in-place kernel binds it once.
+//! * User ops ([`UserOp`], [`register_op`]): ops wgalloc does not ship, registered on
+//!   the device with their WGSL (checked by naga at registration, [`RegisterError`]),
+//!   run by every executor beside the built-in ops, with a CPU reference for
+//!   [`cpu_ref::evaluate_with`]. Engines that encode their own passes bind
+//!   [`TensorMemory::regions`] and prove the plan with [`checksum::prove_memory`].
 //! * Inputs of one node that share bytes (`mul(x, x)`, `add(a, view_of_a)`) are legal:
 //!   the executor stages the later one through its workspace (scratch memory it owns,
 //!   apart from planned memory) with a copy dispatch in the same pass
@@ -33,6 +38,7 @@
 
 mod bindings;
 pub mod cpu_ref;
+mod custom;
 mod error;
 mod executor;
 mod kernels;
@@ -45,12 +51,16 @@ mod timer;
 mod workspace;
 
 pub use bindings::RangeKey;
+pub use custom::{
+    register_op, user_ops, Bind, OpShapes, RegisterError, SourcePos, UserOp, UserOps,
+    DEFAULT_WORKGROUP_THREADS, PRELUDE_WGSL,
+};
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use kernels::{Kernel, Shader};
 pub use limits::check_plan_against_limits;
 pub use ops::{
-    resolve, supports, BinaryOp, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
+    resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
     SUPPORTED_OPS,
 };
 pub use params::KernelParams;

@@ -175,6 +175,53 @@ impl<'a> TensorMemory<'a> {
         })
     }
 
+    /// The bindable region of `tensor` for a bind group of your own: its range
+    /// ([`TensorMemory::range`]) at the device's `min_storage_buffer_offset_alignment`,
+    /// no larger than `max_storage_buffer_binding_size`.
+    ///
+    /// # Errors
+    /// The errors of [`TensorMemory::range`], and [`ExecError::BindingTooLarge`].
+    pub fn bindable(
+        &self,
+        graph: &Graph,
+        tensor: TensorId,
+        limits: &wgpu::Limits,
+    ) -> Result<Region, ExecError> {
+        let range = self.range(graph, tensor, limits.min_storage_buffer_offset_alignment)?;
+        if range.key.size > limits.max_storage_buffer_binding_size {
+            return Err(ExecError::BindingTooLarge {
+                tensor,
+                size: range.key.size,
+                max_size: limits.max_storage_buffer_binding_size,
+            });
+        }
+        Ok(range.region())
+    }
+
+    /// Every tensor of `graph` that a layer places (views included, each as its bytes
+    /// in its root), with its bindable region ([`TensorMemory::bindable`]): what an
+    /// engine that records its own passes binds. Tensors no layer places (weights of a
+    /// layer not added, say) and empty tensors (nothing to bind) are left out.
+    ///
+    /// # Errors
+    /// The errors of [`TensorMemory::bindable`] for a placed tensor (misaligned,
+    /// larger than a binding, past its buffer's end).
+    pub fn regions(
+        &self,
+        graph: &Graph,
+        limits: &wgpu::Limits,
+    ) -> Result<Vec<(TensorId, Region)>, ExecError> {
+        let mut regions = Vec::new();
+        for t in &graph.tensors {
+            match self.bindable(graph, t.id, limits) {
+                Ok(region) => regions.push((t.id, region)),
+                Err(ExecError::NotPlaced { .. } | ExecError::EmptyTensor { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(regions)
+    }
+
     fn copyable(&self, graph: &Graph, tensor: TensorId) -> Result<TensorRange<'a>, ExecError> {
         self.range(graph, tensor, wgpu::COPY_BUFFER_ALIGNMENT as u32)
     }

@@ -28,5 +28,5 @@ mod schedule;
 
 pub use gpu::{checksum_run, ChecksumKernels, ChecksumRun, CHECKSUM_WGSL};
 pub use predict::Prediction;
-pub use prove::{prove_plan, prove_plan_in};
+pub use prove::{prove_memory, prove_plan, prove_plan_in};
 pub use report::{ChecksumReport, Mismatch};

@@ -5,11 +5,31 @@
 use super::{ChecksumKernels, ChecksumReport, ChecksumRun};
 use crate::device::{
     allocate_plan, allocate_plan_in, measure_allocation, BufferAllocator, GpuContext,
-    SharedStorage, STORAGE_USAGE,
+    PlannedMemory, SharedStorage, STORAGE_USAGE,
 };
 use crate::exec::check_plan_against_limits;
 use crate::graph::Graph;
 use crate::plan::Plan;
+
+/// The checksum run over memory you already hold (e.g. after encoding your own
+/// passes on its regions, [`crate::exec::TensorMemory::regions`]): the same proof as
+/// [`prove_plan`] on the same plan and the same buffers, with the device's shared
+/// checksum kernels. It overwrites every planned tensor (write your inputs again
+/// before the next run of your own).
+///
+/// # Errors
+/// [`crate::Error::Exec`] when the plan exceeds the device's limits, the run cannot be
+/// laid out, or wgpu fails during it.
+pub fn prove_memory(
+    ctx: &GpuContext,
+    graph: &Graph,
+    plan: &Plan,
+    memory: &PlannedMemory,
+) -> crate::Result<ChecksumReport> {
+    check_plan_against_limits(plan, graph, &ctx.limits)?;
+    let kernels = ChecksumKernels::new(ctx)?;
+    Ok(ChecksumRun::with_kernels(ctx, &kernels, graph, plan, memory)?.run()?)
+}
 
 /// Checks `plan` against the device's limits (every binding by the one rule of
 /// [`crate::graph::extent`]), allocates its memory through `allocator`, runs the checksum
