@@ -40,7 +40,7 @@ pub use device::{
     STORAGE_USAGE,
 };
 pub use exec::checksum::{prove_plan, prove_plan_in, ChecksumKernels, ChecksumReport};
-pub use exec::{check_plan_against_limits, Executor, TensorMemory};
+pub use exec::{check_plan_against_limits, Executor, Inputs, TensorData, TensorMemory};
 pub use graph::{read_onnx, read_trace, DType, Graph, GraphBuilder, NodeId, OnnxOptions, TensorId};
 pub use plan::{plan, BufferTypeDesc, Plan, PlanOptions, Planner};
 pub use storage::{HostStorage, PagedStorage, RegionRequest, Storage, StorageError};

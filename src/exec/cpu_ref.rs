@@ -5,59 +5,12 @@
 //! (`u32` or `i32` tensors, read as `u32`). A view reads its root's first elements,
 //! and a node writing a view writes its root's first elements, as on the GPU.
 
-use std::collections::HashMap;
-
 use super::custom::{self, Registered, UserCall, UserOps};
 use super::ops::{self, BinaryOp, OpCall, UnaryOp};
 use super::ExecError;
 use crate::graph::{DType, Graph, NodeId, TensorId};
 
-/// The values of one tensor.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TensorData {
-    /// Float values.
-    F32(Vec<f32>),
-    /// Integer values (token ids).
-    U32(Vec<u32>),
-}
-
-impl TensorData {
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        match self {
-            TensorData::F32(v) => v.len(),
-            TensorData::U32(v) => v.len(),
-        }
-    }
-
-    /// Whether there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The float values, if this is `F32`.
-    pub fn as_f32(&self) -> Option<&[f32]> {
-        match self {
-            TensorData::F32(v) => Some(v),
-            TensorData::U32(_) => None,
-        }
-    }
-
-    /// The little-endian bytes (what the GPU buffer holds).
-    pub fn to_bytes(&self) -> Vec<u8> {
-        match self {
-            TensorData::F32(v) => bytemuck::cast_slice(v).to_vec(),
-            TensorData::U32(v) => bytemuck::cast_slice(v).to_vec(),
-        }
-    }
-
-    fn prefix(&self, len: usize) -> TensorData {
-        match self {
-            TensorData::F32(v) => TensorData::F32(v[..len.min(v.len())].to_vec()),
-            TensorData::U32(v) => TensorData::U32(v[..len.min(v.len())].to_vec()),
-        }
-    }
-}
+pub use super::inputs::{Inputs, TensorData};
 
 /// GELU, tanh approximation: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
 pub fn gelu(x: f32) -> f32 {
@@ -326,10 +279,7 @@ pub fn apply(
 /// [`ExecError::WrongDataSize`] for a given value of the wrong length, and the errors
 /// of [`ops::resolve`] and [`apply`]. A graph with user ops needs
 /// [`evaluate_with`].
-pub fn evaluate(
-    graph: &Graph,
-    values: &HashMap<TensorId, TensorData>,
-) -> Result<Vec<Option<TensorData>>, ExecError> {
+pub fn evaluate(graph: &Graph, values: &Inputs) -> Result<Vec<Option<TensorData>>, ExecError> {
     evaluate_with(graph, values, &UserOps::new())
 }
 
@@ -343,7 +293,7 @@ pub fn evaluate(
 /// shape errors of the op's node ([`ExecError::BadShape`], [`ExecError::WrongArity`]).
 pub fn evaluate_with(
     graph: &Graph,
-    values: &HashMap<TensorId, TensorData>,
+    values: &Inputs,
     ops_set: &UserOps,
 ) -> Result<Vec<Option<TensorData>>, ExecError> {
     let count = graph.tensors.len();
@@ -451,6 +401,8 @@ pub fn zeros(dtype: DType, len: usize) -> TensorData {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
     use crate::graph::GraphBuilder;
 

@@ -41,6 +41,7 @@ pub mod cpu_ref;
 mod custom;
 mod error;
 mod executor;
+mod inputs;
 mod kernels;
 mod limits;
 mod ops;
@@ -57,6 +58,7 @@ pub use custom::{
 };
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
+pub use inputs::{Inputs, TensorData};
 pub use kernels::{Kernel, Shader};
 pub use limits::check_plan_against_limits;
 pub use ops::{

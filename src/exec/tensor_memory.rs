@@ -2,7 +2,7 @@
 //! (plan, planned memory) layers, and the upload and readback of tensor bytes.
 
 use super::bindings::RangeKey;
-use super::ExecError;
+use super::{ExecError, Inputs};
 use crate::device::{
     read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory, Region,
 };
@@ -252,6 +252,24 @@ impl<'a> TensorMemory<'a> {
         }
         // The bound range is the size rounded up to 4: the zero padding stays inside it.
         write_buffer(ctx, range.buffer, range.key.offset, bytes).map_err(device_error)
+    }
+
+    /// Writes every value of `inputs` to its tensor ([`TensorMemory::write`] each).
+    ///
+    /// # Errors
+    /// As [`TensorMemory::write`], for the first tensor that fails.
+    pub fn write_inputs(
+        &self,
+        ctx: &GpuContext,
+        graph: &Graph,
+        inputs: &Inputs,
+    ) -> Result<(), ExecError> {
+        let mut ids: Vec<&TensorId> = inputs.keys().collect();
+        ids.sort();
+        for &id in ids {
+            self.write(ctx, graph, id, inputs[&id].as_bytes())?;
+        }
+        Ok(())
     }
 
     /// Writes f32 values (see [`TensorMemory::write`]).

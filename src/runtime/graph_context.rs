@@ -12,6 +12,7 @@ use super::layout::{phase_graph, Layout};
 use super::{MemoryRole, RuntimeError};
 use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
 use crate::exec::cpu_ref::TensorData;
+use crate::exec::Inputs;
 use crate::exec::{Executor, TensorMemory};
 use crate::graph::{Graph, Role, TensorId};
 use crate::plan::{plan_weights, BufferTypeDesc, Plan, Planner};
@@ -172,7 +173,7 @@ impl GraphContext {
         &mut self,
         gpu: &GpuContext,
         storage: &BufferTypeDesc,
-        values: &HashMap<TensorId, TensorData>,
+        values: &Inputs,
     ) -> Result<(), RuntimeError> {
         if self.weights.is_none() {
             let plan = plan_weights(&self.graph, storage)?;
@@ -184,7 +185,7 @@ impl GraphContext {
             for t in self.graph.tensors.iter().filter(|t| t.role == Role::Weight) {
                 if t.view_of.is_none() {
                     let data = value_of(&self.graph, values, t.id)?;
-                    layer.write(gpu, &self.graph, t.id, &data.to_bytes())?;
+                    layer.write(gpu, &self.graph, t.id, data.as_bytes())?;
                 }
             }
         }
@@ -211,7 +212,7 @@ impl GraphContext {
     pub fn execute(
         &mut self,
         gpu: &GpuContext,
-        values: &HashMap<TensorId, TensorData>,
+        values: &Inputs,
     ) -> Result<Execution, RuntimeError> {
         self.executor(gpu)?;
         let storage = gpu.buffer_types()?.storage.desc;
@@ -273,7 +274,7 @@ impl GraphContext {
             if !inputs_written {
                 for &id in &inputs {
                     let data = value_of(&self.graph, values, id)?;
-                    memory.write(gpu, &resolved, id, &data.to_bytes())?;
+                    memory.write(gpu, &resolved, id, data.as_bytes())?;
                 }
                 inputs_written = true;
             }

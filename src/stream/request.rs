@@ -3,7 +3,7 @@
 //! synchronization did.
 
 use crate::device::PlannedMemory;
-use crate::exec::RunReport;
+use crate::exec::{Inputs, RunReport};
 use crate::graph::{Graph, Role, TensorId};
 use crate::plan::Plan;
 
@@ -50,6 +50,16 @@ impl<'a> ExecuteRequest<'a> {
     /// Adds an input's bytes (exactly the tensor's size).
     pub fn input(mut self, tensor: TensorId, bytes: &'a [u8]) -> Self {
         self.inputs.push((tensor, bytes));
+        self
+    }
+
+    /// Adds every value of `inputs` (the one shape every runner takes), borrowed.
+    pub fn inputs(mut self, inputs: &'a Inputs) -> Self {
+        let mut ids: Vec<&TensorId> = inputs.keys().collect();
+        ids.sort();
+        for id in ids {
+            self.inputs.push((*id, inputs[id].as_bytes()));
+        }
         self
     }
 
