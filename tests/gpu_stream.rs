@@ -30,6 +30,19 @@ use wgalloc::stream::{
     Stream, StreamError, SyncReport,
 };
 
+/// A device of this test's own (or a passing return when there is no GPU). Tests in
+/// one process run in parallel threads: on a shared queue another test's submission
+/// made between a stream's `execute` and the pool's `arm` would delay the "work done"
+/// callback past what the stream waits for, and report a free as early when it is not.
+macro_rules! own_gpu {
+    () => {{
+        if common::gpu().is_none() {
+            return;
+        }
+        GpuContext::from_env().expect("a device of its own")
+    }};
+}
+
 // ---------------------------------------------------------------------------------
 // A user pool: sub-ranges of one big buffer, first fit over freed ranges, then bump.
 
@@ -371,7 +384,7 @@ fn assert_close_within(gpu: &[f32], cpu: &[f32], tolerance: f32, what: &str) {
 
 #[test]
 fn a_graph_in_user_pool_blocks_matches_the_cpu_reference() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, multi_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (mut stream, counter) = pooled_stream(&ctx, &pool, "pool");
@@ -404,7 +417,7 @@ fn a_graph_in_user_pool_blocks_matches_the_cpu_reference() {
 
 #[test]
 fn execute_returns_before_the_free_and_blocks_go_back_only_after_the_queue_finished() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (mut stream, counter) = pooled_stream(&ctx, &pool, "ordering");
@@ -427,7 +440,7 @@ fn execute_returns_before_the_free_and_blocks_go_back_only_after_the_queue_finis
 
 #[test]
 fn the_descriptor_can_be_dropped_after_registration() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let mut stream = Stream::new(&ctx, "dropped-desc");
@@ -445,7 +458,7 @@ fn the_descriptor_can_be_dropped_after_registration() {
 
 #[test]
 fn with_no_allocator_registered_the_stream_uses_the_default() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, multi_chunk_plan);
     let mut stream = Stream::new(&ctx, "default");
     assert!(!stream.has_registered_allocator());
@@ -462,7 +475,7 @@ fn with_no_allocator_registered_the_stream_uses_the_default() {
 
 #[test]
 fn an_incomplete_descriptor_is_refused_and_the_previous_allocator_stays() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (mut stream, counter) = pooled_stream(&ctx, &pool, "incomplete");
@@ -494,7 +507,7 @@ fn an_incomplete_descriptor_is_refused_and_the_previous_allocator_stays() {
 
 #[test]
 fn the_last_registration_wins_and_earlier_blocks_go_back_through_their_own_free() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, multi_chunk_plan);
     let (pool_a, pool_b) = (fresh_pool(&ctx), fresh_pool(&ctx));
     let (mut stream, count_a) = pooled_stream(&ctx, &pool_a, "reregister");
@@ -517,7 +530,7 @@ fn the_last_registration_wins_and_earlier_blocks_go_back_through_their_own_free(
 
 #[test]
 fn registering_the_same_allocator_twice_keeps_one_allocator_and_frees_once() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (desc, counter) = pool_desc(pool.clone());
@@ -538,7 +551,7 @@ fn registering_the_same_allocator_twice_keeps_one_allocator_and_frees_once() {
 
 #[test]
 fn one_allocator_on_two_streams_is_refused_until_the_first_is_synchronized() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (desc, counter) = pool_desc(pool.clone());
@@ -571,7 +584,7 @@ fn one_allocator_on_two_streams_is_refused_until_the_first_is_synchronized() {
 
 #[test]
 fn different_allocators_on_two_streams_run_at_once() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let (pool_a, pool_b) = (fresh_pool(&ctx), fresh_pool(&ctx));
     let (mut a, count_a) = pooled_stream(&ctx, &pool_a, "a");
@@ -595,7 +608,7 @@ fn different_allocators_on_two_streams_run_at_once() {
 
 #[test]
 fn a_failing_alloc_returns_the_blocks_already_taken_and_the_stream_stays_usable() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, multi_chunk_plan);
     let pool = Arc::new(Pool {
         fail_after: Some(1),
@@ -634,7 +647,7 @@ fn a_failing_alloc_returns_the_blocks_already_taken_and_the_stream_stays_usable(
 
 #[test]
 fn an_address_smaller_than_the_request_is_refused_and_the_block_goes_back() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = Arc::new(Pool {
         shrink: 4,
@@ -658,7 +671,7 @@ fn an_address_smaller_than_the_request_is_refused_and_the_block_goes_back() {
 
 #[test]
 fn a_misaligned_address_is_refused_and_the_block_goes_back() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
     if alignment <= 4 {
         eprintln!("SKIPPED: storage offsets need no alignment beyond 4 on this device");
@@ -685,7 +698,7 @@ fn a_misaligned_address_is_refused_and_the_block_goes_back() {
 
 #[test]
 fn an_address_past_its_buffer_end_is_refused() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
     let pool = Arc::new(Pool {
@@ -708,7 +721,7 @@ fn an_address_past_its_buffer_end_is_refused() {
 
 #[test]
 fn a_refused_input_after_allocation_returns_the_blocks_and_the_stream_stays_usable() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (mut stream, counter) = pooled_stream(&ctx, &pool, "bad-input");
@@ -730,7 +743,7 @@ fn a_refused_input_after_allocation_returns_the_blocks_and_the_stream_stays_usab
 
 #[test]
 fn dropping_a_stream_with_unsynchronized_work_waits_then_frees() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, multi_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (desc, counter) = pool_desc(pool.clone());
@@ -775,7 +788,7 @@ fn one_region(buffer: wgpu::Buffer, offset: u64, size: u64) -> PlannedMemory {
 
 #[test]
 fn tensors_of_a_region_live_at_the_region_base_plus_their_offset() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let net = net();
     let plan = one_chunk_plan(&ctx, &net.graph);
     let base = 4 * u64::from(ctx.limits.min_storage_buffer_offset_alignment);
@@ -805,7 +818,7 @@ fn tensors_of_a_region_live_at_the_region_base_plus_their_offset() {
 
 #[test]
 fn a_tensor_past_its_region_is_refused() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let net = net();
     let plan = one_chunk_plan(&ctx, &net.graph);
     // A region shorter than the chunk, inside a buffer that would be long enough.
@@ -832,7 +845,7 @@ fn a_tensor_past_its_region_is_refused() {
 
 #[test]
 fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let config = ModelConfig {
         seq: 8,
         seed: 7,
@@ -888,7 +901,7 @@ fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
 
 #[test]
 fn a_panicking_alloc_callback_does_not_leave_the_allocator_claimed() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let panic_once = Arc::new(AtomicBool::new(true));
@@ -921,7 +934,7 @@ fn a_panicking_alloc_callback_does_not_leave_the_allocator_claimed() {
 
 #[test]
 fn an_address_whose_reported_size_runs_past_its_buffer_is_refused() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = fresh_pool(&ctx);
     let (desc, counter) = AllocatorDesc::new()
@@ -950,7 +963,7 @@ fn an_address_whose_reported_size_runs_past_its_buffer_is_refused() {
 
 #[test]
 fn reading_back_a_tensor_in_a_buffer_without_copy_src_is_a_typed_error_and_nothing_leaks() {
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let net = net();
     let plan = one_chunk_plan(&ctx, &net.graph);
     // The weight's memory can be bound and written, but not copied from.
@@ -985,7 +998,7 @@ fn reading_back_a_tensor_in_a_buffer_without_copy_src_is_a_typed_error_and_nothi
 
 #[test]
 fn an_address_in_a_buffer_of_another_device_is_a_typed_error_and_nothing_leaks() {
-    let _ = require_gpu!();
+    let _ = own_gpu!();
     let (ctx, other) = common::two_devices_of_one_adapter();
     let f = fixture(&ctx, one_chunk_plan);
     let pool = Arc::new(Pool::new(&other, POOL_SIZE));
@@ -1010,7 +1023,7 @@ fn an_address_in_a_buffer_of_another_device_is_a_typed_error_and_nothing_leaks()
 #[test]
 fn a_registered_page_pool_runs_the_graph_frees_after_sync_and_is_one_allocator() {
     use wgalloc::storage::{CountingStorage, PagedStorage, Storage};
-    let ctx = require_gpu!();
+    let ctx = own_gpu!();
     let f = fixture(&ctx, multi_chunk_plan);
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
     let pages = Arc::new(CountingStorage::new(wgalloc::WgpuStorage::wgpu(&ctx)));
