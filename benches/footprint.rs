@@ -26,7 +26,26 @@ use std::time::{Duration, Instant};
 use wgalloc::graph::{read_trace, Graph};
 use wgalloc::plan::offline::generate::{self, Shape};
 use wgalloc::plan::offline::Strategy;
-use wgalloc::plan::{lower_bounds, BufferTypeDesc, IntervalProblem, PlanLimits, Planner};
+use wgalloc::plan::{
+    lower_bounds, plan, plan_intervals, BufferTypeDesc, IntervalProblem, PlanOptions, Planner,
+};
+
+/// What a planning call may spend and aim at (made into [`PlanOptions`] per planner).
+#[derive(Debug, Clone, Copy, Default)]
+struct PlanLimits {
+    capacity: Option<u64>,
+    time_limit: Option<Duration>,
+}
+
+impl PlanLimits {
+    fn options(&self, planner: Planner) -> PlanOptions {
+        PlanOptions {
+            capacity: self.capacity,
+            time_limit: self.time_limit,
+            ..PlanOptions::with_planner(planner)
+        }
+    }
+}
 
 /// The capacity in a MiniMalloc-style file name (`A.1048576.csv`).
 fn capacity_in_name(path: &Path) -> Option<u64> {
@@ -142,7 +161,7 @@ fn main() {
         let capacity = capacity_in_name(&path);
         let plan = |planner: Planner, limits: &PlanLimits| {
             Cell::measure(|| {
-                let plan = planner.plan_intervals_limited(&problem, 1, limits).ok()?;
+                let plan = plan_intervals(&problem, 1, &limits.options(planner)).ok()?;
                 problem.verify(&plan).ok()?;
                 Some(plan.peak)
             })
@@ -226,9 +245,12 @@ fn generated_set(quick: bool) {
         let g = generate::generate(&spec);
         let problem = &g.problem;
         let cell = Cell::measure(|| {
-            let plan = Planner::Offline(Strategy::Best)
-                .plan_intervals_limited(problem, 1, &limits)
-                .ok()?;
+            let plan = plan_intervals(
+                problem,
+                1,
+                &limits.options(Planner::Offline(Strategy::Best)),
+            )
+            .ok()?;
             problem.verify(&plan).ok()?;
             Some(plan.peak)
         });
@@ -286,7 +308,12 @@ fn trace_row(graph: &Graph, strategies: &[Strategy], best_limits: &PlanLimits) -
     let bound = lower_bounds(graph).ok()?.inplace_aware;
     let plan = |planner: Planner, limits: &PlanLimits| {
         Cell::measure(|| {
-            let plan = planner.plan_graph_limited(graph, &storage, limits).ok()?;
+            let plan = plan(
+                graph,
+                std::slice::from_ref(&storage),
+                &limits.options(planner),
+            )
+            .ok()?;
             plan.verify(graph).ok()?;
             Some(plan.total_size())
         })

@@ -11,10 +11,13 @@ mod common;
 use std::time::Instant;
 
 use wgalloc::graph::read_trace;
-use wgalloc::plan::offline::{
-    graph_live_ranges, plan_graph_offline_with, plan_intervals_with, Budget, Strategy,
-};
-use wgalloc::plan::{BufferTypeDesc, IntervalProblem};
+use wgalloc::plan::offline::{graph_live_ranges, Budget, Strategy};
+use wgalloc::plan::{plan, plan_intervals, BufferTypeDesc, IntervalProblem, PlanOptions, Planner};
+
+/// One strategy with explicit budgets, through the one entry point.
+fn options(strategy: Strategy, budget: &Budget) -> PlanOptions {
+    PlanOptions::with_planner(Planner::Offline(strategy)).budget(*budget)
+}
 
 fn percent(peak: u64, bound: u64) -> f64 {
     if bound == 0 {
@@ -72,7 +75,7 @@ fn main() {
         let bound = problem.lower_bound();
         for &strategy in &strategies {
             let started = Instant::now();
-            let plan = match plan_intervals_with(&problem, strategy, &budget) {
+            let plan = match plan_intervals(&problem, 1, &options(strategy, &budget)) {
                 Ok(p) => p,
                 Err(e) => {
                     println!("{} {strategy}: {e}", problem.name);
@@ -123,7 +126,11 @@ fn main() {
             let name = format!("{} a{alignment}", graph.name);
             for &strategy in &strategies {
                 let started = Instant::now();
-                match plan_graph_offline_with(&graph, &bt, strategy, &budget) {
+                match plan(
+                    &graph,
+                    std::slice::from_ref(&bt),
+                    &options(strategy, &budget),
+                ) {
                     Ok(plan) => {
                         let ms = started.elapsed().as_secs_f64() * 1e3;
                         let total = plan.total_size();

@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use wgalloc::graph::synthetic::{random_graph, transformer};
 use wgalloc::graph::{read_trace, Graph, Role};
-use wgalloc::plan::offline::{plan_graph_offline_n, Budget, Strategy};
+use wgalloc::plan::offline::{Budget, Strategy};
 use wgalloc::plan::{
-    graph_leaves, lower_bounds, plan_graph, BufferId, BufferTypeDesc, GraphAllocator, Plan,
-    PlanError,
+    graph_leaves, lower_bounds, plan, plan_graph, BufferId, BufferIds, BufferTypeDesc,
+    GraphAllocator, Plan, PlanError, PlanOptions, Planner,
 };
 
 fn buft(name: &str, alignment: u64, max_size: u64) -> BufferTypeDesc {
@@ -43,7 +43,7 @@ fn node_and_leaf_ids(
     )
 }
 
-/// `plan_graph_offline_n` with the default search budget.
+/// One offline strategy over several buffers (`reserve_n`'s ids), default budgets.
 fn plan_n(
     graph: &Graph,
     types: &[BufferTypeDesc],
@@ -51,7 +51,12 @@ fn plan_n(
     leaves: &[usize],
     strategy: Strategy,
 ) -> Result<Plan, PlanError> {
-    plan_graph_offline_n(graph, types, nodes, leaves, strategy, &Budget::default())
+    let ids = BufferIds {
+        nodes: nodes.to_vec(),
+        leaves: leaves.to_vec(),
+    };
+    let options = PlanOptions::with_planner(Planner::Offline(strategy)).buffer_ids(ids);
+    plan(graph, types, &options)
 }
 
 /// [`plan_n`] that must succeed, checked with `Plan::verify`.

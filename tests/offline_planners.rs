@@ -7,11 +7,37 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use wgalloc::graph::{read_trace, DType, Graph, GraphBuilder, Lifetimes, TensorId};
-use wgalloc::plan::offline::{
-    graph_live_ranges, plan_graph_offline_with, plan_intervals_to, plan_intervals_with,
-    plan_ranges, Budget, LiveRange, Strategy,
+use wgalloc::plan::offline::{graph_live_ranges, plan_ranges, Budget, LiveRange, Strategy};
+use wgalloc::plan::{
+    plan, plan_intervals, BufferTypeDesc, IntervalPlan, IntervalProblem, Plan, PlanError,
+    PlanOptions, Planner,
 };
-use wgalloc::plan::{BufferTypeDesc, IntervalProblem, Plan};
+
+/// One strategy with explicit budgets, through the one entry point.
+fn options(strategy: Strategy, budget: &Budget) -> PlanOptions {
+    PlanOptions::with_planner(Planner::Offline(strategy)).budget(*budget)
+}
+
+fn plan_intervals_with(
+    problem: &IntervalProblem,
+    strategy: Strategy,
+    budget: &Budget,
+) -> Result<IntervalPlan, PlanError> {
+    plan_intervals(problem, 1, &options(strategy, budget))
+}
+
+fn plan_graph_offline_with(
+    graph: &Graph,
+    buffer_type: &BufferTypeDesc,
+    strategy: Strategy,
+    budget: &Budget,
+) -> Result<Plan, PlanError> {
+    plan(
+        graph,
+        std::slice::from_ref(buffer_type),
+        &options(strategy, budget),
+    )
+}
 
 /// Small budgets: the suite must stay fast on 2 cores.
 const QUICK: Budget = Budget {
@@ -135,11 +161,10 @@ fn best_plans_the_large_instance_within_one_percent_of_its_bound() {
 fn capacity_of_a_challenging_instance_is_met_directly() {
     // D's lower bound (986,112) is out of reach; its capacity is not.
     let problem = dsa("D.1048576.csv");
-    let plan = plan_intervals_to(
+    let plan = plan_intervals(
         &problem,
-        Strategy::Best,
-        &Budget::default(),
-        Some(1_048_576),
+        1,
+        &PlanOptions::with_planner(Planner::Offline(Strategy::Best)).capacity(1_048_576),
     )
     .expect("plans");
     problem.verify(&plan).expect("valid");

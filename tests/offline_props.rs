@@ -4,8 +4,19 @@
 
 use proptest::prelude::*;
 use wgalloc::graph::synthetic::random_graph;
-use wgalloc::plan::offline::{plan_graph_offline, Strategy};
+use wgalloc::plan::offline::Strategy;
 use wgalloc::plan::{lower_bounds, BufferTypeDesc};
+
+/// One offline strategy through the one entry point, default budgets.
+fn plan_offline(
+    graph: &wgalloc::graph::Graph,
+    buffer_type: &BufferTypeDesc,
+    strategy: Strategy,
+) -> Result<wgalloc::plan::Plan, wgalloc::plan::PlanError> {
+    let options =
+        wgalloc::plan::PlanOptions::with_planner(wgalloc::plan::Planner::Offline(strategy));
+    wgalloc::plan::plan(graph, std::slice::from_ref(buffer_type), &options)
+}
 
 const MAX_NODES: usize = 24;
 
@@ -31,12 +42,12 @@ proptest! {
     ) {
         let graph = random_graph(seed, MAX_NODES).expect("generator builds valid graphs");
         let buffer_type = BufferTypeDesc::new("s", alignment, max_size).expect("valid");
-        let plan = plan_graph_offline(&graph, &buffer_type, strategy).expect("plans");
+        let plan = plan_offline(&graph, &buffer_type, strategy).expect("plans");
         prop_assert_eq!(plan.verify(&graph), Ok(()), "{}", strategy);
         let bound = lower_bounds(&graph).expect("bounds").inplace_aware;
         prop_assert!(plan.total_size() >= bound, "{} total {} below bound {}",
             strategy, plan.total_size(), bound);
-        let again = plan_graph_offline(&graph, &buffer_type, strategy).expect("plans");
+        let again = plan_offline(&graph, &buffer_type, strategy).expect("plans");
         prop_assert_eq!(&plan, &again, "same input, same plan");
     }
 }
@@ -46,14 +57,15 @@ fn best_plans_of_random_graphs_verify() {
     for seed in 0..200u64 {
         let graph = random_graph(seed, MAX_NODES).expect("valid");
         let buffer_type = BufferTypeDesc::new("s", 32, 4096).expect("valid");
-        let plan = plan_graph_offline(&graph, &buffer_type, Strategy::Best).expect("plans");
+        let plan = plan_offline(&graph, &buffer_type, Strategy::Best).expect("plans");
         assert_eq!(plan.verify(&graph), Ok(()), "seed {seed}");
     }
 }
 
 mod regressions {
+    use super::plan_offline;
     use wgalloc::graph::{DType, GraphBuilder};
-    use wgalloc::plan::offline::{plan_graph_offline, Strategy};
+    use wgalloc::plan::offline::Strategy;
     use wgalloc::plan::{plan_graph, BufferTypeDesc, PlanError};
 
     fn storage() -> BufferTypeDesc {
@@ -71,7 +83,7 @@ mod regressions {
         b.mark_output(y);
         let graph = b.build().expect("valid");
         for strategy in Strategy::ALL {
-            let plan = plan_graph_offline(&graph, &storage(), strategy).expect("plans");
+            let plan = plan_offline(&graph, &storage(), strategy).expect("plans");
             assert!(plan.inplace.is_empty(), "{strategy}: {:?}", plan.inplace);
             plan.verify(&graph).expect("verifies");
         }
@@ -96,7 +108,7 @@ mod regressions {
         b.mark_output(y);
         let graph = b.build().expect("valid");
         for strategy in Strategy::ALL {
-            let plan = plan_graph_offline(&graph, &storage(), strategy).expect("plans");
+            let plan = plan_offline(&graph, &storage(), strategy).expect("plans");
             assert!(plan.inplace.is_empty(), "{strategy}: {:?}", plan.inplace);
             plan.verify(&graph).expect("verifies");
         }

@@ -126,10 +126,8 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
             file,
             dims: dim,
             planner,
-            limits: wgalloc::plan::PlanLimits {
-                capacity,
-                time_limit,
-            },
+            capacity,
+            time_limit,
             alignment,
             max_size,
             json,

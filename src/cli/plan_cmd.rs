@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use wgalloc::plan::{lower_bounds, naive_size, BufferTypeDesc, Plan, PlanLimits, Planner};
+use wgalloc::plan::{
+    lower_bounds, naive_size, plan, plan_intervals, BufferTypeDesc, Plan, PlanOptions, Planner,
+};
 
 use super::input::{load, Input};
 
@@ -18,8 +20,10 @@ pub struct PlanArgs {
     pub dims: Vec<(String, u64)>,
     /// Planner name.
     pub planner: String,
-    /// Capacity to fit and time limit for the offline search.
-    pub limits: PlanLimits,
+    /// Capacity to fit.
+    pub capacity: Option<u64>,
+    /// Time limit for the offline search.
+    pub time_limit: Option<std::time::Duration>,
     /// Offset alignment (default: 32 for traces, 1 for CSVs).
     pub alignment: Option<u64>,
     /// Largest chunk (default: 2 GiB for traces, unlimited for CSVs).
@@ -49,10 +53,14 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 args.max_size.unwrap_or(TRACE_MAX_SIZE),
             )?;
             let started = Instant::now();
-            let plan = planner.plan_graph_limited(&graph, &buffer_type, &args.limits)?;
+            let options = PlanOptions {
+                time_limit: args.time_limit,
+                ..PlanOptions::with_planner(planner)
+            };
+            let plan = plan(&graph, std::slice::from_ref(&buffer_type), &options)?;
             let plan_seconds = started.elapsed().as_secs_f64();
             let verified = plan.verify(&graph).is_ok();
-            let fits = fits(plan.total_size(), args.limits.capacity);
+            let fits = fits(plan.total_size(), args.capacity);
             let bounds = lower_bounds(&graph)?;
             let naive = naive_size(&graph);
             if let Some(path) = &args.svg {
@@ -73,7 +81,7 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "plan_seconds": plan_seconds,
                 "load_seconds": load_seconds,
                 "verified": verified,
-                "capacity": args.limits.capacity,
+                "capacity": args.capacity,
                 "fits": fits,
             });
             print_report(&report, args.json);
@@ -85,14 +93,15 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
             let started = Instant::now();
             // `--max-size` is a hard limit (an error above it), `--capacity` a target
             // that is reported; the planners aim at the smaller of the two.
-            let limits = PlanLimits {
-                capacity: match (args.limits.capacity, args.max_size) {
+            let options = PlanOptions {
+                time_limit: args.time_limit,
+                capacity: match (args.capacity, args.max_size) {
                     (Some(c), Some(max)) => Some(c.min(max)),
                     (c, max) => c.or(max),
                 },
-                ..args.limits
+                ..PlanOptions::with_planner(planner)
             };
-            let solution = planner.plan_intervals_limited(&problem, alignment, &limits)?;
+            let solution = plan_intervals(&problem, alignment, &options)?;
             if solution.peak > max_size {
                 return Err(wgalloc::plan::PlanError::OverCapacity {
                     planner: planner.name(),
@@ -103,7 +112,7 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
             }
             let plan_seconds = started.elapsed().as_secs_f64();
             let verified = problem.verify(&solution).is_ok();
-            let fits = fits(solution.peak, args.limits.capacity);
+            let fits = fits(solution.peak, args.capacity);
             let bound = problem.lower_bound();
             let report = json!({
                 "kind": "intervals",
@@ -123,7 +132,7 @@ pub fn run(args: &PlanArgs) -> wgalloc::Result<ExitCode> {
                 "naive_bytes": problem.naive_size(),
                 "plan_seconds": plan_seconds,
                 "verified": verified,
-                "capacity": args.limits.capacity,
+                "capacity": args.capacity,
                 "fits": fits,
             });
             print_report(&report, args.json);

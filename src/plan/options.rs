@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use super::offline::{plan_graph_offline_n, Budget, Strategy};
-use super::{BufferTypeDesc, GraphAllocator, Plan, PlanError, PlanLimits, Planner};
+use super::{
+    BufferTypeDesc, GraphAllocator, IntervalPlan, IntervalProblem, Plan, PlanError, Planner,
+};
 use crate::graph::Graph;
 
 /// Which buffer each tensor goes to, as ggml's `reserve_n` takes them: node `s`'s output
@@ -30,6 +32,15 @@ pub struct PlanOptions {
     /// Wall-clock time the offline search may take; `None`: a fixed work budget, so the
     /// plan is deterministic.
     pub time_limit: Option<Duration>,
+    /// Interval problems: the memory the plan should fit in. The offline planners stop
+    /// improving once a plan fits it (and search at it rather than at the lower bound);
+    /// [`plan_intervals`] returns the best plan found even when it does not fit, so the
+    /// caller can report it. Graphs ignore it: a buffer type's max size bounds every
+    /// chunk.
+    pub capacity: Option<u64>,
+    /// The offline search's work budgets; `None`: [`Budget::default`]. A deadline of
+    /// its own wins over `time_limit`.
+    pub budget: Option<Budget>,
 }
 
 impl Default for PlanOptions {
@@ -38,6 +49,8 @@ impl Default for PlanOptions {
             planner: Planner::Offline(Strategy::Best),
             buffer_ids: None,
             time_limit: None,
+            capacity: None,
+            budget: None,
         }
     }
 }
@@ -63,9 +76,29 @@ impl PlanOptions {
         self
     }
 
-    fn budget(&self) -> Budget {
-        self.time_limit
-            .map_or_else(Budget::default, Budget::with_time_limit)
+    /// The same options aiming at a capacity (interval problems).
+    pub fn capacity(mut self, capacity: u64) -> PlanOptions {
+        self.capacity = Some(capacity);
+        self
+    }
+
+    /// The same options with explicit work budgets for the offline search.
+    pub fn budget(mut self, budget: Budget) -> PlanOptions {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// The budget the offline search gets: the work budgets asked for (or the
+    /// default), with the time limit's deadline unless they carry one.
+    fn work_budget(&self) -> Budget {
+        let deadline = self
+            .time_limit
+            .and_then(|limit| Budget::with_time_limit(limit).deadline);
+        let budget = self.budget.unwrap_or_default();
+        Budget {
+            deadline: budget.deadline.or(deadline),
+            ..budget
+        }
     }
 }
 
@@ -96,11 +129,9 @@ pub fn plan(
         count: 0,
     })?;
     let Some(ids) = &options.buffer_ids else {
-        let limits = PlanLimits {
-            capacity: None,
-            time_limit: options.time_limit,
-        };
-        return options.planner.plan_graph_limited(graph, first, &limits);
+        return options
+            .planner
+            .plan_graph_within(graph, first, &options.work_budget());
     };
     match options.planner {
         Planner::Naive => Err(PlanError::UnknownBuffer {
@@ -124,9 +155,43 @@ pub fn plan(
             &ids.nodes,
             &ids.leaves,
             strategy,
-            &options.budget(),
+            &options.work_budget(),
         ),
     }
+}
+
+/// Plans an interval problem as `options` say (planner, capacity to aim at, time
+/// limit, budgets), every offset a multiple of `alignment`. The result is the best
+/// plan found, which may exceed `options.capacity`: compare its `peak`.
+///
+/// ```
+/// use wgalloc::plan::{plan_intervals, IntervalProblem, PlanOptions};
+/// let problem = IntervalProblem::parse_csv("t", "a,0,2,8\nb,1,3,8\nc,2,4,8\n").unwrap();
+/// let p = plan_intervals(&problem, 1, &PlanOptions::default().capacity(16)).unwrap();
+/// assert_eq!(p.peak, 16);
+/// problem.verify(&p).unwrap();
+/// ```
+///
+/// # Errors
+/// [`PlanError::BadAlignment`]; [`PlanError::SizeOverflow`] when sizes overflow;
+/// [`PlanError::UnknownBuffer`] for buffer ids (an interval problem has one memory).
+pub fn plan_intervals(
+    problem: &IntervalProblem,
+    alignment: u64,
+    options: &PlanOptions,
+) -> Result<IntervalPlan, PlanError> {
+    if options.buffer_ids.is_some() {
+        return Err(PlanError::UnknownBuffer {
+            buffer: 1,
+            count: 1,
+        });
+    }
+    options.planner.plan_intervals_within(
+        problem,
+        alignment,
+        &options.work_budget(),
+        options.capacity,
+    )
 }
 
 #[cfg(test)]

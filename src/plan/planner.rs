@@ -2,7 +2,6 @@
 //! graphs and for lifetime-interval problems.
 
 use std::fmt;
-use std::time::Duration;
 
 use super::offline::{interval_ranges, plan_graph_offline_with, plan_ranges_to, Budget, Strategy};
 use super::{
@@ -10,31 +9,6 @@ use super::{
     PlanError,
 };
 use crate::graph::{Graph, TensorId};
-
-/// What a planning call may spend and aim at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PlanLimits {
-    /// Interval problems: the memory the plan must fit in. The offline planners stop
-    /// improving once a plan fits it (and search at it rather than at the lower bound);
-    /// [`Planner::plan_intervals_limited`] returns the best plan found even when it does
-    /// not fit, so the caller can report it. Graphs ignore it: there the buffer type's max
-    /// size bounds every chunk.
-    pub capacity: Option<u64>,
-    /// Wall-clock time the offline search phases may take (greedy placements always
-    /// run). `None`: the deterministic work budget alone ([`Budget::default`]).
-    pub time_limit: Option<Duration>,
-}
-
-impl PlanLimits {
-    /// The offline planners' budget for these limits: the default work budget, with a
-    /// deadline `time_limit` from now when there is one.
-    fn budget(&self) -> Budget {
-        match self.time_limit {
-            Some(limit) => Budget::with_time_limit(limit),
-            None => Budget::default(),
-        }
-    }
-}
 
 /// A planner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,27 +72,24 @@ impl Planner {
         graph: &Graph,
         buffer_type: &BufferTypeDesc,
     ) -> Result<Plan, PlanError> {
-        self.plan_graph_limited(graph, buffer_type, &PlanLimits::default())
+        self.plan_graph_within(graph, buffer_type, &Budget::default())
     }
 
-    /// Plans `graph` in one buffer of `buffer_type` within `limits`. `best` also runs
-    /// ggml's walk and keeps whichever verified plan is smaller, so it is never above the
-    /// ggml planner.
-    ///
-    /// # Errors
-    /// As [`Planner::plan_graph`].
-    pub fn plan_graph_limited(
+    /// Plans `graph` in one buffer of `buffer_type` within `budget` (the public entry
+    /// point is [`crate::plan::plan`] with [`crate::plan::PlanOptions`]). `best` also
+    /// runs ggml's walk and keeps whichever verified plan is smaller, so it is never
+    /// above the ggml planner.
+    pub(crate) fn plan_graph_within(
         self,
         graph: &Graph,
         buffer_type: &BufferTypeDesc,
-        limits: &PlanLimits,
+        budget: &Budget,
     ) -> Result<Plan, PlanError> {
         match self {
             Planner::Ggml => plan_graph(graph, buffer_type),
             Planner::Naive => naive_plan(graph, buffer_type),
             Planner::Offline(Strategy::Best) => {
-                let offline =
-                    plan_graph_offline_with(graph, buffer_type, Strategy::Best, &limits.budget())?;
+                let offline = plan_graph_offline_with(graph, buffer_type, Strategy::Best, budget)?;
                 let ggml = plan_graph(graph, buffer_type)?;
                 let offline_ok = offline.verify(graph).is_ok();
                 Ok(if !offline_ok || ggml.total_size() < offline.total_size() {
@@ -128,7 +99,7 @@ impl Planner {
                 })
             }
             Planner::Offline(strategy) => {
-                plan_graph_offline_with(graph, buffer_type, strategy, &limits.budget())
+                plan_graph_offline_with(graph, buffer_type, strategy, budget)
             }
         }
     }
@@ -145,11 +116,8 @@ impl Planner {
         alignment: u64,
         capacity: u64,
     ) -> Result<IntervalPlan, PlanError> {
-        let limits = PlanLimits {
-            capacity: Some(capacity),
-            time_limit: None,
-        };
-        let plan = self.plan_intervals_limited(problem, alignment, &limits)?;
+        let plan =
+            self.plan_intervals_within(problem, alignment, &Budget::default(), Some(capacity))?;
         if plan.peak > capacity {
             return Err(PlanError::OverCapacity {
                 planner: self.name(),
@@ -160,17 +128,16 @@ impl Planner {
         Ok(plan)
     }
 
-    /// Plans an interval problem within `limits`, every offset a multiple of
-    /// `alignment`. The result is the best plan found, which may exceed
-    /// `limits.capacity`: compare its `peak`.
-    ///
-    /// # Errors
-    /// [`PlanError::BadAlignment`]; [`PlanError::SizeOverflow`] when sizes overflow.
-    pub fn plan_intervals_limited(
+    /// Plans an interval problem within `budget`, aiming at `capacity`, every offset a
+    /// multiple of `alignment` (the public entry point is
+    /// [`crate::plan::plan_intervals`]). The result is the best plan found, which may
+    /// exceed `capacity`: compare its `peak`.
+    pub(crate) fn plan_intervals_within(
         self,
         problem: &IntervalProblem,
         alignment: u64,
-        limits: &PlanLimits,
+        budget: &Budget,
+        capacity: Option<u64>,
     ) -> Result<IntervalPlan, PlanError> {
         if !alignment.is_power_of_two() {
             return Err(PlanError::BadAlignment { alignment });
@@ -180,8 +147,7 @@ impl Planner {
             Planner::Naive => stacked(problem, alignment)?,
             Planner::Offline(strategy) => {
                 let ranges = interval_ranges(problem);
-                let budget = limits.budget();
-                let plan = plan_ranges_to(&ranges, alignment, strategy, &budget, limits.capacity)?;
+                let plan = plan_ranges_to(&ranges, alignment, strategy, budget, capacity)?;
                 (plan.offsets, plan.peak)
             }
         };

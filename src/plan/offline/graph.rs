@@ -183,27 +183,13 @@ fn can_overwrite(
         && lifetimes.get(out).is_some_and(|l| l.first as usize == step)
 }
 
-/// Plans a graph's memory in one buffer of type `buffer_type` with the default
-/// [`Budget`].
-///
-/// # Errors
-/// [`PlanError::InvalidGraph`] for a graph that does not validate;
-/// [`PlanError::SizeOverflow`] if an aligned size or a sum of sizes overflows.
-pub fn plan_graph_offline(
-    graph: &Graph,
-    buffer_type: &BufferTypeDesc,
-    strategy: Strategy,
-) -> Result<Plan, PlanError> {
-    plan_graph_offline_with(graph, buffer_type, strategy, &Budget::default())
-}
-
 /// Plans a graph's memory with an explicit budget. Ranges that do not fit below the
 /// buffer type's max size in chunk 0 are planned again for chunk 1, and so on; a range
 /// larger than the max size gets an oversized chunk of its own.
 ///
 /// # Errors
 /// As [`plan_graph_offline`].
-pub fn plan_graph_offline_with(
+pub(crate) fn plan_graph_offline_with(
     graph: &Graph,
     buffer_type: &BufferTypeDesc,
     strategy: Strategy,
@@ -248,7 +234,7 @@ pub fn plan_graph_offline_with(
 /// [`PlanError::InvalidGraph`]; [`PlanError::BufferIdCount`] if a list's length is not
 /// the number of nodes or leaves; [`PlanError::UnknownBuffer`] for an id past the buffer
 /// types (or any tensor to place with no buffer types); [`PlanError::SizeOverflow`].
-pub fn plan_graph_offline_n(
+pub(crate) fn plan_graph_offline_n(
     graph: &Graph,
     buffer_types: &[BufferTypeDesc],
     node_buffer_ids: &[usize],

@@ -2,10 +2,11 @@
 //! landing at or near the lower bound (the largest total size live at one time).
 //!
 //! * [`plan_ranges`]: offsets for a list of [`LiveRange`]s with one [`Strategy`].
-//! * [`plan_intervals`]: the same for an [`IntervalProblem`] (dsa/*.csv), as an
-//!   [`IntervalPlan`] that [`IntervalProblem::verify`] checks.
-//! * [`plan_graph_offline`]: a full [`Plan`](crate::plan::Plan) for a graph, with
-//!   in-place merging and chunking by the buffer type's max size.
+//! * Interval problems (dsa/*.csv) and graphs are planned through the one entry point
+//!   of each, [`crate::plan::plan_intervals`] and [`crate::plan::plan`], with a
+//!   [`crate::plan::PlanOptions`] naming the strategy (`Planner::Offline`), capacity,
+//!   time limit and budgets; a graph plan gets in-place merging and chunking by the
+//!   buffer type's max size.
 //!
 //! Strategies: greedy placement (lowest free offset, or smallest free gap, among the
 //! buffers live at the same time) in four orders (size, breadth, lifetime, conflict),
@@ -16,8 +17,8 @@
 //! has a deterministic work budget ([`Budget`]): the same input gives the same output
 //! on every machine, unless the budget also carries a deadline.
 //!
-//! [`plan_ranges_to`] and [`plan_intervals_to`] take a target capacity: `best` then
-//! stops at the first plan that fits it and aims its search at it.
+//! With a target capacity (`PlanOptions::capacity`), `best` stops at the first plan
+//! that fits it and aims its search at it.
 
 pub mod generate;
 mod graph;
@@ -31,10 +32,9 @@ mod skyline;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-pub(crate) use graph::plan_checked_graph_offline_n;
-pub use graph::{
-    graph_live_ranges, plan_graph_offline, plan_graph_offline_n, plan_graph_offline_with,
-    GraphRanges,
+pub use graph::{graph_live_ranges, GraphRanges};
+pub(crate) use graph::{
+    plan_checked_graph_offline_n, plan_graph_offline_n, plan_graph_offline_with,
 };
 
 pub use crate::plan::intervals::IntervalPlan;
@@ -212,7 +212,7 @@ pub fn plan_ranges(
 ///
 /// # Errors
 /// As [`plan_ranges`].
-pub fn plan_ranges_with(
+pub(crate) fn plan_ranges_with(
     ranges: &[LiveRange],
     alignment: u64,
     strategy: Strategy,
@@ -233,7 +233,7 @@ pub fn plan_ranges_with(
 ///
 /// # Errors
 /// As [`plan_ranges`].
-pub fn plan_ranges_to(
+pub(crate) fn plan_ranges_to(
     ranges: &[LiveRange],
     alignment: u64,
     strategy: Strategy,
@@ -266,48 +266,6 @@ pub fn interval_ranges(problem: &IntervalProblem) -> Vec<LiveRange> {
             size: iv.size,
         })
         .collect()
-}
-
-/// Plans an interval problem (alignment 1) with the default [`Budget`].
-///
-/// # Errors
-/// [`PlanError::SizeOverflow`] if the sizes do not add up within 64 bits.
-pub fn plan_intervals(
-    problem: &IntervalProblem,
-    strategy: Strategy,
-) -> Result<IntervalPlan, PlanError> {
-    plan_intervals_with(problem, strategy, &Budget::default())
-}
-
-/// Plans an interval problem (alignment 1) with an explicit budget.
-///
-/// # Errors
-/// As [`plan_intervals`].
-pub fn plan_intervals_with(
-    problem: &IntervalProblem,
-    strategy: Strategy,
-    budget: &Budget,
-) -> Result<IntervalPlan, PlanError> {
-    plan_intervals_to(problem, strategy, budget, None)
-}
-
-/// Plans an interval problem (alignment 1) towards a target capacity, as
-/// [`plan_ranges_to`] (e.g. 1,048,576 for `dsa/*.1048576.csv`).
-///
-/// # Errors
-/// As [`plan_intervals`].
-pub fn plan_intervals_to(
-    problem: &IntervalProblem,
-    strategy: Strategy,
-    budget: &Budget,
-    capacity: Option<u64>,
-) -> Result<IntervalPlan, PlanError> {
-    let plan = plan_ranges_to(&interval_ranges(problem), 1, strategy, budget, capacity)?;
-    Ok(IntervalPlan {
-        offsets: plan.offsets,
-        peak: plan.peak,
-        planner: strategy.name().to_string(),
-    })
 }
 
 /// What a planning run aims at and how long it may take.
