@@ -212,8 +212,8 @@ pub(crate) fn plan_graph_offline_with(
 ///
 /// ```
 /// use wgalloc::graph::{DType, GraphBuilder};
-/// use wgalloc::plan::offline::{plan_graph_offline_n, Budget, Strategy};
-/// use wgalloc::plan::BufferTypeDesc;
+/// use wgalloc::plan::offline::Strategy;
+/// use wgalloc::plan::{plan, BufferIds, BufferTypeDesc, PlanOptions, Planner};
 /// let mut b = GraphBuilder::new("g");
 /// let x = b.input("x", DType::F32, &[64]);
 /// let y = b.node("neg", &[x], &[64], true);
@@ -224,7 +224,9 @@ pub(crate) fn plan_graph_offline_with(
 ///     BufferTypeDesc::new("gpu", 32, 1 << 20).unwrap(),
 ///     BufferTypeDesc::new("host", 64, 1 << 20).unwrap(),
 /// ];
-/// let plan = plan_graph_offline_n(&graph, &types, &[0, 1], &[0], Strategy::Best, &Budget::default()).unwrap();
+/// let ids = BufferIds { nodes: vec![0, 1], leaves: vec![0] };
+/// let options = PlanOptions::with_planner(Planner::Offline(Strategy::Best)).buffer_ids(ids);
+/// let plan = plan(&graph, &types, &options).unwrap(); // the public way in
 /// assert_eq!(plan.placement(z).unwrap().buffer.0, 1);
 /// assert_eq!(plan.inplace.len(), 1); // y over x (same buffer), not z over y
 /// plan.verify(&graph).unwrap();
