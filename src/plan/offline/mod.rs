@@ -315,15 +315,17 @@ struct Goal {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.
     target: u64,
+    /// Whether the target is a capacity the caller gave (not the lower bound).
+    capacity_given: bool,
     budget: Budget,
 }
 
 impl Goal {
     fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal {
+        let capacity = capacity.filter(|&c| c >= p.lower_bound);
         Goal {
-            target: capacity
-                .filter(|&c| c >= p.lower_bound)
-                .unwrap_or(p.lower_bound),
+            target: capacity.unwrap_or(p.lower_bound),
+            capacity_given: capacity.is_some(),
             budget: *budget,
         }
     }
@@ -530,43 +532,75 @@ const SEARCH_MAX_ITEMS: usize = 3_000;
 /// Improves on a known placement with the bounded search: first at the goal's target
 /// (the capacity, else the lower bound), then bisecting between the best capacity known
 /// infeasible and the best peak found; stops at the first plan within the target.
+///
+/// With a capacity the first probe, at the capacity, gets half the budget (the goal is
+/// to fit it). Without one the bisection runs in rounds whose probes get four times
+/// the work of the last round's, starting from [`FIRST_ROUND_SHARE`] of the budget: a
+/// capacity given up on comes back with more work, and an instance whose bound is out
+/// of reach (dsa D) reaches its best peak from cheap probes instead of spending half
+/// the budget at the bound first.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
     let mut work_left = goal.budget.search_work;
     let (mut best, mut best_peak) = (offsets, peak);
-    // Capacities below `floor` are infeasible or were given up on.
-    let mut floor = goal.target;
-    let mut first = true;
+    // Capacities below `proven` are infeasible.
+    let mut proven = goal.target;
     // Built at the first probe, shared by the later ones.
     let mut searcher = None;
-    while work_left > 0 && floor < best_peak && !goal.budget.expired() {
-        // First probe at the target with half the budget; then bisect with a quarter
-        // of what is left each time.
-        let (target, share) = if first {
-            (floor, work_left / 2)
-        } else {
-            (floor + (best_peak - floor) / 2, (work_left / 4).max(1))
-        };
-        first = false;
-        work_left = work_left.saturating_sub(share);
-        let searcher = searcher.get_or_insert_with(|| Searcher::new(p));
-        match searcher.search_until(target, share, goal.budget.deadline) {
-            Found::Plan(offsets, found) => {
-                best = offsets;
-                best_peak = found;
-                if goal.reached(found) {
-                    break;
+    let mut share = if goal.capacity_given {
+        work_left / 2
+    } else {
+        work_left / FIRST_ROUND_SHARE
+    }
+    .max(1);
+    while work_left > 0 && proven < best_peak && !goal.budget.expired() {
+        // Capacities below `floor` are infeasible or were given up on in this round.
+        let mut floor = proven;
+        let mut first = true;
+        while work_left > 0 && floor < best_peak && !goal.budget.expired() {
+            // With a capacity, the probes after the first get a quarter of what is
+            // left each.
+            let (target, work) = if first {
+                (floor, share)
+            } else if goal.capacity_given {
+                (floor + (best_peak - floor) / 2, (work_left / 4).max(1))
+            } else {
+                (floor + (best_peak - floor) / 2, share)
+            };
+            first = false;
+            let work = work.min(work_left);
+            work_left -= work;
+            let searcher = searcher.get_or_insert_with(|| Searcher::new(p));
+            match searcher.search_until(target, work, goal.budget.deadline) {
+                Found::Plan(offsets, found) => {
+                    best = offsets;
+                    best_peak = found;
+                    if goal.reached(found) {
+                        return (best, best_peak);
+                    }
                 }
+                Found::Infeasible => {
+                    proven = target + 1;
+                    floor = target + 1;
+                }
+                // Given up on: look higher up (above a capacity too, for the smallest
+                // plan that does not fit it).
+                Found::Unknown => floor = target + 1,
             }
-            // Proven impossible, or given up on: look higher up (above a capacity
-            // too, for the smallest plan that does not fit it).
-            Found::Infeasible | Found::Unknown => floor = target + 1,
         }
+        if goal.capacity_given {
+            break;
+        }
+        share = share.saturating_mul(4);
     }
     (best, best_peak)
 }
+
+/// Without a capacity, the first round of probes each get this fraction of the search
+/// budget.
+const FIRST_ROUND_SHARE: u64 = 64;
 
 #[cfg(test)]
 mod tests {

@@ -203,6 +203,8 @@ fn corner_branching_alone_agrees_with_brute_force() {
         orders: 1,
         corners: true,
         corners_anywhere: true,
+        cover: true,
+        ..Tuning::default()
     };
     for ranges in instances(2000, 7, 8, 0x0c0f_fee0_d00d_2468) {
         agrees_with_brute_force(&ranges, corners_only);

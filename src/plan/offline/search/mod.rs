@@ -55,7 +55,7 @@ use std::time::Instant;
 use super::greedy;
 use super::prepared::Prepared;
 use memo::FailedStates;
-use pass::{Lds, Search};
+use pass::{Lds, Restarts, Search};
 pub(crate) use state::overlap_lists;
 
 /// What the search found for one capacity.
@@ -104,6 +104,14 @@ pub(crate) struct Tuning {
     /// Corner turns also where fewer than 3/4 of the sections are full at the
     /// capacity (off in production; tests turn it on).
     pub corners_anywhere: bool,
+    /// The cover check at corner nodes: the tight sections at the offset must be
+    /// coverable by candidates at the offset pairwise apart in time.
+    pub cover: bool,
+    /// Corner turns are made of restarts ([`Restarts`]) in perturbed orders, each
+    /// of about this many nodes times Luby's sequence; 0: one pass in rank order.
+    pub restart_nodes: u64,
+    /// A restart moves a candidate's rank by less than the item count divided by this.
+    pub spread_div: u32,
 }
 
 impl Default for Tuning {
@@ -113,6 +121,9 @@ impl Default for Tuning {
             orders: 3,
             corners: true,
             corners_anywhere: false,
+            cover: true,
+            restart_nodes: 256,
+            spread_div: 8,
         }
     }
 }
@@ -175,6 +186,13 @@ impl<'a> Searcher<'a> {
             .map(|_| Turns {
                 depth_first: FailedStates::for_items(p.items.len()),
                 lds: Lds::new(p.items.len()),
+                restarts: Restarts {
+                    passes: 0,
+                    unit: self
+                        .tuning
+                        .restart_nodes
+                        .saturating_mul(n + p.sections as u64),
+                },
             })
             .collect();
         // Corner turns only where most sections are full at this capacity (a tiling):
@@ -210,6 +228,12 @@ impl<'a> Searcher<'a> {
                     let (found, unused) = match kind {
                         // Both depth-first kinds are complete under the same contract:
                         // a state one proves to fail fails for the other too.
+                        Kind::Corner if self.tuning.restart_nodes > 0 => turn.restarts.turn(
+                            &cornered,
+                            &mut turn.depth_first,
+                            work,
+                            &mut stats,
+                        ),
                         Kind::Corner => {
                             cornered.depth_first(&mut turn.depth_first, work, &mut stats)
                         }
@@ -245,6 +269,8 @@ impl<'a> Searcher<'a> {
             all: &self.all,
             deadline,
             corners,
+            cover: self.tuning.cover,
+            spread: (self.p.items.len() as u32 / self.tuning.spread_div.max(1)).max(1),
         }
     }
 }
@@ -259,6 +285,8 @@ pub(crate) struct Stats {
     pub nodes: u64,
     /// Nodes cut off because their state had failed before.
     pub memo_hits: u64,
+    /// The most items placed at once on a path.
+    pub deepest: u64,
 }
 
 /// The kinds of turn each preorder takes per round.
@@ -278,6 +306,8 @@ struct Turns {
     depth_first: FailedStates,
     /// The limited-discrepancy turns.
     lds: Lds,
+    /// The corner turns' restarts.
+    restarts: Restarts,
 }
 
 /// The static preorders' keys, in turn order: MiniMalloc's WAT, TAW and TWA (see

@@ -18,6 +18,10 @@ pub(super) struct Search<'a> {
     pub(super) deadline: Option<Instant>,
     /// Corner branching on tight sections ([`Tuning::corners`]).
     pub(super) corners: bool,
+    /// The cover check at corner nodes ([`super::Tuning::cover`]).
+    pub(super) cover: bool,
+    /// How far a restart may move a candidate's rank ([`State::shuffle`]).
+    pub(super) spread: u32,
 }
 
 impl Search<'_> {
@@ -29,6 +33,19 @@ impl Search<'_> {
         discrepancies: Option<u64>,
         work: u64,
         stats: &mut Stats,
+    ) -> Pass {
+        self.pass_shuffled(failed, discrepancies, work, stats, 0)
+    }
+
+    /// [`Search::pass`] with the candidates at one floor tried in an order perturbed by
+    /// `shuffle` (0: rank order; see [`State::shuffle`]).
+    fn pass_shuffled(
+        &self,
+        failed: &mut FailedStates,
+        discrepancies: Option<u64>,
+        work: u64,
+        stats: &mut Stats,
+        shuffle: u64,
     ) -> Pass {
         let hits_before = failed.hits;
         let mut state = State::new(
@@ -43,9 +60,13 @@ impl Search<'_> {
         state.disc_left = discrepancies.unwrap_or(u64::MAX);
         state.limited = discrepancies.is_some();
         state.corners = self.corners;
+        state.cover = self.cover;
+        state.shuffle = shuffle;
+        state.spread = self.spread;
         state.stack.extend_from_slice(self.all);
         let step = state.descend(0, self.all.len(), 0, 0);
         stats.nodes += state.nodes;
+        stats.deepest = stats.deepest.max(state.deepest as u64);
         stats.memo_hits += state.failed.hits - hits_before;
         let found = match step {
             Step::Solved => Some(Found::Plan(state.offsets.clone(), state.peak())),
@@ -129,5 +150,68 @@ impl Lds {
             work = pass.work_left;
         }
         (None, 0)
+    }
+}
+
+/// Restarts of a complete depth-first search: pass `k` tries the candidates at one
+/// floor in an order perturbed by seed `k` (pass 0 in rank order) and stops after
+/// `unit` times the k-th term of Luby's sequence (1, 1, 2, 1, 1, 2, 4, ...) in work.
+/// On tilings a pass either fits in a few thousand nodes or thrashes below an early
+/// wrong choice for a very long time; short passes in other orders get past it. Every
+/// pass is complete (the perturbation changes the order candidates are tried in,
+/// never which), so the passes share one failed-state table and a pass that fails
+/// proves infeasibility.
+pub(super) struct Restarts {
+    /// Passes made so far (over all rounds).
+    pub(super) passes: u64,
+    /// Work units of a pass of Luby weight 1.
+    pub(super) unit: u64,
+}
+
+impl Restarts {
+    /// Passes until `work` runs out: what was found (if anything final) and the work
+    /// left.
+    pub(super) fn turn(
+        &mut self,
+        search: &Search<'_>,
+        failed: &mut FailedStates,
+        mut work: u64,
+        stats: &mut Stats,
+    ) -> (Option<Found>, u64) {
+        while work > 0 {
+            let share = self.unit.saturating_mul(luby(self.passes + 1)).min(work);
+            work -= share;
+            let pass = search.pass_shuffled(failed, None, share, stats, self.passes);
+            self.passes += 1;
+            work += pass.work_left;
+            if pass.found.is_some() {
+                return (pass.found, work);
+            }
+        }
+        (None, 0)
+    }
+}
+
+/// The `i`-th term (from 1) of Luby's restart sequence: 1, 1, 2, 1, 1, 2, 4, 1, ...
+pub(super) fn luby(i: u64) -> u64 {
+    let mut i = i.max(1);
+    loop {
+        // The smallest k with 2^k - 1 >= i.
+        let k = 64 - i.leading_zeros() as u64;
+        if i == (1u64 << k) - 1 {
+            return 1 << (k - 1);
+        }
+        i -= (1u64 << (k - 1)) - 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::luby;
+
+    #[test]
+    fn luby_sequence_starts_as_published() {
+        let got: Vec<u64> = (1..=15).map(luby).collect();
+        assert_eq!(got, [1, 1, 2, 1, 1, 2, 4, 1, 1, 2, 1, 1, 2, 4, 8]);
     }
 }

@@ -35,6 +35,8 @@ fn dsa_instances_at_capacity() {
                 .unwrap_or(3),
             corners: std::env::var("PROBE_CORNERS").map_or(true, |v| v != "0"),
             corners_anywhere: std::env::var("PROBE_CORNERS").is_ok_and(|v| v == "2"),
+            cover: std::env::var("PROBE_COVER").map_or(true, |v| v != "0"),
+            ..Tuning::default()
         };
         let (found, stats) = Searcher::tuned(&p, tuning).run(cap, budget, None);
         let secs = started.elapsed().as_secs_f64();
@@ -70,8 +72,11 @@ fn generated_at_capacity() {
     let tuning = Tuning {
         lds: var("PROBE_LDS", 1) == 1,
         orders: var("PROBE_ORDERS", 3) as usize,
-        corners: var("PROBE_CORNERS", 1) == 1,
+        corners: var("PROBE_CORNERS", 1) != 0,
         corners_anywhere: var("PROBE_CORNERS", 1) == 2,
+        cover: var("PROBE_COVER", 1) == 1,
+        restart_nodes: var("PROBE_RESTART", 256),
+        spread_div: var("PROBE_SPREAD", 8) as u32,
     };
     let (mut fitted, mut nodes, mut secs) = (0, 0u64, Vec::new());
     let mut missed = Vec::new();
@@ -84,11 +89,12 @@ fn generated_at_capacity() {
         nodes += stats.nodes;
         if verbose {
             println!(
-                "{} n={}: {:?} {s:.3} s {} nodes",
+                "{} n={}: {:?} {s:.3} s {} nodes, deepest {}",
                 g.problem.name,
                 p.items.len(),
                 matches!(found, Found::Plan(..)),
-                stats.nodes
+                stats.nodes,
+                stats.deepest
             );
         }
         match found {

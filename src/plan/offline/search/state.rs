@@ -37,6 +37,25 @@ pub(super) struct State<'a> {
     tight: Vec<bool>,
     /// Scratch per section boundary: candidates starting minus ending there.
     fillers: Vec<i64>,
+    /// Scratch per section boundary for the cover check ([`State::coverable`]).
+    covered: Vec<bool>,
+    /// Scratch per section: the lowest fill where the section is tight, else
+    /// `u64::MAX` (for the cover check, [`State::wells_coverable`]).
+    level: Vec<u64>,
+    /// Scratch per section: the index of the first well ending after it.
+    well_at: Vec<u32>,
+    /// Scratch: the wells (first section, end section, height).
+    wells: Vec<(u32, u32, u64)>,
+    /// Scratch: (well, end, start) of the items that may cover part of a well.
+    spans: Vec<(u32, u32, u32)>,
+    /// Whether the cover check runs ([`State::wells_coverable`]).
+    pub(super) cover: bool,
+    /// Restart seed: nonzero perturbs the order candidates at one floor are tried in
+    /// (each rank moves up by a pseudo-random amount below `spread`), never which
+    /// ones are tried, so every pass stays complete.
+    pub(super) shuffle: u64,
+    /// How far a restart may move a candidate's rank ([`State::shuffle`]).
+    pub(super) spread: u32,
     /// Undo log of `floor` changes: (item, old floor).
     floor_log: Vec<(u32, u64)>,
     remaining: Vec<u64>,
@@ -44,6 +63,8 @@ pub(super) struct State<'a> {
     pub(super) offsets: Vec<u64>,
     /// Work units left (one per open item or section visited, per overlap updated).
     pub(super) work_left: u64,
+    /// The most items placed at once (for measurements).
+    pub(super) deepest: usize,
     /// Nodes visited (for measurements).
     pub(super) nodes: u64,
     /// Stop once this instant has passed (looked at every [`CLOCK_EVERY`] nodes).
@@ -65,7 +86,8 @@ pub(super) struct State<'a> {
     /// The open items of every node on the current path, each node's above its
     /// parent's.
     pub(super) stack: Vec<u32>,
-    /// The candidates (floor, rank, item) of every node on the current path.
+    /// The candidates (floor, order key, item) of every node on the current path: the
+    /// key is the rank, perturbed in a restart ([`State::shuffle`]).
     cand: Vec<(u64, u32, u32)>,
 }
 
@@ -120,12 +142,21 @@ impl<'a> State<'a> {
             corners: true,
             tight: vec![false; p.sections + 1],
             fillers: vec![0; p.sections + 1],
+            covered: vec![false; p.sections + 1],
+            level: vec![u64::MAX; p.sections + 1],
+            well_at: vec![0; p.sections + 1],
+            wells: Vec::new(),
+            spans: Vec::new(),
+            cover: true,
+            shuffle: 0,
+            spread: 1,
             floor_log: Vec::new(),
             remaining: p.live.clone(),
             placed: vec![false; p.items.len()],
             offsets: vec![0; p.items.len()],
             work_left: work,
             nodes: 0,
+            deepest: 0,
             deadline,
             timed_out: false,
             state: seeds.iter().fold(Fingerprint::default(), |mut f, &s| {
@@ -186,6 +217,7 @@ impl<'a> State<'a> {
             return Step::OutOfBudget;
         }
         self.nodes += 1;
+        self.deepest = self.deepest.max(self.trail.len());
         if self.nodes.is_multiple_of(CLOCK_EVERY)
             && self.deadline.is_some_and(|d| Instant::now() >= d)
         {
@@ -274,6 +306,7 @@ impl<'a> State<'a> {
         let mut fits = true;
         let mut corner: Option<u32> = None;
         for t in first..last {
+            self.level[t as usize] = u64::MAX;
             while next < end && self.p.items[self.stack[next] as usize].a == t {
                 let i = self.stack[next] as usize;
                 next += 1;
@@ -293,7 +326,8 @@ impl<'a> State<'a> {
                 let rank = self.rank[i];
                 let canonical = floor > offset || (floor == offset && rank >= last_rank);
                 if canonical && floor.saturating_add(it.size) <= self.capacity {
-                    self.cand.push((floor, rank as u32, i as u32));
+                    let key = self.order_key(rank as u32);
+                    self.cand.push((floor, key, i as u32));
                 }
             }
             while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
@@ -307,11 +341,17 @@ impl<'a> State<'a> {
                 }
                 // A tight section at the offset: its space at `offset` must be filled
                 // by an item placed at `offset` now.
+                if need == self.capacity {
+                    self.level[t as usize] = lowest;
+                }
                 if self.corners && lowest == offset && need == self.capacity {
                     self.tight[t as usize] = true;
                     corner = Some(t);
                 }
             }
+        }
+        if fits && self.cover {
+            fits = self.wells_coverable(base, end, first as usize, last as usize, offset);
         }
         if fits && corner.is_some() {
             // Of the tight sections, the one the fewest candidates can fill (none: the
@@ -328,8 +368,9 @@ impl<'a> State<'a> {
             let mut tried = 0u64;
             self.cand[cand_base..].sort_unstable();
             for k in cand_base..self.cand.len() {
-                let (floor, rank, i) = self.cand[k];
+                let (floor, _, i) = self.cand[k];
                 let i = i as usize;
+                let rank = self.rank[i];
                 if floor >= min_top {
                     break; // an item fits wholly below: found with that item first
                 }
@@ -357,7 +398,7 @@ impl<'a> State<'a> {
                 let child_rank = if corner.is_some() {
                     last_rank
                 } else {
-                    rank as usize
+                    rank
                 };
                 let next = self.descend(base, end, floor, child_rank);
                 self.disc_left += tried;
@@ -412,6 +453,99 @@ impl<'a> State<'a> {
             Some((0, _)) | None => None,
             Some((_, t)) => Some(t),
         }
+    }
+
+    /// Whether every *well* can be covered: a well is a run of tight sections (whose
+    /// lowest fill plus the sizes still to place there is the capacity) with the same
+    /// lowest fill `h` (`self.level`). The space at `h` in each of them must be covered
+    /// by an item placed exactly at `h`: every open item there sits at `h` or higher,
+    /// and none of the space above `h` may be lost. Such an item has its floor at `h`
+    /// now (at the offset or above it), and the items at one height never share a
+    /// section: per well, a dynamic program over its sections (`covered[t]` when the
+    /// sections of the well before `t` can be covered by such items, clipped to the
+    /// well, ending at or before `t`).
+    fn wells_coverable(
+        &mut self,
+        base: usize,
+        end: usize,
+        first: usize,
+        last: usize,
+        offset: u64,
+    ) -> bool {
+        self.wells.clear();
+        let mut t = first;
+        while t < last {
+            let h = self.level[t];
+            let s0 = t;
+            while t < last && self.level[t] == h {
+                self.well_at[t] = self.wells.len() as u32;
+                t += 1;
+            }
+            if h != u64::MAX {
+                self.wells.push((s0 as u32, t as u32, h));
+            } else {
+                // No well here: point past it to the next one.
+                for s in s0..t {
+                    self.well_at[s] = self.wells.len() as u32;
+                }
+            }
+        }
+        if self.wells.is_empty() {
+            return true;
+        }
+        self.spans.clear();
+        for k in base..end {
+            let i = self.stack[k] as usize;
+            let floor = self.floor[i];
+            let it = self.p.items[i];
+            if floor < offset || floor.saturating_add(it.size) > self.capacity {
+                continue;
+            }
+            let mut w = self.well_at[it.a as usize] as usize;
+            while let Some(&(s0, s1, h)) = self.wells.get(w) {
+                if s0 >= it.b {
+                    break;
+                }
+                if h == floor {
+                    self.spans.push((w as u32, it.b.min(s1), it.a.max(s0)));
+                }
+                w += 1;
+            }
+        }
+        self.spans.sort_unstable();
+        self.work_left = self
+            .work_left
+            .saturating_sub((last - first + end - base + self.spans.len()) as u64);
+        let mut k = 0;
+        for (w, &(s0, s1, _)) in self.wells.iter().enumerate() {
+            let (s0, s1) = (s0 as usize, s1 as usize);
+            self.covered[s0] = true;
+            for t in s0..s1 {
+                let mut reach = false;
+                while let Some(&(sw, b, a)) = self.spans.get(k) {
+                    if sw as usize != w || b as usize > t + 1 {
+                        break;
+                    }
+                    k += 1;
+                    reach |= self.covered[a as usize];
+                }
+                self.covered[t + 1] = reach;
+            }
+            if !self.covered[s1] {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The key candidates at one floor are tried in: the rank, moved up by a
+    /// pseudo-random amount below `spread` in a restart.
+    fn order_key(&self, rank: u32) -> u32 {
+        if self.shuffle == 0 {
+            return rank;
+        }
+        let noise = seed(self.shuffle as usize ^ (rank as usize).rotate_left(32));
+        rank.saturating_add((noise % u64::from(self.spread.max(1))) as u32)
     }
 
     /// The failed-state key: the fingerprint, with the discrepancies left when limited.
