@@ -533,74 +533,118 @@ const SEARCH_MAX_ITEMS: usize = 3_000;
 /// (the capacity, else the lower bound), then bisecting between the best capacity known
 /// infeasible and the best peak found; stops at the first plan within the target.
 ///
-/// With a capacity the first probe, at the capacity, gets half the budget (the goal is
-/// to fit it). Without one the bisection runs in rounds whose probes get four times
-/// the work of the last round's, starting from [`FIRST_ROUND_SHARE`] of the budget: a
-/// capacity given up on comes back with more work, and an instance whose bound is out
-/// of reach (dsa D) reaches its best peak from cheap probes instead of spending half
-/// the budget at the bound first.
+/// Without a capacity a cheap round comes first ([`quick_round`]), so that a bound out
+/// of reach (dsa D) does not hold back the best peak the search can reach.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
-    let mut work_left = goal.budget.search_work;
-    let (mut best, mut best_peak) = (offsets, peak);
-    // Capacities below `proven` are infeasible.
-    let mut proven = goal.target;
-    // Built at the first probe, shared by the later ones.
-    let mut searcher = None;
-    let mut share = if goal.capacity_given {
-        work_left / 2
-    } else {
-        work_left / FIRST_ROUND_SHARE
+    let mut probe = Probe {
+        searcher: Searcher::new(p),
+        work_left: goal.budget.search_work,
+        best: offsets,
+        best_peak: peak,
+        floor: goal.target,
+    };
+    // The first probe at the target gets half the budget, whatever came before it.
+    let first_share = probe.work_left / 2;
+    if !goal.capacity_given && probe.quick_round(goal) {
+        return (probe.best, probe.best_peak);
     }
-    .max(1);
-    while work_left > 0 && proven < best_peak && !goal.budget.expired() {
-        // Capacities below `floor` are infeasible or were given up on in this round.
-        let mut floor = proven;
-        let mut first = true;
-        while work_left > 0 && floor < best_peak && !goal.budget.expired() {
-            // With a capacity, the probes after the first get a quarter of what is
-            // left each.
-            let (target, work) = if first {
-                (floor, share)
-            } else if goal.capacity_given {
-                (floor + (best_peak - floor) / 2, (work_left / 4).max(1))
-            } else {
-                (floor + (best_peak - floor) / 2, share)
-            };
-            first = false;
-            let work = work.min(work_left);
-            work_left -= work;
-            let searcher = searcher.get_or_insert_with(|| Searcher::new(p));
-            match searcher.search_until(target, work, goal.budget.deadline) {
-                Found::Plan(offsets, found) => {
-                    best = offsets;
-                    best_peak = found;
-                    if goal.reached(found) {
-                        return (best, best_peak);
-                    }
-                }
-                Found::Infeasible => {
-                    proven = target + 1;
-                    floor = target + 1;
-                }
-                // Given up on: look higher up (above a capacity too, for the smallest
-                // plan that does not fit it).
-                Found::Unknown => floor = target + 1,
-            }
-        }
-        if goal.capacity_given {
+    let mut first = true;
+    while probe.work_left > 0 && probe.floor < probe.best_peak && !goal.budget.expired() {
+        // First probe at the target with half the budget; then bisect with a quarter
+        // of what is left each time.
+        let (target, share) = if first {
+            (probe.floor, first_share)
+        } else {
+            (probe.middle(), (probe.work_left / 4).max(1))
+        };
+        first = false;
+        if probe.at(target, share, goal) {
             break;
         }
-        share = share.saturating_mul(4);
     }
-    (best, best_peak)
+    (probe.best, probe.best_peak)
 }
 
-/// Without a capacity, the first round of probes each get this fraction of the search
-/// budget.
-const FIRST_ROUND_SHARE: u64 = 64;
+/// The probes of [`search_below`] at several capacities.
+struct Probe<'a> {
+    searcher: Searcher<'a>,
+    work_left: u64,
+    /// The best placement so far and its peak.
+    best: Vec<u64>,
+    best_peak: u64,
+    /// Capacities below this are infeasible or were given up on.
+    floor: u64,
+}
+
+impl Probe<'_> {
+    /// Halfway between the floor and the best peak.
+    fn middle(&self) -> u64 {
+        self.floor + (self.best_peak - self.floor) / 2
+    }
+
+    /// One search at `target` with `share` of the work left (at most); true when the
+    /// goal is reached.
+    fn at(&mut self, target: u64, share: u64, goal: &Goal) -> bool {
+        let share = share.min(self.work_left);
+        self.work_left -= share;
+        let found = self
+            .searcher
+            .search_until(target, share, goal.budget.deadline);
+        match found {
+            Found::Plan(offsets, found) => {
+                self.best = offsets;
+                self.best_peak = found;
+                goal.reached(found)
+            }
+            // Proven impossible, or given up on: look higher up (above a capacity
+            // too, for the smallest plan that does not fit it).
+            Found::Infeasible | Found::Unknown => {
+                self.floor = target + 1;
+                false
+            }
+        }
+    }
+
+    /// A bisection from the floor with [`QUICK_SHARE`] of the budget per probe and at
+    /// most [`QUICK_POOL`] of it in all, down to a gap of [`QUICK_GAP`] of the best
+    /// peak; the floor is restored after it (a capacity given up on here is tried again
+    /// with more work). True when the goal is reached.
+    fn quick_round(&mut self, goal: &Goal) -> bool {
+        let share = (self.work_left / QUICK_SHARE).max(1);
+        let pool = self.work_left / QUICK_POOL;
+        let after = self.work_left - pool;
+        self.work_left = pool;
+        let floor = self.floor;
+        let mut target = floor;
+        let reached = loop {
+            if self.work_left == 0
+                || self.best_peak - self.floor <= self.best_peak / QUICK_GAP
+                || goal.budget.expired()
+            {
+                break false;
+            }
+            if self.at(target, share, goal) {
+                break true;
+            }
+            target = self.middle();
+        };
+        self.work_left += after;
+        self.floor = floor;
+        reached
+    }
+}
+
+/// The quick round's probes each get this fraction of the search budget.
+const QUICK_SHARE: u64 = 64;
+
+/// The quick round takes at most this fraction of the search budget in all.
+const QUICK_POOL: u64 = 8;
+
+/// The quick round stops once the best peak is within this fraction of the floor.
+const QUICK_GAP: u64 = 1024;
 
 #[cfg(test)]
 mod tests {

@@ -80,7 +80,7 @@ fn instances(count: usize, spread: u64, steps: u64, mut seed: u64) -> Vec<Vec<Li
 /// One pass over the first preorder of `p` at `capacity`, with a fresh table.
 fn one_pass(p: &Prepared, capacity: u64, discrepancies: Option<u64>) -> (Pass, Stats) {
     let searcher = Searcher::new(p);
-    let search = searcher.over(0, capacity, None, false);
+    let search = searcher.over(0, capacity, None, false, true);
     let mut failed = FailedStates::for_items(p.items.len());
     let mut stats = Stats::default();
     let pass = search.pass(&mut failed, discrepancies, 1 << 40, &mut stats);

@@ -112,6 +112,8 @@ pub(crate) struct Tuning {
     pub restart_nodes: u64,
     /// A restart moves a candidate's rank by less than the item count divided by this.
     pub spread_div: u32,
+    /// Depth-first turns are restarts too (as corner turns are).
+    pub restart_all: bool,
 }
 
 impl Default for Tuning {
@@ -124,6 +126,7 @@ impl Default for Tuning {
             cover: true,
             restart_nodes: 256,
             spread_div: 8,
+            restart_all: false,
         }
     }
 }
@@ -193,6 +196,13 @@ impl<'a> Searcher<'a> {
                         .restart_nodes
                         .saturating_mul(n + p.sections as u64),
                 },
+                restarts_df: Restarts {
+                    passes: 0,
+                    unit: self
+                        .tuning
+                        .restart_nodes
+                        .saturating_mul(n + p.sections as u64),
+                },
             })
             .collect();
         // Corner turns only where most sections are full at this capacity (a tiling):
@@ -202,10 +212,14 @@ impl<'a> Searcher<'a> {
         let full = p.live.iter().filter(|&&l| l == capacity).count();
         let corners =
             self.tuning.corners && (self.tuning.corners_anywhere || 4 * full >= 3 * p.sections);
+        // The cover check under the same gate: on dsa E (8% full) it changed which
+        // nodes the limited-discrepancy passes reach within their work, and E no longer
+        // fit in 1e9 units.
+        let cover = self.tuning.cover && corners;
         loop {
             for (order, turn) in turns.iter_mut().enumerate() {
-                let search = self.over(order, capacity, deadline, false);
-                let cornered = self.over(order, capacity, deadline, true);
+                let search = self.over(order, capacity, deadline, false, cover);
+                let cornered = self.over(order, capacity, deadline, true, cover);
                 for kind in [Kind::Corner, Kind::DepthFirst, Kind::Lds] {
                     let skip = match kind {
                         Kind::Corner => !corners,
@@ -228,14 +242,18 @@ impl<'a> Searcher<'a> {
                     let (found, unused) = match kind {
                         // Both depth-first kinds are complete under the same contract:
                         // a state one proves to fail fails for the other too.
-                        Kind::Corner if self.tuning.restart_nodes > 0 => turn.restarts.turn(
-                            &cornered,
-                            &mut turn.depth_first,
-                            work,
-                            &mut stats,
-                        ),
+                        Kind::Corner if self.tuning.restart_nodes > 0 => {
+                            turn.restarts
+                                .turn(&cornered, &mut turn.depth_first, work, &mut stats)
+                        }
                         Kind::Corner => {
                             cornered.depth_first(&mut turn.depth_first, work, &mut stats)
+                        }
+                        Kind::DepthFirst
+                            if self.tuning.restart_all && self.tuning.restart_nodes > 0 =>
+                        {
+                            turn.restarts_df
+                                .turn(&search, &mut turn.depth_first, work, &mut stats)
                         }
                         Kind::DepthFirst => {
                             search.depth_first(&mut turn.depth_first, work, &mut stats)
@@ -260,6 +278,7 @@ impl<'a> Searcher<'a> {
         capacity: u64,
         deadline: Option<Instant>,
         corners: bool,
+        cover: bool,
     ) -> Search<'_> {
         Search {
             p: self.p,
@@ -269,7 +288,7 @@ impl<'a> Searcher<'a> {
             all: &self.all,
             deadline,
             corners,
-            cover: self.tuning.cover,
+            cover,
             spread: (self.p.items.len() as u32 / self.tuning.spread_div.max(1)).max(1),
         }
     }
@@ -308,6 +327,8 @@ struct Turns {
     lds: Lds,
     /// The corner turns' restarts.
     restarts: Restarts,
+    /// The depth-first turns' restarts ([`Tuning::restart_all`]).
+    restarts_df: Restarts,
 }
 
 /// The static preorders' keys, in turn order: MiniMalloc's WAT, TAW and TWA (see

@@ -36,6 +36,11 @@ fn dsa_instances_at_capacity() {
             corners: std::env::var("PROBE_CORNERS").map_or(true, |v| v != "0"),
             corners_anywhere: std::env::var("PROBE_CORNERS").is_ok_and(|v| v == "2"),
             cover: std::env::var("PROBE_COVER").map_or(true, |v| v != "0"),
+            restart_all: std::env::var("PROBE_RESTART_ALL").is_ok_and(|v| v == "1"),
+            restart_nodes: std::env::var("PROBE_RESTART")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(256),
             ..Tuning::default()
         };
         let (found, stats) = Searcher::tuned(&p, tuning).run(cap, budget, None);
@@ -77,6 +82,7 @@ fn generated_at_capacity() {
         cover: var("PROBE_COVER", 1) == 1,
         restart_nodes: var("PROBE_RESTART", 256),
         spread_div: var("PROBE_SPREAD", 8) as u32,
+        restart_all: var("PROBE_RESTART_ALL", 0) == 1,
     };
     let (mut fitted, mut nodes, mut secs) = (0, 0u64, Vec::new());
     let mut missed = Vec::new();

@@ -395,11 +395,7 @@ impl<'a> State<'a> {
                 // After a corner placement the items still to go at `offset` may come
                 // in any order of rank at least `last_rank` (they are pairwise apart in
                 // time, so any order places them the same).
-                let child_rank = if corner.is_some() {
-                    last_rank
-                } else {
-                    rank
-                };
+                let child_rank = if corner.is_some() { last_rank } else { rank };
                 let next = self.descend(base, end, floor, child_rank);
                 self.disc_left += tried;
                 tried += 1;
