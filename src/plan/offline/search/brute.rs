@@ -168,6 +168,7 @@ fn agrees_with_brute_force(ranges: &[LiveRange], tuning: Tuning) -> Stats {
         let (got, stats) = Searcher::tuned(&p, tuning).run(cap, 1 << 40, None);
         total.nodes += stats.nodes;
         total.memo_hits += stats.memo_hits;
+        total.passes += stats.passes;
         match got {
             Found::Plan(offsets, peak) => {
                 assert!(expect && peak <= cap, "{ranges:?} {cap}");
@@ -190,6 +191,64 @@ fn agrees_with_brute_force(ranges: &[LiveRange], tuning: Tuning) -> Stats {
 #[test]
 fn search_agrees_with_brute_force_on_small_instances() {
     for ranges in instances(2000, 7, 8, 0x1234_5678_9abc_def1) {
+        agrees_with_brute_force(&ranges, Tuning::default());
+    }
+}
+
+#[test]
+fn short_restarts_in_perturbed_orders_agree_with_brute_force() {
+    // Passes of a few nodes each: most instances take several restarts, each trying
+    // the candidates in another order and all sharing one failed-state table.
+    let restarts = Tuning {
+        lds: false,
+        orders: 1,
+        corners_anywhere: true,
+        restart_nodes: 1,
+        spread_div: 1,
+        ..Tuning::default()
+    };
+    let mut restarted = 0;
+    for ranges in instances(2000, 7, 8, 0x5eed_0f_7e57_a7a7) {
+        // Three capacities: more passes than that means restarts.
+        restarted += u64::from(agrees_with_brute_force(&ranges, restarts).passes > 3);
+    }
+    assert!(restarted > 100, "only {restarted} instances restarted");
+}
+
+/// Small generated tilings (5 to 8 buffers), with one buffer a grid unit taller or
+/// shorter in two of every three (so that some no longer fit their bound).
+fn tilings(count: u64) -> Vec<Vec<LiveRange>> {
+    use crate::plan::offline::generate::{generate, Shape, Spec};
+    (0..count)
+        .map(|k| {
+            let g = generate(&Spec {
+                seed: 50_000 + k,
+                buffers: 5 + (k % 4) as usize,
+                shape: Shape::Guillotine,
+            });
+            let mut ranges = crate::plan::offline::interval_ranges(&g.problem);
+            let victim = (k / 3) as usize % ranges.len();
+            match k % 3 {
+                1 => ranges[victim].size += 1024,
+                2 if ranges[victim].size > 1024 => ranges[victim].size -= 1024,
+                _ => {}
+            }
+            ranges
+        })
+        .collect()
+}
+
+#[test]
+fn small_tilings_and_near_tilings_agree_with_brute_force() {
+    let corners_and_cover = Tuning {
+        lds: false,
+        orders: 1,
+        corners_anywhere: true,
+        restart_nodes: 0,
+        ..Tuning::default()
+    };
+    for ranges in tilings(600) {
+        agrees_with_brute_force(&ranges, corners_and_cover);
         agrees_with_brute_force(&ranges, Tuning::default());
     }
 }
@@ -289,4 +348,43 @@ fn failed_state_table_prunes_and_still_agrees_with_brute_force() {
         assert!(stats.memo_hits > 0, "{ranges:?}");
         agrees_with_brute_force(&ranges, Tuning::default());
     }
+}
+
+/// Searches on generated tilings (whose bound is the capacity and which a perfect
+/// packing reaches): every plan is valid and at the capacity, none is ever called
+/// infeasible at the capacity, and one unit below it nothing fits.
+#[test]
+fn generated_tilings_are_never_refuted_and_every_plan_is_valid() {
+    use crate::plan::offline::generate::{generate, Shape, Spec, CAPACITY};
+    use crate::plan::offline::interval_ranges;
+    let mut fitted = 0;
+    // Seeds far from the benchmark's (0 to 199), small instances, both shapes.
+    for seed in 10_000..10_016u64 {
+        let shape = if seed % 2 == 0 {
+            Shape::Guillotine
+        } else {
+            Shape::NonGuillotine
+        };
+        let g = generate(&Spec {
+            seed,
+            buffers: 60 + (seed as usize % 5) * 20,
+            shape,
+        });
+        let p = Prepared::new(&interval_ranges(&g.problem), 1).expect("valid");
+        assert_eq!(p.lower_bound, CAPACITY, "{}", g.problem.name);
+        match Searcher::new(&p).run(CAPACITY, 20_000_000, None).0 {
+            Found::Plan(offsets, peak) => {
+                p.assert_valid(&offsets, peak);
+                assert_eq!(peak, CAPACITY, "{}", g.problem.name);
+                fitted += 1;
+            }
+            Found::Infeasible => panic!("{} refuted at its packing's height", g.problem.name),
+            Found::Unknown => {}
+        }
+        assert_eq!(
+            Searcher::new(&p).run(CAPACITY - 1, 1_000_000, None).0,
+            Found::Infeasible
+        );
+    }
+    assert!(fitted >= 8, "only {fitted} of 16 fitted");
 }

@@ -124,7 +124,7 @@ impl Default for Tuning {
             corners: true,
             corners_anywhere: false,
             cover: true,
-            restart_nodes: 256,
+            restart_nodes: 1024,
             spread_div: 8,
             restart_all: false,
         }
@@ -306,6 +306,8 @@ pub(crate) struct Stats {
     pub memo_hits: u64,
     /// The most items placed at once on a path.
     pub deepest: u64,
+    /// Passes from the root (restarts and turns).
+    pub passes: u64,
 }
 
 /// The kinds of turn each preorder takes per round.

@@ -66,6 +66,7 @@ impl Search<'_> {
         state.stack.extend_from_slice(self.all);
         let step = state.descend(0, self.all.len(), 0, 0);
         stats.nodes += state.nodes;
+        stats.passes += 1;
         stats.deepest = stats.deepest.max(state.deepest as u64);
         stats.memo_hits += state.failed.hits - hits_before;
         let found = match step {

@@ -40,7 +40,7 @@ fn dsa_instances_at_capacity() {
             restart_nodes: std::env::var("PROBE_RESTART")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(256),
+                .unwrap_or(1024),
             ..Tuning::default()
         };
         let (found, stats) = Searcher::tuned(&p, tuning).run(cap, budget, None);
@@ -80,7 +80,7 @@ fn generated_at_capacity() {
         corners: var("PROBE_CORNERS", 1) != 0,
         corners_anywhere: var("PROBE_CORNERS", 1) == 2,
         cover: var("PROBE_COVER", 1) == 1,
-        restart_nodes: var("PROBE_RESTART", 256),
+        restart_nodes: var("PROBE_RESTART", 1024),
         spread_div: var("PROBE_SPREAD", 8) as u32,
         restart_all: var("PROBE_RESTART_ALL", 0) == 1,
     };
