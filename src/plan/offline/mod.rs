@@ -533,36 +533,56 @@ const SEARCH_MAX_ITEMS: usize = 3_000;
 /// (the capacity, else the lower bound), then bisecting between the best capacity known
 /// infeasible and the best peak found; stops at the first plan within the target.
 ///
-/// Without a capacity a cheap round comes first ([`quick_round`]), so that a bound out
-/// of reach (dsa D) does not hold back the best peak the search can reach.
+/// Without a capacity a cheap round comes first ([`Probe::quick_round`]), so that a
+/// bound out of reach (dsa D) does not hold back the best peak the search can reach.
+/// The bisection after it probes the capacities, with the work shares, it would have
+/// probed without it (its own view of the best peak, and the whole budget), so the
+/// quick round only ever adds a plan; its work ([`QUICK_POOL`]) comes on top of the
+/// budget.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
     let mut probe = Probe {
         searcher: Searcher::new(p),
-        work_left: goal.budget.search_work,
+        work_left: 0,
         best: offsets,
         best_peak: peak,
-        floor: goal.target,
     };
-    // The first probe at the target gets half the budget, whatever came before it.
-    let first_share = probe.work_left / 2;
-    if !goal.capacity_given && probe.quick_round(goal) {
-        return (probe.best, probe.best_peak);
+    if !goal.capacity_given {
+        probe.work_left = goal.budget.search_work / QUICK_POOL;
+        if probe.quick_round(goal) {
+            return (probe.best, probe.best_peak);
+        }
     }
+    probe.work_left = goal.budget.search_work;
+    // The bisection's own view: the work it would have had, its best peak, and the
+    // capacities below `floor`, infeasible or given up on.
+    let mut work_left = goal.budget.search_work;
+    let mut high = peak;
+    let mut floor = goal.target;
     let mut first = true;
-    while probe.work_left > 0 && probe.floor < probe.best_peak && !goal.budget.expired() {
+    while probe.work_left > 0
+        && work_left > 0
+        && floor < high
+        && floor < probe.best_peak
+        && !goal.budget.expired()
+    {
         // First probe at the target with half the budget; then bisect with a quarter
         // of what is left each time.
         let (target, share) = if first {
-            (probe.floor, first_share)
+            (floor, work_left / 2)
         } else {
-            (probe.middle(), (probe.work_left / 4).max(1))
+            (floor + (high - floor) / 2, (work_left / 4).max(1))
         };
         first = false;
-        if probe.at(target, share, goal) {
-            break;
+        work_left = work_left.saturating_sub(share);
+        match probe.at(target, share, goal) {
+            Some(found) if goal.reached(found) => break,
+            Some(found) => high = found,
+            // Proven impossible, or given up on: look higher up (above a capacity
+            // too, for the smallest plan that does not fit it).
+            None => floor = target + 1,
         }
     }
     (probe.best, probe.best_peak)
@@ -571,76 +591,67 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
 /// The probes of [`search_below`] at several capacities.
 struct Probe<'a> {
     searcher: Searcher<'a>,
+    /// Search work left.
     work_left: u64,
     /// The best placement so far and its peak.
     best: Vec<u64>,
     best_peak: u64,
-    /// Capacities below this are infeasible or were given up on.
-    floor: u64,
 }
 
 impl Probe<'_> {
-    /// Halfway between the floor and the best peak.
-    fn middle(&self) -> u64 {
-        self.floor + (self.best_peak - self.floor) / 2
-    }
-
-    /// One search at `target` with `share` of the work left (at most); true when the
-    /// goal is reached.
-    fn at(&mut self, target: u64, share: u64, goal: &Goal) -> bool {
+    /// One search at `target` with `share` of the work left (at most): the peak of
+    /// the plan it found (kept when the best so far), or `None`.
+    fn at(&mut self, target: u64, share: u64, goal: &Goal) -> Option<u64> {
         let share = share.min(self.work_left);
         self.work_left -= share;
-        let found = self
+        match self
             .searcher
-            .search_until(target, share, goal.budget.deadline);
-        match found {
+            .search_until(target, share, goal.budget.deadline)
+        {
             Found::Plan(offsets, found) => {
-                self.best = offsets;
-                self.best_peak = found;
-                goal.reached(found)
+                if found < self.best_peak {
+                    self.best = offsets;
+                    self.best_peak = found;
+                }
+                Some(found)
             }
-            // Proven impossible, or given up on: look higher up (above a capacity
-            // too, for the smallest plan that does not fit it).
-            Found::Infeasible | Found::Unknown => {
-                self.floor = target + 1;
-                false
-            }
+            Found::Infeasible | Found::Unknown => None,
         }
     }
 
-    /// A bisection from the floor with [`QUICK_SHARE`] of the budget per probe and at
-    /// most [`QUICK_POOL`] of it in all, down to a gap of [`QUICK_GAP`] of the best
-    /// peak; the floor is restored after it (a capacity given up on here is tried again
-    /// with more work). True when the goal is reached.
+    /// A bisection between the target and the best peak with [`QUICK_SHARE`] of the
+    /// budget per probe and at most [`QUICK_POOL`] of it in all, down to a gap of
+    /// [`QUICK_GAP`] of the best peak. True when the goal is reached.
+    /// The caller sets `work_left` to the pool.
     fn quick_round(&mut self, goal: &Goal) -> bool {
-        let share = (self.work_left / QUICK_SHARE).max(1);
-        let pool = self.work_left / QUICK_POOL;
-        let after = self.work_left - pool;
-        self.work_left = pool;
-        let floor = self.floor;
-        let mut target = floor;
-        let reached = loop {
+        let share = (goal.budget.search_work / QUICK_SHARE).max(1);
+        let mut floor = goal.target;
+        loop {
             if self.work_left == 0
-                || self.best_peak - self.floor <= self.best_peak / QUICK_GAP
+                || self.best_peak - floor <= self.best_peak / QUICK_GAP
                 || goal.budget.expired()
             {
-                break false;
+                return false;
             }
-            if self.at(target, share, goal) {
-                break true;
+            let target = if floor == goal.target {
+                floor
+            } else {
+                floor + (self.best_peak - floor) / 2
+            };
+            match self.at(target, share, goal) {
+                Some(found) if goal.reached(found) => return true,
+                Some(_) => {}
+                None => floor = target + 1,
             }
-            target = self.middle();
-        };
-        self.work_left += after;
-        self.floor = floor;
-        reached
+        }
     }
 }
 
 /// The quick round's probes each get this fraction of the search budget.
 const QUICK_SHARE: u64 = 64;
 
-/// The quick round takes at most this fraction of the search budget in all.
+/// The quick round takes at most this fraction of the search budget in all, on top of
+/// the budget.
 const QUICK_POOL: u64 = 8;
 
 /// The quick round stops once the best peak is within this fraction of the floor.

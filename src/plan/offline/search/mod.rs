@@ -25,7 +25,10 @@
 //! * failed states ([`memo`]): the unplaced items with their floors decide what lies
 //!   below a node; a state that failed is skipped when met again (placing the items
 //!   below in another order often leads back to it), at the same or a higher offset,
-//!   in this round and in the later ones of the same preorder.
+//!   in this round and in the later ones of the same preorder;
+//! * wells (on tilings, see below): a run of tight sections with the same lowest fill
+//!   `h` must be covered at `h` by items placed exactly there, pairwise apart in time;
+//!   a node where some run cannot be ([`state`]'s cover check) fails.
 //!
 //! Nodes allocate nothing: the open items and candidates of the nodes on the current
 //! path live on two shared stacks, and placements are undone from logs.
@@ -40,7 +43,14 @@
 //! the sections are full at the capacity (a tiling), each round starts every preorder
 //! with a corner turn: depth first, but where a section is tight at the offset (the
 //! sizes still to place there fill it exactly from the offset up) only the items that
-//! can go at the offset and cover it branch ([`Tuning::corners`]).
+//! can go at the offset and cover it branch ([`Tuning::corners`]). A corner turn is a
+//! series of short restarts ([`Restarts`], Luby's sequence) that try the candidates at
+//! one floor in perturbed orders and share the preorder's failed-state table; the cover
+//! check runs under the same gate.
+//!
+//! The files: this one drives the turns; [`pass`] is one pass from the root and the
+//! turns made of passes; [`state`] is the state along a path and one node's expansion;
+//! [`memo`] the failed-state table.
 
 mod memo;
 
