@@ -208,7 +208,7 @@ fn short_restarts_in_perturbed_orders_agree_with_brute_force() {
         ..Tuning::default()
     };
     let mut restarted = 0;
-    for ranges in instances(2000, 7, 8, 0x5eed_0f_7e57_a7a7) {
+    for ranges in instances(2000, 7, 8, 0x005e_ed0f_7e57_a7a7) {
         // Three capacities: more passes than that means restarts.
         restarted += u64::from(agrees_with_brute_force(&ranges, restarts).passes > 3);
     }
