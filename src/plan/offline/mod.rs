@@ -315,17 +315,15 @@ struct Goal {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.
     target: u64,
-    /// Whether the target is a capacity the caller gave (not the lower bound).
-    capacity_given: bool,
     budget: Budget,
 }
 
 impl Goal {
     fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal {
-        let capacity = capacity.filter(|&c| c >= p.lower_bound);
         Goal {
-            target: capacity.unwrap_or(p.lower_bound),
-            capacity_given: capacity.is_some(),
+            target: capacity
+                .filter(|&c| c >= p.lower_bound)
+                .unwrap_or(p.lower_bound),
             budget: *budget,
         }
     }
@@ -532,130 +530,43 @@ const SEARCH_MAX_ITEMS: usize = 3_000;
 /// Improves on a known placement with the bounded search: first at the goal's target
 /// (the capacity, else the lower bound), then bisecting between the best capacity known
 /// infeasible and the best peak found; stops at the first plan within the target.
-///
-/// Without a capacity a cheap round comes first ([`Probe::quick_round`]), so that a
-/// bound out of reach (dsa D) does not hold back the best peak the search can reach.
-/// The bisection after it probes the capacities, with the work shares, it would have
-/// probed without it (its own view of the best peak, and the whole budget), so the
-/// quick round only ever adds a plan; its work ([`QUICK_POOL`]) comes on top of the
-/// budget.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
-    let mut probe = Probe {
-        searcher: Searcher::new(p),
-        work_left: 0,
-        best: offsets,
-        best_peak: peak,
-    };
-    if !goal.capacity_given {
-        probe.work_left = goal.budget.search_work / QUICK_POOL;
-        if probe.quick_round(goal) {
-            return (probe.best, probe.best_peak);
-        }
-    }
-    probe.work_left = goal.budget.search_work;
-    // The bisection's own view: the work it would have had, its best peak, and the
-    // capacities below `floor`, infeasible or given up on.
     let mut work_left = goal.budget.search_work;
-    let mut high = peak;
+    let (mut best, mut best_peak) = (offsets, peak);
+    // Capacities below `floor` are infeasible or were given up on.
     let mut floor = goal.target;
     let mut first = true;
-    while probe.work_left > 0
-        && work_left > 0
-        && floor < high
-        && floor < probe.best_peak
-        && !goal.budget.expired()
-    {
+    // Built at the first probe, shared by the later ones.
+    let mut searcher = None;
+    while work_left > 0 && floor < best_peak && !goal.budget.expired() {
         // First probe at the target with half the budget; then bisect with a quarter
         // of what is left each time.
         let (target, share) = if first {
             (floor, work_left / 2)
         } else {
-            (floor + (high - floor) / 2, (work_left / 4).max(1))
+            (floor + (best_peak - floor) / 2, (work_left / 4).max(1))
         };
         first = false;
         work_left = work_left.saturating_sub(share);
-        match probe.at(target, share, goal) {
-            Some(found) if goal.reached(found) => break,
-            Some(found) => high = found,
+        let searcher = searcher.get_or_insert_with(|| Searcher::new(p));
+        match searcher.search_until(target, share, goal.budget.deadline) {
+            Found::Plan(offsets, found) => {
+                best = offsets;
+                best_peak = found;
+                if goal.reached(found) {
+                    break;
+                }
+            }
             // Proven impossible, or given up on: look higher up (above a capacity
             // too, for the smallest plan that does not fit it).
-            None => floor = target + 1,
+            Found::Infeasible | Found::Unknown => floor = target + 1,
         }
     }
-    (probe.best, probe.best_peak)
+    (best, best_peak)
 }
-
-/// The probes of [`search_below`] at several capacities.
-struct Probe<'a> {
-    searcher: Searcher<'a>,
-    /// Search work left.
-    work_left: u64,
-    /// The best placement so far and its peak.
-    best: Vec<u64>,
-    best_peak: u64,
-}
-
-impl Probe<'_> {
-    /// One search at `target` with `share` of the work left (at most): the peak of
-    /// the plan it found (kept when the best so far), or `None`.
-    fn at(&mut self, target: u64, share: u64, goal: &Goal) -> Option<u64> {
-        let share = share.min(self.work_left);
-        self.work_left -= share;
-        match self
-            .searcher
-            .search_until(target, share, goal.budget.deadline)
-        {
-            Found::Plan(offsets, found) => {
-                if found < self.best_peak {
-                    self.best = offsets;
-                    self.best_peak = found;
-                }
-                Some(found)
-            }
-            Found::Infeasible | Found::Unknown => None,
-        }
-    }
-
-    /// A bisection between the target and the best peak with [`QUICK_SHARE`] of the
-    /// budget per probe and at most [`QUICK_POOL`] of it in all, down to a gap of
-    /// [`QUICK_GAP`] of the best peak. True when the goal is reached.
-    /// The caller sets `work_left` to the pool.
-    fn quick_round(&mut self, goal: &Goal) -> bool {
-        let share = (goal.budget.search_work / QUICK_SHARE).max(1);
-        let mut floor = goal.target;
-        loop {
-            if self.work_left == 0
-                || self.best_peak - floor <= self.best_peak / QUICK_GAP
-                || goal.budget.expired()
-            {
-                return false;
-            }
-            let target = if floor == goal.target {
-                floor
-            } else {
-                floor + (self.best_peak - floor) / 2
-            };
-            match self.at(target, share, goal) {
-                Some(found) if goal.reached(found) => return true,
-                Some(_) => {}
-                None => floor = target + 1,
-            }
-        }
-    }
-}
-
-/// The quick round's probes each get this fraction of the search budget.
-const QUICK_SHARE: u64 = 64;
-
-/// The quick round takes at most this fraction of the search budget in all, on top of
-/// the budget.
-const QUICK_POOL: u64 = 8;
-
-/// The quick round stops once the best peak is within this fraction of the floor.
-const QUICK_GAP: u64 = 1024;
 
 #[cfg(test)]
 mod tests {
