@@ -1,0 +1,450 @@
+//! Bounded exact search over canonical solutions, built on the ideas MiniMalloc
+//! (Moffitt, ASPLOS 2023) published; the code here is our own.
+//!
+//! Any valid placement can be pushed down until every item *rests* on offset 0 or on
+//! an item live with it; listed by (offset, a fixed preorder rank) such a solution
+//! places each item at its *floor*: the highest top, over its sections, of the items
+//! placed before it. The search builds these lists depth first:
+//!
+//! * candidates: unplaced items whose floor is at least the last offset used (offsets
+//!   never go down), and, at equal offset, of higher rank than the last item;
+//! * dominance: an item is not placed at offset `x` if another unplaced item would
+//!   fit entirely below `x` (that solution is found with the other item first);
+//! * inference: an unplaced item ends up no lower than its floor, so every section's
+//!   lowest possible fill plus the sizes still to place there must fit the capacity;
+//! * of several identical items only the first in rank order is a candidate;
+//! * hatless: when the item just placed is live with no unplaced item, its placement
+//!   changed nothing for the others, so if that branch fails the later candidates
+//!   (all no lower) fail too;
+//! * a candidate whose top would exceed the capacity is not placed;
+//! * independent parts (no unplaced item of one live with one of another) are solved
+//!   one after the other;
+//! * lifted offset: every later placement sits at or above the lowest floor among the
+//!   items that may go next, so a node works at that offset (the section check counts
+//!   the space below it as lost);
+//! * failed states ([`memo`]): the unplaced items with their floors decide what lies
+//!   below a node; a state that failed is skipped when met again (placing the items
+//!   below in another order often leads back to it), at the same or a higher offset,
+//!   in this round and in the later ones of the same preorder;
+//! * wells (on tilings, see below): a run of tight sections with the same lowest fill
+//!   `h` must be covered at `h` by items placed exactly there, pairwise apart in time;
+//!   a node where some run cannot be ([`state`]'s cover check) fails.
+//!
+//! Nodes allocate nothing: the open items and candidates of the nodes on the current
+//! path live on two shared stacks, and placements are undone from logs.
+//!
+//! Several preorders (MiniMalloc's WAT, TAW and TWA) take turns, each with a work limit
+//! that doubles every round, so that a lucky order finds a solution early and a hard
+//! instance still gets a long run. Each preorder's round is a depth-first turn and a
+//! limited-discrepancy turn ([`Lds`]) with half its work: depth-first search revises the
+//! last choices first and may never get back to a wrong early one; a pass that charges
+//! k discrepancies for the k-th candidate at a node, and allows a dozen on a path,
+//! revises choices at every depth (dsa E fits only thanks to it). Where at least 3/4 of
+//! the sections are full at the capacity (a tiling), each round starts every preorder
+//! with a corner turn: depth first, but where a section is tight at the offset (the
+//! sizes still to place there fill it exactly from the offset up) only the items that
+//! can go at the offset and cover it branch ([`Tuning::corners`]). A corner turn is a
+//! series of short restarts ([`Restarts`], Luby's sequence) that try the candidates at
+//! one floor in perturbed orders and share the preorder's failed-state table; the cover
+//! check runs under the same gate.
+//!
+//! The files: this one drives the turns; [`pass`] is one pass from the root and the
+//! turns made of passes; [`state`] is the state along a path and one node's expansion;
+//! [`memo`] the failed-state table.
+
+mod memo;
+
+#[cfg(test)]
+mod brute;
+mod pass;
+#[cfg(test)]
+mod probe;
+mod state;
+use std::time::Instant;
+
+use super::greedy;
+use super::prepared::Prepared;
+use memo::FailedStates;
+use pass::{Lds, Restarts, Search};
+pub(crate) use state::overlap_lists;
+
+/// What the search found for one capacity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// A placement (offsets per item position) with its peak, at most the capacity.
+    Plan(Vec<u64>, u64),
+    /// The whole space was searched: no placement fits the capacity.
+    Infeasible,
+    /// The node budget ran out first.
+    Unknown,
+}
+
+/// A search without a deadline: the result depends on the work budget alone.
+#[cfg(test)]
+pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
+    Searcher::new(p).search_until(capacity, budget, None)
+}
+
+/// A problem made ready for searches at several capacities: the preorders, the overlap
+/// lists and the items by first section are built once, not once per search.
+pub(crate) struct Searcher<'a> {
+    p: &'a Prepared,
+    /// The static preorders, one per turn of a round.
+    preorders: Vec<Vec<usize>>,
+    /// Items live at a common time with each item.
+    overlaps: Vec<Vec<u32>>,
+    /// Every item, sorted by first section.
+    all: Vec<u32>,
+    /// The schedule's knobs.
+    tuning: Tuning,
+}
+
+/// The knobs of the schedule, fixed in production ([`Tuning::default`]); tests and
+/// probes vary them to measure what each part earns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tuning {
+    /// Whether each round gives every preorder a limited-discrepancy turn.
+    pub lds: bool,
+    /// How many static preorders take turns (1 to [`ORDERS`]`.len()`).
+    pub orders: usize,
+    /// Corner branching: when a section is tight at the offset (the sizes still to
+    /// place there fill it exactly from the offset up), only items that can go at the
+    /// offset and cover that section are candidates.
+    pub corners: bool,
+    /// Corner turns also where fewer than 3/4 of the sections are full at the
+    /// capacity (off in production; tests turn it on).
+    pub corners_anywhere: bool,
+    /// The cover check at corner nodes: the tight sections at the offset must be
+    /// coverable by candidates at the offset pairwise apart in time.
+    pub cover: bool,
+    /// Corner turns are made of restarts ([`Restarts`]) in perturbed orders, each
+    /// of about this many nodes times Luby's sequence; 0: one pass in rank order.
+    pub restart_nodes: u64,
+    /// A restart moves a candidate's rank by less than the item count divided by this.
+    pub spread_div: u32,
+    /// Depth-first turns are restarts too (as corner turns are).
+    pub restart_all: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            lds: true,
+            orders: 3,
+            corners: true,
+            corners_anywhere: false,
+            cover: true,
+            restart_nodes: 1024,
+            spread_div: 8,
+            restart_all: false,
+        }
+    }
+}
+
+impl<'a> Searcher<'a> {
+    /// Builds what every search of `p` shares.
+    pub(crate) fn new(p: &'a Prepared) -> Searcher<'a> {
+        Searcher::tuned(p, Tuning::default())
+    }
+
+    /// [`Searcher::new`] with other knobs.
+    pub(crate) fn tuned(p: &'a Prepared, tuning: Tuning) -> Searcher<'a> {
+        let mut all: Vec<u32> = (0..p.items.len() as u32).collect();
+        all.sort_by_key(|&i| p.items[i as usize].a);
+        Searcher {
+            p,
+            preorders: preorders(p, tuning.orders),
+            overlaps: overlap_lists(p),
+            all,
+            tuning,
+        }
+    }
+
+    /// Searches for a placement with peak at most `capacity`, doing at most `budget`
+    /// units of work (one per open item or section a node visits, one per floor it
+    /// updates) over all preorders, and giving up (with [`Found::Unknown`]) once
+    /// `deadline` has passed. The clock is read every [`CLOCK_EVERY`] nodes, never per
+    /// node; without a deadline the result depends on the work budget alone
+    /// (deterministic).
+    pub(crate) fn search_until(
+        &self,
+        capacity: u64,
+        budget: u64,
+        deadline: Option<Instant>,
+    ) -> Found {
+        self.run(capacity, budget, deadline).0
+    }
+
+    /// The search over the preorders, taking turns with a doubling work limit. Each
+    /// preorder gets two turns per round: a depth-first turn (complete, so it can prove
+    /// infeasibility) and a limited-discrepancy turn (see [`Lds`]).
+    fn run(&self, capacity: u64, budget: u64, deadline: Option<Instant>) -> (Found, Stats) {
+        let p = self.p;
+        let mut stats = Stats::default();
+        if p.lower_bound > capacity {
+            return (Found::Infeasible, stats);
+        }
+        if p.items.is_empty() || self.preorders.is_empty() {
+            return (Found::Plan(Vec::new(), 0), stats);
+        }
+        let mut left = budget;
+        // About as many nodes as items in the first round.
+        let n = p.items.len() as u64;
+        let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
+        // Per preorder, one table for each kind of turn, kept over the rounds: a state
+        // proven to fail in one round is skipped in the later, longer ones.
+        let mut turns: Vec<Turns> = self
+            .preorders
+            .iter()
+            .map(|_| Turns {
+                depth_first: FailedStates::for_items(p.items.len()),
+                lds: Lds::new(p.items.len()),
+                restarts: Restarts {
+                    passes: 0,
+                    unit: self
+                        .tuning
+                        .restart_nodes
+                        .saturating_mul(n + p.sections as u64),
+                },
+                restarts_df: Restarts {
+                    passes: 0,
+                    unit: self
+                        .tuning
+                        .restart_nodes
+                        .saturating_mul(n + p.sections as u64),
+                },
+            })
+            .collect();
+        // Corner turns only where most sections are full at this capacity (a tiling):
+        // elsewhere few sections become tight and the turns only take work from the
+        // others (dsa B, 61% full, took 1.8 times as long with them; E no longer fit
+        // within `best`'s budget).
+        let full = p.live.iter().filter(|&&l| l == capacity).count();
+        let corners =
+            self.tuning.corners && (self.tuning.corners_anywhere || 4 * full >= 3 * p.sections);
+        // The cover check under the same gate: on dsa E (8% full) it changed which
+        // nodes the limited-discrepancy passes reach within their work, and E no longer
+        // fit in 1e9 units.
+        let cover = self.tuning.cover && corners;
+        loop {
+            for (order, turn) in turns.iter_mut().enumerate() {
+                let search = self.over(order, capacity, deadline, false, cover);
+                let cornered = self.over(order, capacity, deadline, true, cover);
+                for kind in [Kind::Corner, Kind::DepthFirst, Kind::Lds] {
+                    let skip = match kind {
+                        Kind::Corner => !corners,
+                        Kind::DepthFirst => false,
+                        Kind::Lds => !self.tuning.lds,
+                    };
+                    if skip {
+                        continue;
+                    }
+                    // Limited-discrepancy turns get half the depth-first turns' work.
+                    let share = match kind {
+                        Kind::Corner | Kind::DepthFirst => limit,
+                        Kind::Lds => (limit / 2).max(1),
+                    };
+                    let work = share.min(left);
+                    if work == 0 {
+                        return (Found::Unknown, stats);
+                    }
+                    left -= work;
+                    let (found, unused) = match kind {
+                        // Both depth-first kinds are complete under the same contract:
+                        // a state one proves to fail fails for the other too.
+                        Kind::Corner if self.tuning.restart_nodes > 0 => {
+                            turn.restarts
+                                .turn(&cornered, &mut turn.depth_first, work, &mut stats)
+                        }
+                        Kind::Corner => {
+                            cornered.depth_first(&mut turn.depth_first, work, &mut stats)
+                        }
+                        Kind::DepthFirst
+                            if self.tuning.restart_all && self.tuning.restart_nodes > 0 =>
+                        {
+                            turn.restarts_df
+                                .turn(&search, &mut turn.depth_first, work, &mut stats)
+                        }
+                        Kind::DepthFirst => {
+                            search.depth_first(&mut turn.depth_first, work, &mut stats)
+                        }
+                        Kind::Lds => turn.lds.turn(&search, work, &mut stats),
+                    };
+                    // Work a turn did not use goes back to the budget.
+                    left += unused;
+                    if let Some(found) = found {
+                        return (found, stats);
+                    }
+                }
+            }
+            limit = limit.saturating_mul(2);
+        }
+    }
+
+    /// The passes over preorder `order` at `capacity` share this.
+    fn over(
+        &self,
+        order: usize,
+        capacity: u64,
+        deadline: Option<Instant>,
+        corners: bool,
+        cover: bool,
+    ) -> Search<'_> {
+        Search {
+            p: self.p,
+            capacity,
+            order: &self.preorders[order],
+            overlaps: &self.overlaps,
+            all: &self.all,
+            deadline,
+            corners,
+            cover,
+            spread: (self.p.items.len() as u32 / self.tuning.spread_div.max(1)).max(1),
+        }
+    }
+}
+
+/// Nodes between two looks at the clock when a deadline is set.
+pub(crate) const CLOCK_EVERY: u64 = 4096;
+
+/// What one search run did, for measurements and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Stats {
+    /// Nodes visited over all preorders.
+    pub nodes: u64,
+    /// Nodes cut off because their state had failed before.
+    pub memo_hits: u64,
+    /// The most items placed at once on a path.
+    pub deepest: u64,
+    /// Passes from the root (restarts and turns).
+    pub passes: u64,
+}
+
+/// The kinds of turn each preorder takes per round.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// Depth first with corner branching ([`Tuning::corners`]).
+    Corner,
+    /// Depth first over the candidates in (floor, rank) order.
+    DepthFirst,
+    /// Limited discrepancy ([`Lds`]).
+    Lds,
+}
+
+/// One preorder's tables, kept between rounds.
+struct Turns {
+    /// Failed states of the depth-first turns.
+    depth_first: FailedStates,
+    /// The limited-discrepancy turns.
+    lds: Lds,
+    /// The corner turns' restarts.
+    restarts: Restarts,
+    /// The depth-first turns' restarts ([`Tuning::restart_all`]).
+    restarts_df: Restarts,
+}
+
+/// The static preorders' keys, in turn order: MiniMalloc's WAT, TAW and TWA (see
+/// [`greedy::Key`]), then the other three orders of the same keys.
+const ORDERS: [[greedy::Key; 3]; 6] = {
+    use greedy::Key::{Area, Total, Width};
+    [
+        greedy::WAT,
+        greedy::TAW,
+        greedy::TWA,
+        [Area, Total, Width],
+        [Width, Total, Area],
+        [Area, Width, Total],
+    ]
+};
+
+/// The first `count` static preorders (item positions, best first).
+fn preorders(p: &Prepared, count: usize) -> Vec<Vec<usize>> {
+    ORDERS
+        .into_iter()
+        .take(count.clamp(1, ORDERS.len()))
+        .map(|keys| greedy::by_keys(p, keys))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::offline::LiveRange;
+
+    fn r(start: u64, end: u64, size: u64) -> LiveRange {
+        LiveRange { start, end, size }
+    }
+
+    #[test]
+    fn minimalloc_example_fits_its_bound() {
+        let p = Prepared::new(
+            &[r(0, 3, 4), r(3, 9, 4), r(0, 9, 4), r(9, 21, 4), r(0, 21, 4)],
+            1,
+        )
+        .expect("valid");
+        match search(&p, 12, 1000) {
+            Found::Plan(offsets, peak) => {
+                assert_eq!(peak, 12);
+                assert_eq!(offsets.len(), 5);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn capacity_below_the_bound_is_infeasible_and_at_the_bound_is_found() {
+        let ranges = [r(2, 3, 1), r(0, 1, 2), r(1, 3, 3), r(0, 2, 2)];
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        assert_eq!(p.lower_bound, 5);
+        assert_eq!(search(&p, 4, 1000), Found::Infeasible);
+        let Found::Plan(offsets, peak) = search(&p, 5, 1000) else {
+            panic!("not found");
+        };
+        assert_eq!(peak, 5);
+        p.assert_valid(&offsets, peak);
+    }
+
+    #[test]
+    fn small_item_on_top_lets_two_others_share_offset_zero() {
+        // a [0,2) size 2 and b [1,3) size 1 overlap; c [2,3) size 2 overlaps b only.
+        // Bound 3 (a+b at t=1, b+c at t=2), reached by b at 2, a at 0, c at 0.
+        let p = Prepared::new(&[r(0, 2, 2), r(1, 3, 1), r(2, 3, 2)], 1).expect("valid");
+        assert!(matches!(search(&p, 3, 1000), Found::Plan(_, 3)));
+    }
+
+    #[test]
+    fn a_passed_deadline_stops_the_search_as_unknown_within_a_clock_period() {
+        // E at its bound is far beyond this budget's reach: only the deadline stops it.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/dsa/E.1048576.csv");
+        let problem = crate::plan::IntervalProblem::read_csv(path.as_ref()).expect("reads");
+        let p = Prepared::new(&crate::plan::offline::interval_ranges(&problem), 1).expect("valid");
+        let started = Instant::now();
+        let found = Searcher::new(&p).search_until(p.lower_bound, u64::MAX, Some(started));
+        assert_eq!(found, Found::Unknown);
+        assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn without_a_deadline_search_until_is_search() {
+        let ranges: Vec<LiveRange> = (0..30u64).map(|i| r(i % 5, i % 5 + 3, 1 + i % 4)).collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        for cap in p.lower_bound..p.lower_bound + 3 {
+            assert_eq!(
+                Searcher::new(&p).search_until(cap, 1 << 30, None),
+                search(&p, cap, 1 << 30)
+            );
+            let later = Instant::now() + std::time::Duration::from_secs(3600);
+            assert_eq!(
+                Searcher::new(&p).search_until(cap, 1 << 30, Some(later)),
+                search(&p, cap, 1 << 30)
+            );
+        }
+    }
+
+    #[test]
+    fn an_exhausted_budget_is_reported_as_unknown() {
+        let ranges: Vec<LiveRange> = (0..40u64).map(|i| r(i % 7, i % 7 + 3, 1 + i % 5)).collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        assert_eq!(search(&p, p.lower_bound, 1), Found::Unknown);
+    }
+}

@@ -1,0 +1,610 @@
+//! The search state along one path: the open items, their floors and the placements,
+//! and one node's expansion (decomposition, failed states, section check, corner
+//! branching, candidates).
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use super::memo::{seed, FailedStates, Fingerprint};
+use super::CLOCK_EVERY;
+use crate::plan::offline::prepared::Prepared;
+
+pub(super) enum Step {
+    Solved,
+    Failed,
+    OutOfBudget,
+}
+
+pub(super) struct State<'a> {
+    p: &'a Prepared,
+    capacity: u64,
+    /// `rank[i]`: position of item `i` in `order`.
+    rank: Vec<usize>,
+    /// `twin[i]`: the previous item in preorder with the same sections and size.
+    twin: Vec<Option<usize>>,
+    /// Items live at a common time with each item.
+    overlaps: &'a [Vec<u32>],
+    /// Per item: the highest top of the placed items live with it.
+    floor: Vec<u64>,
+    /// Discrepancies left: taking the k-th candidate tried at a node costs k.
+    pub(super) disc_left: u64,
+    /// Whether discrepancies are limited (a limited-discrepancy pass).
+    pub(super) limited: bool,
+    /// Whether tight sections at the offset restrict the candidates (corner branching).
+    pub(super) corners: bool,
+    /// Scratch per section: tight at the current node's offset (all false between
+    /// nodes).
+    tight: Vec<bool>,
+    /// Scratch per section boundary: candidates starting minus ending there.
+    fillers: Vec<i64>,
+    /// Scratch per section boundary for the cover check ([`State::coverable`]).
+    covered: Vec<bool>,
+    /// Scratch per section: the lowest fill where the section is tight, else
+    /// `u64::MAX` (for the cover check, [`State::wells_coverable`]).
+    level: Vec<u64>,
+    /// Scratch per section: the index of the first well ending after it.
+    well_at: Vec<u32>,
+    /// Scratch: the wells (first section, end section, height).
+    wells: Vec<(u32, u32, u64)>,
+    /// Scratch: (well, end, start) of the items that may cover part of a well.
+    spans: Vec<(u32, u32, u32)>,
+    /// Whether the cover check runs ([`State::wells_coverable`]).
+    pub(super) cover: bool,
+    /// Restart seed: nonzero perturbs the order candidates at one floor are tried in
+    /// (each rank moves up by a pseudo-random amount below `spread`), never which
+    /// ones are tried, so every pass stays complete.
+    pub(super) shuffle: u64,
+    /// How far a restart may move a candidate's rank ([`State::shuffle`]).
+    pub(super) spread: u32,
+    /// Undo log of `floor` changes: (item, old floor).
+    floor_log: Vec<(u32, u64)>,
+    remaining: Vec<u64>,
+    placed: Vec<bool>,
+    pub(super) offsets: Vec<u64>,
+    /// Work units left (one per open item or section visited, per overlap updated).
+    pub(super) work_left: u64,
+    /// The most items placed at once (for measurements).
+    pub(super) deepest: usize,
+    /// Nodes visited (for measurements).
+    pub(super) nodes: u64,
+    /// Stop once this instant has passed (looked at every [`CLOCK_EVERY`] nodes).
+    deadline: Option<Instant>,
+    /// Set when the deadline, not the work budget, stopped the search.
+    pub(super) timed_out: bool,
+    /// The fingerprint of the unplaced items and their floors.
+    state: Fingerprint,
+    /// Each item's fingerprint seed.
+    seeds: Vec<u64>,
+    /// States seen to fail under this preorder, with the lowest (offset, rank) they
+    /// failed at.
+    pub(super) failed: &'a mut FailedStates,
+    /// Scratch for the sweep over sections: (lowest offset, end section) of the open
+    /// items covering the current section, smallest offset on top.
+    covering: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Placements in order, each with the floor log length before it.
+    trail: Vec<(usize, usize)>,
+    /// The open items of every node on the current path, each node's above its
+    /// parent's.
+    pub(super) stack: Vec<u32>,
+    /// The candidates (floor, order key, item) of every node on the current path: the
+    /// key is the rank, perturbed in a restart ([`State::shuffle`]).
+    cand: Vec<(u64, u32, u32)>,
+}
+
+/// For each item, the items whose lifetimes overlap it (a sweep over sections).
+pub(crate) fn overlap_lists(p: &Prepared) -> Vec<Vec<u32>> {
+    let mut by_start: Vec<usize> = (0..p.items.len()).collect();
+    by_start.sort_by_key(|&i| p.items[i].a);
+    let mut lists = vec![Vec::new(); p.items.len()];
+    let mut active: Vec<usize> = Vec::new();
+    for &i in &by_start {
+        let a = p.items[i].a;
+        active.retain(|&j| p.items[j].b > a);
+        for &j in &active {
+            lists[i].push(j as u32);
+            lists[j].push(i as u32);
+        }
+        active.push(i);
+    }
+    lists
+}
+
+impl<'a> State<'a> {
+    pub(super) fn new(
+        p: &'a Prepared,
+        capacity: u64,
+        order: &'a [usize],
+        overlaps: &'a [Vec<u32>],
+        failed: &'a mut FailedStates,
+        work: u64,
+        deadline: Option<Instant>,
+    ) -> State<'a> {
+        let seeds: Vec<u64> = (0..p.items.len()).map(seed).collect();
+        let mut rank = vec![0; p.items.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i] = r;
+        }
+        let mut twin = vec![None; p.items.len()];
+        let mut last_seen = std::collections::HashMap::new();
+        for &i in order {
+            let it = &p.items[i];
+            twin[i] = last_seen.insert((it.a, it.b, it.size), i);
+        }
+        State {
+            p,
+            capacity,
+            rank,
+            twin,
+            overlaps,
+            floor: vec![0; p.items.len()],
+            disc_left: u64::MAX,
+            limited: false,
+            corners: true,
+            tight: vec![false; p.sections + 1],
+            fillers: vec![0; p.sections + 1],
+            covered: vec![false; p.sections + 1],
+            level: vec![u64::MAX; p.sections + 1],
+            well_at: vec![0; p.sections + 1],
+            wells: Vec::new(),
+            spans: Vec::new(),
+            cover: true,
+            shuffle: 0,
+            spread: 1,
+            floor_log: Vec::new(),
+            remaining: p.live.clone(),
+            placed: vec![false; p.items.len()],
+            offsets: vec![0; p.items.len()],
+            work_left: work,
+            nodes: 0,
+            deepest: 0,
+            deadline,
+            timed_out: false,
+            state: seeds.iter().fold(Fingerprint::default(), |mut f, &s| {
+                f.add(s, 0);
+                f
+            }),
+            seeds,
+            failed,
+            covering: BinaryHeap::with_capacity(p.items.len()),
+            trail: Vec::with_capacity(p.items.len()),
+            stack: Vec::with_capacity(p.items.len() * 4),
+            cand: Vec::with_capacity(p.items.len() * 4),
+        }
+    }
+
+    /// The peak of the placed items.
+    pub(super) fn peak(&self) -> u64 {
+        self.p
+            .items
+            .iter()
+            .zip(&self.offsets)
+            .map(|(it, &o)| o.saturating_add(it.size))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// One node over the open items listed in `self.stack[from..to]` (sorted by first
+    /// section; items outside it are placed or belong to an independent part).
+    /// `offset` and `last_rank` are those of the item placed last in this scope. On
+    /// failure the state is as on entry; on success the scope's placements stay. Uses
+    /// the stacks above their current lengths as scratch and leaves them as found.
+    pub(super) fn descend(
+        &mut self,
+        from: usize,
+        to: usize,
+        offset: u64,
+        last_rank: usize,
+    ) -> Step {
+        let base = self.stack.len();
+        for k in from..to {
+            let i = self.stack[k];
+            if !self.placed[i as usize] {
+                self.stack.push(i);
+            }
+        }
+        let step = self.node(base, offset, last_rank);
+        self.stack.truncate(base);
+        step
+    }
+
+    /// [`State::descend`] once the open items are `self.stack[base..]`.
+    fn node(&mut self, base: usize, offset: u64, last_rank: usize) -> Step {
+        let end = self.stack.len();
+        if end == base {
+            return Step::Solved;
+        }
+        if self.work_left == 0 {
+            return Step::OutOfBudget;
+        }
+        self.nodes += 1;
+        self.deepest = self.deepest.max(self.trail.len());
+        if self.nodes.is_multiple_of(CLOCK_EVERY)
+            && self.deadline.is_some_and(|d| Instant::now() >= d)
+        {
+            self.timed_out = true;
+            self.work_left = 0;
+            return Step::OutOfBudget;
+        }
+        // Independent parts (no item of one is live with an item of another) are runs
+        // of the open list: solve each on its own; one that fails makes the whole fail.
+        let mut reach = 0u32;
+        let mut cut = None;
+        for k in base..end {
+            let it = &self.p.items[self.stack[k] as usize];
+            if k > base && it.a >= reach {
+                cut = Some(k);
+                break;
+            }
+            reach = reach.max(it.b);
+        }
+        if let Some(cut) = cut {
+            let mark = self.trail.len();
+            let step = self.descend(base, cut, 0, 0);
+            let step = match step {
+                Step::Solved => self.descend(cut, end, 0, 0),
+                other => other,
+            };
+            if !matches!(step, Step::Solved) {
+                self.undo_to(mark);
+            }
+            return step;
+        }
+        // Every later placement sits at or above the lowest floor among the items that
+        // may go next (floor above `offset`, or equal with a rank not below
+        // `last_rank`): lift the offset to it. States that differ only below it are the
+        // same state, and the section check may count the space below it as lost.
+        let mut next_floor = u64::MAX;
+        for &i in &self.stack[base..end] {
+            let floor = self.floor[i as usize];
+            if floor > offset || (floor == offset && self.rank[i as usize] >= last_rank) {
+                next_floor = next_floor.min(floor);
+            }
+        }
+        if next_floor == u64::MAX {
+            return Step::Failed; // every open item is stuck below the offset
+        }
+        let (offset, last_rank) = if next_floor > offset {
+            (next_floor, 0)
+        } else {
+            (offset, last_rank)
+        };
+        // The same unplaced items with the same floors failed before at this offset
+        // and rank or below: this node fails too.
+        let rank = last_rank as u32;
+        if self.failed.known_to_fail(self.key(), offset, rank) {
+            return Step::Failed;
+        }
+        let step = self.expand(base, end, offset, last_rank, reach);
+        if matches!(step, Step::Failed) {
+            self.failed.record(self.key(), offset, rank);
+        }
+        step
+    }
+
+    /// [`State::node`] past the decomposition and the failed-state table: the section
+    /// check, then each candidate in turn.
+    fn expand(
+        &mut self,
+        base: usize,
+        end: usize,
+        offset: u64,
+        last_rank: usize,
+        reach: u32,
+    ) -> Step {
+        // The lowest top any open item could reach, and the lowest fill of every
+        // section the open items cover: a sweep over the sections with the covering
+        // items in a heap by lowest offset (the open items are sorted by first section).
+        let first = self.p.items[self.stack[base] as usize].a;
+        let last = reach;
+        self.work_left = self
+            .work_left
+            .saturating_sub((end - base + (last - first) as usize) as u64);
+        let mut min_top = u64::MAX;
+        let cand_base = self.cand.len();
+        self.covering.clear();
+        let mut next = base;
+        let mut fits = true;
+        let mut corner: Option<u32> = None;
+        for t in first..last {
+            self.level[t as usize] = u64::MAX;
+            while next < end && self.p.items[self.stack[next] as usize].a == t {
+                let i = self.stack[next] as usize;
+                next += 1;
+                let floor = self.floor[i];
+                let it = self.p.items[i];
+                min_top = min_top.min(floor.saturating_add(it.size));
+                let lowest = floor.max(offset);
+                // An item no lower than the heap's top that leaves no later never
+                // becomes the lowest: skip it.
+                if !self
+                    .covering
+                    .peek()
+                    .is_some_and(|Reverse((top, b))| *top <= lowest && *b >= it.b)
+                {
+                    self.covering.push(Reverse((lowest, it.b)));
+                }
+                let rank = self.rank[i];
+                let canonical = floor > offset || (floor == offset && rank >= last_rank);
+                if canonical && floor.saturating_add(it.size) <= self.capacity {
+                    let key = self.order_key(rank as u32);
+                    self.cand.push((floor, key, i as u32));
+                }
+            }
+            while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
+                self.covering.pop();
+            }
+            if let Some(&Reverse((lowest, _))) = self.covering.peek() {
+                let need = lowest.saturating_add(self.remaining[t as usize]);
+                if need > self.capacity {
+                    fits = false;
+                    break;
+                }
+                // A tight section at the offset: its space at `offset` must be filled
+                // by an item placed at `offset` now.
+                if need == self.capacity {
+                    self.level[t as usize] = lowest;
+                }
+                if self.corners && lowest == offset && need == self.capacity {
+                    self.tight[t as usize] = true;
+                    corner = Some(t);
+                }
+            }
+        }
+        if fits && self.cover {
+            fits = self.wells_coverable(base, end, first as usize, last as usize, offset);
+        }
+        if fits && corner.is_some() {
+            // Of the tight sections, the one the fewest candidates can fill (none: the
+            // node fails).
+            corner = self.fewest_fillers(cand_base, first, last, offset);
+            fits = corner.is_some();
+        }
+        for t in first..last {
+            self.tight[t as usize] = false;
+        }
+        let mut step = Step::Failed;
+        if fits {
+            // Discrepancies this node has charged: the k-th candidate tried costs k.
+            let mut tried = 0u64;
+            self.cand[cand_base..].sort_unstable();
+            for k in cand_base..self.cand.len() {
+                let (floor, _, i) = self.cand[k];
+                let i = i as usize;
+                let rank = self.rank[i];
+                if floor >= min_top {
+                    break; // an item fits wholly below: found with that item first
+                }
+                if self.twin[i].is_some_and(|t| !self.placed[t]) {
+                    continue;
+                }
+                let it = self.p.items[i];
+                if let Some(t) = corner {
+                    if floor > offset {
+                        break; // the corner can no longer be filled
+                    }
+                    if it.a > t || it.b <= t {
+                        continue;
+                    }
+                }
+                if tried > self.disc_left {
+                    break;
+                }
+                let mark = self.trail.len();
+                self.disc_left -= tried;
+                let hatless = self.put(i, floor);
+                // After a corner placement the items still to go at `offset` may come
+                // in any order of rank at least `last_rank` (they are pairwise apart in
+                // time, so any order places them the same).
+                let child_rank = if corner.is_some() { last_rank } else { rank };
+                let next = self.descend(base, end, floor, child_rank);
+                self.disc_left += tried;
+                tried += 1;
+                if matches!(next, Step::Solved) {
+                    step = next;
+                    break;
+                }
+                self.undo_to(mark);
+                if matches!(next, Step::OutOfBudget) || hatless {
+                    // Hatless: no open item is live with `i`, so placing it changed
+                    // nothing for them; every later candidate sits no lower, and its
+                    // solutions would work with `i` here too.
+                    step = next;
+                    break;
+                }
+            }
+        }
+        self.cand.truncate(cand_base);
+        step
+    }
+
+    /// Of the sections `first..last` marked tight, the one that the fewest candidates
+    /// at `offset` (in `self.cand[cand_base..]`) cover, the leftmost on a tie; `None`
+    /// when some tight section has no such candidate.
+    fn fewest_fillers(
+        &mut self,
+        cand_base: usize,
+        first: u32,
+        last: u32,
+        offset: u64,
+    ) -> Option<u32> {
+        let (first, last) = (first as usize, last as usize);
+        self.fillers[first..=last].fill(0);
+        for &(floor, _, i) in &self.cand[cand_base..] {
+            if floor == offset {
+                let it = self.p.items[i as usize];
+                self.fillers[it.a as usize] += 1;
+                self.fillers[it.b as usize] -= 1;
+            }
+        }
+        let mut best: Option<(i64, u32)> = None;
+        let mut covering = 0i64;
+        for t in first..last {
+            covering += self.fillers[t];
+            if self.tight[t] && best.is_none_or(|(c, _)| covering < c) {
+                best = Some((covering, t as u32));
+            }
+        }
+        self.work_left = self.work_left.saturating_sub((last - first) as u64);
+        match best {
+            Some((0, _)) | None => None,
+            Some((_, t)) => Some(t),
+        }
+    }
+
+    /// Whether every *well* can be covered: a well is a run of tight sections (whose
+    /// lowest fill plus the sizes still to place there is the capacity) with the same
+    /// lowest fill `h` (`self.level`). The space at `h` in each of them must be covered
+    /// by an item placed exactly at `h`: every open item there sits at `h` or higher,
+    /// and none of the space above `h` may be lost. Such an item has its floor at `h`
+    /// now (at the offset or above it), and the items at one height never share a
+    /// section: per well, a dynamic program over its sections (`covered[t]` when the
+    /// sections of the well before `t` can be covered by such items, clipped to the
+    /// well, ending at or before `t`).
+    fn wells_coverable(
+        &mut self,
+        base: usize,
+        end: usize,
+        first: usize,
+        last: usize,
+        offset: u64,
+    ) -> bool {
+        self.wells.clear();
+        let mut t = first;
+        while t < last {
+            let h = self.level[t];
+            let s0 = t;
+            while t < last && self.level[t] == h {
+                self.well_at[t] = self.wells.len() as u32;
+                t += 1;
+            }
+            if h != u64::MAX {
+                self.wells.push((s0 as u32, t as u32, h));
+            } else {
+                // No well here: point past it to the next one.
+                for s in s0..t {
+                    self.well_at[s] = self.wells.len() as u32;
+                }
+            }
+        }
+        if self.wells.is_empty() {
+            return true;
+        }
+        self.spans.clear();
+        for k in base..end {
+            let i = self.stack[k] as usize;
+            let floor = self.floor[i];
+            let it = self.p.items[i];
+            if floor < offset || floor.saturating_add(it.size) > self.capacity {
+                continue;
+            }
+            let mut w = self.well_at[it.a as usize] as usize;
+            while let Some(&(s0, s1, h)) = self.wells.get(w) {
+                if s0 >= it.b {
+                    break;
+                }
+                if h == floor {
+                    self.spans.push((w as u32, it.b.min(s1), it.a.max(s0)));
+                }
+                w += 1;
+            }
+        }
+        self.spans.sort_unstable();
+        self.work_left = self
+            .work_left
+            .saturating_sub((last - first + end - base + self.spans.len()) as u64);
+        let mut k = 0;
+        for (w, &(s0, s1, _)) in self.wells.iter().enumerate() {
+            let (s0, s1) = (s0 as usize, s1 as usize);
+            self.covered[s0] = true;
+            for t in s0..s1 {
+                let mut reach = false;
+                while let Some(&(sw, b, a)) = self.spans.get(k) {
+                    if sw as usize != w || b as usize > t + 1 {
+                        break;
+                    }
+                    k += 1;
+                    reach |= self.covered[a as usize];
+                }
+                self.covered[t + 1] = reach;
+            }
+            if !self.covered[s1] {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The key candidates at one floor are tried in: the rank, moved up by a
+    /// pseudo-random amount below `spread` in a restart.
+    fn order_key(&self, rank: u32) -> u32 {
+        if self.shuffle == 0 {
+            return rank;
+        }
+        let noise = seed(self.shuffle as usize ^ (rank as usize).rotate_left(32));
+        rank.saturating_add((noise % u64::from(self.spread.max(1))) as u32)
+    }
+
+    /// The failed-state key: the fingerprint, with the discrepancies left when limited.
+    pub(super) fn key(&self) -> Fingerprint {
+        let mut key = self.state;
+        if self.limited {
+            key.add(seed(usize::MAX), self.disc_left);
+        }
+        key
+    }
+
+    /// Takes back every placement made since the trail had length `mark`.
+    fn undo_to(&mut self, mark: usize) {
+        while self.trail.len() > mark {
+            if let Some((i, floor_mark)) = self.trail.pop() {
+                self.take(i, floor_mark);
+            }
+        }
+    }
+
+    /// Places item `i` at `offset`; true when no open item is live with it.
+    fn put(&mut self, i: usize, offset: u64) -> bool {
+        self.trail.push((i, self.floor_log.len()));
+        let it = self.p.items[i];
+        let top = offset.saturating_add(it.size);
+        for t in it.a as usize..it.b as usize {
+            self.remaining[t] -= it.size;
+        }
+        self.work_left = self.work_left.saturating_sub(self.overlaps[i].len() as u64);
+        self.state.remove(self.seeds[i], self.floor[i]);
+        let mut hatless = true;
+        for &j in &self.overlaps[i] {
+            let j = j as usize;
+            if !self.placed[j] {
+                hatless = false;
+                if self.floor[j] < top {
+                    self.floor_log.push((j as u32, self.floor[j]));
+                    self.state.remove(self.seeds[j], self.floor[j]);
+                    self.state.add(self.seeds[j], top);
+                    self.floor[j] = top;
+                }
+            }
+        }
+        self.placed[i] = true;
+        self.offsets[i] = offset;
+        hatless
+    }
+
+    /// Undoes [`State::put`], replaying the floor log back to `mark`.
+    fn take(&mut self, i: usize, mark: usize) {
+        let it = self.p.items[i];
+        self.placed[i] = false;
+        for t in it.a as usize..it.b as usize {
+            self.remaining[t] += it.size;
+        }
+        while self.floor_log.len() > mark {
+            if let Some((j, old)) = self.floor_log.pop() {
+                let j = j as usize;
+                self.state.remove(self.seeds[j], self.floor[j]);
+                self.state.add(self.seeds[j], old);
+                self.floor[j] = old;
+            }
+        }
+        self.state.add(self.seeds[i], self.floor[i]);
+    }
+}
