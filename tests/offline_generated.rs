@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use wgalloc::plan::offline::generate::{generate, Shape, Spec, CAPACITY};
-use wgalloc::plan::offline::{plan_intervals_to, Budget, Strategy};
-use wgalloc::plan::IntervalPlan;
+use wgalloc::plan::offline::{Budget, Strategy};
+use wgalloc::plan::{plan_intervals, IntervalPlan, PlanOptions, Planner};
 
 /// A small work budget: the test checks what comes back, not how far the search gets.
 fn budget() -> Budget {
@@ -46,14 +46,15 @@ proptest! {
             planner: "tiling".into(),
         };
         prop_assert_eq!(problem.verify(&tiling), Ok(()));
-        let capacity = with_capacity.then_some(CAPACITY);
-        let plan = plan_intervals_to(problem, Strategy::Best, &budget(), capacity)
-            .expect("plans");
+        let options = PlanOptions {
+            capacity: with_capacity.then_some(CAPACITY),
+            ..PlanOptions::with_planner(Planner::Offline(Strategy::Best)).budget(budget())
+        };
+        let plan = plan_intervals(problem, 1, &options).expect("plans");
         prop_assert_eq!(problem.verify(&plan), Ok(()));
         prop_assert!(plan.peak >= CAPACITY, "{} below its bound", plan.peak);
         // Deterministic: the same input gives the same plan.
-        let again = plan_intervals_to(problem, Strategy::Best, &budget(), capacity)
-            .expect("plans");
+        let again = plan_intervals(problem, 1, &options).expect("plans");
         prop_assert_eq!(plan.peak, again.peak);
         prop_assert_eq!(plan.offsets, again.offsets);
     }
