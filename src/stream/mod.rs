@@ -21,6 +21,7 @@ mod busy;
 mod counter;
 mod descriptor;
 mod error;
+mod pending;
 mod registered;
 mod request;
 #[allow(clippy::module_inception)]

@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::pending::{Pending, PendingWork};
 use super::registered::{HeldRegion, StreamStorage};
 use super::request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};
 use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
@@ -31,16 +32,8 @@ type SubmitFailure = (StreamError, bool);
 /// The outputs read back for each pending execution, in order.
 type ReadOutputs = Vec<Vec<(TensorId, Vec<u8>)>>;
 
-/// A submitted execution not yet synchronized.
-struct Pending {
-    id: ExecutionId,
-    /// The allocator the blocks came from; its key, if shared, is claimed. Holding it
-    /// keeps the allocator object alive while its key (its address) is claimed, even
-    /// when the execution holds no block and the stream registers another allocator:
-    /// a freed object's address could otherwise be reused by a new one and be refused.
-    allocator: StreamStorage,
-    /// Dropping one frees it through its allocator.
-    blocks: Vec<HeldRegion>,
+/// What the stream keeps of a pending execution beside its blocks.
+struct Submission {
     block_bytes: u64,
     readbacks: Vec<Readback>,
     report: RunReport,
@@ -71,7 +64,7 @@ pub struct Stream {
     executor: Executor,
     allocator: StreamStorage,
     next_execution: u64,
-    pending: Vec<Pending>,
+    pending: PendingWork<HeldRegion, StreamStorage, Submission>,
     last_submission: Option<wgpu::SubmissionIndex>,
     results: HashMap<ExecutionId, ExecutionResult>,
 }
@@ -91,14 +84,15 @@ impl Stream {
     /// A stream on `ctx`'s queue, with the default allocator until one is registered.
     pub fn new(ctx: &GpuContext, name: impl Into<String>) -> Stream {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         Stream {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id,
             name: name.into(),
             ctx: ctx.clone(),
             executor: Executor::new(ctx),
             allocator: StreamStorage::private_default(ctx),
             next_execution: 1,
-            pending: Vec::new(),
+            pending: PendingWork::new(id),
             last_submission: None,
             results: HashMap::new(),
         }
@@ -126,7 +120,7 @@ impl Stream {
 
     /// Blocks held by unsynchronized executions.
     pub fn held_blocks(&self) -> usize {
-        self.pending.iter().map(|p| p.blocks.len()).sum()
+        self.pending.held_blocks()
     }
 
     /// Registers `desc` as the stream's allocator; the last registration wins. The
@@ -197,11 +191,14 @@ impl Stream {
                 }
                 self.pending.push(Pending {
                     id,
-                    allocator,
+                    key: allocator.key(),
+                    _allocator: allocator,
                     blocks,
-                    block_bytes,
-                    readbacks,
-                    report,
+                    extra: Submission {
+                        block_bytes,
+                        readbacks,
+                        report,
+                    },
                 });
                 Ok(id)
             }
@@ -367,24 +364,19 @@ impl Stream {
             })
             .map_err(|e| sync_error(format!("poll: {e}")))?;
         let outputs = self.read_outputs().map_err(sync_error)?;
-        let pending = std::mem::take(&mut self.pending);
+        // The submissions are complete: the blocks go back now.
         let mut report = SyncReport::default();
-        for (p, outputs) in pending.into_iter().zip(outputs) {
+        for ((id, blocks, submission), outputs) in self.pending.finish().into_iter().zip(outputs) {
             report.executions += 1;
-            report.blocks_freed += p.blocks.len();
+            report.blocks_freed += blocks;
             self.results.insert(
-                p.id,
+                id,
                 ExecutionResult {
-                    report: p.report,
-                    block_bytes: p.block_bytes,
+                    report: submission.report,
+                    block_bytes: submission.block_bytes,
                     outputs,
                 },
             );
-            // The submissions are complete: the blocks go back now.
-            drop(p.blocks);
-            if let Some(key) = p.allocator.key() {
-                busy::release(key, self.id);
-            }
         }
         self.last_submission = None;
         Ok(report)
@@ -395,7 +387,7 @@ impl Stream {
     fn read_outputs(&self) -> Result<ReadOutputs, String> {
         let reads: Vec<StagingRead<'_>> = self
             .pending
-            .iter()
+            .extras()
             .flat_map(|p| p.readbacks.iter())
             .map(|(_, staging, len)| StagingRead {
                 staging,
@@ -408,7 +400,7 @@ impl Stream {
             .into_iter();
         Ok(self
             .pending
-            .iter()
+            .extras()
             .map(|p| {
                 p.readbacks
                     .iter()
@@ -484,12 +476,7 @@ impl Drop for Stream {
         }
         if self.synchronize().is_err() {
             self.wait_idle();
-            for p in std::mem::take(&mut self.pending) {
-                drop(p.blocks);
-                if let Some(key) = p.allocator.key() {
-                    busy::release(key, self.id);
-                }
-            }
+            self.pending.abandon();
         }
     }
 }
