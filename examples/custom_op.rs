@@ -29,49 +29,7 @@ use wgalloc::plan::{plan_graph, plan_weights, Plan};
 /// The user op: `out = silu(gate) * up`, out of place (`swiglu`) and in place over
 /// `gate` (`swiglu_inplace`). The prelude in front declares `params` at binding 0 and
 /// `grid_element`.
-const SWIGLU: &str = "struct Params {
-    len: u32,
-    unused0: u32,
-    unused1: u32,
-    unused2: u32,
-    unused3: f32,
-    unused4: f32,
-    unused5: f32,
-    unused6: f32,
-}
-
-@group(0) @binding(1) var<storage, read_write> gate: array<f32>;
-@group(0) @binding(2) var<storage, read_write> up: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-fn swiglu_of(g: f32, u: f32) -> f32 {
-    return g / (1.0 + exp(-g)) * u;
-}
-
-@compute @workgroup_size(256)
-fn swiglu(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = grid_element(wid, groups, lid);
-    if i < params.len {
-        out[i] = swiglu_of(gate[i], up[i]);
-    }
-}
-
-@compute @workgroup_size(256)
-fn swiglu_inplace(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = grid_element(wid, groups, lid);
-    if i < params.len {
-        gate[i] = swiglu_of(gate[i], up[i]);
-    }
-}
-";
+const SWIGLU: &str = include_str!("shaders/swiglu.wgsl");
 
 /// The hand-encoded path's own matmul (one thread per output element): an engine's
 /// kernel that wgalloc never sees. `params` is `[m, k, n, 0]`.

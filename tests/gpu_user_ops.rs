@@ -27,49 +27,7 @@ use wgalloc::model::build_gpt;
 use wgalloc::plan::{plan_graph, plan_weights, Plan};
 
 /// SwiGLU, `out = silu(gate) * up`: out of place, and in place over `gate`.
-const SWIGLU: &str = "struct Params {
-    len: u32,
-    unused0: u32,
-    unused1: u32,
-    unused2: u32,
-    unused3: f32,
-    unused4: f32,
-    unused5: f32,
-    unused6: f32,
-}
-
-@group(0) @binding(1) var<storage, read_write> gate: array<f32>;
-@group(0) @binding(2) var<storage, read_write> up: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-fn swiglu(g: f32, u: f32) -> f32 {
-    return g / (1.0 + exp(-g)) * u;
-}
-
-@compute @workgroup_size(256)
-fn swiglu_main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = grid_element(wid, groups, lid);
-    if i < params.len {
-        out[i] = swiglu(gate[i], up[i]);
-    }
-}
-
-@compute @workgroup_size(256)
-fn swiglu_inplace(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = grid_element(wid, groups, lid);
-    if i < params.len {
-        gate[i] = swiglu(gate[i], up[i]);
-    }
-}
-";
+const SWIGLU: &str = include_str!("../examples/shaders/swiglu.wgsl");
 
 /// GELU (tanh form), out of place and in place: a stand-in for the built-in `gelu`.
 const GELU: &str = "struct Params {
@@ -111,7 +69,7 @@ fn silu_times(g: f32, u: f32) -> f32 {
 }
 
 fn swiglu(name: &str) -> UserOp {
-    UserOp::new(name, SWIGLU, "swiglu_main", 2)
+    UserOp::new(name, SWIGLU, "swiglu", 2)
         .inplace("swiglu_inplace", &[Bind::Input(0), Bind::Input(1)])
         .check(|s| {
             if s.inputs[0] == s.inputs[1] && s.inputs[0] == s.output {
@@ -231,7 +189,7 @@ fn a_user_op_runs_in_place_when_the_plan_puts_it_over_its_first_input() {
 #[test]
 fn an_in_place_plan_of_an_op_without_an_in_place_entry_is_refused() {
     let Some(ctx) = common::gpu() else { return };
-    let op = UserOp::new("swiglu_oop_only", SWIGLU, "swiglu_main", 2);
+    let op = UserOp::new("swiglu_oop_only", SWIGLU, "swiglu", 2);
     register_op(&ctx, op).expect("registers");
     let (graph, _) = swiglu_graph("swiglu_oop_only", 4, 64, true);
     let (plan, memory) = plan_and_allocate(&ctx, &graph);
@@ -317,7 +275,7 @@ fn every_refusal_is_typed_and_leaves_nothing_registered_or_allocated() {
 
     // Registration refusals.
     let broken = SWIGLU.replace("let i = grid_element", "let i = grid_element(");
-    match register_op(&ctx, UserOp::new("bad_wgsl", broken, "swiglu_main", 2)) {
+    match register_op(&ctx, UserOp::new("bad_wgsl", broken, "swiglu", 2)) {
         Err(RegisterError::Parse { at: Some(at), .. }) => assert!(at.line > 1, "{at}"),
         other => panic!("expected a parse error with a position, got {other:?}"),
     }
@@ -338,7 +296,7 @@ fn every_refusal_is_typed_and_leaves_nothing_registered_or_allocated() {
         "@workgroup_size(256)",
         &format!("@workgroup_size(64, {y_size})"),
     );
-    let error = register_op(&ctx, UserOp::new("huge_group", huge, "swiglu_main", 2));
+    let error = register_op(&ctx, UserOp::new("huge_group", huge, "swiglu", 2));
     assert!(
         matches!(error, Err(RegisterError::WorkgroupSizeTooLarge { .. })),
         "{error:?}"
@@ -527,7 +485,7 @@ fn a_graph_encoded_by_hand_from_regions_matches_and_is_proved() {
         label: Some("hand swiglu"),
         layout: Some(&pipeline_layout),
         module: &module,
-        entry_point: Some("swiglu_main"),
+        entry_point: Some("swiglu"),
         compilation_options: wgpu::PipelineCompilationOptions::default(),
         cache: None,
     });

@@ -277,52 +277,10 @@ pub(crate) mod tests {
     use crate::exec::custom::UserOps;
 
     /// SwiGLU: `out = silu(gate) * up`, out of place and in place over `gate`.
-    pub(crate) const SWIGLU: &str = "struct Params {
-    len: u32,
-    unused0: u32,
-    unused1: u32,
-    unused2: u32,
-    unused3: f32,
-    unused4: f32,
-    unused5: f32,
-    unused6: f32,
-}
-
-@group(0) @binding(1) var<storage, read_write> gate: array<f32>;
-@group(0) @binding(2) var<storage, read_write> up: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-fn swiglu(g: f32, u: f32) -> f32 {
-    return g / (1.0 + exp(-g)) * u;
-}
-
-@compute @workgroup_size(256)
-fn swiglu_main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = grid_element(wid, groups, lid);
-    if i < params.len {
-        out[i] = swiglu(gate[i], up[i]);
-    }
-}
-
-@compute @workgroup_size(256)
-fn swiglu_inplace(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) groups: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let i = grid_element(wid, groups, lid);
-    if i < params.len {
-        gate[i] = swiglu(gate[i], up[i]);
-    }
-}
-";
+    pub(crate) const SWIGLU: &str = include_str!("../../../examples/shaders/swiglu.wgsl");
 
     pub(crate) fn swiglu(name: &str) -> UserOp {
-        UserOp::new(name, SWIGLU, "swiglu_main", 2)
+        UserOp::new(name, SWIGLU, "swiglu", 2)
             .inplace("swiglu_inplace", &[Bind::Input(0), Bind::Input(1)])
             .cpu(|inputs, _| {
                 inputs[0]
@@ -355,7 +313,7 @@ fn swiglu_inplace(
             .position(|l| l.contains("(1.0 +"))
             .expect("the broken line") as u32
             + 1;
-        match register(UserOp::new("broken", source, "swiglu_main", 2)) {
+        match register(UserOp::new("broken", source, "swiglu", 2)) {
             Err(RegisterError::Parse { op, message, at }) => {
                 assert_eq!(op, "broken");
                 assert!(!message.is_empty());
@@ -371,7 +329,7 @@ fn swiglu_inplace(
     fn a_validation_error_carries_naga_message_and_position() {
         // `params.len` is a u32: comparing it with an f32 does not validate.
         let source = SWIGLU.replacen("if i < params.len {", "if 1.5 < params.len {", 1);
-        match register(UserOp::new("typo", source.clone(), "swiglu_main", 2)) {
+        match register(UserOp::new("typo", source.clone(), "swiglu", 2)) {
             Err(RegisterError::Parse { at, message, .. })
             | Err(RegisterError::Invalid { at, message, .. }) => {
                 let line = source
@@ -392,7 +350,7 @@ fn swiglu_inplace(
             register(short),
             Err(RegisterError::BindingCount { expected: 2, ref found, .. }) if found == &[1, 2, 3]
         ));
-        let long = UserOp::new("long", SWIGLU, "swiglu_main", 3);
+        let long = UserOp::new("long", SWIGLU, "swiglu", 3);
         assert!(matches!(
             register(long),
             Err(RegisterError::BindingCount { expected: 4, .. })
@@ -403,17 +361,17 @@ fn swiglu_inplace(
     fn read_only_bindings_other_groups_and_bad_params_are_refused() {
         let read_only = SWIGLU.replace("var<storage, read_write> up", "var<storage, read> up");
         assert!(matches!(
-            register(UserOp::new("ro", read_only, "swiglu_main", 2)),
+            register(UserOp::new("ro", read_only, "swiglu", 2)),
             Err(RegisterError::BadBinding { binding: 2, .. })
         ));
         let group = SWIGLU.replace("@group(0) @binding(2)", "@group(1) @binding(2)");
         assert!(matches!(
-            register(UserOp::new("grp", group, "swiglu_main", 2)),
+            register(UserOp::new("grp", group, "swiglu", 2)),
             Err(RegisterError::BadBinding { group: 1, .. })
         ));
         let params = SWIGLU.replace("unused6: f32,", "unused6: f32,\n    extra: f32,");
         assert!(matches!(
-            register(UserOp::new("par", params, "swiglu_main", 2)),
+            register(UserOp::new("par", params, "swiglu", 2)),
             Err(RegisterError::BadParams { .. })
         ));
     }
@@ -440,7 +398,7 @@ fn swiglu_inplace(
             Err(RegisterError::MissingEntryPoint { .. })
         ));
         assert!(matches!(
-            register(UserOp::new("none", SWIGLU, "swiglu_main", 0)),
+            register(UserOp::new("none", SWIGLU, "swiglu", 0)),
             Err(RegisterError::BadBindingMap { .. })
         ));
         let past = swiglu("past").bindings(&[Bind::Input(0), Bind::Input(2), Bind::Output]);
