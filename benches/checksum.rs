@@ -1,7 +1,9 @@
 //! The checksum run over each shared trace with three plans of the same graph, in one
 //! process: one buffer per tensor (`naive`), ggml's walk (`ggml`) and the offline
 //! `best`. Bytes, median encode time and median GPU time side by side, one row per
-//! trace; every run must verify (exit 1 otherwise).
+//! trace; every run must verify (exit 1 otherwise). The last column runs `best` once
+//! more over regions of a `PagedStorage` (sub-ranges of shared pages at non-zero
+//! offsets, the storage path) instead of whole buffers, to show what regions cost.
 //!
 //! `WGALLOC_BENCH_QUICK=1` runs the two smallest traces once each.
 //! Run: `WGPU_BACKEND=vulkan cargo bench --bench checksum`.
@@ -9,10 +11,16 @@
 use std::path::Path;
 use std::time::Duration;
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
+use std::sync::Arc;
+
+use wgalloc::device::{
+    allocate_plan, allocate_plan_in, GpuContext, PlannedMemory, WgpuAllocator, WgpuStorage,
+    STORAGE_USAGE,
+};
 use wgalloc::exec::checksum::ChecksumRun;
 use wgalloc::graph::{read_trace, Graph};
 use wgalloc::plan::{BufferTypeDesc, Plan, Planner};
+use wgalloc::storage::{PagedStorage, RegionRequest, Storage};
 
 const TRACES: &[&str] = &[
     "mobilenet_v2",
@@ -39,8 +47,36 @@ fn median(mut values: Vec<Duration>) -> Duration {
     values.get(values.len() / 2).copied().unwrap_or_default()
 }
 
-fn measure(ctx: &GpuContext, graph: &Graph, plan: &Plan, runs: usize) -> wgalloc::Result<Measured> {
-    let memory = allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuAllocator)?;
+/// Where a measured plan's memory comes from.
+#[derive(Clone, Copy, PartialEq)]
+enum Memory {
+    /// One whole buffer per chunk.
+    Buffers,
+    /// Regions of 256 MiB pages, the first bytes of the first page taken already.
+    Pages,
+}
+
+fn measure(
+    ctx: &GpuContext,
+    graph: &Graph,
+    plan: &Plan,
+    runs: usize,
+    from: Memory,
+) -> wgalloc::Result<Measured> {
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
+    let pages = Arc::new(
+        PagedStorage::new(WgpuStorage::wgpu(ctx), 256 << 20, alignment, STORAGE_USAGE)
+            .map_err(wgalloc::device::DeviceError::from)?,
+    );
+    let memory: PlannedMemory = match from {
+        Memory::Buffers => allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuAllocator)?,
+        Memory::Pages => {
+            let _taken = pages
+                .allocate(&RegionRequest::new(4))
+                .map_err(wgalloc::device::DeviceError::from)?;
+            allocate_plan_in(ctx, plan, STORAGE_USAGE, pages.clone())?
+        }
+    };
     let checksum = ChecksumRun::new(ctx, graph, plan, &memory)?;
     let warm = checksum.run()?;
     let mut verified = warm.verified();
@@ -66,20 +102,24 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Measures every planner of [`PLANNERS`] on one trace, in that order.
+/// Measures every planner of [`PLANNERS`] on one trace, in that order, then `best`
+/// over regions of pages.
 fn measure_trace(
     ctx: &GpuContext,
     graph: &Graph,
     storage: &BufferTypeDesc,
     runs: usize,
 ) -> wgalloc::Result<Vec<Measured>> {
-    PLANNERS
+    let mut all = PLANNERS
         .iter()
         .map(|name| {
             let plan = Planner::from_name(name)?.plan_graph(graph, storage)?;
-            measure(ctx, graph, &plan, runs)
+            measure(ctx, graph, &plan, runs, Memory::Buffers)
         })
-        .collect()
+        .collect::<wgalloc::Result<Vec<Measured>>>()?;
+    let best = Planner::from_name("best")?.plan_graph(graph, storage)?;
+    all.push(measure(ctx, graph, &best, runs, Memory::Pages)?);
+    Ok(all)
 }
 
 fn main() -> wgalloc::Result<()> {
@@ -104,7 +144,7 @@ fn main() -> wgalloc::Result<()> {
         PLANNERS.join(" / ")
     );
     println!(
-        "{:<17} {:>11} {:>11} {:>11} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  proof",
+        "{:<17} {:>11} {:>11} {:>11} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}  proof",
         "trace",
         "naive B",
         "ggml B",
@@ -116,7 +156,8 @@ fn main() -> wgalloc::Result<()> {
         "b enc",
         "n gpu",
         "g gpu",
-        "b gpu"
+        "b gpu",
+        "b pages"
     );
     let mut all_verified = true;
     for name in traces {
@@ -134,7 +175,7 @@ fn main() -> wgalloc::Result<()> {
         };
         let pct = |b: u64| 100.0 * b as f64 / (m[0].bytes.max(1)) as f64;
         println!(
-            "{:<17} {:>11} {:>11} {:>11} {:>5.1}% {:>5.1}% {:>7.2} {:>7.2} {:>7.2} {:>7.0} {:>7.0} {:>7.0}  {}{clock}",
+            "{:<17} {:>11} {:>11} {:>11} {:>5.1}% {:>5.1}% {:>7.2} {:>7.2} {:>7.2} {:>7.0} {:>7.0} {:>7.0} {:>7.0}  {}{clock}",
             name,
             m[0].bytes,
             m[1].bytes,
@@ -147,6 +188,7 @@ fn main() -> wgalloc::Result<()> {
             ms(m[0].gpu),
             ms(m[1].gpu),
             ms(m[2].gpu),
+            ms(m[3].gpu),
             if ok { "verified" } else { "MISMATCH" }
         );
     }

@@ -112,3 +112,30 @@ impl BufferAllocator for OneBuffer {
         WgpuAllocator.allocate(ctx, request)
     }
 }
+
+#[test]
+fn a_plan_in_a_page_larger_than_any_binding_is_proved_over_its_window() {
+    let Some(ctx) = common::gpu() else { return };
+    let kernels = ChecksumKernels::new(&ctx).expect("checksum kernels");
+    let buffer_type = ctx.buffer_types().expect("buffer types").storage.desc;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/mobilenet_v2.json");
+    let graph = read_trace(&path).expect("a shipped trace");
+    let plan = Planner::Ggml
+        .plan_graph(&graph, &buffer_type)
+        .expect("plans");
+    // One page past the binding limit: binding the page whole would be refused.
+    let page = ctx.limits.max_storage_buffer_binding_size + (1 << 20);
+    if page > ctx.limits.max_buffer_size {
+        eprintln!("SKIPPED: no buffer can exceed the binding limit on this adapter");
+        return;
+    }
+    let (pool, counting) = pages(&ctx, page);
+    let first = pool
+        .allocate(&RegionRequest::new(4))
+        .expect("a small region");
+    let report = prove_plan_in(&ctx, &kernels, &graph, &plan, pool.clone()).expect("proved");
+    assert_eq!(report.mismatches, 0, "{:?}", report.first_mismatches);
+    pool.free(first).expect("free");
+    drop(pool);
+    assert_eq!(counting.report().live_regions, 0);
+}

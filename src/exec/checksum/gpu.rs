@@ -12,7 +12,9 @@ use super::report::{ChecksumReport, Mismatch};
 use super::schedule::{
     Chunks, Kind, Schedule, FIXED_STORAGE_BUFFERS, MAX_RECORDS, SLOTS, SUMS_BASE,
 };
-use crate::device::{read_staging, scoped, DeviceError, GpuContext, PlannedMemory, StagingRead};
+use crate::device::{
+    read_staging, scoped, DeviceError, GpuContext, PlannedMemory, Region, StagingRead,
+};
 use crate::exec::timer::PassTimer;
 use crate::exec::ExecError;
 use crate::graph::Graph;
@@ -165,37 +167,23 @@ impl<'a> ChecksumRun<'a> {
             u64::from(limits.max_storage_buffers_per_shader_stage),
         )?;
         let binding_limit = limits.max_storage_buffer_binding_size;
-        let mut unique: Vec<wgpu::Buffer> = Vec::new();
+        let windows = BufferWindows::of(memory, limits)?;
+        let unique = &windows.windows;
         let mut chunk_buffer: Vec<Vec<usize>> = Vec::new();
         let mut chunk_span: Vec<Vec<(u64, u64)>> = Vec::new();
-        for (b, regions) in memory.regions().iter().enumerate() {
+        for regions in memory.regions() {
             let mut row = Vec::with_capacity(regions.len());
-            chunk_span.push(regions.iter().map(|r| (r.offset, r.size)).collect());
-            for (c, buffer) in regions.iter().map(|r| &r.buffer).enumerate() {
-                let i = match unique.iter().position(|u| u == buffer) {
-                    Some(i) => i,
-                    None => {
-                        check_limit(
-                            &format!("buffer {b} chunk {c} bound whole"),
-                            buffer.size(),
-                            binding_limit,
-                        )?;
-                        if !buffer.size().is_multiple_of(4) {
-                            return Err(ExecError::ChecksumLimit {
-                                what: format!("buffer {b} chunk {c} size (whole words)"),
-                                needed: buffer.size(),
-                                limit: buffer.size() / 4 * 4,
-                            });
-                        }
-                        unique.push(buffer.clone());
-                        unique.len() - 1
-                    }
-                };
+            let mut spans = Vec::with_capacity(regions.len());
+            for region in regions {
+                let i = windows.index_of(&region.buffer);
                 row.push(i);
+                // Offsets inside the window bound for the buffer.
+                spans.push((region.offset - unique[i].offset, region.size));
             }
             chunk_buffer.push(row);
+            chunk_span.push(spans);
         }
-        let buffer_sizes: Vec<u64> = unique.iter().map(wgpu::Buffer::size).collect();
+        let buffer_sizes: Vec<u64> = unique.iter().map(|w| w.size).collect();
         let prediction = Prediction::of(graph)?;
         let schedule = Schedule::build(
             graph,
@@ -287,10 +275,16 @@ impl<'a> ChecksumRun<'a> {
                         },
                     ];
                     for (s, slot) in d.slots.iter().enumerate() {
-                        let buffer = slot.and_then(|u| unique.get(u)).unwrap_or(&dummies[s]);
+                        let resource = match slot.and_then(|u| unique.get(u)) {
+                            Some(window) => match window.binding() {
+                                Some(binding) => wgpu::BindingResource::Buffer(binding),
+                                None => dummies[s].as_entire_binding(),
+                            },
+                            None => dummies[s].as_entire_binding(),
+                        };
                         entries.push(wgpu::BindGroupEntry {
                             binding: 3 + s as u32,
-                            resource: buffer.as_entire_binding(),
+                            resource,
                         });
                     }
                     bind_groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -498,5 +492,62 @@ mod tests {
         ] {
             assert!(CHECKSUM_WGSL.contains(&line), "shader lacks {line:?}");
         }
+    }
+}
+
+/// The part of each buffer a checksum run binds: per distinct buffer of the memory, one
+/// window from the first chunk's start (rounded down to the storage offset alignment)
+/// to the last chunk's end (rounded up to whole words), so a chunk that is a sub-range
+/// of a large page binds only the bytes the plan uses.
+struct BufferWindows {
+    windows: Vec<Region>,
+}
+
+impl BufferWindows {
+    fn of(memory: &PlannedMemory, limits: &wgpu::Limits) -> Result<BufferWindows, ExecError> {
+        let alignment = u64::from(limits.min_storage_buffer_offset_alignment).max(4);
+        let mut spans: Vec<(wgpu::Buffer, u64, u64)> = Vec::new();
+        for region in memory.regions().iter().flatten() {
+            let end = region.end().ok_or_else(|| ExecError::ChecksumLimit {
+                what: "a chunk's end".into(),
+                needed: u64::MAX,
+                limit: region.buffer.size(),
+            })?;
+            match spans.iter_mut().find(|(b, _, _)| *b == region.buffer) {
+                Some((_, lo, hi)) => {
+                    *lo = (*lo).min(region.offset);
+                    *hi = (*hi).max(end);
+                }
+                None => spans.push((region.buffer.clone(), region.offset, end)),
+            }
+        }
+        let windows = spans
+            .into_iter()
+            .enumerate()
+            .map(|(i, (buffer, lo, hi))| {
+                let lo = lo - lo % alignment;
+                let hi = hi.next_multiple_of(4).min(buffer.size() / 4 * 4);
+                let size = hi.saturating_sub(lo);
+                check_limit(
+                    &format!("buffer window {i} bound for the proof"),
+                    size,
+                    limits.max_storage_buffer_binding_size,
+                )?;
+                Ok(Region {
+                    buffer,
+                    offset: lo,
+                    size,
+                })
+            })
+            .collect::<Result<Vec<Region>, ExecError>>()?;
+        Ok(BufferWindows { windows })
+    }
+
+    /// The window of `buffer` (every buffer of the memory has one).
+    fn index_of(&self, buffer: &wgpu::Buffer) -> usize {
+        self.windows
+            .iter()
+            .position(|w| w.buffer == *buffer)
+            .unwrap_or_default()
     }
 }

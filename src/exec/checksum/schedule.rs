@@ -1,7 +1,8 @@
 //! The checksum run as a list of dispatches and the table they read: pure CPU, no wgpu,
 //! so the layout the shader sees is tested without a GPU.
 //!
-//! Every chunk buffer a dispatch touches is bound whole, each at most once, in one of
+//! Every chunk buffer a dispatch touches is bound once (the window of it that the
+//! plan's chunks cover, so a chunk in a large page binds only its part), in one of
 //! [`SLOTS`] storage slots; the tensors are described by `(slot, word offset, words)`.
 //! Per node: one reduce dispatch per group of inputs whose chunks fit the slots
 //! (usually one) sums each input's checksum from memory as it is now, then one write
