@@ -460,41 +460,6 @@ fn read_words(ctx: &GpuContext, buffer: &wgpu::Buffer) -> Result<Vec<u32>, ExecE
     Ok(bytemuck::pod_collect_to_vec::<u8, u32>(&bytes))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::exec::checksum::schedule::{READ_STRIDE, WORKGROUP};
-
-    #[test]
-    fn checksum_wgsl_validates_with_naga() {
-        let module = naga::front::wgsl::parse_str(CHECKSUM_WGSL).expect("parses");
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .expect("validates");
-    }
-
-    #[test]
-    fn shader_constants_match_the_rust_layout() {
-        for line in [
-            format!("const WORKGROUP: u32 = {WORKGROUP}u;"),
-            format!("const READ_STRIDE: u32 = {READ_STRIDE}u;"),
-            format!("const MAX_RECORDS: u32 = {MAX_RECORDS}u;"),
-            format!("const SUMS_BASE: u32 = {SUMS_BASE}u;"),
-            format!("@workgroup_size({WORKGROUP})"),
-            format!(
-                "@binding({}) var<storage, read_write> slot{}",
-                2 + SLOTS,
-                SLOTS - 1
-            ),
-        ] {
-            assert!(CHECKSUM_WGSL.contains(&line), "shader lacks {line:?}");
-        }
-    }
-}
-
 /// The part of each buffer a checksum run binds: per distinct buffer of the memory, one
 /// window from the first chunk's start (rounded down to the storage offset alignment)
 /// to the last chunk's end (rounded up to whole words), so a chunk that is a sub-range
@@ -549,5 +514,40 @@ impl BufferWindows {
             .iter()
             .position(|w| w.buffer == *buffer)
             .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::checksum::schedule::{READ_STRIDE, WORKGROUP};
+
+    #[test]
+    fn checksum_wgsl_validates_with_naga() {
+        let module = naga::front::wgsl::parse_str(CHECKSUM_WGSL).expect("parses");
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::empty(),
+        )
+        .validate(&module)
+        .expect("validates");
+    }
+
+    #[test]
+    fn shader_constants_match_the_rust_layout() {
+        for line in [
+            format!("const WORKGROUP: u32 = {WORKGROUP}u;"),
+            format!("const READ_STRIDE: u32 = {READ_STRIDE}u;"),
+            format!("const MAX_RECORDS: u32 = {MAX_RECORDS}u;"),
+            format!("const SUMS_BASE: u32 = {SUMS_BASE}u;"),
+            format!("@workgroup_size({WORKGROUP})"),
+            format!(
+                "@binding({}) var<storage, read_write> slot{}",
+                2 + SLOTS,
+                SLOTS - 1
+            ),
+        ] {
+            assert!(CHECKSUM_WGSL.contains(&line), "shader lacks {line:?}");
+        }
     }
 }
