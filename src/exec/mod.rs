@@ -50,7 +50,7 @@ pub use executor::{Executor, RunReport};
 pub use kernels::{Kernel, Shader};
 pub use limits::check_plan_against_limits;
 pub use ops::{
-    resolve, supports, BinaryOp, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
+    resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
     SUPPORTED_OPS,
 };
 pub use params::KernelParams;

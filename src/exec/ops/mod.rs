@@ -1,8 +1,23 @@
 //! The supported ops and [`OpCall`]: a node's op with its dimensions checked against
 //! the graph, shared by the GPU kernels and the CPU reference.
+//!
+//! A node's op name is parsed once into an [`Op`] (`parse`); resolution then goes by
+//! family: `elementwise` (unary, binary), `rows` (softmax, norms, rope), `matmul`
+//! (dense, transposed, packed) and `gather` (embedding, count/compact), each on the
+//! shared checks of `check`.
+
+mod check;
+mod elementwise;
+mod gather;
+mod matmul;
+mod parse;
+mod rows;
+
+pub use parse::Op;
 
 use super::ExecError;
-use crate::graph::{DType, Graph, NodeId, Tensor, TensorId};
+use crate::graph::{Graph, Node, NodeId};
+use check::{Checker, NodeView, F32S};
 
 /// Every op the executor and the CPU reference run.
 pub const SUPPORTED_OPS: &[&str] = &[
@@ -32,7 +47,7 @@ pub const MAX_COMPACT_ELEMENTS: u64 = 1 << 24;
 
 /// Whether `op` has a kernel (see [`SUPPORTED_OPS`]).
 pub fn supports(op: &str) -> bool {
-    SUPPORTED_OPS.contains(&op)
+    Op::parse(op).is_some()
 }
 
 /// Layer-norm and RMS-norm epsilon when a node gives none.
@@ -207,79 +222,9 @@ impl OpCall {
     }
 }
 
-/// Checks a node against its op and returns its dimensions.
-struct Checker<'g> {
-    graph: &'g Graph,
-    step: u32,
-    op: &'g str,
-}
-
-impl Checker<'_> {
-    fn bad(&self, problem: String) -> ExecError {
-        ExecError::BadShape {
-            node: NodeId(self.step),
-            op: self.op.to_string(),
-            problem,
-        }
-    }
-
-    fn tensor(&self, id: TensorId) -> Result<&Tensor, ExecError> {
-        self.graph.tensor(id).ok_or(ExecError::UnknownTensor {
-            node: NodeId(self.step),
-            tensor: id,
-        })
-    }
-
-    fn small(&self, value: u64) -> Result<u32, ExecError> {
-        u32::try_from(value).map_err(|_| ExecError::TooManyElements {
-            node: NodeId(self.step),
-            len: value,
-            max: MAX_ELEMENTS,
-        })
-    }
-
-    /// Elements of a tensor, checking that shape, dtype and byte size agree.
-    fn len(&self, t: &Tensor, dtypes: &[DType]) -> Result<u64, ExecError> {
-        if !dtypes.contains(&t.dtype) {
-            return Err(self.bad(format!(
-                "tensor {} is {:?}, expected one of {:?}",
-                t.id, t.dtype, dtypes
-            )));
-        }
-        let len = t
-            .shape
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(|| self.bad(format!("shape {:?} of {} overflows", t.shape, t.id)))?;
-        if len.checked_mul(t.dtype.size()) != Some(t.size) {
-            return Err(self.bad(format!(
-                "tensor {} has shape {:?} ({len} elements) but {} bytes",
-                t.id, t.shape, t.size
-            )));
-        }
-        if len == 0 {
-            return Err(self.bad(format!("tensor {} is empty", t.id)));
-        }
-        Ok(len)
-    }
-
-    fn last_dim(t: &Tensor) -> u64 {
-        t.shape.last().copied().unwrap_or(1)
-    }
-
-    fn same_len(&self, out: &Tensor, out_len: u64, want: u64) -> Result<(), ExecError> {
-        if out_len != want {
-            return Err(self.bad(format!(
-                "output {} has {out_len} elements, expected {want}",
-                out.id
-            )));
-        }
-        Ok(())
-    }
-}
-
 /// Resolves node `step` of `graph` into an [`OpCall`], checking input count, dtypes,
-/// shapes and sizes.
+/// shapes and sizes: the op name is parsed once into an [`Op`], then resolved by its
+/// family.
 ///
 /// # Errors
 /// [`ExecError::NoKernel`] for an unsupported op, [`ExecError::WrongArity`],
@@ -291,18 +236,40 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         node: NodeId(step_id),
         nodes: graph.nodes.len(),
     })?;
-    let op = node.op.as_str();
-    // The built-in kernels index dense tensors: a view that occupies fewer bytes than
-    // it has (a broadcast view larger than its root, see graph::extent) cannot be read
-    // by them without reading past its binding. Refuse it rather than compute garbage.
+    let name = node.op.as_str();
+    refuse_sparse_views(graph, step_id, node)?;
+    let op = Op::parse(name).ok_or_else(|| ExecError::NoKernel {
+        node: NodeId(step_id),
+        op: name.to_string(),
+    })?;
+    let view = node_view(graph, step_id, op.arity())?;
+    match op {
+        Op::Unary(unary) => elementwise::unary(&view, unary),
+        Op::Binary(binary) => elementwise::binary(&view, binary),
+        Op::Softmax { causal } => rows::softmax(&view, causal),
+        Op::LayerNorm => rows::norm(&view, true),
+        Op::RmsNorm => rows::norm(&view, false),
+        Op::Rope => rows::rope(&view),
+        Op::Matmul { transposed_b } => matmul::dense(&view, transposed_b),
+        Op::MatmulPacked => matmul::packed(&view),
+        Op::Embedding => gather::embedding(&view),
+        Op::CountPositive => gather::compact(&view, false),
+        Op::Compact => gather::compact(&view, true),
+    }
+}
+
+/// The built-in kernels index dense tensors: a view that occupies fewer bytes than it
+/// has (a broadcast view larger than its root, see graph::extent) cannot be read by
+/// them without reading past its binding. Refuse it rather than compute garbage.
+fn refuse_sparse_views(graph: &Graph, step: u32, node: &Node) -> Result<(), ExecError> {
     for &id in node.inputs.iter().chain(std::iter::once(&node.output)) {
         let (Some(t), Some(extent)) = (graph.tensor(id), graph.extent(id)) else {
             continue;
         };
         if extent.size < t.size {
             return Err(ExecError::BadShape {
-                node: NodeId(step_id),
-                op: op.to_string(),
+                node: NodeId(step),
+                op: node.op.clone(),
                 problem: format!(
                     "{id} is a view of {} logical bytes over {} bytes of its root {}; \
                      the built-in kernels read dense tensors (materialise the broadcast)",
@@ -311,254 +278,53 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
             });
         }
     }
-    let c = Checker {
-        graph,
-        step: step_id,
-        op,
-    };
-    let arity = match op {
-        "copy" | "scale" | "relu" | "gelu" | "silu" | "softmax" | "softmax_causal" | "rope" => 1,
-        "add" | "mul" | "rms_norm" | "matmul" | "matmul_bt" | "embedding" => 2,
-        "layer_norm" => 3,
-        "count_positive" => 1,
-        "compact" => 2,
-        "matmul_packed" => 2,
-        _ => {
-            return Err(ExecError::NoKernel {
-                node: NodeId(step_id),
-                op: op.to_string(),
-            })
-        }
-    };
+    Ok(())
+}
+
+/// Node `step`'s tensors, checked for count (`arity` inputs) and existence, with the
+/// output's element count (f32, 32-bit).
+fn node_view(graph: &Graph, step: u32, arity: usize) -> Result<NodeView<'_>, ExecError> {
+    let node = graph
+        .nodes
+        .get(step as usize)
+        .ok_or(ExecError::UnknownNode {
+            node: NodeId(step),
+            nodes: graph.nodes.len(),
+        })?;
     if node.inputs.len() != arity {
         return Err(ExecError::WrongArity {
-            node: NodeId(step_id),
-            op: op.to_string(),
+            node: NodeId(step),
+            op: node.op.clone(),
             expected: arity,
             got: node.inputs.len(),
         });
     }
+    let c = Checker {
+        graph,
+        step,
+        op: node.op.as_str(),
+    };
     let inputs = node
         .inputs
         .iter()
         .map(|&id| c.tensor(id))
         .collect::<Result<Vec<_>, _>>()?;
     let out = c.tensor(node.output)?;
-    let f32s = &[DType::F32][..];
-    let out_len = c.len(out, f32s)?;
+    let out_len = c.len(out, F32S)?;
     c.small(out_len)?;
-    let x = inputs[0];
-    let param = |i: usize, default: f32| node.params.get(i).copied().unwrap_or(default);
-
-    let call = match op {
-        "copy" | "scale" | "relu" | "gelu" | "silu" => {
-            let len = c.len(x, f32s)?;
-            c.same_len(out, out_len, len)?;
-            let unary = match op {
-                "copy" => UnaryOp::Copy,
-                "scale" => UnaryOp::Scale,
-                "relu" => UnaryOp::Relu,
-                "gelu" => UnaryOp::Gelu,
-                _ => UnaryOp::Silu,
-            };
-            let alpha = if unary == UnaryOp::Scale {
-                *node
-                    .params
-                    .first()
-                    .ok_or_else(|| c.bad("scale needs params[0], the factor".to_string()))?
-            } else {
-                1.0
-            };
-            OpCall::Unary {
-                op: unary,
-                len: c.small(len)?,
-                alpha,
-            }
-        }
-        "add" | "mul" => {
-            let len = c.len(x, f32s)?;
-            let len_b = c.len(inputs[1], f32s)?;
-            c.same_len(out, out_len, len)?;
-            if !len.is_multiple_of(len_b) {
-                return Err(c.bad(format!(
-                    "second input has {len_b} elements, which does not divide {len}"
-                )));
-            }
-            OpCall::Binary {
-                op: if op == "add" {
-                    BinaryOp::Add
-                } else {
-                    BinaryOp::Mul
-                },
-                len: c.small(len)?,
-                len_b: c.small(len_b)?,
-            }
-        }
-        "softmax" | "softmax_causal" => {
-            let len = c.len(x, f32s)?;
-            c.same_len(out, out_len, len)?;
-            let cols = Checker::last_dim(x);
-            let period = if x.shape.len() >= 2 {
-                x.shape[x.shape.len() - 2]
-            } else {
-                1
-            };
-            OpCall::Softmax {
-                rows: c.small(len / cols)?,
-                cols: c.small(cols)?,
-                causal_period: if op == "softmax_causal" {
-                    Some(c.small(period)?)
-                } else {
-                    None
-                },
-            }
-        }
-        "layer_norm" | "rms_norm" => {
-            let len = c.len(x, f32s)?;
-            c.same_len(out, out_len, len)?;
-            let cols = Checker::last_dim(x);
-            for &w in &inputs[1..] {
-                let wl = c.len(w, f32s)?;
-                if wl != cols {
-                    return Err(c.bad(format!(
-                        "gain/bias {} has {wl} elements, rows have {cols}",
-                        w.id
-                    )));
-                }
-            }
-            let (rows, cols) = (c.small(len / cols)?, c.small(cols)?);
-            let eps = param(0, DEFAULT_EPS);
-            if op == "layer_norm" {
-                OpCall::LayerNorm { rows, cols, eps }
-            } else {
-                OpCall::RmsNorm { rows, cols, eps }
-            }
-        }
-        "matmul" | "matmul_bt" => {
-            let a_len = c.len(x, f32s)?;
-            let b = inputs[1];
-            c.len(b, f32s)?;
-            if b.shape.len() != 2 {
-                return Err(c.bad(format!(
-                    "second input {} must be 2-D, has shape {:?}",
-                    b.id, b.shape
-                )));
-            }
-            let k = Checker::last_dim(x);
-            let m = a_len
-                .checked_div(k)
-                .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
-            let transposed_b = op == "matmul_bt";
-            let (bk, n) = if transposed_b {
-                (b.shape[1], b.shape[0])
-            } else {
-                (b.shape[0], b.shape[1])
-            };
-            if bk != k {
-                return Err(c.bad(format!(
-                    "inner dimensions differ: a {:?} has k = {k}, b {:?} has {bk}",
-                    x.shape, b.shape
-                )));
-            }
-            c.same_len(out, out_len, m.saturating_mul(n))?;
-            OpCall::Matmul {
-                m: c.small(m)?,
-                k: c.small(k)?,
-                n: c.small(n)?,
-                transposed_b,
-            }
-        }
-        "embedding" => {
-            let rows = c.len(x, &[DType::U32, DType::I32])?;
-            let table = inputs[1];
-            c.len(table, f32s)?;
-            if table.shape.len() != 2 {
-                return Err(c.bad(format!(
-                    "table {} must be 2-D, has shape {:?}",
-                    table.id, table.shape
-                )));
-            }
-            let (vocab, dim) = (table.shape[0], table.shape[1]);
-            c.same_len(out, out_len, rows.saturating_mul(dim))?;
-            OpCall::Embedding {
-                rows: c.small(rows)?,
-                dim: c.small(dim)?,
-                vocab: c.small(vocab)?,
-            }
-        }
-        "count_positive" | "compact" => {
-            let len = c.len(x, f32s)?;
-            if len > MAX_COMPACT_ELEMENTS {
-                return Err(c.bad(format!(
-                    "{len} elements; counts are exact up to {MAX_COMPACT_ELEMENTS}"
-                )));
-            }
-            if op == "count_positive" {
-                c.same_len(out, out_len, 1)?;
-                OpCall::CountPositive { len: c.small(len)? }
-            } else {
-                let count_len = c.len(inputs[1], f32s)?;
-                if count_len != 1 {
-                    return Err(c.bad(format!(
-                        "count {} has {count_len} elements, expected 1",
-                        inputs[1].id
-                    )));
-                }
-                if out_len > len {
-                    return Err(c.bad(format!(
-                        "output has {out_len} elements, more than the {len} of its input"
-                    )));
-                }
-                OpCall::Compact {
-                    len: c.small(len)?,
-                    out_len: c.small(out_len)?,
-                }
-            }
-        }
-        "matmul_packed" => {
-            let a_len = c.len(x, f32s)?;
-            let packed = inputs[1];
-            c.len(packed, f32s)?;
-            let k = Checker::last_dim(x);
-            let n = Checker::last_dim(out);
-            let m = a_len
-                .checked_div(k)
-                .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
-            c.same_len(out, out_len, m.saturating_mul(n))?;
-            let want = super::packed::packed_shape(k, n);
-            if want.as_ref().map(|s| s.as_slice()) != Some(packed.shape.as_slice()) {
-                return Err(c.bad(format!(
-                    "packed input {} has shape {:?}, a [{m}, {k}] x [{k}, {n}] product needs {want:?}",
-                    packed.id, packed.shape
-                )));
-            }
-            OpCall::MatmulPacked {
-                m: c.small(m)?,
-                k: c.small(k)?,
-                n: c.small(n)?,
-            }
-        }
-        _ => {
-            // "rope": the only op left with arity 1 and no arm above.
-            let len = c.len(x, f32s)?;
-            c.same_len(out, out_len, len)?;
-            let dim = Checker::last_dim(x);
-            if !dim.is_multiple_of(2) {
-                return Err(c.bad(format!("rope needs an even last dimension, got {dim}")));
-            }
-            OpCall::Rope {
-                rows: c.small(len / dim)?,
-                dim: c.small(dim)?,
-                base: param(0, DEFAULT_ROPE_BASE),
-            }
-        }
-    };
-    Ok(call)
+    Ok(NodeView {
+        c,
+        inputs,
+        out,
+        out_len,
+        params: &node.params,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::DType;
 
     #[test]
     fn a_broadcast_view_larger_than_its_root_is_refused_not_read_past_its_binding() {

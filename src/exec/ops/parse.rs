@@ -1,0 +1,116 @@
+//! [`Op`]: an op name parsed once into what it means, with the number of inputs it
+//! takes. Resolution ([`super::resolve`]) then goes by op family.
+
+use super::{BinaryOp, UnaryOp};
+
+/// A built-in op, parsed from a node's op name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `copy`, `scale`, `relu`, `gelu`, `silu`.
+    Unary(UnaryOp),
+    /// `add`, `mul`.
+    Binary(BinaryOp),
+    /// `softmax`, or `softmax_causal` when `causal`.
+    Softmax {
+        /// `softmax_causal`.
+        causal: bool,
+    },
+    /// `layer_norm`.
+    LayerNorm,
+    /// `rms_norm`.
+    RmsNorm,
+    /// `matmul`, or `matmul_bt` when `transposed_b`.
+    Matmul {
+        /// `matmul_bt`.
+        transposed_b: bool,
+    },
+    /// `matmul_packed`.
+    MatmulPacked,
+    /// `embedding`.
+    Embedding,
+    /// `rope`.
+    Rope,
+    /// `count_positive`.
+    CountPositive,
+    /// `compact`.
+    Compact,
+}
+
+/// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
+const TABLE: [(&str, Op); 18] = [
+    ("copy", Op::Unary(UnaryOp::Copy)),
+    ("scale", Op::Unary(UnaryOp::Scale)),
+    ("relu", Op::Unary(UnaryOp::Relu)),
+    ("gelu", Op::Unary(UnaryOp::Gelu)),
+    ("silu", Op::Unary(UnaryOp::Silu)),
+    ("add", Op::Binary(BinaryOp::Add)),
+    ("mul", Op::Binary(BinaryOp::Mul)),
+    ("softmax", Op::Softmax { causal: false }),
+    ("softmax_causal", Op::Softmax { causal: true }),
+    ("layer_norm", Op::LayerNorm),
+    ("rms_norm", Op::RmsNorm),
+    (
+        "matmul",
+        Op::Matmul {
+            transposed_b: false,
+        },
+    ),
+    ("matmul_bt", Op::Matmul { transposed_b: true }),
+    ("embedding", Op::Embedding),
+    ("rope", Op::Rope),
+    ("count_positive", Op::CountPositive),
+    ("compact", Op::Compact),
+    ("matmul_packed", Op::MatmulPacked),
+];
+
+impl Op {
+    /// The built-in op named `name`, or `None` when no built-in kernel has that name.
+    pub fn parse(name: &str) -> Option<Op> {
+        TABLE.iter().find(|(n, _)| *n == name).map(|&(_, op)| op)
+    }
+
+    /// The op's name as graphs spell it.
+    pub fn name(self) -> &'static str {
+        TABLE
+            .iter()
+            .find(|(_, op)| *op == self)
+            .map_or("", |&(name, _)| name)
+    }
+
+    /// How many inputs a node of this op takes.
+    pub fn arity(self) -> usize {
+        match self {
+            Op::Unary(_) | Op::Softmax { .. } | Op::Rope | Op::CountPositive => 1,
+            Op::Binary(_)
+            | Op::RmsNorm
+            | Op::Matmul { .. }
+            | Op::MatmulPacked
+            | Op::Embedding
+            | Op::Compact => 2,
+            Op::LayerNorm => 3,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_supported_name_parses_and_prints_back() {
+        for &name in super::super::SUPPORTED_OPS {
+            let op = Op::parse(name).unwrap_or_else(|| panic!("{name} does not parse"));
+            assert_eq!(op.name(), name);
+        }
+        assert_eq!(TABLE.len(), super::super::SUPPORTED_OPS.len());
+        assert_eq!(Op::parse("conv2d"), None);
+    }
+
+    #[test]
+    fn arity_follows_the_family() {
+        assert_eq!(Op::parse("gelu").map(Op::arity), Some(1));
+        assert_eq!(Op::parse("matmul_bt").map(Op::arity), Some(2));
+        assert_eq!(Op::parse("layer_norm").map(Op::arity), Some(3));
+        assert_eq!(Op::parse("compact").map(Op::arity), Some(2));
+    }
+}
