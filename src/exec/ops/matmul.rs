@@ -164,3 +164,76 @@ pub(super) fn attention(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
         scale,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::exec::{resolve, Epilogue, ExecError, OpCall};
+    use crate::graph::{DType, GraphBuilder, NodeId};
+
+    #[test]
+    fn fused_matmuls_resolve_and_refuse_widths_the_vector_loads_cannot_take() {
+        let mut b = GraphBuilder::new("t");
+        let r = b.input("r", DType::F32, &[3, 8]);
+        let a = b.input("a", DType::F32, &[3, 4]);
+        let w = b.weight("w", DType::F32, &[4, 8]);
+        let odd = b.weight("odd", DType::F32, &[4, 6]);
+        b.node("matmul_add", &[r, a, w], &[3, 8], true);
+        b.node("matmul_gelu", &[a, odd], &[3, 6], false);
+        b.node("matmul_add", &[a, a, w], &[3, 8], false);
+        let g = b.build().expect("valid");
+        assert_eq!(
+            resolve(&g, 0),
+            Ok(OpCall::MatmulFused {
+                m: 3,
+                k: 4,
+                n: 8,
+                epilogue: Epilogue::Residual
+            })
+        );
+        assert!(resolve(&g, 0).is_ok_and(|c| c.has_inplace_kernel()));
+        for (step, want) in [(1, "multiples of 4"), (2, "residual")] {
+            match resolve(&g, step) {
+                Err(ExecError::BadShape { node, problem, .. }) => {
+                    assert_eq!(node, NodeId(step as u32));
+                    assert!(problem.contains(want), "{problem}");
+                }
+                other => panic!("node {step}: expected a refusal, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn attention_resolves_heads_and_refuses_bad_ones() {
+        let mut b = GraphBuilder::new("t");
+        let qkv = b.input("qkv", DType::F32, &[5, 48]);
+        let narrow = b.input("narrow", DType::F32, &[5, 12]);
+        b.node_with_params("attention_causal", &[qkv], &[5, 16], false, &[2.0]);
+        b.node("attention_causal", &[qkv], &[5, 16], false);
+        b.node_with_params("attention_causal", &[qkv], &[5, 16], false, &[3.0]);
+        b.node_with_params("attention_causal", &[qkv], &[5, 16], false, &[1.5]);
+        b.node_with_params("attention_causal", &[narrow], &[5, 4], false, &[2.0]);
+        let g = b.build().expect("valid");
+        assert_eq!(
+            resolve(&g, 0),
+            Ok(OpCall::Attention {
+                seq: 5,
+                heads: 2,
+                head_dim: 8,
+                scale: 1.0 / 8f32.sqrt()
+            })
+        );
+        for (step, want) in [
+            (1, "params[0]"),
+            (2, "not divisible"),
+            (3, "whole number"),
+            (4, "multiple of 4"),
+        ] {
+            match resolve(&g, step) {
+                Err(ExecError::BadShape { problem, .. }) => {
+                    assert!(problem.contains(want), "node {step}: {problem}")
+                }
+                other => panic!("node {step}: expected a refusal, got {other:?}"),
+            }
+        }
+    }
+}
