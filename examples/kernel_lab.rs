@@ -34,26 +34,47 @@ fn main() {
             mapped_at_creation: false,
         })
     };
-    let st = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
+    let st =
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
     let ab = mk(u64::from(m) * u64::from(k), st);
     let bb = mk(u64::from(k) * u64::from(n), st);
     let ob = mk(u64::from(m) * u64::from(n), st);
-    let av: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32) * 0.1 - 0.6).collect();
-    let bv: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32) * 0.1 - 0.5).collect();
+    let av: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7 % 13) as f32) * 0.1 - 0.6)
+        .collect();
+    let bv: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5 % 11) as f32) * 0.1 - 0.5)
+        .collect();
     ctx.queue.write_buffer(&ab, 0, bytemuck::cast_slice(&av));
     ctx.queue.write_buffer(&bb, 0, bytemuck::cast_slice(&bv));
-    let ub = mk(8, wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST);
+    let ub = mk(
+        8,
+        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    );
     let params: [u32; 8] = [m, k, n, 0, 0, 0, 0, 0];
-    ctx.queue.write_buffer(&ub, 0, bytemuck::cast_slice(&params));
+    ctx.queue
+        .write_buffer(&ub, 0, bytemuck::cast_slice(&params));
     let layout = pipeline.get_bind_group_layout(0);
     let group = dev.create_bind_group(&wgpu::BindGroupDescriptor {
         label: None,
         layout: &layout,
         entries: &[
-            wgpu::BindGroupEntry { binding: 0, resource: ub.as_entire_binding() },
-            wgpu::BindGroupEntry { binding: 1, resource: ab.as_entire_binding() },
-            wgpu::BindGroupEntry { binding: 2, resource: bb.as_entire_binding() },
-            wgpu::BindGroupEntry { binding: 3, resource: ob.as_entire_binding() },
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: ub.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: ab.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 2,
+                resource: bb.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 3,
+                resource: ob.as_entire_binding(),
+            },
         ],
     });
     let grid = (n.div_ceil(bn), m.div_ceil(bm));
@@ -73,11 +94,16 @@ fn main() {
         t.elapsed()
     };
     run(1);
-    let mut times: Vec<f64> = (0..5).map(|_| run(reps).as_secs_f64() / f64::from(reps)).collect();
+    let mut times: Vec<f64> = (0..5)
+        .map(|_| run(reps).as_secs_f64() / f64::from(reps))
+        .collect();
     times.sort_by(f64::total_cmp);
     let t = times[2];
     // check a few outputs against the CPU
-    let rb = mk(u64::from(m) * u64::from(n), wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+    let rb = mk(
+        u64::from(m) * u64::from(n),
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    );
     let mut enc = dev.create_command_encoder(&Default::default());
     enc.copy_buffer_to_buffer(&ob, 0, &rb, 0, u64::from(m * n) * 4);
     ctx.queue.submit([enc.finish()]);
@@ -89,7 +115,11 @@ fn main() {
     for &(i, j) in &[(0u32, 0u32), (m - 1, n - 1), (m / 2, n / 3), (m / 3, n - 1)] {
         let mut s = 0f32;
         for kk in 0..k {
-            let b = if bt { bv[(j * k + kk) as usize] } else { bv[(kk * n + j) as usize] };
+            let b = if bt {
+                bv[(j * k + kk) as usize]
+            } else {
+                bv[(kk * n + j) as usize]
+            };
             s += av[(i * k + kk) as usize] * b;
         }
         err = err.max((s - out[(i * n + j) as usize]).abs());

@@ -1,17 +1,15 @@
 // Fused causal multi-head attention over a packed QKV activation:
 //   attention_causal: qkv [seq, 3d] (row t: q | k | v, head h at columns h*hd..) →
 //                     out [seq, d], out[t, head h] = softmax_j≤t(q_t·k_j * scale) · v_j
-// One workgroup of 64 invocations takes 8 queries of one head and walks the keys in
-// blocks of 64 (flash-attention style, no score matrix in memory):
-//   1. invocation j scores key j of the block against the 8 queries (the query loads
-//      are shared by the whole workgroup) into an 8 x 64 tile in workgroup memory,
-//      masking keys after each query;
-//   2. 8 invocations, one per query, take the block's running maximum, turn the
-//      scores into exp(score - max) and rescale the running sum (online softmax);
-//   3. every invocation owns (query, vec4 column) pairs of the output and adds the
-//      block's probabilities times v, after rescaling what it had.
-// The output is divided by the running sum at the end. hd must be a multiple of 4 and
-// at most 4 * MAX_PAIRS * 64 / 8 (256). Params: seq, heads, hd, unused; scale.
+// One invocation per query and head, QUERIES consecutive queries of one head per
+// workgroup (flash-attention style, no score matrix in memory). The workgroup walks
+// the keys up to its last query in chunks of CHUNK: every invocation reads the same
+// key and value rows at the same time (one load serves the workgroup), scores the
+// chunk against its own query (keys after it are masked), rescales its running sum and
+// output once per chunk (online softmax) and adds the chunk's probabilities times v.
+// The output is divided by the running sum at the end. The query and the output row
+// stay in the invocation's registers: hd must be a multiple of 4 and at most 4 *
+// MAX_HD4 (256). Params: seq, heads, hd, unused; scale.
 
 struct Params {
     seq: u32,
@@ -27,17 +25,12 @@ struct Params {
 @group(0) @binding(1) var<storage, read_write> qkv: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
 
-const QUERIES: u32 = 8u; // queries per workgroup
-const KEYS: u32 = 64u; // keys per block = invocations per workgroup
-const MAX_PAIRS: u32 = 8u; // (query, vec4 column) pairs per invocation: hd <= 256
+const QUERIES: u32 = 16u; // queries per workgroup (one per invocation)
+const CHUNK: u32 = 8u; // keys scored before each rescale
+const MAX_HD4: u32 = 64u; // vec4s per head, at most
 const MASKED: f32 = -1e30;
 
-var<workgroup> probs: array<array<f32, KEYS>, QUERIES>;
-var<workgroup> row_max: array<f32, QUERIES>;
-var<workgroup> row_sum: array<f32, QUERIES>;
-var<workgroup> row_rescale: array<f32, QUERIES>;
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(16)
 fn attention_causal(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -48,78 +41,50 @@ fn attention_causal(
     let stride = 3u * d4; // vec4s per qkv row
     let head = wid.y * hd4; // the head's first vec4 column within q, k or v
     let q0 = wid.x * QUERIES;
-    let last_query = min(q0 + QUERIES - 1u, seq - 1u);
-    let blocks = last_query / KEYS + 1u;
-    let lane = lid.x;
-    if lane < QUERIES {
-        row_max[lane] = MASKED;
-        row_sum[lane] = 0.0;
+    let query = min(q0 + lid.x, seq - 1u);
+    let keys = min(q0 + QUERIES, seq); // keys 0..keys cover every query of the group
+    var q: array<vec4<f32>, MAX_HD4>;
+    var acc: array<vec4<f32>, MAX_HD4>;
+    for (var e = 0u; e < hd4; e++) {
+        q[e] = qkv[query * stride + head + e] * params.scale;
     }
-    var acc: array<vec4<f32>, MAX_PAIRS>;
-    let pairs = QUERIES * hd4;
-    workgroupBarrier();
-    for (var blk = 0u; blk < blocks; blk++) {
-        // 1. scores of key `lane` of the block against the 8 queries
-        let key = blk * KEYS + lane;
-        let krow = min(key, seq - 1u) * stride + d4 + head;
-        var s: array<f32, QUERIES>;
+    var run_max = MASKED;
+    var run_sum = 0.0;
+    for (var j0 = 0u; j0 < keys; j0 += CHUNK) {
+        var s: array<f32, CHUNK>;
+        var chunk_max = run_max;
+        for (var c = 0u; c < CHUNK; c++) {
+            let key = j0 + c;
+            let krow = min(key, seq - 1u) * stride + d4 + head;
+            var dot_qk = 0.0;
+            for (var e = 0u; e < hd4; e++) {
+                dot_qk = dot_qk + dot(q[e], qkv[krow + e]);
+            }
+            s[c] = select(MASKED, dot_qk, key <= query);
+            chunk_max = max(chunk_max, s[c]);
+        }
+        let rescale = exp(run_max - chunk_max);
+        run_max = chunk_max;
+        var p: array<f32, CHUNK>;
+        var p_sum = 0.0;
+        for (var c = 0u; c < CHUNK; c++) {
+            p[c] = exp(s[c] - chunk_max);
+            p_sum = p_sum + p[c];
+        }
+        run_sum = run_sum * rescale + p_sum;
         for (var e = 0u; e < hd4; e++) {
-            let kv = qkv[krow + e];
-            for (var r = 0u; r < QUERIES; r++) {
-                let q = min(q0 + r, seq - 1u);
-                s[r] = s[r] + dot(qkv[q * stride + head + e], kv);
+            var o = acc[e] * rescale;
+            for (var c = 0u; c < CHUNK; c++) {
+                let vrow = min(j0 + c, seq - 1u) * stride + 2u * d4 + head;
+                o = fma(vec4(p[c]), qkv[vrow + e], o);
             }
+            acc[e] = o;
         }
-        for (var r = 0u; r < QUERIES; r++) {
-            let q = min(q0 + r, seq - 1u);
-            probs[r][lane] = select(MASKED, s[r] * params.scale, key <= q);
-        }
-        workgroupBarrier();
-        // 2. online softmax, one invocation per query
-        if lane < QUERIES {
-            let old_max = row_max[lane];
-            var new_max = old_max;
-            for (var j = 0u; j < KEYS; j++) {
-                new_max = max(new_max, probs[lane][j]);
-            }
-            var sum = 0.0;
-            for (var j = 0u; j < KEYS; j++) {
-                let p = exp(probs[lane][j] - new_max);
-                probs[lane][j] = p;
-                sum = sum + p;
-            }
-            let rescale = exp(old_max - new_max);
-            row_rescale[lane] = rescale;
-            row_sum[lane] = row_sum[lane] * rescale + sum;
-            row_max[lane] = new_max;
-        }
-        workgroupBarrier();
-        // 3. probabilities times v
-        for (var i = 0u; i < MAX_PAIRS; i++) {
-            let pair = lane + i * KEYS;
-            if pair < pairs {
-                let r = pair / hd4;
-                let c = pair % hd4;
-                var o = acc[i] * row_rescale[r];
-                let vcol = 2u * d4 + head + c;
-                for (var j = 0u; j < KEYS; j++) {
-                    let vrow = min(blk * KEYS + j, seq - 1u);
-                    o = fma(vec4(probs[r][j]), qkv[vrow * stride + vcol], o);
-                }
-                acc[i] = o;
-            }
-        }
-        workgroupBarrier();
     }
-    for (var i = 0u; i < MAX_PAIRS; i++) {
-        let pair = lane + i * KEYS;
-        if pair < pairs {
-            let r = pair / hd4;
-            let c = pair % hd4;
-            let q = q0 + r;
-            if q < seq {
-                out[q * d4 + head + c] = acc[i] / row_sum[r];
-            }
+    if q0 + lid.x < seq {
+        let inv = 1.0 / run_sum;
+        for (var e = 0u; e < hd4; e++) {
+            out[query * d4 + head + e] = acc[e] * inv;
         }
     }
 }

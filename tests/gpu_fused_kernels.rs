@@ -160,6 +160,11 @@ fn fused_attention_matches_cpu_across_key_blocks() {
         let len = (seq * 3 * width) as usize;
         values.insert(qkv, TensorData::F32(random(seq + hd, len, 1.5)));
         let (gpu, cpu) = run_both(&ctx, &g, &values);
-        assert_close(&format!("attention seq {seq} heads {heads} hd {hd}"), &gpu, &cpu, 1e-4);
+        assert_close(
+            &format!("attention seq {seq} heads {heads} hd {hd}"),
+            &gpu,
+            &cpu,
+            1e-4,
+        );
     }
 }

@@ -148,7 +148,9 @@ pub fn attention_causal(
                 let dot: f64 = (0..head_dim).map(|e| at(t, 0, h, e) * at(j, 1, h, e)).sum();
                 *s = dot * f64::from(scale);
             }
-            let max = scores[..=t].iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+            let max = scores[..=t]
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, &v| m.max(v));
             let weights: Vec<f64> = scores[..=t].iter().map(|&s| (s - max).exp()).collect();
             let sum: f64 = weights.iter().sum();
             for e in 0..head_dim {
@@ -338,12 +340,7 @@ pub fn apply(
             vec![float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
         }
         OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
-        OpCall::MatmulFused {
-            m,
-            k,
-            n,
-            epilogue,
-        } => {
+        OpCall::MatmulFused { m, k, n, epilogue } => {
             let first = usize::from(epilogue == ops::Epilogue::Residual);
             let product = matmul(
                 float(first, u(m) * u(k))?,

@@ -125,6 +125,8 @@ pub enum Kernel {
     SoftmaxInPlace,
     /// `(x, gain, out, bias)` in binding order.
     LayerNorm,
+    /// As [`Kernel::LayerNorm`], one invocation per row (many short rows).
+    LayerNormRows,
     /// `(x, gain, out)`.
     RmsNorm,
     /// `(a, b, out)`, `b` is `[k, n]`.
@@ -195,9 +197,8 @@ impl MatmulTile {
     /// workgroups than [`MIN_TILED_WORKGROUPS`] (then 4). Measured on lavapipe, 8 rows
     /// ran 1.3-1.4x faster than 4 on the decoder's shapes (`examples/kernel_lab.rs`).
     pub fn choose(m: u32, n: u32) -> MatmulTile {
-        let groups = |t: MatmulTile| {
-            u64::from(m.div_ceil(t.rows())) * u64::from(n.div_ceil(t.columns()))
-        };
+        let groups =
+            |t: MatmulTile| u64::from(m.div_ceil(t.rows())) * u64::from(n.div_ceil(t.columns()));
         if groups(MatmulTile::Rows8) >= MIN_TILED_WORKGROUPS {
             MatmulTile::Rows8
         } else {
@@ -218,7 +219,7 @@ impl MatmulTile {
 pub const MIN_TILED_WORKGROUPS: u64 = 32;
 
 /// Queries per workgroup of the attention kernel.
-pub const ATTENTION_QUERIES: u64 = 8;
+pub const ATTENTION_QUERIES: u64 = 16;
 
 impl Kernel {
     /// The shader file and entry point.
@@ -231,6 +232,7 @@ impl Kernel {
             Kernel::Softmax => (Shader::Softmax, "softmax_rows"),
             Kernel::SoftmaxInPlace => (Shader::Softmax, "softmax_rows_inplace"),
             Kernel::LayerNorm => (Shader::Norm, "layer_norm"),
+            Kernel::LayerNormRows => (Shader::Norm, "layer_norm_rows"),
             Kernel::RmsNorm => (Shader::Norm, "rms_norm"),
             Kernel::Matmul => (Shader::Matmul, "matmul"),
             Kernel::MatmulBt => (Shader::Matmul, "matmul_bt"),
@@ -280,12 +282,12 @@ impl Kernel {
             | Kernel::Embedding
             | Kernel::Compact
             | Kernel::MatmulPacked => 3,
-            Kernel::LayerNorm => 4,
+            Kernel::LayerNorm | Kernel::LayerNormRows => 4,
         }
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 26] = [
+    pub const ALL: [Kernel; 27] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -293,6 +295,7 @@ impl Kernel {
         Kernel::Softmax,
         Kernel::SoftmaxInPlace,
         Kernel::LayerNorm,
+        Kernel::LayerNormRows,
         Kernel::RmsNorm,
         Kernel::Matmul,
         Kernel::MatmulBt,
@@ -326,6 +329,9 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
         (OpCall::Binary { .. }, true) => (Kernel::BinaryInPlace, &[0, 1]),
         (OpCall::Softmax { .. }, false) => (Kernel::Softmax, &[0, 1]),
         (OpCall::Softmax { .. }, true) => (Kernel::SoftmaxInPlace, &[0]),
+        (&OpCall::LayerNorm { rows, cols, .. }, false) if norm_by_rows(rows, cols) => {
+            (Kernel::LayerNormRows, &[0, 1, 3, 2])
+        }
         (OpCall::LayerNorm { .. }, false) => (Kernel::LayerNorm, &[0, 1, 3, 2]),
         (OpCall::RmsNorm { .. }, false) => (Kernel::RmsNorm, &[0, 1, 2]),
         (
@@ -367,6 +373,16 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
 pub fn tiled(k: u32, n: u32, transposed_b: bool) -> bool {
     k.is_multiple_of(4) && (transposed_b || n.is_multiple_of(4))
 }
+
+/// Whether a layer norm runs one invocation per row ([`Kernel::LayerNormRows`]): for
+/// enough rows to fill [`NORM_ROWS_PER_GROUP`]-row workgroups and rows short enough for
+/// one invocation to walk.
+pub fn norm_by_rows(rows: u32, cols: u32) -> bool {
+    u64::from(rows) >= 4 * NORM_ROWS_PER_GROUP && cols <= 4096
+}
+
+/// Rows per workgroup of [`Kernel::LayerNormRows`].
+pub const NORM_ROWS_PER_GROUP: u64 = 16;
 
 /// Threads per workgroup of the 1-D kernels (elementwise, rows).
 pub const WORKGROUP_THREADS: u64 = 256;
@@ -417,6 +433,9 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         OpCall::Unary { len, .. } | OpCall::Binary { len, .. } => threads(u64::from(len)),
         OpCall::Embedding { rows, dim, .. } => threads(u64::from(rows) * u64::from(dim)),
         OpCall::Rope { rows, dim, .. } => threads(u64::from(rows) * u64::from(dim / 2)),
+        OpCall::LayerNorm { rows, cols, .. } if norm_by_rows(rows, cols) => {
+            u64::from(rows).div_ceil(NORM_ROWS_PER_GROUP)
+        }
         OpCall::Softmax { rows, .. }
         | OpCall::LayerNorm { rows, .. }
         | OpCall::RmsNorm { rows, .. } => u64::from(rows),

@@ -143,7 +143,9 @@ pub(super) fn attention(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
         .copied()
         .ok_or_else(|| c.bad("attention_causal needs params[0], the heads".to_string()))?;
     if !(heads_param >= 1.0 && heads_param.fract() == 0.0 && heads_param <= u32::MAX as f32) {
-        return Err(c.bad(format!("heads must be a whole number >= 1, got {heads_param}")));
+        return Err(c.bad(format!(
+            "heads must be a whole number >= 1, got {heads_param}"
+        )));
     }
     let heads = heads_param as u64;
     if !width.is_multiple_of(heads) {
