@@ -195,7 +195,7 @@ fn parse_args() -> Result<Args, SideError> {
     Ok(args)
 }
 
-/// Figures of one runtime at one shape.
+/// Figures of one runtime at one shape (GPU time and dispatches: wgalloc's only).
 struct Figures {
     forward: Duration,
     gpu: Option<Duration>,
@@ -204,24 +204,77 @@ struct Figures {
     detail: String,
 }
 
-fn run_wgalloc(ctx: &GpuContext, config: &ModelConfig, args: &Args) -> Result<Figures, SideError> {
-    let mut forward = Forward::new(ctx, config)?;
-    let mut first = None;
-    for _ in 0..args.warmup {
-        first = Some(forward.run()?);
+/// burn's decoder with its inputs on the device.
+struct BurnRun {
+    model: BurnDecoder,
+    tokens: Tensor<2, Int>,
+    positions: Tensor<2, Int>,
+    device: Device,
+}
+
+impl BurnRun {
+    fn new(device: &Device, config: &ModelConfig) -> Result<BurnRun, SideError> {
+        let seq = config.seq as usize;
+        let ids: Vec<i32> = wgalloc::model::build_gpt(config)
+            .map_err(|e| SideError::Wgalloc(e.into()))?
+            .token_ids()
+            .iter()
+            .map(|&t| t as i32)
+            .collect();
+        Ok(BurnRun {
+            model: BurnDecoder::new(config, device),
+            tokens: Tensor::<2, Int>::from_data(TensorData::new(ids, [1, seq]), device),
+            positions: Tensor::<1, Int>::arange(0..seq as i64, device).reshape([1, seq]),
+            device: device.clone(),
+        })
     }
-    let runs = (0..args.reps)
-        .map(|_| forward.run())
-        .collect::<Result<Vec<_>, _>>()?;
-    let gpu = runs
+
+    /// One forward pass, from the first op queued until the device has finished.
+    fn once(&self) -> Result<Duration, SideError> {
+        let started = Instant::now();
+        let logits = self
+            .model
+            .forward(self.tokens.clone(), self.positions.clone());
+        self.device
+            .sync()
+            .map_err(|e| SideError::Burn(format!("{e:?}")))?;
+        let elapsed = started.elapsed();
+        drop(logits);
+        Ok(elapsed)
+    }
+}
+
+/// Runs both at one shape: warm-up runs of each, then `reps` rounds of one wgalloc
+/// forward and one burn forward, interleaved so that a busy machine slows both alike.
+fn compare(
+    ctx: &GpuContext,
+    device: &Device,
+    config: &ModelConfig,
+    args: &Args,
+) -> Result<(Figures, Figures), SideError> {
+    let mut forward = Forward::new(ctx, config)?;
+    let burn = BurnRun::new(device, config)?;
+    let first = forward.run()?;
+    let cold = burn.once()?;
+    for _ in 1..args.warmup {
+        forward.run()?;
+        burn.once()?;
+    }
+    let mut ours = Vec::with_capacity(args.reps);
+    let mut theirs = Vec::with_capacity(args.reps);
+    for _ in 0..args.reps {
+        ours.push(forward.run()?);
+        theirs.push(burn.once()?);
+    }
+    let gpu = ours
         .iter()
         .map(|r| r.gpu_time)
         .collect::<Option<Vec<_>>>()
         .map(median);
-    Ok(Figures {
-        forward: median(runs.iter().map(|r| r.wait_time + r.encode_time).collect()),
+    let wgalloc = Figures {
+        forward: median(ours.iter().map(|r| r.wait_time + r.encode_time).collect()),
         gpu,
-        dispatches: first.map(|r| r.dispatches),
+        dispatches: Some(first.dispatches),
         beyond_weights: forward.activation_bytes(),
         detail: format!(
             "activations {:.3} MB planned (in-place lower bound {:.3} MB), weights {:.2} MB",
@@ -229,39 +282,9 @@ fn run_wgalloc(ctx: &GpuContext, config: &ModelConfig, args: &Args) -> Result<Fi
             mb(forward.lower_bound_bytes()),
             mb(forward.weight_bytes())
         ),
-    })
-}
-
-fn run_burn(device: &Device, config: &ModelConfig, args: &Args) -> Result<Figures, SideError> {
-    let model = BurnDecoder::new(config, device);
-    let seq = config.seq as usize;
-    let ids: Vec<i32> = wgalloc::model::build_gpt(config)
-        .map_err(|e| SideError::Wgalloc(e.into()))?
-        .token_ids()
-        .iter()
-        .map(|&t| t as i32)
-        .collect();
-    let tokens = Tensor::<2, Int>::from_data(TensorData::new(ids, [1, seq]), device);
-    let positions = Tensor::<1, Int>::arange(0..seq as i64, device).reshape([1, seq]);
-    let sync = || device.sync().map_err(|e| SideError::Burn(format!("{e:?}")));
-    let once = || -> Result<Duration, SideError> {
-        let started = Instant::now();
-        let logits = model.forward(tokens.clone(), positions.clone());
-        sync()?;
-        let elapsed = started.elapsed();
-        drop(logits);
-        Ok(elapsed)
     };
-    let cold = once()?;
-    for _ in 1..args.warmup {
-        once()?;
-    }
-    let times = (0..args.reps)
-        .map(|_| once())
-        .collect::<Result<Vec<_>, _>>()?;
-    let weights = 4 * model.parameters();
-    let usage = device.memory_pool_usage();
-    let (beyond, detail) = match usage {
+    let weights = 4 * burn.model.parameters();
+    let (beyond, detail) = match device.memory_pool_usage() {
         Some(u) => (
             u.bytes_reserved.saturating_sub(weights),
             format!(
@@ -273,15 +296,16 @@ fn run_burn(device: &Device, config: &ModelConfig, args: &Args) -> Result<Figure
                 ms(cold)
             ),
         ),
-        None => (0, "no pool report".to_string()),
+        None => (0, format!("no pool report; cold first forward {:.0} ms", ms(cold))),
     };
-    Ok(Figures {
-        forward: median(times),
+    let burn_figures = Figures {
+        forward: median(theirs),
         gpu: None,
         dispatches: None,
         beyond_weights: beyond,
         detail,
-    })
+    };
+    Ok((wgalloc, burn_figures))
 }
 
 fn main() -> std::process::ExitCode {
@@ -305,8 +329,7 @@ fn run() -> Result<(), SideError> {
     let mut rows = Vec::new();
     for &i in &args.shapes {
         let (label, config) = shapes()[i];
-        let ours = run_wgalloc(&ctx, &config, &args)?;
-        let theirs = run_burn(&device, &config, &args)?;
+        let (ours, theirs) = compare(&ctx, &device, &config, &args)?;
         println!("{label}: wgalloc {}", ours.detail);
         println!("{label}: burn    {}", theirs.detail);
         rows.push((label, ours, theirs));
@@ -326,8 +349,6 @@ fn run() -> Result<(), SideError> {
             mb(ours.beyond_weights),
             mb(theirs.beyond_weights),
         );
-        let _ = theirs.gpu;
-        let _ = theirs.dispatches;
     }
     Ok(())
 }
