@@ -168,3 +168,36 @@ fn fused_attention_matches_cpu_across_key_blocks() {
         );
     }
 }
+
+#[test]
+fn the_fused_decoder_forward_matches_the_reference_at_the_lower_bound() {
+    let Some(ctx) = common::gpu() else { return };
+    let config = common::tiny_model(2);
+    assert!(wgalloc::model::fused_layers(&config));
+    let mut forward = wgalloc::model::Forward::new(&ctx, &config).expect("builds");
+    let report = forward.run().expect("runs");
+    // 2 embedding nodes, 7 per layer, final norm and logits
+    assert_eq!(report.dispatches, 2 + 7 * 2 + 2);
+    assert_eq!(report.dispatches, forward.model().graph.nodes.len());
+    let logits = forward.logits().expect("logits");
+    let reference = forward
+        .model()
+        .reference_logits(forward.model().token_ids())
+        .expect("reference");
+    let scale = reference.iter().fold(1f32, |m, v| m.max(v.abs()));
+    let error = logits
+        .iter()
+        .zip(&reference)
+        .fold(0f32, |m, (g, c)| m.max((g - c).abs()));
+    assert!(error <= wgalloc::model::LOGITS_TOLERANCE * scale, "{error}");
+    // aligned to the device's storage offset alignment: at most one alignment per tensor
+    let tensors = forward.model().graph.tensors.len() as u64;
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    assert!(forward.activation_bytes() >= forward.lower_bound_bytes());
+    assert!(
+        forward.activation_bytes() <= forward.lower_bound_bytes() + tensors * alignment,
+        "{} planned, bound {}",
+        forward.activation_bytes(),
+        forward.lower_bound_bytes()
+    );
+}

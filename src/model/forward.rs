@@ -1,12 +1,12 @@
 //! [`Forward`]: the built-in decoder's forward pass alone, for benchmarks: weights
-//! packed and uploaded once, activations planned by the graph allocator and allocated
-//! once, and then only the executor's pass per call (no CPU reference, no proof: that
+//! packed and uploaded once, activations planned by the default (offline `best`)
+//! planner and allocated once, and then only the executor's pass per call (no CPU reference, no proof: that
 //! is [`super::ModelSession`]'s job).
 
 use super::{build_gpt, GptModel, ModelConfig};
 use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
 use crate::exec::{Executor, RunReport, TensorMemory};
-use crate::plan::{lower_bounds, plan_graph, plan_weights, Plan};
+use crate::plan::{lower_bounds, plan, plan_weights, Plan, PlanOptions};
 
 /// The decoder on the device, ready to run its forward pass again and again.
 pub struct Forward {
@@ -38,7 +38,7 @@ impl Forward {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
         let model = build_gpt(config)?;
         let storage = ctx.buffer_types()?.storage.desc;
-        let plan = plan_graph(&model.graph, &storage)?;
+        let plan = plan(&model.graph, std::slice::from_ref(&storage), &PlanOptions::default())?;
         let weight_plan = plan_weights(&model.graph, &storage)?;
         let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
         let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
