@@ -38,7 +38,11 @@ impl Forward {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
         let model = build_gpt(config)?;
         let storage = ctx.buffer_types()?.storage.desc;
-        let plan = plan(&model.graph, std::slice::from_ref(&storage), &PlanOptions::default())?;
+        let plan = plan(
+            &model.graph,
+            std::slice::from_ref(&storage),
+            &PlanOptions::default(),
+        )?;
         let weight_plan = plan_weights(&model.graph, &storage)?;
         let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
         let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
