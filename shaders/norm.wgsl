@@ -88,3 +88,35 @@ fn rms_norm(
         out[base + c] = x[base + c] * inv * gain[c];
     }
 }
+
+// layer_norm_rows: the same layer norm with one invocation per row (16 rows per
+// workgroup, no barrier): for many short rows, where the per-row workgroup spends its
+// time in barriers. Rows beyond 65535 workgroups use the second dimension.
+@compute @workgroup_size(16)
+fn layer_norm_rows(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let row = (wid.y * groups.x + wid.x) * 16u + lid;
+    if row >= params.rows {
+        return;
+    }
+    let cols = params.cols;
+    let base = row * cols;
+    let n = f32(cols);
+    var sum = 0.0;
+    for (var c = 0u; c < cols; c++) {
+        sum = sum + x[base + c];
+    }
+    let mean = sum / n;
+    var sum_sq = 0.0;
+    for (var c = 0u; c < cols; c++) {
+        let d = x[base + c] - mean;
+        sum_sq = sum_sq + d * d;
+    }
+    let inv = inverseSqrt(sum_sq / n + params.eps);
+    for (var c = 0u; c < cols; c++) {
+        out[base + c] = (x[base + c] - mean) * inv * gain[c] + bias[c];
+    }
+}

@@ -31,6 +31,11 @@ const SMALL: [&str; 11] = [
     "model", "--layers", "1", "--width", "64", "--heads", "2", "--seq", "32", "--vocab", "128",
 ];
 
+/// A model whose attention runs head by head (head width 6).
+const PER_HEAD: [&str; 11] = [
+    "model", "--layers", "1", "--width", "24", "--heads", "4", "--seq", "32", "--vocab", "128",
+];
+
 #[test]
 fn the_default_run_passes_reuses_its_reservation_and_draws_the_plan() {
     if common::gpu().is_none() {
@@ -109,8 +114,11 @@ fn a_clobbered_plan_fails_the_logits_and_the_proof_and_exits_non_zero() {
         return;
     }
     let dir = scratch_dir("clobber");
+    // Heads of width 6 (not a multiple of 4) keep attention head by head: the fused
+    // layers have no pair to clobber (every tensor live while another is written is
+    // read by the same node, or the other is too large to move beside it).
     let out = wgalloc_in(&dir)
-        .args(SMALL)
+        .args(PER_HEAD)
         .args(["--inject-clobber", "--then-seq", "16"])
         .output()
         .expect("runs");

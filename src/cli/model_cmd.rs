@@ -240,9 +240,10 @@ fn print_run(run: &ModelRun, index: usize, backend: wgpu::Backend) {
         |d| format!("{:.2} ms", d.as_secs_f64() * 1e3),
     );
     println!(
-        "         time     plan {:.3} ms, encode {:.2} ms, GPU {gpu}, {} dispatches in one pass",
+        "         time     plan {:.3} ms, encode {:.2} ms, wall (submit to done) {:.2} ms, GPU {gpu}, {} dispatches in one pass",
         run.plan_time.as_secs_f64() * 1e3,
         run.exec.encode_time.as_secs_f64() * 1e3,
+        run.exec.wait_time.as_secs_f64() * 1e3,
         run.exec.dispatches
     );
     println!(
@@ -298,6 +299,8 @@ fn run_json(run: &ModelRun) -> Value {
         "weights_rebuilt": run.weights_rebuilt,
         "encode_seconds": run.exec.encode_time.as_secs_f64(),
         "gpu_seconds": run.exec.gpu_time.map(|d| d.as_secs_f64()),
+        "wall_seconds": run.exec.wait_time.as_secs_f64(),
+        "dispatches": run.exec.dispatches,
         "max_abs_error": run.max_abs_error,
         "logits_match": run.logits_match,
         "proof": run.proof,

@@ -81,6 +81,45 @@ pub fn softmax(x: &[f32], cols: usize, causal_period: Option<usize>) -> Vec<f32>
     out
 }
 
+/// Causal multi-head attention over `qkv [seq, 3·heads·head_dim]` (row `t`: `q | k |
+/// v`, each split into heads): `out[t, head] = Σ_{j≤t} softmax_j(q_t·k_j·scale)·v_j`.
+pub fn attention_causal(
+    qkv: &[f32],
+    seq: usize,
+    heads: usize,
+    head_dim: usize,
+    scale: f32,
+) -> Vec<f32> {
+    let width = heads * head_dim;
+    let mut out = vec![0.0f32; seq * width];
+    let at = |t: usize, part: usize, h: usize, e: usize| {
+        f64::from(qkv[t * 3 * width + part * width + h * head_dim + e])
+    };
+    let mut scores = vec![0.0f64; seq];
+    for h in 0..heads {
+        for t in 0..seq {
+            for (j, s) in scores.iter_mut().enumerate().take(t + 1) {
+                let dot: f64 = (0..head_dim).map(|e| at(t, 0, h, e) * at(j, 1, h, e)).sum();
+                *s = dot * f64::from(scale);
+            }
+            let max = scores[..=t]
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+            let weights: Vec<f64> = scores[..=t].iter().map(|&s| (s - max).exp()).collect();
+            let sum: f64 = weights.iter().sum();
+            for e in 0..head_dim {
+                let v: f64 = weights
+                    .iter()
+                    .enumerate()
+                    .map(|(j, w)| w * at(j, 2, h, e))
+                    .sum();
+                out[t * width + h * head_dim + e] = (v / sum) as f32;
+            }
+        }
+    }
+    out
+}
+
 /// Layer norm of each row of length `gain.len()`: `(x − mean)/√(var + eps)·gain + bias`.
 pub fn layer_norm(x: &[f32], gain: &[f32], bias: &[f32], eps: f32) -> Vec<f32> {
     let cols = gain.len();
@@ -255,6 +294,37 @@ pub fn apply(
             vec![float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
         }
         OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
+        OpCall::MatmulFused { m, k, n, epilogue } => {
+            let first = usize::from(epilogue == ops::Epilogue::Residual);
+            let product = matmul(
+                float(first, u(m) * u(k))?,
+                float(first + 1, u(k) * u(n))?,
+                u(m),
+                u(k),
+                u(n),
+                false,
+            );
+            match epilogue {
+                ops::Epilogue::Gelu => product.into_iter().map(gelu).collect(),
+                ops::Epilogue::Residual => float(0, u(m) * u(n))?
+                    .iter()
+                    .zip(product)
+                    .map(|(r, p)| r + p)
+                    .collect(),
+            }
+        }
+        OpCall::Attention {
+            seq,
+            heads,
+            head_dim,
+            scale,
+        } => attention_causal(
+            float(0, u(seq) * 3 * u(heads) * u(head_dim))?,
+            u(seq),
+            u(heads),
+            u(head_dim),
+            scale,
+        ),
         OpCall::MatmulPacked { m, k, n } => {
             let packed_len = super::packed::packed_len(u64::from(k), u64::from(n))
                 .map_err(|e| bad(e.to_string()))?;

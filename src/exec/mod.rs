@@ -59,7 +59,7 @@ pub use custom::{
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use inputs::{Inputs, TensorData};
-pub use kernels::{Kernel, Shader};
+pub use kernels::{Kernel, MatmulTile, Shader};
 pub use limits::check_plan_against_limits;
 pub use ops::{
     resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
@@ -68,4 +68,4 @@ pub use ops::{
 pub use params::KernelParams;
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub mod checksum;
-pub use ops::MAX_COMPACT_ELEMENTS;
+pub use ops::{Epilogue, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS};

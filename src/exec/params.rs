@@ -51,6 +51,16 @@ impl KernelParams {
             OpCall::CountPositive { len } => ([len, 0, 0, 0], 0.0),
             OpCall::Compact { len, out_len } => ([len, out_len, 0, 0], 0.0),
             OpCall::MatmulPacked { m, k, n } => ([m, k, n, 0], 0.0),
+            OpCall::MatmulFused { m, k, n, epilogue } => (
+                [m, k, n, u32::from(epilogue == super::ops::Epilogue::Gelu)],
+                0.0,
+            ),
+            OpCall::Attention {
+                seq,
+                heads,
+                head_dim,
+                scale,
+            } => ([seq, heads, head_dim, 0], scale),
         };
         KernelParams {
             ints,

@@ -2,10 +2,15 @@
 //! layer norm, multi-head causal attention, residual add, layer norm, GELU MLP,
 //! residual add; a final layer norm and logits tied to the token embedding.
 //!
-//! Attention is expressed head by head with 2-D kernels: per head `q_h = h·Wq_h`,
-//! `k_h`, `v_h` (`[seq, head_dim]`), scores `q_h·k_hᵀ` scaled and causally
-//! soft-maxed, `o_h = p_h·v_h`, and the output projection summed over heads
-//! (`Σ_h o_h·Wo_h`, which equals concatenating the heads and projecting).
+//! Where the widths allow ([`fused_layers`]) a layer is seven nodes: layer norm, one
+//! full-width QKV projection, fused causal attention (`attention_causal`, no score
+//! matrix), the output projection added to the residual in place (`matmul_add`),
+//! layer norm, the MLP's up projection with GELU in its epilogue (`matmul_gelu`) and
+//! its down projection added to the residual in place. Otherwise attention is
+//! expressed head by head with 2-D kernels: per head `q_h = h·Wq_h`, `k_h`, `v_h`
+//! (`[seq, head_dim]`), scores `q_h·k_hᵀ` scaled and causally soft-maxed,
+//! `o_h = p_h·v_h`, and the output projection summed over heads (`Σ_h o_h·Wo_h`,
+//! which equals concatenating the heads and projecting).
 
 use std::collections::HashMap;
 
@@ -49,6 +54,7 @@ pub fn build_gpt(config: &ModelConfig) -> Result<GptModel, ModelError> {
     let (seq, d, vocab) = (config.seq, config.width, config.vocab);
     let heads = config.heads;
     let hd = d / heads;
+    let fused = fused_layers(config);
     let mut b = GraphBuilder::new(format!(
         "gpt-l{}-w{}-h{}-s{}-v{}",
         config.layers, d, heads, seq, vocab
@@ -80,34 +86,31 @@ pub fn build_gpt(config: &ModelConfig) -> Result<GptModel, ModelError> {
             &[LAYER_NORM_EPS],
         );
         b.rename(h, format!("h{l}.ln1"));
-        let mut attn: Option<TensorId> = None;
-        for head in 0..heads {
-            let p = format!("h{l}.attn.{head}");
-            let wq = weight(&mut b, format!("{p}.wq"), &[d, hd], matrix_init(d));
-            let wk = weight(&mut b, format!("{p}.wk"), &[d, hd], matrix_init(d));
-            let wv = weight(&mut b, format!("{p}.wv"), &[d, hd], matrix_init(d));
-            let wo = weight(&mut b, format!("{p}.wo"), &[hd, d], matrix_init(d));
-            let q = b.node("matmul", &[h, wq], &[seq, hd], false);
-            let k = b.node("matmul", &[h, wk], &[seq, hd], false);
-            let v = b.node("matmul", &[h, wv], &[seq, hd], false);
-            let scores = b.node("matmul_bt", &[q, k], &[seq, seq], false);
-            let scaled = b.node_with_params(
-                "scale",
-                &[scores],
-                &[seq, seq],
-                true,
-                &[1.0 / (hd as f32).sqrt()],
+        if fused {
+            // One QKV projection, one fused attention kernel, and the output projection
+            // added to the residual in place.
+            let wqkv = weight(
+                &mut b,
+                format!("h{l}.attn.wqkv"),
+                &[d, 3 * d],
+                matrix_init(d),
             );
-            let probs = b.node("softmax_causal", &[scaled], &[seq, seq], true);
-            let o = b.node("matmul", &[probs, v], &[seq, hd], false);
-            let proj = b.node("matmul", &[o, wo], &[seq, d], false);
-            attn = Some(match attn {
-                None => proj,
-                Some(acc) => b.node("add", &[acc, proj], &[seq, d], true),
-            });
+            let wo = weight(&mut b, format!("h{l}.attn.wo"), &[d, d], matrix_init(d));
+            let qkv = b.node("matmul", &[h, wqkv], &[seq, 3 * d], false);
+            b.rename(qkv, format!("h{l}.qkv"));
+            let attn = b.node_with_params(
+                "attention_causal",
+                &[qkv],
+                &[seq, d],
+                false,
+                &[heads as f32, 1.0 / (hd as f32).sqrt()],
+            );
+            b.rename(attn, format!("h{l}.attn"));
+            x = b.node("matmul_add", &[x, attn, wo], &[seq, d], true);
+        } else {
+            let attn = per_head_attention(&mut b, &mut weight, l, h, config)?;
+            x = b.node("add", &[x, attn], &[seq, d], true);
         }
-        let attn = attn.ok_or(ModelError::Zero { what: "heads" })?;
-        x = b.node("add", &[x, attn], &[seq, d], true);
         b.rename(x, format!("h{l}.resid1"));
         let g2 = weight(&mut b, format!("h{l}.ln2.g"), &[d], Init::NearOne);
         let b2 = weight(&mut b, format!("h{l}.ln2.b"), &[d], Init::Uniform(0.1));
@@ -125,10 +128,16 @@ pub fn build_gpt(config: &ModelConfig) -> Result<GptModel, ModelError> {
             &[4 * d, d],
             matrix_init(4 * d),
         );
-        let up = b.node("matmul", &[h2, w1], &[seq, 4 * d], false);
-        let act = b.node("gelu", &[up], &[seq, 4 * d], true);
-        let down = b.node("matmul", &[act, w2], &[seq, d], false);
-        x = b.node("add", &[x, down], &[seq, d], true);
+        if fused {
+            let act = b.node("matmul_gelu", &[h2, w1], &[seq, 4 * d], false);
+            b.rename(act, format!("h{l}.mlp.act"));
+            x = b.node("matmul_add", &[x, act, w2], &[seq, d], true);
+        } else {
+            let up = b.node("matmul", &[h2, w1], &[seq, 4 * d], false);
+            let act = b.node("gelu", &[up], &[seq, 4 * d], true);
+            let down = b.node("matmul", &[act, w2], &[seq, d], false);
+            x = b.node("add", &[x, down], &[seq, d], true);
+        }
         b.rename(x, format!("h{l}.resid2"));
     }
     let gf = weight(&mut b, "ln_f.g".into(), &[d], Init::NearOne);
@@ -151,6 +160,60 @@ pub fn build_gpt(config: &ModelConfig) -> Result<GptModel, ModelError> {
         logits,
         inits,
     })
+}
+
+/// Whether the decoder's layers use the fused kernels (one QKV projection, fused
+/// attention, GELU and residual adds in the matmul epilogues): their vector loads need
+/// the width and the head width to be multiples of 4, and the attention kernel a head
+/// width of at most [`crate::exec::MAX_ATTENTION_HEAD_DIM`]. Otherwise attention runs
+/// head by head on 2-D kernels.
+pub fn fused_layers(config: &ModelConfig) -> bool {
+    let hd = config.width / config.heads.max(1);
+    config.width.is_multiple_of(4)
+        && hd.is_multiple_of(4)
+        && hd <= crate::exec::MAX_ATTENTION_HEAD_DIM
+}
+
+/// Attention head by head with 2-D kernels (for widths the fused kernels do not take):
+/// per head `q_h = h·Wq_h`, `k_h`, `v_h`, scores `q_h·k_hᵀ` scaled and causally
+/// soft-maxed, `o_h = p_h·v_h`, and the output projection summed over heads.
+fn per_head_attention(
+    b: &mut GraphBuilder,
+    weight: &mut impl FnMut(&mut GraphBuilder, String, &[u64], Init) -> TensorId,
+    l: u64,
+    h: TensorId,
+    config: &ModelConfig,
+) -> Result<TensorId, ModelError> {
+    let (seq, d, heads) = (config.seq, config.width, config.heads);
+    let hd = d / heads;
+    let init = Init::Uniform(1.0 / (d as f32).sqrt());
+    let mut attn: Option<TensorId> = None;
+    for head in 0..heads {
+        let p = format!("h{l}.attn.{head}");
+        let wq = weight(b, format!("{p}.wq"), &[d, hd], init);
+        let wk = weight(b, format!("{p}.wk"), &[d, hd], init);
+        let wv = weight(b, format!("{p}.wv"), &[d, hd], init);
+        let wo = weight(b, format!("{p}.wo"), &[hd, d], init);
+        let q = b.node("matmul", &[h, wq], &[seq, hd], false);
+        let k = b.node("matmul", &[h, wk], &[seq, hd], false);
+        let v = b.node("matmul", &[h, wv], &[seq, hd], false);
+        let scores = b.node("matmul_bt", &[q, k], &[seq, seq], false);
+        let scaled = b.node_with_params(
+            "scale",
+            &[scores],
+            &[seq, seq],
+            true,
+            &[1.0 / (hd as f32).sqrt()],
+        );
+        let probs = b.node("softmax_causal", &[scaled], &[seq, seq], true);
+        let o = b.node("matmul", &[probs, v], &[seq, hd], false);
+        let proj = b.node("matmul", &[o, wo], &[seq, d], false);
+        attn = Some(match attn {
+            None => proj,
+            Some(acc) => b.node("add", &[acc, proj], &[seq, d], true),
+        });
+    }
+    attn.ok_or(ModelError::Zero { what: "heads" })
 }
 
 impl GptModel {

@@ -2,13 +2,15 @@
 //! real kernels' ops, with seeded random weights.
 
 mod config;
+mod forward;
 mod gpt;
 mod prepacked;
 mod session;
 mod weights;
 
 pub use config::{ModelConfig, ModelError};
-pub use gpt::{build_gpt, GptModel};
+pub use forward::Forward;
+pub use gpt::{build_gpt, fused_layers, GptModel};
 pub use prepacked::{PrepackedModel, PrepackedModelRun};
 pub use session::{ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
 #[doc(hidden)] // The seeded weights' generator, for tests.

@@ -39,6 +39,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "count_positive",
     "compact",
     "matmul_packed",
+    "matmul_gelu",
+    "matmul_add",
+    "attention_causal",
 ];
 
 /// The most elements `count_positive` and `compact` take: their count is a whole
@@ -103,6 +106,16 @@ impl BinaryOp {
             BinaryOp::Mul => 1,
         }
     }
+}
+
+/// What a fused matmul does with its product before storing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// `matmul_gelu`: `out = gelu(a·b)`.
+    Gelu,
+    /// `matmul_add`: `out = residual + a·b`, the residual being input 0 (in place
+    /// over it when the plan puts the output there).
+    Residual,
 }
 
 /// A node's op with checked dimensions. Inputs are in the node's order.
@@ -207,7 +220,35 @@ pub enum OpCall {
         /// Columns of the result (the output's last dimension).
         n: u32,
     },
+    /// A matmul with a fused epilogue: `(a [m, k], b [k, n]) → gelu(a·b)` for
+    /// [`Epilogue::Gelu`], `(residual [m, n], a, b) → residual + a·b` for
+    /// [`Epilogue::Residual`]. `k` and `n` are multiples of 4 (vector loads).
+    MatmulFused {
+        /// Rows of `a`.
+        m: u32,
+        /// Inner dimension.
+        k: u32,
+        /// Columns of the result.
+        n: u32,
+        /// What is done with the product.
+        epilogue: Epilogue,
+    },
+    /// `qkv [seq, 3·heads·head_dim] → out [seq, heads·head_dim]`: causal multi-head
+    /// attention, row `t` of `qkv` holding `q | k | v`, each split into heads.
+    Attention {
+        /// Tokens.
+        seq: u32,
+        /// Heads.
+        heads: u32,
+        /// Width of one head; a multiple of 4, at most [`MAX_ATTENTION_HEAD_DIM`].
+        head_dim: u32,
+        /// Score scale (`params[1]`, default `1/√head_dim`).
+        scale: f32,
+    },
 }
+
+/// The widest head the fused attention kernel takes.
+pub const MAX_ATTENTION_HEAD_DIM: u64 = 256;
 
 impl OpCall {
     /// Whether a kernel exists that writes the output over input 0 in place.
@@ -218,6 +259,10 @@ impl OpCall {
                 | OpCall::Binary { .. }
                 | OpCall::Softmax { .. }
                 | OpCall::Rope { .. }
+                | OpCall::MatmulFused {
+                    epilogue: Epilogue::Residual,
+                    ..
+                }
         )
     }
 }
@@ -252,6 +297,9 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         Op::Rope => rows::rope(&view),
         Op::Matmul { transposed_b } => matmul::dense(&view, transposed_b),
         Op::MatmulPacked => matmul::packed(&view),
+        Op::MatmulGelu => matmul::fused(&view, Epilogue::Gelu),
+        Op::MatmulAdd => matmul::fused(&view, Epilogue::Residual),
+        Op::AttentionCausal => matmul::attention(&view),
         Op::Embedding => gather::embedding(&view),
         Op::CountPositive => gather::compact(&view, false),
         Op::Compact => gather::compact(&view, true),

@@ -34,10 +34,16 @@ pub enum Op {
     CountPositive,
     /// `compact`.
     Compact,
+    /// `matmul_gelu`: a matmul with GELU fused into its epilogue.
+    MatmulGelu,
+    /// `matmul_add`: `residual + a·b`.
+    MatmulAdd,
+    /// `attention_causal`: fused causal multi-head attention over packed QKV.
+    AttentionCausal,
 }
 
 /// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
-const TABLE: [(&str, Op); 18] = [
+const TABLE: [(&str, Op); 21] = [
     ("copy", Op::Unary(UnaryOp::Copy)),
     ("scale", Op::Unary(UnaryOp::Scale)),
     ("relu", Op::Unary(UnaryOp::Relu)),
@@ -61,6 +67,9 @@ const TABLE: [(&str, Op); 18] = [
     ("count_positive", Op::CountPositive),
     ("compact", Op::Compact),
     ("matmul_packed", Op::MatmulPacked),
+    ("matmul_gelu", Op::MatmulGelu),
+    ("matmul_add", Op::MatmulAdd),
+    ("attention_causal", Op::AttentionCausal),
 ];
 
 impl Op {
@@ -80,14 +89,19 @@ impl Op {
     /// How many inputs a node of this op takes.
     pub fn arity(self) -> usize {
         match self {
-            Op::Unary(_) | Op::Softmax { .. } | Op::Rope | Op::CountPositive => 1,
+            Op::Unary(_)
+            | Op::Softmax { .. }
+            | Op::Rope
+            | Op::CountPositive
+            | Op::AttentionCausal => 1,
             Op::Binary(_)
             | Op::RmsNorm
             | Op::Matmul { .. }
             | Op::MatmulPacked
             | Op::Embedding
-            | Op::Compact => 2,
-            Op::LayerNorm => 3,
+            | Op::Compact
+            | Op::MatmulGelu => 2,
+            Op::LayerNorm | Op::MatmulAdd => 3,
         }
     }
 }

@@ -1,0 +1,378 @@
+//! The built-in decoder's warm forward pass at the two shapes of issue 17, on the
+//! adapter wgpu finds, with a roofline: the adapter's own FMA and copy-bandwidth peaks
+//! (`tests/shaders/roofline.wgsl`), and every distinct kernel of the model run alone
+//! with its GFLOP/s, GB/s and fraction of the roofline (min(peak, intensity x
+//! bandwidth)).
+//!
+//! Times are medians of N warm runs: wall from submit to the device finishing
+//! (`RunReport::wait_time`), and GPU timestamps where the adapter has them (lavapipe
+//! has none). A kernel run alone includes one submit and wait, so small kernels'
+//! figures are lower bounds. `WGALLOC_BENCH_QUICK=1` runs the small shape with fewer
+//! repetitions. Run: `WGPU_BACKEND=vulkan cargo bench --bench forward`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
+use wgalloc::exec::{resolve, Executor, OpCall, TensorMemory};
+use wgalloc::graph::{DType, Graph, GraphBuilder, Role};
+use wgalloc::model::{Forward, ModelConfig};
+use wgalloc::plan::{plan_graph, plan_weights};
+
+/// The two shapes of issue 17.
+const SHAPES: [(&str, ModelConfig); 2] = [
+    (
+        "4L w256 h4 s128 v1024",
+        ModelConfig {
+            layers: 4,
+            width: 256,
+            heads: 4,
+            seq: 128,
+            vocab: 1024,
+            seed: 42,
+        },
+    ),
+    (
+        "6L w512 h8 s256 v4096",
+        ModelConfig {
+            layers: 6,
+            width: 512,
+            heads: 8,
+            seq: 256,
+            vocab: 4096,
+            seed: 42,
+        },
+    ),
+];
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values.get(values.len() / 2).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The adapter's measured ceilings.
+struct Roofline {
+    gflops: f64,
+    gbps: f64,
+}
+
+impl Roofline {
+    /// The attainable GFLOP/s at `flops / bytes`.
+    fn attainable(&self, flops: f64, bytes: f64) -> f64 {
+        if bytes <= 0.0 {
+            return self.gflops;
+        }
+        self.gflops.min(flops / bytes * self.gbps)
+    }
+}
+
+/// Times `dispatch` of `entry` in `tests/shaders/roofline.wgsl`: median of `reps`
+/// submits, each of `count` dispatches.
+fn time_roofline_kernel(
+    ctx: &GpuContext,
+    entry: &str,
+    params: [u32; 4],
+    grid: [u32; 2],
+    buffer_bytes: u64,
+    reps: usize,
+) -> Duration {
+    let device = &ctx.device;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("roofline"),
+        source: wgpu::ShaderSource::Wgsl(include_str!("../tests/shaders/roofline.wgsl").into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(entry),
+        layout: None,
+        module: &module,
+        entry_point: Some(entry),
+        compilation_options: wgpu::PipelineCompilationOptions::default(),
+        cache: None,
+    });
+    let buffer = |size: u64, usage| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    let storage = wgpu::BufferUsages::STORAGE;
+    let (src, dst) = (buffer(buffer_bytes, storage), buffer(buffer_bytes, storage));
+    let uniform = buffer(
+        32,
+        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    );
+    let mut block = [0u8; 32];
+    for (i, v) in params.iter().enumerate() {
+        block[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    block[16..20].copy_from_slice(&0.5f32.to_le_bytes());
+    ctx.queue.write_buffer(&uniform, 0, &block);
+    let layout = pipeline.get_bind_group_layout(0);
+    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &layout,
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: src.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 2,
+                resource: dst.as_entire_binding(),
+            },
+        ],
+    });
+    let run = || {
+        let mut encoder = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(grid[0], grid[1], 1);
+        }
+        let started = Instant::now();
+        ctx.queue.submit([encoder.finish()]);
+        let _ = device.poll(wgpu::PollType::wait_indefinitely());
+        started.elapsed()
+    };
+    run();
+    median((0..reps).map(|_| run()).collect())
+}
+
+/// FMA and copy-bandwidth peaks of the adapter.
+fn roofline(ctx: &GpuContext) -> Roofline {
+    let groups = 512u32;
+    let iters = 4096u32;
+    let t = time_roofline_kernel(
+        ctx,
+        "fma_peak",
+        [iters, 0, 0, 0],
+        [groups, 1],
+        u64::from(groups) * 64 * 16,
+        5,
+    );
+    let flops = f64::from(groups) * 64.0 * f64::from(iters) * 64.0;
+    let max_binding = ctx.limits.max_storage_buffer_binding_size;
+    let bytes = (32u64 << 20).min(max_binding / 2 * 2);
+    let elements = u32::try_from(bytes / 16).unwrap_or(u32::MAX);
+    let groups = elements.div_ceil(64);
+    let (gx, gy) = (groups.min(65535), groups.div_ceil(65535));
+    let tb = time_roofline_kernel(ctx, "copy_bw", [0, elements, 0, 0], [gx, gy], bytes, 5);
+    Roofline {
+        gflops: flops / t.as_secs_f64() / 1e9,
+        gbps: 2.0 * bytes as f64 / tb.as_secs_f64() / 1e9,
+    }
+}
+
+/// Floating-point operations and bytes moved by one call (the minimum traffic: each
+/// operand read once, the output written once).
+fn work(call: &OpCall) -> (f64, f64) {
+    let f = |v: u32| f64::from(v);
+    match *call {
+        OpCall::Matmul { m, k, n, .. } | OpCall::MatmulPacked { m, k, n } => (
+            2.0 * f(m) * f(k) * f(n),
+            4.0 * (f(m) * f(k) + f(k) * f(n) + f(m) * f(n)),
+        ),
+        OpCall::MatmulFused { m, k, n, .. } => (
+            2.0 * f(m) * f(k) * f(n),
+            4.0 * (f(m) * f(k) + f(k) * f(n) + 2.0 * f(m) * f(n)),
+        ),
+        OpCall::Attention {
+            seq,
+            heads,
+            head_dim,
+            ..
+        } => {
+            let pairs = f(seq) * (f(seq) + 1.0) / 2.0;
+            (
+                4.0 * f(heads) * pairs * f(head_dim),
+                4.0 * 4.0 * f(seq) * f(heads) * f(head_dim),
+            )
+        }
+        OpCall::LayerNorm { rows, cols, .. } | OpCall::RmsNorm { rows, cols, .. } => (
+            8.0 * f(rows) * f(cols),
+            4.0 * (2.0 * f(rows) * f(cols) + 2.0 * f(cols)),
+        ),
+        OpCall::Softmax { rows, cols, .. } => (5.0 * f(rows) * f(cols), 8.0 * f(rows) * f(cols)),
+        OpCall::Unary { len, .. } => (f(len), 8.0 * f(len)),
+        OpCall::Binary { len, len_b, .. } => (f(len), 4.0 * (2.0 * f(len) + f(len_b))),
+        OpCall::Embedding { rows, dim, .. } => (0.0, 8.0 * f(rows) * f(dim) + 4.0 * f(rows)),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// Node `step` of `graph` alone: its inputs as graph inputs (weights stay weights),
+/// out of place.
+fn lone_node(graph: &Graph, step: usize) -> (Graph, Vec<wgalloc::graph::TensorId>) {
+    let node = &graph.nodes[step];
+    let mut b = GraphBuilder::new(format!("{}-alone", node.op));
+    let inputs: Vec<_> = node
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| {
+            let t = &graph.tensors[id.index()];
+            let name = format!("in{i}");
+            if t.role == Role::Weight {
+                b.weight(name, t.dtype, &t.shape)
+            } else {
+                b.input(name, t.dtype, &t.shape)
+            }
+        })
+        .collect();
+    let out = &graph.tensors[node.output.index()];
+    let y = b.node_with_params(&node.op, &inputs, &out.shape, false, &node.params);
+    b.mark_output(y);
+    (b.build().expect("a one-node graph is valid"), inputs)
+}
+
+/// Median wall time of one node run alone, `reps` times.
+fn time_lone_node(ctx: &GpuContext, graph: &Graph, step: usize, reps: usize) -> Duration {
+    let (g, inputs) = lone_node(graph, step);
+    let storage = ctx.buffer_types().expect("buffer types").storage.desc;
+    let plan = plan_graph(&g, &storage).expect("plan");
+    let weights = plan_weights(&g, &storage).expect("weight plan");
+    let allocate = |p| allocate_plan(ctx, p, STORAGE_USAGE, &WgpuAllocator).expect("allocate");
+    let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
+    let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);
+    for &id in &inputs {
+        let t = &g.tensors[id.index()];
+        let len = (t.size / 4) as usize;
+        if t.dtype == DType::U32 {
+            tm.write_u32(ctx, &g, id, &vec![1; len]).expect("upload");
+        } else {
+            let values: Vec<f32> = (0..len).map(|i| ((i % 17) as f32 - 8.0) * 0.01).collect();
+            tm.write_f32(ctx, &g, id, &values).expect("upload");
+        }
+    }
+    let mut exec = Executor::new(ctx);
+    exec.run(&g, &tm).expect("warm-up");
+    median(
+        (0..reps)
+            .map(|_| exec.run(&g, &tm).expect("run").wait_time)
+            .collect(),
+    )
+}
+
+fn main() {
+    let quick = std::env::var("WGALLOC_BENCH_QUICK").is_ok_and(|v| v.trim() == "1");
+    let ctx = match GpuContext::from_env() {
+        Ok(ctx) => ctx,
+        Err(error) => {
+            eprintln!("SKIPPED: no wgpu adapter ({error})");
+            return;
+        }
+    };
+    let reps = if quick { 3 } else { 15 };
+    println!(
+        "adapter: {} ({:?}, {:?}); GPU timestamps: {}",
+        ctx.info.name,
+        ctx.info.device_type,
+        ctx.info.backend,
+        if ctx.has_timestamps() { "yes" } else { "no" }
+    );
+    let roof = roofline(&ctx);
+    println!(
+        "roofline: FMA peak {:.1} GFLOP/s, copy bandwidth {:.1} GB/s (ridge at {:.1} flop/byte)",
+        roof.gflops,
+        roof.gbps,
+        roof.gflops / roof.gbps
+    );
+    let shapes: &[(&str, ModelConfig)] = if quick { &SHAPES[..1] } else { &SHAPES };
+    for (label, config) in shapes {
+        let mut forward = Forward::new(&ctx, config).expect("the model builds");
+        let first = forward.run().expect("first run");
+        // One check that the pass computes the model: the CPU reference's logits.
+        let logits = forward.logits().expect("logits");
+        let reference = forward
+            .model()
+            .reference_logits(forward.model().token_ids())
+            .expect("reference");
+        let max_ref = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let max_err = logits
+            .iter()
+            .zip(&reference)
+            .fold(0f32, |m, (g, c)| m.max((g - c).abs()));
+        let runs: Vec<_> = (0..reps).map(|_| forward.run().expect("run")).collect();
+        let wall = median(runs.iter().map(|r| r.wait_time).collect());
+        let encode = median(runs.iter().map(|r| r.encode_time).collect());
+        let gpu = runs
+            .iter()
+            .map(|r| r.gpu_time)
+            .collect::<Option<Vec<_>>>()
+            .map(median);
+        println!();
+        println!("## {label}");
+        println!(
+            "forward: median of {reps} warm runs: wall {:.2} ms (submit to done), encode {:.2} ms, GPU {}; {} nodes = {} dispatches; max |gpu - cpu| logit {:.2e} (max |logit| {:.2})",
+            ms(wall),
+            ms(encode),
+            gpu.map_or("n/a".into(), |g| format!("{:.2} ms", ms(g))),
+            forward.model().graph.nodes.len(),
+            first.dispatches,
+            max_err,
+            max_ref
+        );
+        println!(
+            "memory: activations {} B planned (in-place lower bound {} B), weights {} B",
+            forward.activation_bytes(),
+            forward.lower_bound_bytes(),
+            forward.weight_bytes()
+        );
+        // Every distinct kernel of the model, alone.
+        let graph = &forward.model().graph;
+        let mut seen: HashMap<String, (usize, usize)> = HashMap::new();
+        let mut order = Vec::new();
+        for step in 0..graph.nodes.len() {
+            let call = resolve(graph, step).expect("resolves");
+            let key = format!("{} {:?}", graph.nodes[step].op, call);
+            match seen.get_mut(&key) {
+                Some((_, count)) => *count += 1,
+                None => {
+                    seen.insert(key.clone(), (step, 1));
+                    order.push(key);
+                }
+            }
+        }
+        println!("| kernel | shape | count | ms each | ms total | GFLOP/s | GB/s | roofline |");
+        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for key in order {
+            let (step, count) = seen[&key];
+            let call = resolve(graph, step).expect("resolves");
+            let t = time_lone_node(&ctx, graph, step, reps.min(7));
+            let (flops, bytes) = work(&call);
+            let secs = t.as_secs_f64();
+            let gflops = flops / secs / 1e9;
+            let fraction = gflops / roof.attainable(flops, bytes);
+            let shape = graph.nodes[step]
+                .inputs
+                .iter()
+                .map(|&i| format!("{:?}", graph.tensors[i.index()].shape))
+                .collect::<Vec<_>>()
+                .join(" ");
+            println!(
+                "| {} | {shape} | {count} | {:.3} | {:.2} | {:.2} | {:.2} | {:.0}% |",
+                graph.nodes[step].op,
+                ms(t),
+                ms(t) * count as f64,
+                gflops,
+                bytes / secs / 1e9,
+                if flops > 0.0 {
+                    100.0 * fraction
+                } else {
+                    100.0 * (bytes / secs / 1e9) / roof.gbps
+                }
+            );
+        }
+    }
+}

@@ -1,0 +1,64 @@
+// Register-tiled product with a transposed B and vectorised loads:
+//   matmul_bt_tiled: out[m, n] = a[m, k] x b[n, k]^T   (k a multiple of 4; any n)
+// The blocking of matmul_tiled.wgsl: ROWS rows per invocation (A loads shared by the
+// whole workgroup), LANES invocations per workgroup, no workgroup memory. Params: m, k, n.
+
+struct Params {
+    m: u32,
+    k: u32,
+    n: u32,
+    unused0: u32,
+    unused1: f32,
+    unused2: f32,
+    unused3: f32,
+    unused4: f32,
+}
+
+@group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
+override LANES: u32 = 16u; // invocations per workgroup
+const MAX_ROWS: u32 = 8u;
+
+// Each invocation owns ROWS rows and columns 4c..4c+3, reading those four rows of b
+// as vec4s along k.
+@compute @workgroup_size(LANES)
+fn matmul_bt_tiled(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let k4 = params.k / 4u;
+    let row0 = wid.y * ROWS;
+    let col0 = (wid.x * LANES + lid.x) * 4u;
+    var rows: array<u32, MAX_ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        rows[r] = min(row0 + r, params.m - 1u) * k4;
+    }
+    let b0r = min(col0, params.n - 1u) * k4;
+    let b1r = min(col0 + 1u, params.n - 1u) * k4;
+    let b2r = min(col0 + 2u, params.n - 1u) * k4;
+    let b3r = min(col0 + 3u, params.n - 1u) * k4;
+    var acc: array<vec4<f32>, MAX_ROWS>;
+    for (var kq = 0u; kq < k4; kq++) {
+        let b0 = b[b0r + kq];
+        let b1 = b[b1r + kq];
+        let b2 = b[b2r + kq];
+        let b3 = b[b3r + kq];
+        for (var r = 0u; r < ROWS; r++) {
+            let av = a[rows[r] + kq];
+            acc[r] = acc[r] + vec4(dot(av, b0), dot(av, b1), dot(av, b2), dot(av, b3));
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            for (var j = 0u; j < 4u; j++) {
+                if col0 + j < params.n {
+                    out[row * params.n + col0 + j] = acc[r][j];
+                }
+            }
+        }
+    }
+}

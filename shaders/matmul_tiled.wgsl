@@ -1,0 +1,129 @@
+// Register-tiled matrix products with vectorised loads and fused epilogues:
+//   matmul_tiled:        out[m, n] = epilogue(a[m, k] x b[k, n])      (k, n multiples of 4)
+//   matmul_tiled_acc:    out[m, n] += a[m, k] x b[k, n]               (the residual in place)
+//   matmul_tiled_acc_to: out[m, n] = res[m, n] + a[m, k] x b[k, n]
+// Each invocation owns ROWS rows and 4 adjacent columns of `out` (one vec4); a workgroup
+// of LANES invocations covers ROWS rows and 4 * LANES columns. Per step of 4 along k,
+// an invocation loads one vec4 of A per row (the same address for the whole workgroup)
+// and four vec4 rows of B, and does 16 * ROWS multiply-adds: the accumulators stay in
+// registers and nothing is staged in workgroup memory, so no barrier is needed. ROWS
+// and LANES are pipeline constants: the executor picks a tile per problem shape and
+// adapter (exec::kernels::MatmulTile). matmul_bt_tiled.wgsl is the transposed-B form. Params: m, k, n, epilogue (0 none, 1 GELU).
+
+struct Params {
+    m: u32,
+    k: u32,
+    n: u32,
+    epilogue: u32,
+    unused1: f32,
+    unused2: f32,
+    unused3: f32,
+    unused4: f32,
+}
+
+@group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> res: array<vec4<f32>>;
+
+override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
+override LANES: u32 = 16u; // invocations per workgroup
+const MAX_ROWS: u32 = 8u;
+
+// GELU, tanh approximation (as unary.wgsl).
+fn gelu(x: vec4<f32>) -> vec4<f32> {
+    let c = 0.7978845608028654; // sqrt(2 / pi)
+    let inner = clamp(c * (x + 0.044715 * x * x * x), vec4(-15.0), vec4(15.0));
+    return 0.5 * x * (1.0 + tanh(inner));
+}
+
+// The ROWS x 4 block of a x b whose first row is row0 and whose vec4 column is c4
+// (rows past m and columns past n read the last row / column and are not stored).
+fn block(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {
+    let k4 = params.k / 4u;
+    let n4 = params.n / 4u;
+    let col = min(c4, n4 - 1u);
+    var rows: array<u32, MAX_ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        rows[r] = min(row0 + r, params.m - 1u) * k4;
+    }
+    var acc: array<vec4<f32>, MAX_ROWS>;
+    for (var kq = 0u; kq < k4; kq++) {
+        let base = kq * 4u * n4 + col;
+        let b0 = b[base];
+        let b1 = b[base + n4];
+        let b2 = b[base + 2u * n4];
+        let b3 = b[base + 3u * n4];
+        for (var r = 0u; r < ROWS; r++) {
+            let av = a[rows[r] + kq];
+            acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
+        }
+    }
+    return acc;
+}
+
+@compute @workgroup_size(LANES)
+fn matmul_tiled(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let row0 = wid.y * ROWS;
+    let c4 = wid.x * LANES + lid.x;
+    let acc = block(row0, c4);
+    let n4 = params.n / 4u;
+    if c4 >= n4 {
+        return;
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            var v = acc[r];
+            if params.epilogue == 1u {
+                v = gelu(v);
+            }
+            out[row * n4 + c4] = v;
+        }
+    }
+}
+
+@compute @workgroup_size(LANES)
+fn matmul_tiled_acc(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let row0 = wid.y * ROWS;
+    let c4 = wid.x * LANES + lid.x;
+    let acc = block(row0, c4);
+    let n4 = params.n / 4u;
+    if c4 >= n4 {
+        return;
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            let i = row * n4 + c4;
+            out[i] = out[i] + acc[r];
+        }
+    }
+}
+
+@compute @workgroup_size(LANES)
+fn matmul_tiled_acc_to(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let row0 = wid.y * ROWS;
+    let c4 = wid.x * LANES + lid.x;
+    let acc = block(row0, c4);
+    let n4 = params.n / 4u;
+    if c4 >= n4 {
+        return;
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            let i = row * n4 + c4;
+            out[i] = res[i] + acc[r];
+        }
+    }
+}

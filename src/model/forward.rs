@@ -1,0 +1,118 @@
+//! [`Forward`]: the built-in decoder's forward pass alone, for benchmarks: weights
+//! packed and uploaded once, activations planned by the default (offline `best`)
+//! planner and allocated once, and then only the executor's pass per call (no CPU reference, no proof: that
+//! is [`super::ModelSession`]'s job).
+
+use super::{build_gpt, GptModel, ModelConfig};
+use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
+use crate::exec::{Executor, RunReport, TensorMemory};
+use crate::plan::{lower_bounds, plan, plan_weights, Plan, PlanOptions};
+
+/// The decoder on the device, ready to run its forward pass again and again.
+pub struct Forward {
+    ctx: GpuContext,
+    model: GptModel,
+    plan: Plan,
+    weight_plan: Plan,
+    activations: PlannedMemory,
+    weights: PlannedMemory,
+    executor: Executor,
+    lower_bound: u64,
+}
+
+impl std::fmt::Debug for Forward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forward")
+            .field("config", &self.model.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forward {
+    /// Builds the model, plans and allocates its activations, packs and uploads its
+    /// weights and tokens, and builds every pipeline.
+    ///
+    /// # Errors
+    /// Configuration, planning, allocation, upload and pipeline errors.
+    pub fn new(ctx: &GpuContext, config: &ModelConfig) -> crate::Result<Forward> {
+        config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
+        let model = build_gpt(config)?;
+        let storage = ctx.buffer_types()?.storage.desc;
+        let plan = plan(
+            &model.graph,
+            std::slice::from_ref(&storage),
+            &PlanOptions::default(),
+        )?;
+        let weight_plan = plan_weights(&model.graph, &storage)?;
+        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let lower_bound = lower_bounds(&model.graph)?.inplace_aware;
+        let mut executor = Executor::new(ctx);
+        executor.build_all_pipelines()?;
+        let forward = Forward {
+            ctx: ctx.clone(),
+            model,
+            plan,
+            weight_plan,
+            activations,
+            weights,
+            executor,
+            lower_bound,
+        };
+        {
+            let memory = forward.memory();
+            let graph = &forward.model.graph;
+            for id in forward.model.weights() {
+                memory.write_f32(ctx, graph, id, &forward.model.weight_values(id))?;
+            }
+            let tokens = forward.model.token_ids();
+            memory.write_u32(ctx, graph, forward.model.tokens, &tokens)?;
+        }
+        Ok(forward)
+    }
+
+    fn memory(&self) -> TensorMemory<'_> {
+        TensorMemory::single(&self.plan, &self.activations)
+            .with_layer(&self.weight_plan, &self.weights)
+    }
+
+    /// Runs the forward pass once: one encoder, one pass, one submit, waits.
+    ///
+    /// # Errors
+    /// The executor's errors.
+    pub fn run(&mut self) -> crate::Result<RunReport> {
+        let memory = TensorMemory::single(&self.plan, &self.activations)
+            .with_layer(&self.weight_plan, &self.weights);
+        Ok(self.executor.run(&self.model.graph, &memory)?)
+    }
+
+    /// The logits of the last run, read back.
+    ///
+    /// # Errors
+    /// Readback errors.
+    pub fn logits(&self) -> crate::Result<Vec<f32>> {
+        Ok(self
+            .memory()
+            .read_f32(&self.ctx, &self.model.graph, self.model.logits)?)
+    }
+
+    /// The model (graph, weights, tokens).
+    pub fn model(&self) -> &GptModel {
+        &self.model
+    }
+
+    /// Bytes of the activation plan.
+    pub fn activation_bytes(&self) -> u64 {
+        self.plan.total_size()
+    }
+
+    /// The in-place-aware lower bound of the activation memory.
+    pub fn lower_bound_bytes(&self) -> u64 {
+        self.lower_bound
+    }
+
+    /// Bytes of the weight plan.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_plan.total_size()
+    }
+}
