@@ -513,7 +513,7 @@ mod tests {
         bare.register(crate::exec::UserOp::new(
             "my_swiglu",
             crate::exec::custom::tests_support::SWIGLU,
-            "swiglu_main",
+            "swiglu",
             2,
         ))
         .expect("registers");
