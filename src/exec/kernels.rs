@@ -1,6 +1,7 @@
 //! The kernel registry: one WGSL file per op family (`shaders/`), the entry point and
 //! binding count of each kernel, and its pipeline and bind-group layout, built once.
 
+use super::pipeline::compute_pipeline;
 use crate::device::{scoped, DeviceError};
 use crate::graph::NodeId;
 use std::collections::HashMap;
@@ -610,22 +611,7 @@ impl KernelRegistry {
                     })
                 })
                 .clone();
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(entry),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: &constants,
-                    ..Default::default()
-                },
-                cache: None,
-            })
+            compute_pipeline(device, &module, entry, &layout, &constants)
         });
         let pipeline = match built {
             Ok(pipeline) => pipeline,

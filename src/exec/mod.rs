@@ -47,6 +47,7 @@ mod limits;
 mod ops;
 pub mod packed;
 mod params;
+mod pipeline;
 mod tensor_memory;
 mod timer;
 mod workspace;

@@ -2,6 +2,7 @@
 //! tables are built once; each [`ChecksumRun::run`] records every dispatch into one
 //! compute pass, submits once and reads back the mismatch records.
 
+use crate::exec::pipeline::compute_pipeline;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -68,25 +69,11 @@ impl ChecksumKernels {
         let device = &ctx.device;
         let compiled = scoped(device, 0, || {
             let layout = bind_group_layout(device);
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("wgalloc checksum"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some("checksum.wgsl"),
                 source: wgpu::ShaderSource::Wgsl(CHECKSUM_WGSL.into()),
             });
-            let pipeline = |entry: &str| {
-                device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some(entry),
-                    layout: Some(&pipeline_layout),
-                    module: &module,
-                    entry_point: Some(entry),
-                    compilation_options: Default::default(),
-                    cache: None,
-                })
-            };
+            let pipeline = |entry: &str| compute_pipeline(device, &module, entry, &layout, &[]);
             let (reduce, write) = (pipeline("reduce"), pipeline("write"));
             (layout, reduce, write)
         });

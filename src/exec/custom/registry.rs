@@ -2,6 +2,7 @@
 //! [`register_op`] fills: every executor on the device runs its ops, with pipelines
 //! compiled once at registration.
 
+use crate::exec::pipeline::compute_pipeline;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -200,19 +201,7 @@ pub fn register_op(ctx: &GpuContext, op: UserOp) -> Result<(), RegisterError> {
             source: wgpu::ShaderSource::Wgsl(checked.source.as_str().into()),
         });
         let pipeline = |entry: &str, layout: &wgpu::BindGroupLayout| {
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some(entry),
-                bind_group_layouts: &[Some(layout)],
-                immediate_size: 0,
-            });
-            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(entry),
-                layout: Some(&pipeline_layout),
-                module: &module,
-                entry_point: Some(entry),
-                compilation_options: wgpu::PipelineCompilationOptions::default(),
-                cache: None,
-            })
+            compute_pipeline(device, &module, entry, layout, &[])
         };
         let out_of_place = pipeline(&checked.entry.name, &layouts.0);
         let inplace = match (&checked.inplace, &layouts.1) {
