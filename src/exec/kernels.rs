@@ -1,13 +1,13 @@
 //! The kernel registry: one WGSL file per op family (`shaders/`), the entry point and
 //! binding count of each kernel, and its pipeline and bind-group layout, built once.
 
-use super::pipeline::compute_pipeline;
-use crate::device::{scoped, DeviceError};
-use crate::graph::NodeId;
 use std::collections::HashMap;
 
 use super::ops::{Epilogue, OpCall};
+use super::pipeline::compute_pipeline;
 use super::ExecError;
+use crate::device::{scoped, DeviceError};
+use crate::graph::NodeId;
 
 /// A WGSL source file of the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

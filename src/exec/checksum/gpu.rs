@@ -2,7 +2,6 @@
 //! tables are built once; each [`ChecksumRun::run`] records every dispatch into one
 //! compute pass, submits once and reads back the mismatch records.
 
-use crate::exec::pipeline::compute_pipeline;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -16,6 +15,7 @@ use super::schedule::{
 use crate::device::{
     read_staging, scoped, DeviceError, GpuContext, PlannedMemory, Region, StagingRead,
 };
+use crate::exec::pipeline::compute_pipeline;
 use crate::exec::timer::PassTimer;
 use crate::exec::ExecError;
 use crate::graph::Graph;

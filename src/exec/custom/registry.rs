@@ -2,7 +2,6 @@
 //! [`register_op`] fills: every executor on the device runs its ops, with pipelines
 //! compiled once at registration.
 
-use crate::exec::pipeline::compute_pipeline;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,6 +12,7 @@ use super::validate::{self, Checked, CheckedEntry};
 use crate::device::{scoped, GpuContext};
 use crate::exec::kernels::SharedRegistry;
 use crate::exec::ops::Op;
+use crate::exec::pipeline::compute_pipeline;
 
 /// Ids of registered ops, unique in the process (bind groups and pipelines are cached
 /// under them).
