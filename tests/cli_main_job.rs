@@ -66,7 +66,7 @@ fn the_default_run_passes_reuses_its_reservation_and_draws_the_plan() {
     // Planned and device bytes side by side, where the backend has an allocator report.
     if report.contains("(Vulkan,") {
         assert!(
-            report.contains("device   planned 786944 B; the driver allocated"),
+            report.contains("device   planned 786432 B; the driver allocated"),
             "{report}"
         );
     }

@@ -14,8 +14,9 @@ use crate::device::{
 use crate::exec::checksum::{checksum_run, ChecksumReport};
 use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
 use crate::plan::{
-    inject_clobber, lower_bounds, naive_size, plan_graph, plan_weights, BufferTypeDesc, Clobber,
-    GraphAllocator, LowerBounds, Plan,
+    inject_clobber, lower_bounds, naive_size,
+    offline::{Budget, Strategy},
+    plan_weights, BufferTypeDesc, Clobber, GraphAllocator, LowerBounds, Plan, Planner,
 };
 
 /// Logits pass when `max |gpu - cpu| <= LOGITS_TOLERANCE * max(1, max |cpu|)`.
@@ -128,7 +129,10 @@ impl ModelSession {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
         let storage = ctx.buffer_types()?.storage.desc;
         let weights = upload_weights(ctx, config, &storage)?;
-        let allocator = GraphAllocator::new(vec![storage.clone()]);
+        // ggml's reserve / needs_realloc / alloc_graph, with every reservation planned by
+        // the offline `best` planner: activations at the in-place lower bound.
+        let allocator =
+            GraphAllocator::with_strategy(vec![storage.clone()], Strategy::Best, Budget::default());
         // Every pipeline up front, so that the forward pass's times do not include
         // compiling them (a one-time cost, reported apart).
         let mut executor = Executor::new(ctx);
@@ -240,7 +244,9 @@ impl ModelSession {
         let logits_match = max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0);
 
         let proof = checksum_run(&self.ctx, graph, &plan, activations)?;
-        let graph_bytes = plan_graph(graph, &self.storage)?.total_size();
+        let graph_bytes = Planner::Offline(Strategy::Best)
+            .plan_graph(graph, &self.storage)?
+            .total_size();
         Ok(ModelRun {
             config,
             nodes: graph.nodes.len(),
