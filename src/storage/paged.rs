@@ -24,8 +24,8 @@ struct PagedState<M> {
 /// Regions cut from pages of `page_size` bytes (one page of its own for a larger
 /// request) taken from `inner` with one usage. Every region starts at a multiple of
 /// the pool's alignment; a request asking for more alignment or another usage is
-/// refused. Pages go back to `inner` when the pool is dropped (an oversized page as
-/// soon as its region is freed).
+/// refused. Pages go back to `inner` when the pool is dropped or trimmed
+/// ([`PagedStorage::trim`]), an oversized page as soon as its region is freed.
 pub struct PagedStorage<S: Storage> {
     inner: S,
     page_size: u64,
@@ -101,6 +101,32 @@ impl<S: Storage> PagedStorage<S> {
     /// Regions handed out and not freed.
     pub fn live_regions(&self) -> usize {
         self.lock().live.len()
+    }
+
+    /// Hands every page that holds no live region back to the storage underneath and
+    /// returns how many went. The books keep the space: a later request that lands
+    /// there gets a fresh page.
+    ///
+    /// # Errors
+    /// The first refusal of the storage underneath (the pages before it are freed;
+    /// that page and the rest stay held).
+    pub fn trim(&self) -> Result<usize, StorageError> {
+        let mut state = self.lock();
+        let mut freed = 0;
+        for chunk in 0..state.pages.len() {
+            let in_use = state.live.keys().any(|&(c, _)| c == chunk);
+            if in_use {
+                continue;
+            }
+            if let Some(page) = state.pages[chunk].take() {
+                if let Err(e) = self.inner.free(page.clone()) {
+                    state.pages[chunk] = Some(page);
+                    return Err(e);
+                }
+                freed += 1;
+            }
+        }
+        Ok(freed)
     }
 
     /// The chunk of the books whose page holds `region`, and its offset in that page.
@@ -294,6 +320,29 @@ mod tests {
         assert_eq!(a.offset, 0);
         assert!(pool.free(a.clone()).is_ok());
         assert!(pool.free(a).is_err(), "double free");
+    }
+
+    #[test]
+    fn trimming_returns_empty_pages_and_a_later_request_gets_a_fresh_one() {
+        let pool = pool(1024);
+        let a = pool.allocate(&RegionRequest::new(600)).expect("a");
+        let b = pool
+            .allocate(&RegionRequest::new(600))
+            .expect("b, on a second page");
+        assert_ne!(a.buffer, b.buffer);
+        pool.free(a).expect("free a");
+        assert_eq!(pool.trim(), Ok(1), "the first page is empty");
+        assert_eq!(pool.page_count(), 1);
+        assert_eq!(pool.inner().report().live_regions, 1);
+        let c = pool.allocate(&RegionRequest::new(600)).expect("c");
+        assert!(c.is_inside_buffer());
+        assert_eq!(pool.page_count(), 2, "a fresh page for the trimmed space");
+        assert_eq!(pool.trim(), Ok(0), "both pages hold a region");
+        pool.free(b).expect("b");
+        pool.free(c).expect("c");
+        assert_eq!(pool.trim(), Ok(2));
+        let report = pool.inner().report();
+        assert_eq!((report.live_regions, report.bad_frees), (0, 0));
     }
 
     #[test]
