@@ -11,70 +11,16 @@
 //! `WGALLOC_REQUIRE_GPU=1`, where it fails.
 
 mod common;
+#[path = "common/kernel_run.rs"]
+mod kernel_run;
 
 use std::collections::HashMap;
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
-use wgalloc::exec::cpu_ref::{self, TensorData};
-use wgalloc::exec::{Executor, TensorMemory};
-use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
+use kernel_run::{assert_close, random, run_both};
+use wgalloc::device::GpuContext;
+use wgalloc::exec::cpu_ref::TensorData;
+use wgalloc::graph::{DType, GraphBuilder, TensorId};
 use wgalloc::model::SeededRng;
-use wgalloc::plan::{plan_graph, plan_weights};
-
-fn random(seed: u64, len: usize, scale: f32) -> Vec<f32> {
-    let mut rng = SeededRng::new(seed);
-    (0..len).map(|_| rng.next_signed() * scale).collect()
-}
-
-/// Plans the graph's activations with the ggml planner in the device's storage buffer
-/// type (a node flagged in place runs over its dying first input) and its weights with
-/// the context planner, allocates both, runs it on the GPU
-/// and on the CPU; returns (gpu, cpu) values of the last node's output.
-fn run_both(
-    ctx: &GpuContext,
-    graph: &Graph,
-    values: &HashMap<TensorId, TensorData>,
-) -> (Vec<f32>, Vec<f32>) {
-    let storage = ctx.buffer_types().expect("buffer types").storage.desc;
-    let plan = plan_graph(graph, &storage).expect("plan");
-    plan.verify(graph).expect("the plan verifies");
-    assert_eq!(
-        plan.inplace.len(),
-        graph.nodes.iter().filter(|n| n.inplace).count(),
-        "every node flagged in place is paired with its input"
-    );
-    let weights = plan_weights(graph, &storage).expect("weight plan");
-    weights
-        .verify_placed(graph)
-        .expect("the weight plan verifies");
-    let allocate = |p| allocate_plan(ctx, p, STORAGE_USAGE, &WgpuAllocator).expect("allocate");
-    let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
-    let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);
-    for (&id, data) in values {
-        tm.write(ctx, graph, id, &data.to_bytes()).expect("upload");
-    }
-    let mut exec = Executor::new(ctx);
-    let report = exec.run(graph, &tm).expect("run");
-    assert_eq!(report.dispatches, graph.nodes.len());
-    assert_eq!(report.inplace_dispatches, plan.inplace.len());
-    let out = graph.nodes.last().expect("a node").output;
-    let gpu = tm.read_f32(ctx, graph, out).expect("readback");
-    let cpu = cpu_ref::evaluate(graph, values).expect("cpu")[out.index()]
-        .clone()
-        .and_then(|d| d.as_f32().map(<[f32]>::to_vec))
-        .expect("cpu value");
-    (gpu, cpu)
-}
-
-fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], tol: f32) {
-    assert_eq!(gpu.len(), cpu.len(), "{what}: lengths");
-    for (i, (&g, &c)) in gpu.iter().zip(cpu).enumerate() {
-        assert!(
-            (g - c).abs() <= tol * (1.0 + c.abs()),
-            "{what}: element {i}: gpu {g} cpu {c} (tol {tol})"
-        );
-    }
-}
 
 /// `op(x)` for one f32 input of `shape`, in place and out of place.
 fn check_unary(ctx: &GpuContext, op: &str, shape: &[u64], params: &[f32], scale: f32, tol: f32) {
