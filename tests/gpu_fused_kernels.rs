@@ -2,7 +2,8 @@
 //! tiled matmuls on shapes around the tile edges (both tiles), `matmul_gelu`,
 //! `matmul_add` in place and out of place, and `attention_causal` on sequences shorter
 //! and longer than one key block, not multiples of the query block. Tolerance
-//! |gpu − cpu| ≤ 1e-4 · (1 + |cpu|). The plumbing is that of `gpu_kernels.rs`.
+//! |gpu − cpu| ≤ 1e-4 · (1 + |cpu|). The runner is `common/kernel_run.rs`, shared with
+//! `gpu_kernels.rs`.
 //!
 //! No adapter: each test prints `SKIPPED: no wgpu adapter` and passes, unless
 //! `WGALLOC_REQUIRE_GPU=1`, where it fails.

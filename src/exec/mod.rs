@@ -66,7 +66,7 @@ pub use ops::{
     resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
     SUPPORTED_OPS,
 };
-pub use params::KernelParams;
+pub use params::{params_layout_mismatch, KernelParams};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub mod checksum;
 pub use ops::{Epilogue, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS};

@@ -21,6 +21,49 @@ pub struct KernelParams {
     pub floats: [f32; 4],
 }
 
+/// Why the WGSL struct type `ty` of `module` does not have [`KernelParams`]' layout
+/// (32 bytes: four `u32` at offsets 0..16, then four `f32` at 16..32, as scalars or
+/// vectors), or `None` when it does. The naga reflection test checks every built-in
+/// kernel's `Params` with it, and user ops are checked with it at registration.
+pub fn params_layout_mismatch(
+    module: &naga::Module,
+    ty: naga::Handle<naga::Type>,
+) -> Option<String> {
+    use naga::{ScalarKind, TypeInner};
+    let TypeInner::Struct { members, span } = &module.types[ty].inner else {
+        return Some("Params is not a struct".to_string());
+    };
+    let rust_size = std::mem::size_of::<KernelParams>();
+    if *span as usize != rust_size {
+        return Some(format!("Params is {span} bytes, KernelParams {rust_size}"));
+    }
+    let mut slots = Vec::new();
+    for member in members {
+        match &module.types[member.ty].inner {
+            TypeInner::Scalar(scalar) => slots.push((member.offset, scalar.kind, scalar.width)),
+            TypeInner::Vector { size, scalar } => {
+                for k in 0..*size as u32 {
+                    slots.push((member.offset + 4 * k, scalar.kind, scalar.width));
+                }
+            }
+            other => return Some(format!("Params member of type {other:?}")),
+        }
+    }
+    let expected: Vec<(u32, ScalarKind, u8)> = (0..8u32)
+        .map(|k| {
+            let kind = if k < 4 {
+                ScalarKind::Uint
+            } else {
+                ScalarKind::Float
+            };
+            (4 * k, kind, 4)
+        })
+        .collect();
+    (slots != expected).then(|| {
+        format!("Params slots {slots:?}, KernelParams has 4 x u32 then 4 x f32 (32 bytes)")
+    })
+}
+
 impl KernelParams {
     /// The parameter block for one op call, in the slot order its shader declares.
     pub fn for_call(call: &OpCall) -> KernelParams {

@@ -3,10 +3,11 @@
 //! the parameter block's layout).
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
-use naga::{AddressSpace, ScalarKind, StorageAccess, TypeInner};
+use naga::{AddressSpace, StorageAccess};
 
 use super::error::{RegisterError, SourcePos};
 use super::op::{Bind, UserOp};
+use crate::exec::params_layout_mismatch;
 
 /// `shaders/prelude.wgsl`: joined in front of every kernel, built-in or user op (see
 /// [`crate::exec::Shader::source`]); it declares the parameter block at binding 0 and
@@ -115,37 +116,10 @@ fn check_params(op: &UserOp, module: &naga::Module) -> Result<(), RegisterError>
         .map(|(_, v)| v)
         .find(|v| v.name.as_deref() == Some("params"))
         .ok_or_else(|| bad("the prelude's `params` is missing".to_string()))?;
-    let TypeInner::Struct { members, span } = &module.types[params.ty].inner else {
-        return Err(bad("Params is not a struct".to_string()));
-    };
-    let mut slots = Vec::new();
-    for member in members {
-        match &module.types[member.ty].inner {
-            TypeInner::Scalar(s) => slots.push((member.offset, s.kind, s.width)),
-            TypeInner::Vector { size, scalar } => {
-                for k in 0..*size as u32 {
-                    slots.push((member.offset + 4 * k, scalar.kind, scalar.width));
-                }
-            }
-            other => return Err(bad(format!("Params has a member of type {other:?}"))),
-        }
+    match params_layout_mismatch(module, params.ty) {
+        Some(problem) => Err(bad(problem)),
+        None => Ok(()),
     }
-    let expected: Vec<(u32, ScalarKind, u8)> = (0..8u32)
-        .map(|k| {
-            let kind = if k < 4 {
-                ScalarKind::Uint
-            } else {
-                ScalarKind::Float
-            };
-            (4 * k, kind, 4)
-        })
-        .collect();
-    if *span != 32 || slots != expected {
-        return Err(bad(format!(
-            "Params is {span} bytes with slots {slots:?}; it must be 4 x u32 then 4 x f32 (32 bytes, KernelParams)"
-        )));
-    }
-    Ok(())
 }
 
 /// Checks one entry point: it exists as a compute entry point, and the storage
