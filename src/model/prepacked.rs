@@ -2,7 +2,8 @@
 //! [`PrepackedWeightCache`]: the opt-in way to run [`crate::model`]'s decoder with
 //! pre-packed weights (the plain [`crate::model::ModelSession`] is left unchanged).
 
-use super::{build_gpt, GptModel, ModelConfig, LOGITS_TOLERANCE};
+use super::session::LogitsCheck;
+use super::{build_gpt, GptModel, ModelConfig};
 use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
 use crate::exec::checksum::checksum_run;
 use crate::exec::{Executor, RunReport, TensorMemory};
@@ -29,7 +30,7 @@ pub struct PrepackedModelRun {
     pub max_abs_error: f32,
     /// Largest absolute CPU logit.
     pub max_abs_logit: f32,
-    /// Whether the logits are within [`LOGITS_TOLERANCE`].
+    /// Whether the logits are within [`super::LOGITS_TOLERANCE`].
     pub logits_match: bool,
     /// Whether the checksum proof of the activation plan found no clobbered tensor.
     pub proof_verified: bool,
@@ -129,24 +130,16 @@ impl PrepackedModel {
         let exec = self.executor.run(graph, &memory)?;
         let logits = memory.read_f32(ctx, graph, self.model.logits)?;
         let reference = self.model.reference_logits(tokens)?;
-        let max_abs_logit = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let max_abs_error = if logits.len() == reference.len() {
-            logits
-                .iter()
-                .zip(&reference)
-                .fold(0f32, |m, (g, c)| m.max((g - c).abs()))
-        } else {
-            f32::INFINITY
-        };
+        let check = LogitsCheck::of(&logits, &reference);
         let proof = checksum_run(ctx, graph, &plan, &activations)?;
         Ok(PrepackedModelRun {
             packed_matmuls: self.packed.packed.iter().map(|p| p.nodes.len()).sum(),
             prepack: self.report,
             exec,
             unpacked_weight_bytes: self.weight_plan.total_size(),
-            max_abs_error,
-            max_abs_logit,
-            logits_match: max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0),
+            max_abs_error: check.max_abs_error,
+            max_abs_logit: check.max_abs_logit,
+            logits_match: check.matches,
             proof_verified: proof.verified(),
         })
     }

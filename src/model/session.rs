@@ -22,6 +22,35 @@ use crate::plan::{
 /// Logits pass when `max |gpu - cpu| <= LOGITS_TOLERANCE * max(1, max |cpu|)`.
 pub const LOGITS_TOLERANCE: f32 = 1e-3;
 
+/// The GPU's logits against the CPU reference's.
+pub(crate) struct LogitsCheck {
+    /// `max |gpu - cpu|` (infinite when the lengths differ).
+    pub(crate) max_abs_error: f32,
+    /// `max |cpu|`.
+    pub(crate) max_abs_logit: f32,
+    /// Whether `max_abs_error <= LOGITS_TOLERANCE * max(1, max_abs_logit)`.
+    pub(crate) matches: bool,
+}
+
+impl LogitsCheck {
+    /// Compares `gpu` with `cpu`.
+    pub(crate) fn of(gpu: &[f32], cpu: &[f32]) -> LogitsCheck {
+        let max_abs_logit = cpu.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let max_abs_error = if gpu.len() == cpu.len() {
+            gpu.iter()
+                .zip(cpu)
+                .fold(0f32, |m, (g, c)| m.max((g - c).abs()))
+        } else {
+            f32::INFINITY
+        };
+        LogitsCheck {
+            max_abs_error,
+            max_abs_logit,
+            matches: max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0),
+        }
+    }
+}
+
 /// Options of one [`ModelSession::run`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RunOptions {
@@ -232,16 +261,11 @@ impl ModelSession {
         let reference_started = Instant::now();
         let reference = model.reference_logits(tokens)?;
         let reference_time = reference_started.elapsed();
-        let max_abs_logit = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let max_abs_error = if logits.len() == reference.len() {
-            logits
-                .iter()
-                .zip(&reference)
-                .fold(0f32, |m, (g, c)| m.max((g - c).abs()))
-        } else {
-            f32::INFINITY
-        };
-        let logits_match = max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0);
+        let LogitsCheck {
+            max_abs_error,
+            max_abs_logit,
+            matches: logits_match,
+        } = LogitsCheck::of(&logits, &reference);
 
         let proof = checksum_run(&self.ctx, graph, &plan, activations)?;
         let graph_bytes = Planner::Offline(Strategy::Best)
