@@ -117,12 +117,9 @@ pub fn allocate_plan(
     usage: wgpu::BufferUsages,
     allocator: &dyn BufferAllocator,
 ) -> Result<PlannedMemory, DeviceError> {
-    check_chunks_against_limits(plan, &ctx.limits)?;
-    if usage.contains(wgpu::BufferUsages::STORAGE) {
-        check_bindings(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
-    }
     let (rows, owned) = allocate_rows(
         plan,
+        &ctx.limits,
         usage,
         &mut |request| allocate_one(ctx, request, allocator).map(Region::whole),
         &mut |region| allocator.release(region.buffer),
@@ -146,13 +143,10 @@ pub fn allocate_plan_in(
     usage: wgpu::BufferUsages,
     storage: Arc<dyn Storage<Memory = wgpu::Buffer>>,
 ) -> Result<PlannedMemory, DeviceError> {
-    check_chunks_against_limits(plan, &ctx.limits)?;
-    if usage.contains(wgpu::BufferUsages::STORAGE) {
-        check_bindings(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
-    }
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
     let (rows, owned) = allocate_rows(
         plan,
+        &ctx.limits,
         usage,
         &mut |request| {
             let wanted = RegionRequest::new(request.size)
@@ -174,15 +168,21 @@ pub fn allocate_plan_in(
 type AllocateRegion<'a> = dyn FnMut(&ChunkRequest) -> Result<Region, DeviceError> + 'a;
 type FreeRegion<'a> = dyn FnMut(Region) + 'a;
 
-/// One region per chunk of `plan` (rows that repeat an earlier buffer share its
-/// regions), `owned[buffer]` telling which rows hold their own. On a failure every
-/// region already obtained goes back through `free`, last first.
+/// Checks `plan` against `limits` (every chunk; every placement's binding when `usage`
+/// includes `STORAGE`), then obtains one region per chunk (rows that repeat an earlier
+/// buffer share its regions), `owned[buffer]` telling which rows hold their own. On a
+/// failure every region already obtained goes back through `free`, last first.
 fn allocate_rows(
     plan: &Plan,
+    limits: &wgpu::Limits,
     usage: wgpu::BufferUsages,
     allocate: &mut AllocateRegion<'_>,
     free: &mut FreeRegion<'_>,
 ) -> Result<(Vec<Vec<Region>>, Vec<bool>), DeviceError> {
+    check_chunks_against_limits(plan, limits)?;
+    if usage.contains(wgpu::BufferUsages::STORAGE) {
+        check_bindings(plan, limits, |_, p| Some((0, p.size)))?;
+    }
     let mut rows: Vec<Vec<Region>> = Vec::with_capacity(plan.buffers.len());
     let mut owned: Vec<bool> = Vec::with_capacity(plan.buffers.len());
     for (b, buffer) in plan.buffers.iter().enumerate() {

@@ -97,9 +97,6 @@ impl CacheAllocator {
         ctx: &GpuContext,
         size: u64,
     ) -> Result<PackedBuffer, PrepackError> {
-        if size == 0 {
-            return Err(PrepackError::ZeroSizeRequest);
-        }
         let max_size = ctx
             .limits
             .max_buffer_size

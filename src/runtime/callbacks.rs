@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{CallbackError, MemoryRole, RuntimeError};
 use crate::device::{copy_region, GpuContext, Region};
-use crate::storage::{RegionRequest, Storage};
+use crate::storage::{prefix_words, RegionRequest, Storage};
 
 /// The user context passed unchanged to every call of a callback pair. Two settings
 /// share one when their `Arc`s point to the same value ([`Arc::ptr_eq`]).
@@ -138,10 +138,7 @@ pub fn copy_prefix(
     if len == 0 || old == new {
         return Ok(());
     }
-    let bytes = len
-        .checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
-        .unwrap_or(u64::MAX)
-        .min(old.size() - old.size() % wgpu::COPY_BUFFER_ALIGNMENT);
+    let bytes = prefix_words(len, old.size());
     if bytes == 0 {
         return Ok(());
     }
@@ -263,7 +260,8 @@ impl<S: Storage + 'static> BlockPool<S> {
             .map_err(|e| CallbackError::new(e.to_string()))?;
         lock(&self.outstanding).push(block.clone());
         if let Some(old) = old {
-            let bytes = copied_bytes(&old, &block, old_used);
+            let bytes = prefix_words(old_used, old.size)
+                .min(block.size - block.size % wgpu::COPY_BUFFER_ALIGNMENT);
             if bytes > 0 {
                 if let Err(e) = self.storage.copy(&old, &block, bytes) {
                     self.give_back(block);
@@ -287,16 +285,6 @@ impl<S: Storage + 'static> BlockPool<S> {
             }
         }
     }
-}
-
-/// Bytes of `old`'s first `len` that a copy into `new` moves: whole 4-byte words, at
-/// most what either region holds.
-fn copied_bytes<M>(old: &Region<M>, new: &Region<M>, len: u64) -> u64 {
-    len.min(old.size)
-        .checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
-        .unwrap_or(u64::MAX)
-        .min(old.size - old.size % wgpu::COPY_BUFFER_ALIGNMENT)
-        .min(new.size - new.size % wgpu::COPY_BUFFER_ALIGNMENT)
 }
 
 impl<S: Storage<Memory = wgpu::Buffer> + 'static> BlockPool<S> {

@@ -186,6 +186,16 @@ pub fn check_copy<M>(from: &Region<M>, to: &Region<M>, bytes: u64) -> Result<(),
     Ok(())
 }
 
+/// Bytes of the first `keep` bytes of a region of `old_size` bytes that a copy moves:
+/// whole 4-byte words (copies move words), rounded up, but no more than the region's
+/// whole words.
+pub fn prefix_words(keep: u64, old_size: u64) -> u64 {
+    keep.min(old_size)
+        .checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+        .unwrap_or(u64::MAX)
+        .min(old_size - old_size % wgpu::COPY_BUFFER_ALIGNMENT)
+}
+
 /// C's `realloc` on any storage: a region for `request` holding the first `keep`
 /// bytes of `old` (rounded up to whole words, at most `old`'s size), then `old` freed.
 /// `old` itself comes back when it is already large enough and aligned; with no `old`
@@ -216,12 +226,7 @@ pub fn realloc_region<S: Storage + ?Sized>(
     let Some(old) = old else {
         return Ok(new);
     };
-    let bytes = keep
-        .min(old.size)
-        .checked_next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
-        .unwrap_or(u64::MAX)
-        .min(old.size - old.size % wgpu::COPY_BUFFER_ALIGNMENT)
-        .min(new.size);
+    let bytes = prefix_words(keep, old.size).min(new.size);
     if bytes > 0 {
         if let Err(e) = storage.copy(&old, &new, bytes) {
             // The new region is ours to give back; a failure to do so would be a bug
