@@ -60,6 +60,8 @@ mod pass;
 #[cfg(test)]
 mod probe;
 mod state;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use super::greedy;
@@ -124,6 +126,9 @@ pub(crate) struct Tuning {
     pub spread_div: u32,
     /// Depth-first turns are restarts too (as corner turns are).
     pub restart_all: bool,
+    /// The preorders run on threads of their own when the machine has more than one
+    /// core (the answer is the same either way; see [`Searcher::run`]).
+    pub threads: bool,
 }
 
 impl Default for Tuning {
@@ -137,6 +142,7 @@ impl Default for Tuning {
             restart_nodes: 1024,
             spread_div: 8,
             restart_all: false,
+            threads: true,
         }
     }
 }
@@ -175,121 +181,108 @@ impl<'a> Searcher<'a> {
         self.run(capacity, budget, deadline).0
     }
 
-    /// The search over the preorders, taking turns with a doubling work limit. Each
-    /// preorder gets two turns per round: a depth-first turn (complete, so it can prove
-    /// infeasibility) and a limited-discrepancy turn (see [`Lds`]).
+    /// The search over the preorders: each preorder runs its own schedule of turns
+    /// with a doubling work limit ([`Searcher::run_order`]) on a share of `budget`,
+    /// on threads of its own when the machine has more than one core. The answer is
+    /// the one reached with the least work (ties: the earlier preorder), so it does
+    /// not depend on how the threads happen to run: a preorder stops once it has spent
+    /// more than the best answer so far ([`Race`]), and one running on its own core
+    /// or after the others gives the same answer. Without a deadline the result
+    /// depends on the budget alone.
     fn run(&self, capacity: u64, budget: u64, deadline: Option<Instant>) -> (Found, Stats) {
         let p = self.p;
-        let mut stats = Stats::default();
         if p.lower_bound > capacity {
-            return (Found::Infeasible, stats);
+            return (Found::Infeasible, Stats::default());
         }
         if p.items.is_empty() || self.preorders.is_empty() {
-            return (Found::Plan(Vec::new(), 0), stats);
+            return (Found::Plan(Vec::new(), 0), Stats::default());
         }
-        let mut left = budget;
-        // About as many nodes as items in the first round.
-        let n = p.items.len() as u64;
-        let mut limit = n.saturating_mul(n + p.sections as u64).max(1024);
-        // Per preorder, one table for each kind of turn, kept over the rounds: a state
-        // proven to fail in one round is skipped in the later, longer ones.
-        let mut turns: Vec<Turns> = self
-            .preorders
-            .iter()
-            .map(|_| Turns {
-                depth_first: FailedStates::for_items(p.items.len()),
-                lds: Lds::new(p.items.len()),
-                restarts: Restarts {
-                    passes: 0,
-                    unit: self
-                        .tuning
-                        .restart_nodes
-                        .saturating_mul(n + p.sections as u64),
-                },
-                restarts_df: Restarts {
-                    passes: 0,
-                    unit: self
-                        .tuning
-                        .restart_nodes
-                        .saturating_mul(n + p.sections as u64),
-                },
+        let orders = self.preorders.len();
+        let share = (budget / orders as u64).max(1);
+        let race = Race::new();
+        let parallel =
+            self.tuning.threads && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        let outcomes: Vec<(Option<Answer>, Stats)> = if parallel {
+            let alone = |order: usize| {
+                let spent = Cell::new(0);
+                let runner = Runner {
+                    race: &race,
+                    order,
+                    spent: &spent,
+                };
+                let mut run = OrderRun::new(self, runner, capacity, share, deadline);
+                while run.step() {}
+                (run.answer, run.stats)
+            };
+            std::thread::scope(|scope| {
+                let started: Vec<_> = (0..orders)
+                    .map(|order| {
+                        let spawned = std::thread::Builder::new()
+                            .name(format!("wgalloc-search-{order}"))
+                            .stack_size(SEARCH_STACK)
+                            .spawn_scoped(scope, move || alone(order));
+                        (order, spawned)
+                    })
+                    .collect();
+                started
+                    .into_iter()
+                    .map(|(order, spawned)| match spawned {
+                        Ok(handle) => handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                        // No thread to be had: this preorder runs here instead.
+                        Err(_) => alone(order),
+                    })
+                    .collect()
             })
-            .collect();
-        // Corner turns only where most sections are full at this capacity (a tiling):
-        // elsewhere few sections become tight and the turns only take work from the
-        // others (dsa B, 61% full, took 1.8 times as long with them; E no longer fit
-        // within `best`'s budget).
-        let full = p.live.iter().filter(|&&l| l == capacity).count();
-        let corners =
-            self.tuning.corners && (self.tuning.corners_anywhere || 4 * full >= 3 * p.sections);
-        // The cover check under the same gate: on dsa E (8% full) it changed which
-        // nodes the limited-discrepancy passes reach within their work, and E no longer
-        // fit in 1e9 units.
-        let cover = self.tuning.cover && corners;
-        loop {
-            for (order, turn) in turns.iter_mut().enumerate() {
-                let search = self.over(order, capacity, deadline, false, cover);
-                let cornered = self.over(order, capacity, deadline, true, cover);
-                for kind in [Kind::Corner, Kind::DepthFirst, Kind::Lds] {
-                    let skip = match kind {
-                        Kind::Corner => !corners,
-                        Kind::DepthFirst => false,
-                        Kind::Lds => !self.tuning.lds,
+        } else {
+            // On one core the preorders take turns, the one that has spent the least
+            // going next: the same answer as on threads.
+            let spent: Vec<Cell<u64>> = (0..orders).map(|_| Cell::new(0)).collect();
+            let mut runs: Vec<OrderRun<'_>> = (0..orders)
+                .map(|order| {
+                    let runner = Runner {
+                        race: &race,
+                        order,
+                        spent: &spent[order],
                     };
-                    if skip {
-                        continue;
-                    }
-                    // Limited-discrepancy turns get half the depth-first turns' work.
-                    let share = match kind {
-                        Kind::Corner | Kind::DepthFirst => limit,
-                        Kind::Lds => (limit / 2).max(1),
-                    };
-                    let work = share.min(left);
-                    if work == 0 {
-                        return (Found::Unknown, stats);
-                    }
-                    left -= work;
-                    let (found, unused) = match kind {
-                        // Both depth-first kinds are complete under the same contract:
-                        // a state one proves to fail fails for the other too.
-                        Kind::Corner if self.tuning.restart_nodes > 0 => {
-                            turn.restarts
-                                .turn(&cornered, &mut turn.depth_first, work, &mut stats)
-                        }
-                        Kind::Corner => {
-                            cornered.depth_first(&mut turn.depth_first, work, &mut stats)
-                        }
-                        Kind::DepthFirst
-                            if self.tuning.restart_all && self.tuning.restart_nodes > 0 =>
-                        {
-                            turn.restarts_df
-                                .turn(&search, &mut turn.depth_first, work, &mut stats)
-                        }
-                        Kind::DepthFirst => {
-                            search.depth_first(&mut turn.depth_first, work, &mut stats)
-                        }
-                        Kind::Lds => turn.lds.turn(&search, work, &mut stats),
-                    };
-                    // Work a turn did not use goes back to the budget.
-                    left += unused;
-                    if let Some(found) = found {
-                        return (found, stats);
-                    }
+                    OrderRun::new(self, runner, capacity, share, deadline)
+                })
+                .collect();
+            let mut going = vec![true; orders];
+            while let Some(next) = (0..orders)
+                .filter(|&o| going[o])
+                .min_by_key(|&o| (spent[o].get(), o))
+            {
+                going[next] = runs[next].step();
+            }
+            runs.into_iter()
+                .map(|run| (run.answer, run.stats))
+                .collect()
+        };
+        let mut stats = Stats::default();
+        let mut best: Option<Answer> = None;
+        for (answer, turn_stats) in outcomes {
+            stats.add(&turn_stats);
+            if let Some(answer) = answer {
+                if best.as_ref().is_none_or(|b| answer.key < b.key) {
+                    best = Some(answer);
                 }
             }
-            limit = limit.saturating_mul(2);
         }
+        (best.map_or(Found::Unknown, |b| b.found), stats)
     }
 
     /// The passes over preorder `order` at `capacity` share this.
-    fn over(
-        &self,
+    fn over<'s>(
+        &'s self,
         order: usize,
         capacity: u64,
         deadline: Option<Instant>,
         corners: bool,
         cover: bool,
-    ) -> Search<'_> {
+        runner: Runner<'s>,
+    ) -> Search<'s> {
         Search {
             p: self.p,
             capacity,
@@ -300,12 +293,210 @@ impl<'a> Searcher<'a> {
             corners,
             cover,
             spread: (self.p.items.len() as u32 / self.tuning.spread_div.max(1)).max(1),
+            runner,
         }
     }
 }
 
-/// Nodes between two looks at the clock when a deadline is set.
+/// One preorder's schedule on its share of the work: rounds of turns with a work
+/// limit that doubles every round. Each round is a corner turn (on tilings), a
+/// depth-first turn (complete, so it can prove infeasibility) and a
+/// limited-discrepancy turn (see [`Lds`]) with half the work.
+struct OrderRun<'s> {
+    /// Searches without and with corner branching.
+    search: Search<'s>,
+    cornered: Search<'s>,
+    runner: Runner<'s>,
+    /// Corner turns run (a tiling-like instance at this capacity).
+    corners: bool,
+    /// Restart passes (Luby's sequence) of depth-first turns too.
+    restart_all: bool,
+    lds: bool,
+    restarts_on: bool,
+    /// The tables and counters of the turns, kept over the rounds.
+    turns: Turns,
+    /// Work left of the share.
+    left: u64,
+    /// The work limit of this round's turns.
+    limit: u64,
+    /// The next kind of turn in the round.
+    next: usize,
+    /// What the preorder found, once it is done.
+    answer: Option<Answer>,
+    stats: Stats,
+}
+
+impl<'s> OrderRun<'s> {
+    fn new(
+        searcher: &'s Searcher<'_>,
+        runner: Runner<'s>,
+        capacity: u64,
+        share: u64,
+        deadline: Option<Instant>,
+    ) -> OrderRun<'s> {
+        let p = searcher.p;
+        let tuning = searcher.tuning;
+        // About as many nodes as items in the first round.
+        let n = p.items.len() as u64;
+        let limit = n.saturating_mul(n + p.sections as u64).max(1024);
+        let unit = tuning.restart_nodes.saturating_mul(n + p.sections as u64);
+        // Corner turns only where most sections are full at this capacity (a tiling):
+        // elsewhere few sections become tight and the turns only take work from the
+        // others (dsa B, 61% full, took 1.8 times as long with them; E no longer fit
+        // within `best`'s budget).
+        let full = p.live.iter().filter(|&&l| l == capacity).count();
+        let corners = tuning.corners && (tuning.corners_anywhere || 4 * full >= 3 * p.sections);
+        // The cover check under the same gate: on dsa E (8% full) it changed which
+        // nodes the limited-discrepancy passes reach within their work, and E no longer
+        // fit in 1e9 units.
+        let cover = tuning.cover && corners;
+        let order = runner.order;
+        OrderRun {
+            search: searcher.over(order, capacity, deadline, false, cover, runner),
+            cornered: searcher.over(order, capacity, deadline, true, cover, runner),
+            runner,
+            corners,
+            restart_all: tuning.restart_all && tuning.restart_nodes > 0,
+            lds: tuning.lds,
+            restarts_on: tuning.restart_nodes > 0,
+            turns: Turns {
+                depth_first: FailedStates::for_items(p.items.len()),
+                lds: Lds::new(p.items.len()),
+                restarts: Restarts { passes: 0, unit },
+                restarts_df: Restarts { passes: 0, unit },
+            },
+            left: share,
+            limit,
+            next: 0,
+            answer: None,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Runs the next turn; false once the preorder is done: it answered, its share
+    /// ran out, the deadline passed, or another preorder answered with less work.
+    fn step(&mut self) -> bool {
+        const KINDS: [Kind; 3] = [Kind::Corner, Kind::DepthFirst, Kind::Lds];
+        let kind = KINDS[self.next];
+        let limit = self.limit;
+        self.next = (self.next + 1) % KINDS.len();
+        if self.next == 0 {
+            // The next round's turns get twice the work.
+            self.limit = self.limit.saturating_mul(2);
+        }
+        let skip = match kind {
+            Kind::Corner => !self.corners,
+            Kind::DepthFirst => false,
+            Kind::Lds => !self.lds,
+        };
+        if skip {
+            return true;
+        }
+        // Limited-discrepancy turns get half the depth-first turns' work.
+        let work = match kind {
+            Kind::Corner | Kind::DepthFirst => limit,
+            Kind::Lds => (limit / 2).max(1),
+        }
+        .min(self.left);
+        let spent = self.runner.spent.get();
+        if work == 0 || self.runner.race.beaten(spent, self.runner.order) {
+            return false;
+        }
+        self.left -= work;
+        let turns = &mut self.turns;
+        let stats = &mut self.stats;
+        let (found, unused) = match kind {
+            // Both depth-first kinds are complete under the same contract: a state one
+            // proves to fail fails for the other too.
+            Kind::Corner if self.restarts_on => {
+                turns
+                    .restarts
+                    .turn(&self.cornered, &mut turns.depth_first, work, stats)
+            }
+            Kind::Corner => self
+                .cornered
+                .depth_first(&mut turns.depth_first, work, stats),
+            Kind::DepthFirst if self.restart_all => {
+                turns
+                    .restarts_df
+                    .turn(&self.search, &mut turns.depth_first, work, stats)
+            }
+            Kind::DepthFirst => self.search.depth_first(&mut turns.depth_first, work, stats),
+            Kind::Lds => turns.lds.turn(&self.search, work, stats),
+        };
+        // Work a turn did not use goes back to the share.
+        self.left += unused;
+        match found {
+            None => true,
+            // A timeout ends this preorder without an answer.
+            Some(Found::Unknown) => false,
+            Some(found) => {
+                let key = self
+                    .runner
+                    .race
+                    .finish(self.runner.spent.get(), self.runner.order);
+                self.answer = Some(Answer { found, key });
+                false
+            }
+        }
+    }
+}
+
+/// Nodes between two looks at the clock when a deadline is set (and at the race
+/// between preorders).
 pub(crate) const CLOCK_EVERY: u64 = 4096;
+
+/// Stack of a search thread: the search recurses once per placed item (at most
+/// `SEARCH_MAX_ITEMS`, well within 2 MiB); the rest is headroom.
+const SEARCH_STACK: usize = 16 << 20;
+
+/// A final answer of one preorder and its race key ([`Race`]).
+struct Answer {
+    found: Found,
+    key: u64,
+}
+
+/// The race between preorders searching at one capacity: the least key (work spent
+/// when answering, times 8, plus the preorder) of any answer so far. A preorder that
+/// has spent more than that can no longer win and stops; one that could still win
+/// never stops for it, so the winner does not depend on the threads' timing.
+pub(super) struct Race {
+    best: AtomicU64,
+}
+
+impl Race {
+    fn new() -> Race {
+        Race {
+            best: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// The key of an answer by preorder `order` after `spent` work units.
+    fn key(spent: u64, order: usize) -> u64 {
+        spent.saturating_mul(ORDERS.len().next_power_of_two() as u64) | order as u64
+    }
+
+    /// Records an answer; returns its key.
+    fn finish(&self, spent: u64, order: usize) -> u64 {
+        let key = Race::key(spent, order);
+        self.best.fetch_min(key, Ordering::Relaxed);
+        key
+    }
+
+    /// Whether preorder `order`, having spent `spent`, can no longer win.
+    pub(super) fn beaten(&self, spent: u64, order: usize) -> bool {
+        Race::key(spent, order) > self.best.load(Ordering::Relaxed)
+    }
+}
+
+/// What a pass needs to take part in the race: the race, its preorder, and the work
+/// the preorder spent before the pass.
+#[derive(Clone, Copy)]
+pub(super) struct Runner<'a> {
+    pub race: &'a Race,
+    pub order: usize,
+    pub spent: &'a Cell<u64>,
+}
 
 /// What one search run did, for measurements and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -318,6 +509,16 @@ pub(crate) struct Stats {
     pub deepest: u64,
     /// Passes from the root (restarts and turns).
     pub passes: u64,
+}
+
+impl Stats {
+    /// Adds another preorder's counts.
+    fn add(&mut self, other: &Stats) {
+        self.nodes += other.nodes;
+        self.memo_hits += other.memo_hits;
+        self.deepest = self.deepest.max(other.deepest);
+        self.passes += other.passes;
+    }
 }
 
 /// The kinds of turn each preorder takes per round.
@@ -439,6 +640,50 @@ mod tests {
                 search(&p, cap, 1 << 30)
             );
         }
+    }
+
+    #[test]
+    fn preorders_on_threads_give_the_same_answer_as_taking_turns_on_one_core() {
+        let on = |threads| Tuning {
+            threads,
+            ..Tuning::default()
+        };
+        let mut seen_plans = 0;
+        for seed in 0..40u64 {
+            let ranges: Vec<LiveRange> = (0..28u64)
+                .map(|i| {
+                    let x = (i * 7 + seed * 13) % 11;
+                    r(x, x + 1 + (i + seed) % 5, 1 + (i * seed + 3) % 6)
+                })
+                .collect();
+            let p = Prepared::new(&ranges, 1).expect("valid");
+            for cap in [p.lower_bound, p.lower_bound + 1] {
+                // Small budgets too, so that the race and the shares decide.
+                for budget in [2_000, 20_000, 1 << 24] {
+                    let alone = Searcher::tuned(&p, on(false)).run(cap, budget, None).0;
+                    let threaded = Searcher::tuned(&p, on(true)).run(cap, budget, None).0;
+                    assert_eq!(alone, threaded, "seed {seed} cap {cap} budget {budget}");
+                    if let Found::Plan(offsets, peak) = &threaded {
+                        p.assert_valid(offsets, *peak);
+                        seen_plans += 1;
+                    }
+                }
+            }
+        }
+        assert!(seen_plans > 40, "{seen_plans}");
+        // A published instance where the preorders race for a long time (the third
+        // one wins on its own; the others are cut when it answers).
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/dsa/F.1048576.csv");
+        let problem = crate::plan::IntervalProblem::read_csv(path.as_ref()).expect("reads");
+        let p = Prepared::new(&crate::plan::offline::interval_ranges(&problem), 1).expect("valid");
+        let alone = Searcher::tuned(&p, on(false)).run(1_048_576, 200_000_000, None);
+        let threaded = Searcher::tuned(&p, on(true)).run(1_048_576, 200_000_000, None);
+        assert!(
+            matches!(alone.0, Found::Plan(_, 1_048_576)),
+            "{:?}",
+            alone.1
+        );
+        assert_eq!(alone.0, threaded.0);
     }
 
     #[test]

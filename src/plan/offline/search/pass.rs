@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use super::memo::FailedStates;
-use super::state::{State, Step};
-use super::{Found, Stats};
+use super::state::{Cutoff, State, Step};
+use super::{Found, Runner, Stats};
 use crate::plan::offline::prepared::Prepared;
 
 /// What every search pass over one preorder shares.
@@ -22,6 +22,8 @@ pub(super) struct Search<'a> {
     pub(super) cover: bool,
     /// How far a restart may move a candidate's rank ([`State::shuffle`]).
     pub(super) spread: u32,
+    /// The race between preorders this pass takes part in.
+    pub(super) runner: Runner<'a>,
 }
 
 impl Search<'_> {
@@ -47,6 +49,15 @@ impl Search<'_> {
         stats: &mut Stats,
         shuffle: u64,
     ) -> Pass {
+        let before = self.runner.spent.get();
+        if self.runner.race.beaten(before, self.runner.order) {
+            return Pass {
+                found: None,
+                exhausted: true,
+                cut: true,
+                work_left: 0,
+            };
+        }
         let hits_before = failed.hits;
         let mut state = State::new(
             self.p,
@@ -63,8 +74,14 @@ impl Search<'_> {
         state.cover = self.cover;
         state.shuffle = shuffle;
         state.spread = self.spread;
+        state.cutoff = Some(Cutoff {
+            runner: self.runner,
+            before,
+            work,
+        });
         state.stack.extend_from_slice(self.all);
         let step = state.descend(0, self.all.len(), 0, 0);
+        self.runner.spent.set(before + (work - state.work_left));
         stats.nodes += state.nodes;
         stats.passes += 1;
         stats.deepest = stats.deepest.max(state.deepest as u64);
@@ -81,6 +98,7 @@ impl Search<'_> {
         Pass {
             found,
             exhausted: matches!(step, Step::OutOfBudget),
+            cut: state.cut,
             work_left: state.work_left,
         }
     }
@@ -104,6 +122,8 @@ pub(super) struct Pass {
     pub(super) found: Option<Found>,
     /// Whether the work limit stopped the pass.
     pub(super) exhausted: bool,
+    /// Whether another preorder's answer stopped it ([`super::Race`]).
+    pub(super) cut: bool,
     /// Work units left.
     pub(super) work_left: u64,
 }
@@ -143,6 +163,9 @@ impl Lds {
             let pass = search.pass(&mut self.failed, Some(self.level), work, stats);
             if pass.found.is_some() {
                 return (pass.found, pass.work_left);
+            }
+            if pass.cut {
+                return (None, 0);
             }
             self.level += 1;
             if pass.exhausted {
@@ -187,6 +210,9 @@ impl Restarts {
             work += pass.work_left;
             if pass.found.is_some() {
                 return (pass.found, work);
+            }
+            if pass.cut {
+                return (None, 0);
             }
         }
         (None, 0)

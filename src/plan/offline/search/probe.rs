@@ -37,6 +37,7 @@ fn dsa_instances_at_capacity() {
             corners_anywhere: std::env::var("PROBE_CORNERS").is_ok_and(|v| v == "2"),
             cover: std::env::var("PROBE_COVER").map_or(true, |v| v != "0"),
             restart_all: std::env::var("PROBE_RESTART_ALL").is_ok_and(|v| v == "1"),
+            threads: std::env::var("PROBE_THREADS").map_or(true, |v| v != "0"),
             restart_nodes: std::env::var("PROBE_RESTART")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -83,6 +84,7 @@ fn generated_at_capacity() {
         restart_nodes: var("PROBE_RESTART", 1024),
         spread_div: var("PROBE_SPREAD", 8) as u32,
         restart_all: var("PROBE_RESTART_ALL", 0) == 1,
+        threads: var("PROBE_THREADS", 1) == 1,
     };
     let (mut fitted, mut nodes, mut secs) = (0, 0u64, Vec::new());
     let mut missed = Vec::new();

@@ -6,7 +6,7 @@ use std::collections::BinaryHeap;
 use std::time::Instant;
 
 use super::memo::{seed, FailedStates, Fingerprint};
-use super::CLOCK_EVERY;
+use super::{Runner, CLOCK_EVERY};
 use crate::plan::offline::prepared::Prepared;
 
 pub(super) enum Step {
@@ -71,6 +71,10 @@ pub(super) struct State<'a> {
     deadline: Option<Instant>,
     /// Set when the deadline, not the work budget, stopped the search.
     pub(super) timed_out: bool,
+    /// The race this pass takes part in (looked at every [`CLOCK_EVERY`] nodes).
+    pub(super) cutoff: Option<Cutoff<'a>>,
+    /// Set when another preorder's answer stopped the search ([`super::Race`]).
+    pub(super) cut: bool,
     /// The fingerprint of the unplaced items and their floors.
     state: Fingerprint,
     /// Each item's fingerprint seed.
@@ -89,6 +93,15 @@ pub(super) struct State<'a> {
     /// The candidates (floor, order key, item) of every node on the current path: the
     /// key is the rank, perturbed in a restart ([`State::shuffle`]).
     cand: Vec<(u64, u32, u32)>,
+}
+
+/// A pass's place in the race between preorders: the runner, the work its preorder
+/// spent before the pass, and the pass's work.
+#[derive(Clone, Copy)]
+pub(super) struct Cutoff<'a> {
+    pub runner: Runner<'a>,
+    pub before: u64,
+    pub work: u64,
 }
 
 /// For each item, the items whose lifetimes overlap it (a sweep over sections).
@@ -159,6 +172,8 @@ impl<'a> State<'a> {
             deepest: 0,
             deadline,
             timed_out: false,
+            cutoff: None,
+            cut: false,
             state: seeds.iter().fold(Fingerprint::default(), |mut f, &s| {
                 f.add(s, 0);
                 f
@@ -222,6 +237,16 @@ impl<'a> State<'a> {
             && self.deadline.is_some_and(|d| Instant::now() >= d)
         {
             self.timed_out = true;
+            self.work_left = 0;
+            return Step::OutOfBudget;
+        }
+        if self.nodes.is_multiple_of(CLOCK_EVERY)
+            && self.cutoff.is_some_and(|c| {
+                let spent = c.before + (c.work - self.work_left);
+                c.runner.race.beaten(spent, c.runner.order)
+            })
+        {
+            self.cut = true;
             self.work_left = 0;
             return Step::OutOfBudget;
         }
