@@ -35,6 +35,9 @@ pub(super) struct State<'a> {
     /// Scratch per section: tight at the current node's offset (all false between
     /// nodes).
     tight: Vec<bool>,
+    /// Scratch per section boundary: open items at the offset ending there (all 0
+    /// between nodes).
+    low_ends: Vec<u32>,
     /// Scratch per section boundary: candidates starting minus ending there.
     fillers: Vec<i64>,
     /// Scratch per section boundary for the cover check ([`State::coverable`]).
@@ -155,6 +158,7 @@ impl<'a> State<'a> {
             corners: true,
             tight: vec![false; p.sections + 1],
             fillers: vec![0; p.sections + 1],
+            low_ends: vec![0; p.sections + 1],
             covered: vec![false; p.sections + 1],
             level: vec![u64::MAX; p.sections + 1],
             well_at: vec![0; p.sections + 1],
@@ -330,6 +334,9 @@ impl<'a> State<'a> {
         let mut next = base;
         let mut fits = true;
         let mut corner: Option<u32> = None;
+        // Open items at the offset that cover the current section; `low_ends` counts
+        // them by end section.
+        let mut low = 0u32;
         for t in first..last {
             self.level[t as usize] = u64::MAX;
             while next < end && self.p.items[self.stack[next] as usize].a == t {
@@ -339,13 +346,17 @@ impl<'a> State<'a> {
                 let it = self.p.items[i];
                 min_top = min_top.min(floor.saturating_add(it.size));
                 let lowest = floor.max(offset);
-                // An item no lower than the heap's top that leaves no later never
-                // becomes the lowest: skip it.
-                if !self
+                if lowest == offset {
+                    // Nothing sits lower than the offset: a count is enough.
+                    low += 1;
+                    self.low_ends[it.b as usize] += 1;
+                } else if !self
                     .covering
                     .peek()
                     .is_some_and(|Reverse((top, b))| *top <= lowest && *b >= it.b)
                 {
+                    // An item no lower than the heap's top that leaves no later never
+                    // becomes the lowest: skipped.
                     self.covering.push(Reverse((lowest, it.b)));
                 }
                 let rank = self.rank[i];
@@ -355,10 +366,17 @@ impl<'a> State<'a> {
                     self.cand.push((floor, key, i as u32));
                 }
             }
-            while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
-                self.covering.pop();
-            }
-            if let Some(&Reverse((lowest, _))) = self.covering.peek() {
+            low -= self.low_ends[t as usize];
+            self.low_ends[t as usize] = 0;
+            let lowest = if low > 0 {
+                Some(offset)
+            } else {
+                while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
+                    self.covering.pop();
+                }
+                self.covering.peek().map(|&Reverse((lowest, _))| lowest)
+            };
+            if let Some(lowest) = lowest {
                 let need = lowest.saturating_add(self.remaining[t as usize]);
                 if need > self.capacity {
                     fits = false;
@@ -375,6 +393,8 @@ impl<'a> State<'a> {
                 }
             }
         }
+        // Back to all zeros (a sweep cut short leaves counts past where it stopped).
+        self.low_ends[first as usize..=last as usize].fill(0);
         if fits && self.cover {
             fits = self.wells_coverable(base, end, first as usize, last as usize, offset);
         }
@@ -391,26 +411,29 @@ impl<'a> State<'a> {
         if fits {
             // Discrepancies this node has charged: the k-th candidate tried costs k.
             let mut tried = 0u64;
+            // Keep only the candidates that may be tried, then sort those: most nodes
+            // try one or two of them.
+            let mut kept = cand_base;
+            for k in cand_base..self.cand.len() {
+                let (floor, _, i) = self.cand[k];
+                let it = self.p.items[i as usize];
+                // An item fits wholly below: found with that item first.
+                let dominated = floor >= min_top;
+                // Of identical items only the first unplaced one in rank order.
+                let twin = self.twin[i as usize].is_some_and(|t| !self.placed[t]);
+                // A corner is filled by an item at the offset that covers it.
+                let off_corner = corner.is_some_and(|t| floor > offset || it.a > t || it.b <= t);
+                if !(dominated || twin || off_corner) {
+                    self.cand[kept] = self.cand[k];
+                    kept += 1;
+                }
+            }
+            self.cand.truncate(kept);
             self.cand[cand_base..].sort_unstable();
             for k in cand_base..self.cand.len() {
                 let (floor, _, i) = self.cand[k];
                 let i = i as usize;
                 let rank = self.rank[i];
-                if floor >= min_top {
-                    break; // an item fits wholly below: found with that item first
-                }
-                if self.twin[i].is_some_and(|t| !self.placed[t]) {
-                    continue;
-                }
-                let it = self.p.items[i];
-                if let Some(t) = corner {
-                    if floor > offset {
-                        break; // the corner can no longer be filled
-                    }
-                    if it.a > t || it.b <= t {
-                        continue;
-                    }
-                }
                 if tried > self.disc_left {
                     break;
                 }
