@@ -273,15 +273,17 @@ struct Goal {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.
     target: u64,
+    /// Whether the target is a capacity the caller gave (not the lower bound).
+    capacity: bool,
     budget: Budget,
 }
 
 impl Goal {
     fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal {
+        let capacity = capacity.filter(|&c| c >= p.lower_bound);
         Goal {
-            target: capacity
-                .filter(|&c| c >= p.lower_bound)
-                .unwrap_or(p.lower_bound),
+            target: capacity.unwrap_or(p.lower_bound),
+            capacity: capacity.is_some(),
             budget: *budget,
         }
     }
@@ -485,45 +487,154 @@ const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 /// that it stays well within a 2 MiB thread stack.
 const SEARCH_MAX_ITEMS: usize = 3_000;
 
-/// Improves on a known placement with the bounded search: first at the goal's target
-/// (the capacity, else the lower bound), then bisecting between the best capacity known
-/// infeasible and the best peak found; stops at the first plan within the target.
+/// The first probe at the target runs in two pieces: this fraction of its half of the
+/// budget first, then (after the quick round) the rest.
+const FIRST_PIECE: u64 = 2;
+
+/// Each probe of the quick round gets this fraction of the budget.
+const QUICK_SHARE: u64 = 64;
+
+/// The quick round probes at most this many capacities.
+const QUICK_PROBES: u32 = 8;
+
+/// Bisection (the quick round's and the last one) stops once the gap between the
+/// capacities it has given up on and the best peak is below the peak divided by this:
+/// the probes that close the last 0.1% almost never find a plan and cost as much as
+/// the others.
+const BISECT_GAP: u64 = 1024;
+
+/// Improves on a known placement with the bounded search, stopping at the first plan
+/// within the goal's target:
+///
+/// 1. a first piece of the probe at the target (the capacity, else the lower bound);
+/// 2. unless that settled it or the target is a capacity the caller gave, a quick
+///    round: a few bisection probes with small shares between the target and the
+///    best peak, so that a lower bound out of reach does not hold back the plans just
+///    above it (they come in a fraction of the budget);
+/// 3. the rest of the target probe's half of the budget;
+/// 4. bisection between the best capacity known infeasible (or given up on) and the
+///    best peak found, each probe with a quarter of what is left.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
     if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
         return (offsets, peak);
     }
-    let mut work_left = goal.budget.search_work;
     let (mut best, mut best_peak) = (offsets, peak);
+    if goal.target >= best_peak || goal.budget.expired() {
+        return (best, best_peak);
+    }
+    let budget = goal.budget.search_work;
+    let deadline = goal.budget.deadline;
+    let searcher = Searcher::new(p);
+    let keep = |found: Found, best: &mut Vec<u64>, best_peak: &mut u64| match found {
+        Found::Plan(offsets, peak) if peak < *best_peak => {
+            *best = offsets;
+            *best_peak = peak;
+            true
+        }
+        Found::Plan(..) => true,
+        Found::Infeasible | Found::Unknown => false,
+    };
     // Capacities below `floor` are infeasible or were given up on.
     let mut floor = goal.target;
-    let mut first = true;
-    // Built at the first probe, shared by the later ones.
-    let mut searcher = None;
-    while work_left > 0 && floor < best_peak && !goal.budget.expired() {
-        // First probe at the target with half the budget; then bisect with a quarter
-        // of what is left each time.
-        let (target, share) = if first {
-            (floor, work_left / 2)
-        } else {
-            (floor + (best_peak - floor) / 2, (work_left / 4).max(1))
-        };
-        first = false;
+    let half = budget / 2;
+    let first_piece = half / FIRST_PIECE;
+    let mut first = searcher.probe(goal.target, deadline);
+    let found = first.advance(first_piece);
+    log::debug!(
+        "first piece of the probe at {} with {first_piece} work units: {}",
+        goal.target,
+        describe(&found)
+    );
+    let first_open = match found {
+        found @ Found::Plan(..) => {
+            keep(found, &mut best, &mut best_peak);
+            return (best, best_peak);
+        }
+        Found::Infeasible => {
+            floor = goal.target + 1;
+            false
+        }
+        Found::Unknown => true,
+    };
+    // The quick round: what it gives up on it may come back to later.
+    let mut work_left = budget - half;
+    let mut quick_floor = floor;
+    let mut probes = 0;
+    while !goal.capacity
+        && probes < QUICK_PROBES
+        && quick_floor < best_peak
+        && best_peak - quick_floor > best_peak / BISECT_GAP
+        && !goal.budget.expired()
+    {
+        probes += 1;
+        let target = quick_floor + (best_peak - quick_floor) / 2;
+        let share = (budget / QUICK_SHARE).max(1);
         work_left = work_left.saturating_sub(share);
-        let searcher = searcher.get_or_insert_with(|| Searcher::new(p));
-        match searcher.search_until(target, share, goal.budget.deadline) {
-            Found::Plan(offsets, found) => {
-                best = offsets;
-                best_peak = found;
-                if goal.reached(found) {
-                    break;
-                }
+        let started = std::time::Instant::now();
+        let found = searcher.search_until(target, share, deadline);
+        log::debug!(
+            "quick probe at {target} with {share} work units: {} in {:?}",
+            describe(&found),
+            started.elapsed()
+        );
+        match found {
+            found @ Found::Plan(..) => {
+                keep(found, &mut best, &mut best_peak);
             }
-            // Proven impossible, or given up on: look higher up (above a capacity
-            // too, for the smallest plan that does not fit it).
-            Found::Infeasible | Found::Unknown => floor = target + 1,
+            Found::Infeasible => {
+                floor = floor.max(target + 1);
+                quick_floor = floor;
+            }
+            Found::Unknown => quick_floor = target + 1,
+        }
+    }
+    if first_open && floor < best_peak && !goal.budget.expired() {
+        let found = first.advance(half - first_piece);
+        log::debug!(
+            "rest of the probe at {} with {} work units: {}",
+            goal.target,
+            half - first_piece,
+            describe(&found)
+        );
+        if keep(found, &mut best, &mut best_peak) {
+            return (best, best_peak);
+        }
+        floor = floor.max(goal.target + 1);
+    }
+    while work_left > 0
+        && floor < best_peak
+        && best_peak - floor > best_peak / BISECT_GAP
+        && !goal.budget.expired()
+    {
+        // Bisect with a quarter of what is left each time.
+        let target = floor + (best_peak - floor) / 2;
+        let share = (work_left / 4).max(1);
+        work_left = work_left.saturating_sub(share);
+        let started = std::time::Instant::now();
+        let found = searcher.search_until(target, share, deadline);
+        log::debug!(
+            "bisection probe at {target} with {share} work units: {} in {:?}",
+            describe(&found),
+            started.elapsed()
+        );
+        // Proven impossible, or given up on: look higher up (above a capacity too,
+        // for the smallest plan that does not fit it).
+        if !keep(found, &mut best, &mut best_peak) {
+            floor = target + 1;
+        } else if goal.reached(best_peak) {
+            break;
         }
     }
     (best, best_peak)
+}
+
+/// A search answer in a few words, for the debug log.
+fn describe(found: &Found) -> String {
+    match found {
+        Found::Plan(_, peak) => format!("plan of {peak}"),
+        Found::Infeasible => "infeasible".into(),
+        Found::Unknown => "given up".into(),
+    }
 }
 
 #[cfg(test)]

@@ -80,12 +80,10 @@ fn instances(count: usize, spread: u64, steps: u64, mut seed: u64) -> Vec<Vec<Li
 /// One pass over the first preorder of `p` at `capacity`, with a fresh table.
 fn one_pass(p: &Prepared, capacity: u64, discrepancies: Option<u64>) -> (Pass, Stats) {
     let searcher = Searcher::new(p);
-    let race = Race::new();
-    let spent = std::cell::Cell::new(0);
     let runner = Runner {
-        race: &race,
-        order: 0,
-        spent: &spent,
+        race: std::sync::Arc::new(Race::new()),
+        id: 0,
+        spent: std::sync::Arc::default(),
     };
     let search = searcher.over(0, capacity, None, false, true, runner);
     let mut failed = FailedStates::for_items(p.items.len());

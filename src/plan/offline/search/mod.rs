@@ -60,8 +60,8 @@ mod pass;
 #[cfg(test)]
 mod probe;
 mod state;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::greedy;
@@ -181,108 +181,55 @@ impl<'a> Searcher<'a> {
         self.run(capacity, budget, deadline).0
     }
 
-    /// The search over the preorders: each preorder runs its own schedule of turns
-    /// with a doubling work limit ([`Searcher::run_order`]) on a share of `budget`,
-    /// on threads of its own when the machine has more than one core. The answer is
-    /// the one reached with the least work (ties: the earlier preorder), so it does
-    /// not depend on how the threads happen to run: a preorder stops once it has spent
-    /// more than the best answer so far ([`Race`]), and one running on its own core
-    /// or after the others gives the same answer. Without a deadline the result
-    /// depends on the budget alone.
+    /// The search over the preorders in one go: a [`Probe`] advanced by `budget`.
     fn run(&self, capacity: u64, budget: u64, deadline: Option<Instant>) -> (Found, Stats) {
+        let mut probe = self.probe(capacity, deadline);
+        let found = probe.advance(budget);
+        (found, probe.stats())
+    }
+
+    /// A search for a placement at most `capacity` high that can be advanced by more
+    /// work a piece at a time ([`Probe::advance`]).
+    pub(crate) fn probe(&self, capacity: u64, deadline: Option<Instant>) -> Probe<'_> {
         let p = self.p;
-        if p.lower_bound > capacity {
-            return (Found::Infeasible, Stats::default());
-        }
-        if p.items.is_empty() || self.preorders.is_empty() {
-            return (Found::Plan(Vec::new(), 0), Stats::default());
-        }
-        let orders = self.preorders.len();
-        let share = (budget / orders as u64).max(1);
-        let race = Race::new();
-        let parallel =
-            self.tuning.threads && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-        let outcomes: Vec<(Option<Answer>, Stats)> = if parallel {
-            let alone = |order: usize| {
-                let spent = Cell::new(0);
-                let runner = Runner {
-                    race: &race,
-                    order,
-                    spent: &spent,
-                };
-                let mut run = OrderRun::new(self, runner, capacity, share, deadline);
-                while run.step() {}
-                (run.answer, run.stats)
-            };
-            std::thread::scope(|scope| {
-                let started: Vec<_> = (0..orders)
-                    .map(|order| {
-                        let spawned = std::thread::Builder::new()
-                            .name(format!("wgalloc-search-{order}"))
-                            .stack_size(SEARCH_STACK)
-                            .spawn_scoped(scope, move || alone(order));
-                        (order, spawned)
-                    })
-                    .collect();
-                started
-                    .into_iter()
-                    .map(|(order, spawned)| match spawned {
-                        Ok(handle) => handle
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                        // No thread to be had: this preorder runs here instead.
-                        Err(_) => alone(order),
-                    })
-                    .collect()
-            })
+        let settled = if p.lower_bound > capacity {
+            Some(Found::Infeasible)
+        } else if p.items.is_empty() || self.preorders.is_empty() {
+            Some(Found::Plan(Vec::new(), 0))
         } else {
-            // On one core the preorders take turns, the one that has spent the least
-            // going next: the same answer as on threads.
-            let spent: Vec<Cell<u64>> = (0..orders).map(|_| Cell::new(0)).collect();
-            let mut runs: Vec<OrderRun<'_>> = (0..orders)
+            None
+        };
+        let race = Arc::new(Race::new());
+        let runs = match settled {
+            Some(_) => Vec::new(),
+            None => (0..self.preorders.len())
                 .map(|order| {
                     let runner = Runner {
-                        race: &race,
-                        order,
-                        spent: &spent[order],
+                        race: Arc::clone(&race),
+                        id: order,
+                        spent: Arc::new(AtomicU64::new(0)),
                     };
-                    OrderRun::new(self, runner, capacity, share, deadline)
+                    OrderRun::new(self, runner, capacity, deadline)
                 })
-                .collect();
-            let mut going = vec![true; orders];
-            while let Some(next) = (0..orders)
-                .filter(|&o| going[o])
-                .min_by_key(|&o| (spent[o].get(), o))
-            {
-                going[next] = runs[next].step();
-            }
-            runs.into_iter()
-                .map(|run| (run.answer, run.stats))
-                .collect()
+                .collect(),
         };
-        let mut stats = Stats::default();
-        let mut best: Option<Answer> = None;
-        for (answer, turn_stats) in outcomes {
-            stats.add(&turn_stats);
-            if let Some(answer) = answer {
-                if best.as_ref().is_none_or(|b| answer.key < b.key) {
-                    best = Some(answer);
-                }
-            }
+        Probe {
+            runs,
+            settled,
+            threads: self.tuning.threads,
         }
-        (best.map_or(Found::Unknown, |b| b.found), stats)
     }
 
     /// The passes over preorder `order` at `capacity` share this.
-    fn over<'s>(
-        &'s self,
+    fn over(
+        &self,
         order: usize,
         capacity: u64,
         deadline: Option<Instant>,
         corners: bool,
         cover: bool,
-        runner: Runner<'s>,
-    ) -> Search<'s> {
+        runner: Runner,
+    ) -> Search<'_> {
         Search {
             p: self.p,
             capacity,
@@ -298,15 +245,92 @@ impl<'a> Searcher<'a> {
     }
 }
 
-/// One preorder's schedule on its share of the work: rounds of turns with a work
-/// limit that doubles every round. Each round is a corner turn (on tilings), a
-/// depth-first turn (complete, so it can prove infeasibility) and a
-/// limited-discrepancy turn (see [`Lds`]) with half the work.
+/// One capacity's search, advanced a piece of work at a time. Each preorder runs its
+/// own schedule of turns ([`OrderRun`]) on an equal share of every piece, on a thread
+/// of its own when the machine has more than one core. The answer is the one reached
+/// with the least work (ties: the earlier preorder), so it does not depend on how
+/// the threads happen to run: a preorder stops once it has spent more than the best
+/// answer so far ([`Race`]), and preorders taking turns on one core (the one that
+/// has spent the least going next) give the same answer. Without a deadline the
+/// result depends on the pieces of work alone.
+pub(crate) struct Probe<'s> {
+    runs: Vec<OrderRun<'s>>,
+    /// The answer when it needs no search (capacity below the bound, nothing to place).
+    settled: Option<Found>,
+    threads: bool,
+}
+
+impl Probe<'_> {
+    /// Searches on with `work` more units (shared equally by the preorders): a plan,
+    /// proven infeasibility, or `Unknown` while neither is known. Once final, the
+    /// answer stays.
+    pub(crate) fn advance(&mut self, work: u64) -> Found {
+        if let Some(found) = &self.settled {
+            return found.clone();
+        }
+        let share = (work / self.runs.len() as u64).max(1);
+        for run in &mut self.runs {
+            run.left = run.left.saturating_add(share);
+        }
+        let parallel = self.threads
+            && self.runs.iter().filter(|run| !run.done).count() > 1
+            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        if parallel {
+            std::thread::scope(|scope| {
+                for run in self.runs.iter_mut().filter(|run| run.going()) {
+                    // A preorder whose thread is refused runs here below instead.
+                    let _refused = std::thread::Builder::new()
+                        .name("wgalloc-search".into())
+                        .stack_size(SEARCH_STACK)
+                        .spawn_scoped(scope, || while run.step() {});
+                }
+            });
+            for run in &mut self.runs {
+                while run.step() {}
+            }
+        } else {
+            loop {
+                let next = (0..self.runs.len())
+                    .filter(|&id| self.runs[id].going())
+                    .min_by_key(|&id| (self.runs[id].spent(), id));
+                let Some(next) = next else { break };
+                self.runs[next].step();
+            }
+        }
+        let best = self
+            .runs
+            .iter()
+            .filter_map(|run| run.answer.as_ref())
+            .min_by_key(|answer| answer.key);
+        match best {
+            Some(answer) => {
+                self.settled = Some(answer.found.clone());
+                answer.found.clone()
+            }
+            None => Found::Unknown,
+        }
+    }
+
+    /// What the search did so far, over all preorders.
+    pub(crate) fn stats(&self) -> Stats {
+        let mut stats = Stats::default();
+        for run in &self.runs {
+            stats.add(&run.stats);
+        }
+        stats
+    }
+}
+
+/// One preorder's schedule: rounds of turns with a work limit that doubles every
+/// round. Each round is a corner turn (on tilings), a depth-first turn (complete, so
+/// it can prove infeasibility) and a limited-discrepancy turn (see [`Lds`]) with half
+/// the work. It runs on the work it is given ([`OrderRun::left`]); a turn that work
+/// cuts short is taken again, whole, when more comes.
 struct OrderRun<'s> {
     /// Searches without and with corner branching.
     search: Search<'s>,
     cornered: Search<'s>,
-    runner: Runner<'s>,
+    runner: Runner,
     /// Corner turns run (a tiling-like instance at this capacity).
     corners: bool,
     /// Restart passes (Luby's sequence) of depth-first turns too.
@@ -315,13 +339,15 @@ struct OrderRun<'s> {
     restarts_on: bool,
     /// The tables and counters of the turns, kept over the rounds.
     turns: Turns,
-    /// Work left of the share.
+    /// Work given and not yet spent.
     left: u64,
     /// The work limit of this round's turns.
     limit: u64,
     /// The next kind of turn in the round.
     next: usize,
-    /// What the preorder found, once it is done.
+    /// Set once the preorder answered, hit the deadline, or can no longer win.
+    done: bool,
+    /// What the preorder found (a plan or proven infeasibility).
     answer: Option<Answer>,
     stats: Stats,
 }
@@ -329,9 +355,8 @@ struct OrderRun<'s> {
 impl<'s> OrderRun<'s> {
     fn new(
         searcher: &'s Searcher<'_>,
-        runner: Runner<'s>,
+        runner: Runner,
         capacity: u64,
-        share: u64,
         deadline: Option<Instant>,
     ) -> OrderRun<'s> {
         let p = searcher.p;
@@ -350,10 +375,10 @@ impl<'s> OrderRun<'s> {
         // nodes the limited-discrepancy passes reach within their work, and E no longer
         // fit in 1e9 units.
         let cover = tuning.cover && corners;
-        let order = runner.order;
+        let order = runner.id;
         OrderRun {
-            search: searcher.over(order, capacity, deadline, false, cover, runner),
-            cornered: searcher.over(order, capacity, deadline, true, cover, runner),
+            search: searcher.over(order, capacity, deadline, false, cover, runner.clone()),
+            cornered: searcher.over(order, capacity, deadline, true, cover, runner.clone()),
             runner,
             corners,
             restart_all: tuning.restart_all && tuning.restart_nodes > 0,
@@ -365,21 +390,40 @@ impl<'s> OrderRun<'s> {
                 restarts: Restarts { passes: 0, unit },
                 restarts_df: Restarts { passes: 0, unit },
             },
-            left: share,
+            left: 0,
             limit,
             next: 0,
+            done: false,
             answer: None,
             stats: Stats::default(),
         }
     }
 
-    /// Runs the next turn; false once the preorder is done: it answered, its share
-    /// ran out, the deadline passed, or another preorder answered with less work.
+    /// The work this preorder has spent.
+    fn spent(&self) -> u64 {
+        self.runner.spent.load(Ordering::Relaxed)
+    }
+
+    /// Whether it can take another turn now.
+    fn going(&self) -> bool {
+        !self.done && self.left > 0
+    }
+
+    /// Runs the next turn; false once the preorder is done (it answered, the deadline
+    /// passed, or another preorder answered with less work) or its work ran out.
     fn step(&mut self) -> bool {
         const KINDS: [Kind; 3] = [Kind::Corner, Kind::DepthFirst, Kind::Lds];
-        let kind = KINDS[self.next];
+        if !self.going() {
+            return false;
+        }
+        if self.runner.race.beaten(self.spent(), self.runner.id) {
+            self.done = true;
+            return false;
+        }
+        let at = self.next;
+        let kind = KINDS[at];
         let limit = self.limit;
-        self.next = (self.next + 1) % KINDS.len();
+        self.next = (at + 1) % KINDS.len();
         if self.next == 0 {
             // The next round's turns get twice the work.
             self.limit = self.limit.saturating_mul(2);
@@ -393,15 +437,11 @@ impl<'s> OrderRun<'s> {
             return true;
         }
         // Limited-discrepancy turns get half the depth-first turns' work.
-        let work = match kind {
+        let full = match kind {
             Kind::Corner | Kind::DepthFirst => limit,
             Kind::Lds => (limit / 2).max(1),
-        }
-        .min(self.left);
-        let spent = self.runner.spent.get();
-        if work == 0 || self.runner.race.beaten(spent, self.runner.order) {
-            return false;
-        }
+        };
+        let work = full.min(self.left);
         self.left -= work;
         let turns = &mut self.turns;
         let stats = &mut self.stats;
@@ -424,18 +464,29 @@ impl<'s> OrderRun<'s> {
             Kind::DepthFirst => self.search.depth_first(&mut turns.depth_first, work, stats),
             Kind::Lds => turns.lds.turn(&self.search, work, stats),
         };
-        // Work a turn did not use goes back to the share.
+        // Work a turn did not use goes back.
         self.left += unused;
         match found {
+            None if work < full
+                && self.left == 0
+                && !self.runner.race.beaten(self.spent(), self.runner.id) =>
+            {
+                // Cut short by the work given: take this turn again, whole, when more
+                // work comes.
+                self.next = at;
+                self.limit = limit;
+                false
+            }
             None => true,
             // A timeout ends this preorder without an answer.
-            Some(Found::Unknown) => false,
+            Some(Found::Unknown) => {
+                self.done = true;
+                false
+            }
             Some(found) => {
-                let key = self
-                    .runner
-                    .race
-                    .finish(self.runner.spent.get(), self.runner.order);
+                let key = self.runner.race.finish(self.spent(), self.runner.id);
                 self.answer = Some(Answer { found, key });
+                self.done = true;
                 false
             }
         }
@@ -472,30 +523,30 @@ impl Race {
     }
 
     /// The key of an answer by preorder `order` after `spent` work units.
-    fn key(spent: u64, order: usize) -> u64 {
-        spent.saturating_mul(ORDERS.len().next_power_of_two() as u64) | order as u64
+    fn key(spent: u64, id: usize) -> u64 {
+        spent.saturating_mul(ORDERS.len().next_power_of_two() as u64) | id as u64
     }
 
     /// Records an answer; returns its key.
-    fn finish(&self, spent: u64, order: usize) -> u64 {
-        let key = Race::key(spent, order);
+    fn finish(&self, spent: u64, id: usize) -> u64 {
+        let key = Race::key(spent, id);
         self.best.fetch_min(key, Ordering::Relaxed);
         key
     }
 
-    /// Whether preorder `order`, having spent `spent`, can no longer win.
-    pub(super) fn beaten(&self, spent: u64, order: usize) -> bool {
-        Race::key(spent, order) > self.best.load(Ordering::Relaxed)
+    /// Whether preorder `id`, having spent `spent`, can no longer win.
+    pub(super) fn beaten(&self, spent: u64, id: usize) -> bool {
+        Race::key(spent, id) > self.best.load(Ordering::Relaxed)
     }
 }
 
 /// What a pass needs to take part in the race: the race, its preorder, and the work
-/// the preorder spent before the pass.
-#[derive(Clone, Copy)]
-pub(super) struct Runner<'a> {
-    pub race: &'a Race,
-    pub order: usize,
-    pub spent: &'a Cell<u64>,
+/// the preorder has spent.
+#[derive(Clone)]
+pub(super) struct Runner {
+    pub race: Arc<Race>,
+    pub id: usize,
+    pub spent: Arc<AtomicU64>,
 }
 
 /// What one search run did, for measurements and tests.

@@ -1,5 +1,6 @@
 //! One pass of the search over one preorder (depth first, or under a discrepancy
 //! limit), and the limited-discrepancy turns made of such passes.
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::memo::FailedStates;
@@ -23,7 +24,7 @@ pub(super) struct Search<'a> {
     /// How far a restart may move a candidate's rank ([`State::shuffle`]).
     pub(super) spread: u32,
     /// The race between preorders this pass takes part in.
-    pub(super) runner: Runner<'a>,
+    pub(super) runner: Runner,
 }
 
 impl Search<'_> {
@@ -49,8 +50,8 @@ impl Search<'_> {
         stats: &mut Stats,
         shuffle: u64,
     ) -> Pass {
-        let before = self.runner.spent.get();
-        if self.runner.race.beaten(before, self.runner.order) {
+        let before = self.runner.spent.load(Ordering::Relaxed);
+        if self.runner.race.beaten(before, self.runner.id) {
             return Pass {
                 found: None,
                 exhausted: true,
@@ -75,13 +76,15 @@ impl Search<'_> {
         state.shuffle = shuffle;
         state.spread = self.spread;
         state.cutoff = Some(Cutoff {
-            runner: self.runner,
+            runner: &self.runner,
             before,
             work,
         });
         state.stack.extend_from_slice(self.all);
         let step = state.descend(0, self.all.len(), 0, 0);
-        self.runner.spent.set(before + (work - state.work_left));
+        self.runner
+            .spent
+            .store(before + (work - state.work_left), Ordering::Relaxed);
         stats.nodes += state.nodes;
         stats.passes += 1;
         stats.deepest = stats.deepest.max(state.deepest as u64);

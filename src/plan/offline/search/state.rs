@@ -102,7 +102,7 @@ pub(super) struct State<'a> {
 /// spent before the pass, and the pass's work.
 #[derive(Clone, Copy)]
 pub(super) struct Cutoff<'a> {
-    pub runner: Runner<'a>,
+    pub runner: &'a Runner,
     pub before: u64,
     pub work: u64,
 }
@@ -247,7 +247,7 @@ impl<'a> State<'a> {
         if self.nodes.is_multiple_of(CLOCK_EVERY)
             && self.cutoff.is_some_and(|c| {
                 let spent = c.before + (c.work - self.work_left);
-                c.runner.race.beaten(spent, c.runner.order)
+                c.runner.race.beaten(spent, c.runner.id)
             })
         {
             self.cut = true;
