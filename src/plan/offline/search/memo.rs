@@ -37,6 +37,16 @@ impl Fingerprint {
     }
 }
 
+impl Fingerprint {
+    /// This fingerprint combined with another (a different state for every other).
+    pub fn with(self, other: Fingerprint) -> Fingerprint {
+        Fingerprint {
+            lo: self.lo ^ mix(other.lo ^ 0x2545_F491_4F6C_DD1D),
+            hi: self.hi ^ mix(other.hi.rotate_left(29)),
+        }
+    }
+}
+
 /// The item's well-mixed seed (computed once per item; [`Fingerprint`] takes it).
 pub(super) fn seed(item: usize) -> u64 {
     mix(item as u64 ^ 0xD6E8_FEB8_6659_FD93)

@@ -91,8 +91,8 @@ pub(crate) fn search(p: &Prepared, capacity: u64, budget: u64) -> Found {
 /// lists and the items by first section are built once, not once per search.
 pub(crate) struct Searcher<'a> {
     p: &'a Prepared,
-    /// The static preorders, one per turn of a round.
-    preorders: Vec<Vec<usize>>,
+    /// The static preorders with their keys.
+    preorders: Vec<(Vec<usize>, [greedy::Key; 3])>,
     /// Items live at a common time with each item.
     overlaps: Vec<Vec<u32>>,
     /// Every item, sorted by first section.
@@ -129,6 +129,12 @@ pub(crate) struct Tuning {
     /// The preorders run on threads of their own when the machine has more than one
     /// core (the answer is the same either way; see [`Searcher::run`]).
     pub threads: bool,
+    /// Independent parts are searched in their own preorder: the same keys, with
+    /// each item's total taken over what is still to place (as MiniMalloc does).
+    pub rerank: bool,
+    /// With `rerank`, runners that keep the static preorder race beside those that
+    /// do not.
+    pub static_too: bool,
 }
 
 impl Default for Tuning {
@@ -143,6 +149,8 @@ impl Default for Tuning {
             spread_div: 8,
             restart_all: false,
             threads: true,
+            rerank: true,
+            static_too: false,
         }
     }
 }
@@ -202,14 +210,17 @@ impl<'a> Searcher<'a> {
         let race = Arc::new(Race::new());
         let runs = match settled {
             Some(_) => Vec::new(),
-            None => (0..self.preorders.len())
-                .map(|order| {
+            None => self
+                .portfolio()
+                .into_iter()
+                .enumerate()
+                .map(|(id, (order, rerank))| {
                     let runner = Runner {
                         race: Arc::clone(&race),
-                        id: order,
+                        id,
                         spent: Arc::new(AtomicU64::new(0)),
                     };
-                    OrderRun::new(self, runner, capacity, deadline)
+                    OrderRun::new(self, order, rerank, runner, capacity, deadline)
                 })
                 .collect(),
         };
@@ -221,9 +232,25 @@ impl<'a> Searcher<'a> {
     }
 
     /// The passes over preorder `order` at `capacity` share this.
+    /// The runners of a probe: (preorder, whether independent parts get their own
+    /// preorder), the static ones first.
+    fn portfolio(&self) -> Vec<(usize, bool)> {
+        let orders = 0..self.preorders.len();
+        let mut runners = Vec::new();
+        if !self.tuning.rerank || self.tuning.static_too {
+            runners.extend(orders.clone().map(|order| (order, false)));
+        }
+        if self.tuning.rerank {
+            runners.extend(orders.map(|order| (order, true)));
+        }
+        runners
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn over(
         &self,
         order: usize,
+        rerank: bool,
         capacity: u64,
         deadline: Option<Instant>,
         corners: bool,
@@ -233,7 +260,8 @@ impl<'a> Searcher<'a> {
         Search {
             p: self.p,
             capacity,
-            order: &self.preorders[order],
+            order: &self.preorders[order].0,
+            rerank: rerank.then_some(self.preorders[order].1),
             overlaps: &self.overlaps,
             all: &self.all,
             deadline,
@@ -355,6 +383,8 @@ struct OrderRun<'s> {
 impl<'s> OrderRun<'s> {
     fn new(
         searcher: &'s Searcher<'_>,
+        order: usize,
+        rerank: bool,
         runner: Runner,
         capacity: u64,
         deadline: Option<Instant>,
@@ -375,10 +405,25 @@ impl<'s> OrderRun<'s> {
         // nodes the limited-discrepancy passes reach within their work, and E no longer
         // fit in 1e9 units.
         let cover = tuning.cover && corners;
-        let order = runner.id;
         OrderRun {
-            search: searcher.over(order, capacity, deadline, false, cover, runner.clone()),
-            cornered: searcher.over(order, capacity, deadline, true, cover, runner.clone()),
+            search: searcher.over(
+                order,
+                rerank,
+                capacity,
+                deadline,
+                false,
+                cover,
+                runner.clone(),
+            ),
+            cornered: searcher.over(
+                order,
+                rerank,
+                capacity,
+                deadline,
+                true,
+                cover,
+                runner.clone(),
+            ),
             runner,
             corners,
             restart_all: tuning.restart_all && tuning.restart_nodes > 0,
@@ -497,6 +542,9 @@ impl<'s> OrderRun<'s> {
 /// between preorders).
 pub(crate) const CLOCK_EVERY: u64 = 4096;
 
+/// More runners than a probe ever has (a power of two: race keys are work times it).
+const MAX_RUNNERS: u64 = 16;
+
 /// Stack of a search thread: the search recurses once per placed item (at most
 /// `SEARCH_MAX_ITEMS`, well within 2 MiB); the rest is headroom.
 const SEARCH_STACK: usize = 16 << 20;
@@ -524,7 +572,7 @@ impl Race {
 
     /// The key of an answer by preorder `order` after `spent` work units.
     fn key(spent: u64, id: usize) -> u64 {
-        spent.saturating_mul(ORDERS.len().next_power_of_two() as u64) | id as u64
+        spent.saturating_mul(MAX_RUNNERS) | id as u64
     }
 
     /// Records an answer; returns its key.
@@ -610,11 +658,11 @@ const ORDERS: [[greedy::Key; 3]; 6] = {
 };
 
 /// The first `count` static preorders (item positions, best first).
-fn preorders(p: &Prepared, count: usize) -> Vec<Vec<usize>> {
+fn preorders(p: &Prepared, count: usize) -> Vec<(Vec<usize>, [greedy::Key; 3])> {
     ORDERS
         .into_iter()
         .take(count.clamp(1, ORDERS.len()))
-        .map(|keys| greedy::by_keys(p, keys))
+        .map(|keys| (greedy::by_keys(p, keys), keys))
         .collect()
 }
 

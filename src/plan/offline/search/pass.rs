@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::memo::FailedStates;
 use super::state::{Cutoff, State, Step};
 use super::{Found, Runner, Stats};
+use crate::plan::offline::greedy::Key;
 use crate::plan::offline::prepared::Prepared;
 
 /// What every search pass over one preorder shares.
@@ -13,6 +14,8 @@ pub(super) struct Search<'a> {
     pub(super) p: &'a Prepared,
     pub(super) capacity: u64,
     pub(super) order: &'a [usize],
+    /// The preorder's keys, when independent parts get their own preorder.
+    pub(super) rerank: Option<[Key; 3]>,
     pub(super) overlaps: &'a [Vec<u32>],
     /// Every item, sorted by first section.
     pub(super) all: &'a [u32],
@@ -73,6 +76,7 @@ impl Search<'_> {
         state.limited = discrepancies.is_some();
         state.corners = self.corners;
         state.cover = self.cover;
+        state.rerank = self.rerank;
         state.shuffle = shuffle;
         state.spread = self.spread;
         state.cutoff = Some(Cutoff {

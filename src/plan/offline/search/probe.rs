@@ -38,6 +38,8 @@ fn dsa_instances_at_capacity() {
             cover: std::env::var("PROBE_COVER").map_or(true, |v| v != "0"),
             restart_all: std::env::var("PROBE_RESTART_ALL").is_ok_and(|v| v == "1"),
             threads: std::env::var("PROBE_THREADS").map_or(true, |v| v != "0"),
+            rerank: std::env::var("PROBE_RERANK").map_or(true, |v| v != "0"),
+            static_too: std::env::var("PROBE_RERANK").map_or(true, |v| v != "2"),
             restart_nodes: std::env::var("PROBE_RESTART")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -85,6 +87,8 @@ fn generated_at_capacity() {
         spread_div: var("PROBE_SPREAD", 8) as u32,
         restart_all: var("PROBE_RESTART_ALL", 0) == 1,
         threads: var("PROBE_THREADS", 1) == 1,
+        rerank: var("PROBE_RERANK", 1) >= 1,
+        static_too: var("PROBE_RERANK", 1) != 2,
     };
     let (mut fitted, mut nodes, mut secs) = (0, 0u64, Vec::new());
     let mut missed = Vec::new();

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use super::memo::{seed, FailedStates, Fingerprint};
 use super::{Runner, CLOCK_EVERY};
+use crate::plan::offline::greedy::Key;
 use crate::plan::offline::prepared::Prepared;
 
 pub(super) enum Step {
@@ -53,6 +54,16 @@ pub(super) struct State<'a> {
     spans: Vec<(u32, u32, u32)>,
     /// Whether the cover check runs ([`State::wells_coverable`]).
     pub(super) cover: bool,
+    /// The preorder's keys, when independent parts get their own preorder
+    /// ([`State::rerank`]).
+    pub(super) rerank: Option<[Key; 3]>,
+    /// Undo log of `rank` changes: (item, old rank).
+    rank_log: Vec<(u32, usize)>,
+    /// The state the current part's preorder was made from (zero: the static
+    /// preorder). Ranks depend on it, so failed states are keyed with it.
+    rank_basis: Fingerprint,
+    /// Scratch for [`State::rerank`]: (keys, caller index, item).
+    part_order: Vec<([u128; 3], usize, u32)>,
     /// Restart seed: nonzero perturbs the order candidates at one floor are tried in
     /// (each rank moves up by a pseudo-random amount below `spread`), never which
     /// ones are tried, so every pass stays complete.
@@ -165,6 +176,10 @@ impl<'a> State<'a> {
             wells: Vec::new(),
             spans: Vec::new(),
             cover: true,
+            rerank: None,
+            rank_log: Vec::new(),
+            rank_basis: Fingerprint::default(),
+            part_order: Vec::new(),
             shuffle: 0,
             spread: 1,
             floor_log: Vec::new(),
@@ -226,6 +241,101 @@ impl<'a> State<'a> {
         step
     }
 
+    /// One independent part, `self.stack[from..to]`, from offset 0, in its own
+    /// preorder when parts get one.
+    fn descend_part(&mut self, from: usize, to: usize) -> Step {
+        let Some(keys) = self.rerank else {
+            return self.descend(from, to, 0, 0);
+        };
+        let mark = self.rank_log.len();
+        let basis = self.rank_basis;
+        self.rerank(from, to, keys);
+        self.rank_basis = self.state;
+        let step = self.descend(from, to, 0, 0);
+        self.rank_basis = basis;
+        while self.rank_log.len() > mark {
+            if let Some((i, old)) = self.rank_log.pop() {
+                self.rank[i as usize] = old;
+            }
+        }
+        step
+    }
+
+    /// Whether every section the open items `self.stack[base..end]` cover can take
+    /// them above the lowest place any of them can go (its floor, or `offset`): a sweep
+    /// over the sections with the covering items in a heap by that place.
+    fn sections_fit(&mut self, base: usize, end: usize, offset: u64) -> bool {
+        self.covering.clear();
+        let mut next = base;
+        let first = self.p.items[self.stack[base] as usize].a;
+        let mut last = first;
+        let mut fits = true;
+        let mut t = first;
+        while next < end || !self.covering.is_empty() {
+            if self.covering.is_empty() {
+                t = t.max(self.p.items[self.stack[next] as usize].a);
+            }
+            while next < end && self.p.items[self.stack[next] as usize].a == t {
+                let i = self.stack[next] as usize;
+                next += 1;
+                let it = self.p.items[i];
+                self.covering
+                    .push(Reverse((self.floor[i].max(offset), it.b)));
+                last = last.max(it.b);
+            }
+            while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
+                self.covering.pop();
+            }
+            if let Some(&Reverse((lowest, _))) = self.covering.peek() {
+                if lowest.saturating_add(self.remaining[t as usize]) > self.capacity {
+                    fits = false;
+                    break;
+                }
+            }
+            t += 1;
+            if t >= last && next >= end {
+                break;
+            }
+        }
+        self.work_left = self
+            .work_left
+            .saturating_sub((end - base) as u64 + u64::from(last - first));
+        fits
+    }
+
+    /// Ranks the items of `self.stack[from..to]` among themselves by `keys`, largest
+    /// first, with each item's total taken over the sizes still to place in its
+    /// sections (ties by caller order, as in the static preorder); the old ranks go to
+    /// the log. The ranks depend only on the unplaced items, so the failed-state table
+    /// stays consistent.
+    fn rerank(&mut self, from: usize, to: usize, keys: [Key; 3]) {
+        self.part_order.clear();
+        let mut work = 0u64;
+        for k in from..to {
+            let i = self.stack[k];
+            let it = self.p.items[i as usize];
+            let total = self.remaining[it.a as usize..it.b as usize]
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0);
+            work += u64::from(it.b - it.a);
+            let key = keys.map(|k| match k {
+                Key::Width => u128::from(it.len),
+                Key::Area => u128::from(it.size) * u128::from(it.len),
+                Key::Total => u128::from(total),
+            });
+            self.part_order.push((key, it.index, i));
+        }
+        self.part_order
+            .sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
+        for (r, &(_, _, i)) in self.part_order.iter().enumerate() {
+            self.rank_log.push((i, self.rank[i as usize]));
+            self.rank[i as usize] = r;
+        }
+        self.work_left = self.work_left.saturating_sub(work);
+    }
+
     /// [`State::descend`] once the open items are `self.stack[base..]`.
     fn node(&mut self, base: usize, offset: u64, last_rank: usize) -> Step {
         let end = self.stack.len();
@@ -254,30 +364,6 @@ impl<'a> State<'a> {
             self.work_left = 0;
             return Step::OutOfBudget;
         }
-        // Independent parts (no item of one is live with an item of another) are runs
-        // of the open list: solve each on its own; one that fails makes the whole fail.
-        let mut reach = 0u32;
-        let mut cut = None;
-        for k in base..end {
-            let it = &self.p.items[self.stack[k] as usize];
-            if k > base && it.a >= reach {
-                cut = Some(k);
-                break;
-            }
-            reach = reach.max(it.b);
-        }
-        if let Some(cut) = cut {
-            let mark = self.trail.len();
-            let step = self.descend(base, cut, 0, 0);
-            let step = match step {
-                Step::Solved => self.descend(cut, end, 0, 0),
-                other => other,
-            };
-            if !matches!(step, Step::Solved) {
-                self.undo_to(mark);
-            }
-            return step;
-        }
         // Every later placement sits at or above the lowest floor among the items that
         // may go next (floor above `offset`, or equal with a rank not below
         // `last_rank`): lift the offset to it. States that differ only below it are the
@@ -297,6 +383,36 @@ impl<'a> State<'a> {
         } else {
             (offset, last_rank)
         };
+        // Independent parts (no item of one is live with an item of another) are runs
+        // of the open list: solve each on its own; one that fails makes the whole fail.
+        let mut reach = 0u32;
+        let mut cut = None;
+        for k in base..end {
+            let it = &self.p.items[self.stack[k] as usize];
+            if k > base && it.a >= reach {
+                cut = Some(k);
+                break;
+            }
+            reach = reach.max(it.b);
+        }
+        if let Some(cut) = cut {
+            // The parts may start again from offset 0, but in the search without the
+            // split every item left sits at or above `offset`: a section whose items
+            // cannot all fit above it fails this node before the split loses that.
+            if offset > 0 && !self.sections_fit(base, end, offset) {
+                return Step::Failed;
+            }
+            let mark = self.trail.len();
+            let step = self.descend_part(base, cut);
+            let step = match step {
+                Step::Solved => self.descend_part(cut, end),
+                other => other,
+            };
+            if !matches!(step, Step::Solved) {
+                self.undo_to(mark);
+            }
+            return step;
+        }
         // The same unplaced items with the same floors failed before at this offset
         // and rank or below: this node fails too.
         let rank = last_rank as u32;
@@ -594,7 +710,11 @@ impl<'a> State<'a> {
 
     /// The failed-state key: the fingerprint, with the discrepancies left when limited.
     pub(super) fn key(&self) -> Fingerprint {
-        let mut key = self.state;
+        let mut key = if self.rerank.is_some() {
+            self.state.with(self.rank_basis)
+        } else {
+            self.state
+        };
         if self.limited {
             key.add(seed(usize::MAX), self.disc_left);
         }
