@@ -26,8 +26,10 @@ mod greedy;
 mod improve;
 mod index;
 mod prepared;
+mod repair;
 mod search;
 mod skyline;
+pub mod workload;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -421,6 +423,30 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) {
     }
 }
 
+/// Heap pops per item the column repair of one run may spend (a skyline order with
+/// the column first takes about 170 per item on iopddl_S_1), on top of
+/// [`SKYLINE_WORK_FLOOR`].
+const REPAIR_WORK_PER_ITEM: u64 = 1024;
+
+/// The column repair ([`repair`]) of the best placement so far, within its pop budget
+/// and the goal's deadline; keeps a lower peak (found by the skyline).
+fn column_repair(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) {
+    let Some((offsets, peak, _)) = best.as_ref() else {
+        return;
+    };
+    if goal.done(*peak) {
+        return;
+    }
+    let budget = repair::Budget {
+        target: goal.target,
+        work: SKYLINE_WORK_FLOOR
+            .saturating_add(REPAIR_WORK_PER_ITEM.saturating_mul(p.items.len() as u64)),
+        deadline: goal.budget.deadline,
+    };
+    let (offsets, peak, _) = repair::repair(p, offsets.clone(), *peak, &budget);
+    keep_lower(best, (offsets, peak, Strategy::Skyline));
+}
+
 /// Above this many overlapping pairs `best` skips the greedy orders: each costs a
 /// visit per pair (about a second on iopddl_S_1's 43 million) and the skyline does
 /// better there.
@@ -435,6 +461,10 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
         greedy_orders(p, &index, Some(goal), &mut best);
     }
     skyline_orders(p, goal, &mut best);
+    if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
+        // Too large for the search: repair the peak's column instead.
+        column_repair(p, goal, &mut best);
+    }
     let Some((offsets, peak, strategy)) = best else {
         return (Vec::new(), 0, Strategy::Best);
     };
