@@ -7,9 +7,9 @@
 //! its forward step, freed at its backward step, so that saved activations nest like a
 //! stack), short-lived temporaries (one to three steps), and in the backward pass an
 //! activation gradient (freed a step or two later) and a weight gradient (kept to the
-//! optimizer at the end). A fraction of the saved activations is freed a little early
+//! optimizer at the end). A fraction of the saved activations is freed up to 8 steps early
 //! or late (recomputation, fused kernels), so that the lifetimes are not perfectly
-//! nested. Sizes are powers of two times 1 to 3 (shapes of batch x channels x pixels),
+//! nested, and a few small tensors live over random spans. Sizes are powers of two times 1 to 3 (shapes of batch x channels x pixels),
 //! scaled per layer, plus a small odd remainder as real tensor sizes have. The lower
 //! bound is not known to be reachable: the instances measure how close a planner gets.
 //!
@@ -67,22 +67,34 @@ pub fn training_step(seed: u64, buffers: usize) -> IntervalProblem {
     let mut scale = 1u64 << (12 + rng.below(4));
     for l in 0..layers {
         if rng.below(8) == 0 {
-            scale = 1u64 << (10 + rng.below(8));
+            scale = 1u64 << (8 + rng.below(12));
         }
         let f = 4 * l;
-        // Weights and their optimizer state: the whole step.
-        for _ in 0..1 + rng.below(2) {
+        // Weights and their optimizer state: the whole step (every other layer on
+        // average).
+        if rng.below(2) == 0 {
             push(0, end, rng.size(scale / 8, 3));
+        }
+        // A prefetch or communication buffer, live a few to tens of steps anywhere.
+        if rng.below(2) == 0 {
+            let t = rng.below(end - 1);
+            push(t, t + 4 + rng.below(60), rng.size(scale / 2, 3));
+        }
+        // Small tensors (shapes, indices, scalars), live from a step to a whole phase.
+        for _ in 0..rng.below(3) {
+            let t = rng.below(end - 1);
+            let span = 1 + rng.below(end - t);
+            push(t, t + 1 + rng.below(span), 1 + rng.below(256));
         }
         // Saved activations, freed at the mirrored backward step (sometimes a little
         // off it).
         for k in 0..2 + rng.below(3) {
             let made = f + k.min(3);
             let mut freed = backward(made) + 1;
-            if rng.below(5) == 0 {
-                freed = (freed + rng.below(9)).saturating_sub(4).max(made + 1);
+            if rng.below(5) < 2 {
+                freed = (freed + rng.below(17)).saturating_sub(8).max(made + 1);
             }
-            push(made, freed.min(end), rng.size(scale, 2));
+            push(made, freed.min(end), rng.size(scale, 5));
         }
         // Forward temporaries.
         for _ in 0..2 + rng.below(3) {
@@ -109,11 +121,11 @@ pub fn training_step(seed: u64, buffers: usize) -> IntervalProblem {
 }
 
 /// The large set the footprint benchmark measures: `count` instances of 5,000 to
-/// 40,000 buffers (drawn from `k`), seeds `0..count`.
+/// 30,000 buffers (drawn from `k`), seeds `0..count`.
 pub fn large_suite(count: usize) -> Vec<IntervalProblem> {
     (0..count as u64)
         .map(|k| {
-            let buffers = 5_000 + Rng(k ^ 0x1a29_e5e7).below(35_001) as usize;
+            let buffers = 5_000 + Rng(k ^ 0x1a29_e5e7).below(25_001) as usize;
             training_step(k, buffers)
         })
         .collect()
