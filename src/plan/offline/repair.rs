@@ -271,30 +271,3 @@ mod tests {
         }
     }
 }
-#[cfg(test)]
-mod probe {
-    use super::*;
-    use crate::plan::offline::{interval_ranges, workload};
-    #[test]
-    #[ignore]
-    fn probe_generated() {
-        for (seed, n) in [(4u64, 20_940usize), (1, 27_091), (5, 8_959)] {
-            let problem = workload::training_step(seed, n);
-            let p = Prepared::new(&interval_ranges(&problem), 1).expect("valid");
-            let t = std::time::Instant::now();
-            let (o, pk) = skyline::place(&p, &SkyOrder::Area.order(&p));
-            println!("{} area {} ({:+.5}%) {:.2}s", problem.name, pk, (pk as f64 / p.lower_bound as f64 - 1.0) * 100.0, t.elapsed().as_secs_f64());
-            let s = critical_section(&p, &o, pk).unwrap();
-            let mut first = vec![false; p.items.len()];
-            for (f, it) in first.iter_mut().zip(&p.items) { *f = it.a <= s && s < it.b; }
-            let inner = SkyOrder::Area.order(&p);
-            for which in OUTER {
-                let t = std::time::Instant::now();
-                let order = columns_first(&first, &inner, &which.order(&p));
-                let (placed, pops) = skyline::place_within(&p, &order, &Limits::NONE);
-                let (_, q) = placed.unwrap();
-                println!("  {which:?}: {:+.5}% pops/item {} {:.2}s", (q as f64 / p.lower_bound as f64 - 1.0) * 100.0, pops / p.items.len() as u64, t.elapsed().as_secs_f64());
-            }
-        }
-    }
-}
