@@ -236,8 +236,10 @@ fn large_set(quick: bool) {
     if count == 0 {
         return;
     }
-    println!("
-large set: {count} instances (`workload::large_suite`), no capacity");
+    println!(
+        "
+large set: {count} instances (`workload::large_suite`), no capacity"
+    );
     println!("| instance | n | lower bound | skyline | skyline s | best | best s |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for problem in workload::large_suite(count) {
@@ -253,7 +255,7 @@ large set: {count} instances (`workload::large_suite`), no capacity");
         let (skyline, best) = (run(Strategy::Skyline), run(Strategy::Best));
         let over = |cell: &Cell| match cell.bytes {
             // Display only.
-            Some(b) if bound > 0 => format!("{:+.5}%", (b as f64 / bound as f64 - 1.0) * 100.0),
+            Some(b) if bound > 0 => format!("{:+.6}%", (b as f64 / bound as f64 - 1.0) * 100.0),
             Some(b) => b.to_string(),
             None => String::from("error"),
         };

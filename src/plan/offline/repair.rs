@@ -59,11 +59,7 @@ pub(crate) fn critical_section(p: &Prepared, offsets: &[u64], peak: u64) -> Opti
         .find(|(it, &o)| o.saturating_add(it.size) == peak)?
         .0;
     // Reverse the comparison's tie so that the first busiest section wins.
-    (it.a..it.b).max_by(|&s, &t| {
-        p.live[s as usize]
-            .cmp(&p.live[t as usize])
-            .then(t.cmp(&s))
-    })
+    (it.a..it.b).max_by(|&s, &t| p.live[s as usize].cmp(&p.live[t as usize]).then(t.cmp(&s)))
 }
 
 /// The items of `first` (a flag per item position) in `inner` order, then the others in
@@ -217,8 +213,8 @@ mod tests {
 
     #[test]
     fn repair_stops_at_once_at_the_target_and_out_of_work() {
-        let p = Prepared::new(&interval_ranges(&workload::training_step(5, 600)), 1)
-            .expect("valid");
+        let p =
+            Prepared::new(&interval_ranges(&workload::training_step(5, 600)), 1).expect("valid");
         let (offsets, peak) = area_skyline(&p);
         let (same, same_peak, spent) = repair(&p, offsets.clone(), peak, &unlimited(peak));
         assert_eq!((same, same_peak, spent), (offsets.clone(), peak, 0));

@@ -92,7 +92,9 @@ impl Heights {
         let (first, last) = (a.div_ceil(BLOCK), b / BLOCK);
         if first >= last {
             // No whole block: the sections one by one (at most two blocks' worth).
-            self.flat[a..b].iter_mut().for_each(|h| *h = (*h).max(height));
+            self.flat[a..b]
+                .iter_mut()
+                .for_each(|h| *h = (*h).max(height));
         } else {
             let (head, tail) = (a..first * BLOCK, last * BLOCK..b);
             for s in head.chain(tail) {
