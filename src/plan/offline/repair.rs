@@ -37,6 +37,10 @@ const OUTER: [SkyOrder; 7] = [
     SkyOrder::Size,
 ];
 
+/// The static orders tried for the column's items, in turn, with each order of
+/// [`OUTER`] for the rest.
+const INNER: [SkyOrder; 2] = [SkyOrder::Area, SkyOrder::Size];
+
 /// What a repair aims at and may spend.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Budget {
@@ -85,7 +89,7 @@ pub(crate) fn repair(
     let mut spent = 0u64;
     let mut first = vec![false; p.items.len()];
     let mut columns: Vec<u32> = Vec::new();
-    let inner = SkyOrder::Area.order(p);
+    let mut inners: Vec<Option<Order>> = vec![None; INNER.len()];
     let mut outers: Vec<Option<Order>> = vec![None; OUTER.len()];
     let expired = || budget.deadline.is_some_and(|d| Instant::now() >= d);
     while peak > budget.target && spent < budget.work && !expired() {
@@ -100,12 +104,15 @@ pub(crate) fn repair(
             *flag |= it.a <= section && section < it.b;
         }
         let mut improved = false;
-        for (which, cached) in OUTER.iter().zip(outers.iter_mut()) {
+        // Each outer order with every inner order before the next outer order.
+        let pairs = (0..OUTER.len()).flat_map(|o| (0..INNER.len()).map(move |i| (i, o)));
+        for (i, o) in pairs {
             if spent >= budget.work || expired() {
                 break;
             }
-            let outer = cached.get_or_insert_with(|| which.order(p));
-            let order = columns_first(&first, &inner, outer);
+            let inner = inners[i].get_or_insert_with(|| INNER[i].order(p));
+            let outer = outers[o].get_or_insert_with(|| OUTER[o].order(p));
+            let order = columns_first(&first, inner, outer);
             let limits = Limits {
                 stop_at: peak,
                 work: budget.work - spent,
@@ -264,6 +271,44 @@ mod tests {
             p.assert_valid(&repaired, repaired_peak);
             prop_assert!(repaired_peak <= peak);
             prop_assert!(repaired_peak >= p.lower_bound);
+        }
+    }
+}
+#[cfg(test)]
+mod probe {
+    use super::*;
+    use crate::plan::offline::interval_ranges;
+    use crate::plan::IntervalProblem;
+    #[test]
+    #[ignore]
+    fn probe_file() {
+        let path = std::env::var("PROBE_FILE").expect("PROBE_FILE");
+        let problem = IntervalProblem::read_csv(path.as_ref()).expect("reads");
+        let p = Prepared::new(&interval_ranges(&problem), 1).expect("valid");
+        let pct = |x: u64| (x as f64 / p.lower_bound as f64 - 1.0) * 100.0;
+        let (o, pk) = skyline::place(&p, &SkyOrder::Area.order(&p));
+        println!("area {:+.4}%", pct(pk));
+        let mut peaks = vec![];
+        for (i, it) in p.items.iter().enumerate() {
+            if o[i] + it.size > p.lower_bound { peaks.push((o[i] + it.size, i)); }
+        }
+        peaks.sort_unstable_by(|a, b| b.cmp(a));
+        for &(top, i) in peaks.iter().take(5) {
+            let it = p.items[i];
+            println!("  item {i} [{}, {}) size {} top {:+.4}%", it.a, it.b, it.size, pct(top));
+        }
+        let s = critical_section(&p, &o, pk).unwrap();
+        println!("critical {s} live {:+.4}%", pct(p.live[s as usize]));
+        for inner_which in [SkyOrder::Area, SkyOrder::Start, SkyOrder::Size] {
+            let inner = inner_which.order(&p);
+            let mut first = vec![false; p.items.len()];
+            for (f, it) in first.iter_mut().zip(&p.items) { *f = it.a <= s && s < it.b; }
+            for which in OUTER {
+                let order = columns_first(&first, &inner, &which.order(&p));
+                let (placed, pops) = skyline::place_within(&p, &order, &Limits::NONE);
+                let (o2, q) = placed.unwrap();
+                println!("  inner {inner_which:?} outer {which:?}: {:+.4}% pops/item {} crit {:?}", pct(q), pops / p.items.len() as u64, critical_section(&p, &o2, q));
+            }
         }
     }
 }
