@@ -19,7 +19,8 @@
 //! unless a NAME is given that is not part of `generated`.
 //!
 //! Last, the generated large set (`wgalloc::plan::offline::workload::large_suite`:
-//! training steps of 5,000 to 30,000 buffers): the skyline alone and `best` without a
+//! training steps of 5,000 to 30,000 buffers, and as many random parts of
+//! dsa/iopddl_S_1.csv keeping 50% to 95% of it): the skyline alone and `best` without a
 //! capacity, each one's peak over the bound and time. `WGALLOC_BENCH_LARGE=N` sets the
 //! count (6; 2 when quick; 0 skips it); it runs unless a NAME is given that is not part
 //! of `large`.
@@ -230,19 +231,26 @@ fn main() {
 }
 
 /// The skyline alone and `best` (as the CLI runs it, no capacity) on the generated
-/// large set (`workload::large_suite`): each one's peak over the bound and time.
+/// large set (`workload::large_suite`) and on parts of S_1
+/// (`workload::subsample_suite`): each one's peak over the bound and time.
 fn large_set(quick: bool) {
     let count = env_or("WGALLOC_BENCH_LARGE", if quick { 2usize } else { 6 });
     if count == 0 {
         return;
     }
     println!(
-        "
-large set: {count} instances (`workload::large_suite`), no capacity"
+        "\nlarge set: {count} instances (`workload::large_suite`) and {count} parts of \
+         S_1 (`workload::subsample_suite`), no capacity"
     );
     println!("| instance | n | lower bound | skyline | skyline s | best | best s |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for problem in workload::large_suite(count) {
+    let mut problems = workload::large_suite(count);
+    // Parts of the production instance S_1, where there is one.
+    let s1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("dsa/iopddl_S_1.csv");
+    if let Ok(s1) = IntervalProblem::read_csv(&s1) {
+        problems.extend(workload::subsample_suite(&s1, count));
+    }
+    for problem in problems {
         let bound = problem.lower_bound();
         let run = |strategy: Strategy| {
             Cell::measure(|| {

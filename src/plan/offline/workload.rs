@@ -131,6 +131,30 @@ pub fn large_suite(count: usize) -> Vec<IntervalProblem> {
         .collect()
 }
 
+/// A random part of `problem`: each interval kept with probability `keep_percent` /
+/// 100 (seeded), named `<name>-sub<keep_percent>-<seed>`. Parts of a production
+/// instance keep its sizes and lifetime shapes but move its peaks and gaps.
+pub fn subsample(problem: &IntervalProblem, keep_percent: u64, seed: u64) -> IntervalProblem {
+    let mut rng = Rng(seed ^ 0x5b5a_3b1e_0000_0001);
+    IntervalProblem {
+        name: format!("{}-sub{keep_percent}-{seed}", problem.name),
+        intervals: problem
+            .intervals
+            .iter()
+            .filter(|_| rng.below(100) < keep_percent)
+            .cloned()
+            .collect(),
+    }
+}
+
+/// The parts of a production instance the footprint benchmark measures: seeds
+/// `0..count`, keeping 50% to 95% of the intervals.
+pub fn subsample_suite(problem: &IntervalProblem, count: usize) -> Vec<IntervalProblem> {
+    (0..count as u64)
+        .map(|k| subsample(problem, 50 + (k * 9) % 46, k))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +170,22 @@ mod tests {
             .intervals
             .iter()
             .all(|iv| iv.lower < iv.upper && iv.size > 0));
+    }
+
+    #[test]
+    fn subsamples_keep_about_the_share_asked_for() {
+        let p = training_step(2, 5_000);
+        let half = subsample(&p, 50, 1);
+        assert_eq!(half, subsample(&p, 50, 1));
+        let n = p.intervals.len();
+        let kept = half.intervals.len();
+        assert!(kept > n * 2 / 5 && kept < n * 3 / 5, "{kept} of {n}");
+        assert!(half.intervals.iter().all(|iv| p.intervals.contains(iv)));
+        assert_eq!(subsample(&p, 100, 0).intervals, p.intervals);
+        assert!(subsample(&p, 0, 0).intervals.is_empty());
+        let suite = subsample_suite(&p, 6);
+        assert_eq!(suite.len(), 6);
+        assert!(suite[0].name.ends_with("-sub50-0"));
     }
 
     #[test]
