@@ -90,8 +90,10 @@ pub enum Strategy {
     /// and stops at the first plan at the lower bound (or within the capacity, see
     /// [`plan_ranges_to`]). Skips what cannot help or would not finish: the
     /// overlap-list greedy orders on instances with more than 4 million overlapping
-    /// pairs, the search above 3,000 items or 4 million pairs, the climb when its
-    /// budget allows fewer than 1,024 moves.
+    /// pairs, the search above 3,000 items or 4 million pairs (there a repair of the
+    /// peak's column runs instead: the skyline again with the items live at the step
+    /// that sets the peak first), the climb when its budget allows fewer than 1,024
+    /// moves.
     Best,
 }
 

@@ -5,13 +5,14 @@
 //! elsewhere in its lifetime leaves a gap below it in that step's column. The repair
 //! finds that step (the *critical section*: the busiest section in the lifetime of an
 //! item that reaches the peak) and places everything again with the skyline, the items
-//! live in the critical section first (in area order) and the others after them in
-//! each static order in turn: among items on the same floor, the column's items go
-//! first, so the column is built as one stack before the rest fills around it. The
-//! first order that peaks lower is kept; its critical section is added to the columns
-//! that go first, and so on, until a round brings nothing, a new placement's critical
-//! section is one already first, the target is reached, the work runs out or the
-//! deadline passes.
+//! live in the critical section first (in area, then size order: [`INNER`]) and the
+//! others after them in each static order in turn ([`OUTER`]): among items on the same
+//! floor, the column's items go first, so the column is built as one stack while the
+//! rest fills around it. The first run that peaks lower is kept; its critical section
+//! is added to the columns that go first, and so on, until a round brings nothing, a
+//! new placement's critical section is one already first, the target is reached, the
+//! work runs out or the deadline passes. Every run is a complete skyline placement, so
+//! every plan kept is valid.
 //!
 //! Putting the column first also makes the orders that tie-break by start time or
 //! lifetime length cheap: alone they pop each short item again for every long item
