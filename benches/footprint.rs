@@ -17,6 +17,13 @@
 //! `WGALLOC_BENCH_GEN=N` sets the count (200; 40 when quick; 0 skips it),
 //! `WGALLOC_BENCH_GEN_LIMIT=S` the limit in seconds (2; 1 when quick). The set runs
 //! unless a NAME is given that is not part of `generated`.
+//!
+//! Last, the generated large set (`wgalloc::plan::offline::workload::large_suite`:
+//! training steps of 5,000 to 30,000 buffers, and as many random parts of
+//! dsa/iopddl_S_1.csv keeping 50% to 95% of it): the skyline alone and `best` without a
+//! capacity, each one's peak over the bound and time. `WGALLOC_BENCH_LARGE=N` sets the
+//! count (6; 2 when quick; 0 skips it); it runs unless a NAME is given that is not part
+//! of `large`.
 
 mod common;
 
@@ -25,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use wgalloc::graph::{read_trace, Graph};
 use wgalloc::plan::offline::generate::{self, Shape};
+use wgalloc::plan::offline::workload;
 use wgalloc::plan::offline::Strategy;
 use wgalloc::plan::{
     lower_bounds, plan, plan_intervals, BufferTypeDesc, IntervalProblem, PlanOptions, Planner,
@@ -216,6 +224,58 @@ fn main() {
         .is_none_or(|o| "generated".contains(o.as_str()))
     {
         generated_set(quick);
+    }
+    if only.as_ref().is_none_or(|o| "large".contains(o.as_str())) {
+        large_set(quick);
+    }
+}
+
+/// The skyline alone and `best` (as the CLI runs it, no capacity) on the generated
+/// large set (`workload::large_suite`) and on parts of S_1
+/// (`workload::subsample_suite`): each one's peak over the bound and time.
+fn large_set(quick: bool) {
+    let count = env_or("WGALLOC_BENCH_LARGE", if quick { 2usize } else { 6 });
+    if count == 0 {
+        return;
+    }
+    println!(
+        "\nlarge set: {count} instances (`workload::large_suite`) and {count} parts of \
+         S_1 (`workload::subsample_suite`), no capacity"
+    );
+    println!("| instance | n | lower bound | skyline | skyline s | best | best s |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut problems = workload::large_suite(count);
+    // Parts of the production instance S_1, where there is one.
+    let s1 = Path::new(env!("CARGO_MANIFEST_DIR")).join("dsa/iopddl_S_1.csv");
+    if let Ok(s1) = IntervalProblem::read_csv(&s1) {
+        problems.extend(workload::subsample_suite(&s1, count));
+    }
+    for problem in problems {
+        let bound = problem.lower_bound();
+        let run = |strategy: Strategy| {
+            Cell::measure(|| {
+                let options = PlanOptions::with_planner(Planner::Offline(strategy));
+                let plan = plan_intervals(&problem, 1, &options).ok()?;
+                problem.verify(&plan).ok()?;
+                Some(plan.peak)
+            })
+        };
+        let (skyline, best) = (run(Strategy::Skyline), run(Strategy::Best));
+        let over = |cell: &Cell| match cell.bytes {
+            // Display only.
+            Some(b) if bound > 0 => format!("{:+.6}%", (b as f64 / bound as f64 - 1.0) * 100.0),
+            Some(b) => b.to_string(),
+            None => String::from("error"),
+        };
+        println!(
+            "| {} | {} | {bound} | {} | {:.2} | {} | {:.2} |",
+            problem.name,
+            problem.intervals.len(),
+            over(&skyline),
+            skyline.seconds,
+            over(&best),
+            best.seconds
+        );
     }
 }
 

@@ -26,8 +26,10 @@ mod greedy;
 mod improve;
 mod index;
 mod prepared;
+mod repair;
 mod search;
 mod skyline;
+pub mod workload;
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -88,8 +90,10 @@ pub enum Strategy {
     /// and stops at the first plan at the lower bound (or within the capacity, see
     /// [`plan_ranges_to`]). Skips what cannot help or would not finish: the
     /// overlap-list greedy orders on instances with more than 4 million overlapping
-    /// pairs, the search above 3,000 items or 4 million pairs, the climb when its
-    /// budget allows fewer than 1,024 moves.
+    /// pairs, the search above 3,000 items or 4 million pairs (there a repair of the
+    /// peak's column runs instead: the skyline again with the items live at the step
+    /// that sets the peak first), the climb when its budget allows fewer than 1,024
+    /// moves.
     Best,
 }
 
@@ -317,7 +321,7 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
         }
         Strategy::Skyline => {
             let mut best = None;
-            skyline_orders(p, goal, &mut best);
+            let _ = skyline_orders(p, goal, &mut best);
             best.unwrap_or_else(|| (Vec::new(), 0, strategy))
         }
         Strategy::Search => {
@@ -400,14 +404,16 @@ const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
 
 /// The skyline orders in turn into `best` until `goal` is reached, the deadline passes
 /// or their shared work budget runs out. The first order always completes when `best`
-/// holds nothing yet; later ones give up once they peak at the best so far.
-fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) {
+/// holds nothing yet; later ones give up once they peak at the best so far. Returns the
+/// heap pops the first order spent (0 if none ran).
+fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u64 {
     let mut work = SKYLINE_WORK_FLOOR
         .saturating_add(SKYLINE_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    let mut first_pops = None;
     for which in skyline::ORDERS {
         let limits = match best.as_ref() {
             None => skyline::Limits::NONE,
-            Some(b) if goal.done(b.1) || work == 0 => return,
+            Some(b) if goal.done(b.1) || work == 0 => break,
             Some(b) => skyline::Limits {
                 stop_at: b.1,
                 work,
@@ -417,10 +423,39 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) {
         let order = which.order(p);
         let (placed, spent) = skyline::place_within(p, &order, &limits);
         work = work.saturating_sub(spent);
+        first_pops.get_or_insert(spent);
         if let Some((offsets, peak)) = placed {
             keep_lower(best, (offsets, peak, Strategy::Skyline));
         }
     }
+    first_pops.unwrap_or(0)
+}
+
+/// Heap pops per item the column repair of one run may spend (a skyline order with
+/// the column first takes about 170 per item on iopddl_S_1, so about three orders), on
+/// top of [`SKYLINE_WORK_FLOOR`].
+const REPAIR_WORK_PER_ITEM: u64 = 512;
+
+/// The column repair ([`repair`]) of the best placement so far, within its pop budget
+/// and the goal's deadline; keeps a lower peak (found by the skyline). Skipped when the
+/// first skyline order took more pops (`skyline_pops`) than the whole repair budget: a
+/// repair run costs about as much, so it could not complete one.
+fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option<Placement>) {
+    let Some((offsets, peak, _)) = best.as_ref() else {
+        return;
+    };
+    let work = SKYLINE_WORK_FLOOR
+        .saturating_add(REPAIR_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    if goal.done(*peak) || skyline_pops > work {
+        return;
+    }
+    let budget = repair::Budget {
+        target: goal.target,
+        work,
+        deadline: goal.budget.deadline,
+    };
+    let (offsets, peak, _) = repair::repair(p, offsets.clone(), *peak, &budget);
+    keep_lower(best, (offsets, peak, Strategy::Skyline));
 }
 
 /// Above this many overlapping pairs `best` skips the greedy orders: each costs a
@@ -436,7 +471,11 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     if p.overlap_pairs() <= GREEDY_MAX_PAIRS {
         greedy_orders(p, &index, Some(goal), &mut best);
     }
-    skyline_orders(p, goal, &mut best);
+    let skyline_pops = skyline_orders(p, goal, &mut best);
+    if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
+        // Too large for the search: repair the peak's column instead.
+        column_repair(p, goal, skyline_pops, &mut best);
+    }
     let Some((offsets, peak, strategy)) = best else {
         return (Vec::new(), 0, Strategy::Best);
     };

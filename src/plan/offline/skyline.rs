@@ -32,7 +32,20 @@ pub(crate) struct Heights {
     /// `max[v]`: the largest height of a section of node `v`, counting raises at `v`
     /// and below (not those at its ancestors).
     max: Vec<u64>,
+    /// The heights again, for short ranges (up to [`FLAT_SPAN`] sections), which read
+    /// them here instead of walking the tree: section `s` has height
+    /// `max(flat[s], block[s / BLOCK])`. A raise writes the sections of the blocks it
+    /// covers in part and the tags of those it covers whole: O(BLOCK + length / BLOCK).
+    flat: Vec<u64>,
+    /// A height every section of the block has reached.
+    block: Vec<u64>,
 }
+
+/// Ranges up to this many sections read [`Heights::flat`] instead of the tree.
+const FLAT_SPAN: usize = 16;
+
+/// Sections per block of [`Heights::block`].
+const BLOCK: usize = 64;
 
 impl Heights {
     /// All heights zero over `sections` sections.
@@ -42,11 +55,19 @@ impl Heights {
             leaves,
             tag: vec![0; 2 * leaves],
             max: vec![0; 2 * leaves],
+            flat: vec![0; leaves],
+            block: vec![0; leaves.div_ceil(BLOCK)],
         }
     }
 
     /// The largest height over sections `[a, b)` (`a < b <= sections`).
     pub fn max_in(&self, a: usize, b: usize) -> u64 {
+        if b - a <= FLAT_SPAN {
+            let sections = self.flat[a..b].iter().copied().max().unwrap_or(0);
+            return sections
+                .max(self.block[a / BLOCK])
+                .max(self.block[(b - 1) / BLOCK]);
+        }
         // Every node that covers part of [a, b) and more is an ancestor of the leaf of
         // `a` or of `b - 1`: their tags hold for a section in range.
         let mut best = self.path_tags(a, b - 1);
@@ -68,6 +89,21 @@ impl Heights {
 
     /// Raises sections `[a, b)` (`a < b <= sections`) to at least `height`.
     pub fn raise(&mut self, a: usize, b: usize, height: u64) {
+        let (first, last) = (a.div_ceil(BLOCK), b / BLOCK);
+        if first >= last {
+            // No whole block: the sections one by one (at most two blocks' worth).
+            self.flat[a..b]
+                .iter_mut()
+                .for_each(|h| *h = (*h).max(height));
+        } else {
+            let (head, tail) = (a..first * BLOCK, last * BLOCK..b);
+            for s in head.chain(tail) {
+                self.flat[s] = self.flat[s].max(height);
+            }
+            self.block[first..last]
+                .iter_mut()
+                .for_each(|h| *h = (*h).max(height));
+        }
         let (mut l, mut r) = (a + self.leaves, b + self.leaves);
         while l < r {
             if l & 1 == 1 {
@@ -312,10 +348,16 @@ mod tests {
     fn heights_match_a_plain_array_on_random_raises() {
         let mut rng = crate::plan::offline::improve::SplitMix64::new(5);
         for _ in 0..200 {
-            let sections = 1 + rng.below(40);
+            // Up to several blocks, so that raises cover some whole.
+            let sections = 1 + rng.below(300);
             let mut h = Heights::new(sections);
             let mut plain = vec![0u64; sections];
             for _ in 0..30 {
+                // A short range too (read from the flat heights).
+                let a = rng.below(sections);
+                let b = (a + 1 + rng.below(FLAT_SPAN)).min(sections);
+                let expected = plain[a..b].iter().copied().max().unwrap_or(0);
+                assert_eq!(h.max_in(a, b), expected, "short [{a}, {b})");
                 let a = rng.below(sections);
                 let b = a + 1 + rng.below(sections - a);
                 let expected = plain[a..b].iter().copied().max().unwrap_or(0);
