@@ -2,7 +2,8 @@
 //! one markdown table: size, lower bound, ggml's walk, each offline strategy, `best`
 //! (the default planner, as the CLI runs it), best / bound and best's time.
 //!
-//! `cargo bench --bench footprint [-- NAME]` runs every instance (or those whose name
+//! `cargo bench --bench footprint [-- NAME]` runs every instance (dsa/, dsa/held-out/,
+//! traces/; or those whose name
 //! contains NAME). `WGALLOC_BENCH_QUICK=1` leaves out the slow single strategies
 //! (`search`, `climb`) and gives `best` a 1 s time limit per instance. Interval files
 //! named `X.CAPACITY.csv` (MiniMalloc's naming) are planned to that capacity, as
@@ -155,7 +156,10 @@ fn main() {
     header.extend(["best", "best / bound", "fits", "best ms"]);
     println!("| {} |", header.join(" | "));
     println!("|{}", " --- |".repeat(header.len()));
-    for path in common::files("dsa", "csv") {
+    let interval_files = common::files("dsa", "csv")
+        .into_iter()
+        .chain(common::files("dsa/held-out", "csv"));
+    for path in interval_files {
         let problem = match IntervalProblem::read_csv(&path) {
             Ok(p) => p,
             Err(e) => {

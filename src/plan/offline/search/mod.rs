@@ -18,7 +18,11 @@
 //!   (all no lower) fail too;
 //! * a candidate whose top would exceed the capacity is not placed;
 //! * independent parts (no unplaced item of one live with one of another) are solved
-//!   one after the other;
+//!   one after the other, each from offset 0 and (as MiniMalloc does) in a preorder of
+//!   its own: the same keys, with each item's total taken over the sizes still to
+//!   place; before a node splits, its sections are checked at its offset, which the
+//!   parts no longer carry (without these two, MiniMalloc's published instances H and
+//!   I did not fit in 30 s);
 //! * lifted offset: every later placement sits at or above the lowest floor among the
 //!   items that may go next, so a node works at that offset (the section check counts
 //!   the space below it as lost);
@@ -33,13 +37,13 @@
 //! Nodes allocate nothing: the open items and candidates of the nodes on the current
 //! path live on two shared stacks, and placements are undone from logs.
 //!
-//! Several preorders (MiniMalloc's WAT, TAW and TWA) take turns, each with a work limit
-//! that doubles every round, so that a lucky order finds a solution early and a hard
-//! instance still gets a long run. Each preorder's round is a depth-first turn and a
-//! limited-discrepancy turn ([`Lds`]) with half its work: depth-first search revises the
-//! last choices first and may never get back to a wrong early one; a pass that charges
-//! k discrepancies for the k-th candidate at a node, and allows a dozen on a path,
-//! revises choices at every depth (dsa E fits only thanks to it). Where at least 3/4 of
+//! Several preorders (MiniMalloc's WAT, TAW and TWA) race ([`Probe`]): each runs its own
+//! schedule of depth-first turns with a work limit that doubles every round (so that a
+//! lucky order finds a solution early and a hard instance still gets a long run), on a
+//! thread of its own where the machine has cores, and the answer reached with the
+//! least work wins, so threads change the time, never the plan. Limited-discrepancy
+//! turns ([`Lds`], [`Tuning::lds`]) are off: once parts got their own preorder, every
+//! published instance fitted with less work without them. Where at least 3/4 of
 //! the sections are full at the capacity (a tiling), each round starts every preorder
 //! with a corner turn: depth first, but where a section is tight at the offset (the
 //! sizes still to place there fill it exactly from the offset up) only the items that
@@ -140,7 +144,7 @@ pub(crate) struct Tuning {
 impl Default for Tuning {
     fn default() -> Tuning {
         Tuning {
-            lds: true,
+            lds: false,
             orders: 3,
             corners: true,
             corners_anywhere: false,

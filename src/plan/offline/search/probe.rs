@@ -28,7 +28,7 @@ fn dsa_instances_at_capacity() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1_048_576);
         let tuning = Tuning {
-            lds: std::env::var("PROBE_LDS").map_or(true, |v| v == "1"),
+            lds: std::env::var("PROBE_LDS").is_ok_and(|v| v == "1"),
             orders: std::env::var("PROBE_ORDERS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -39,7 +39,7 @@ fn dsa_instances_at_capacity() {
             restart_all: std::env::var("PROBE_RESTART_ALL").is_ok_and(|v| v == "1"),
             threads: std::env::var("PROBE_THREADS").map_or(true, |v| v != "0"),
             rerank: std::env::var("PROBE_RERANK").map_or(true, |v| v != "0"),
-            static_too: std::env::var("PROBE_RERANK").map_or(true, |v| v != "2"),
+            static_too: std::env::var("PROBE_RERANK").is_ok_and(|v| v == "2"),
             restart_nodes: std::env::var("PROBE_RESTART")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -78,7 +78,7 @@ fn generated_at_capacity() {
     let budget = var("PROBE_WORK", 200_000_000);
     let verbose = std::env::var_os("PROBE_VERBOSE").is_some();
     let tuning = Tuning {
-        lds: var("PROBE_LDS", 1) == 1,
+        lds: var("PROBE_LDS", 0) == 1,
         orders: var("PROBE_ORDERS", 3) as usize,
         corners: var("PROBE_CORNERS", 1) != 0,
         corners_anywhere: var("PROBE_CORNERS", 1) == 2,
@@ -88,7 +88,7 @@ fn generated_at_capacity() {
         restart_all: var("PROBE_RESTART_ALL", 0) == 1,
         threads: var("PROBE_THREADS", 1) == 1,
         rerank: var("PROBE_RERANK", 1) >= 1,
-        static_too: var("PROBE_RERANK", 1) != 2,
+        static_too: var("PROBE_RERANK", 1) == 2,
     };
     let (mut fitted, mut nodes, mut secs) = (0, 0u64, Vec::new());
     let mut missed = Vec::new();
