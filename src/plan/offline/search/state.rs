@@ -261,46 +261,14 @@ impl<'a> State<'a> {
         step
     }
 
-    /// Whether every section the open items `self.stack[base..end]` cover can take
-    /// them above the lowest place any of them can go (its floor, or `offset`): a sweep
-    /// over the sections with the covering items in a heap by that place.
-    fn sections_fit(&mut self, base: usize, end: usize, offset: u64) -> bool {
-        self.covering.clear();
-        let mut next = base;
-        let first = self.p.items[self.stack[base] as usize].a;
-        let mut last = first;
-        let mut fits = true;
-        let mut t = first;
-        while next < end || !self.covering.is_empty() {
-            if self.covering.is_empty() {
-                t = t.max(self.p.items[self.stack[next] as usize].a);
-            }
-            while next < end && self.p.items[self.stack[next] as usize].a == t {
-                let i = self.stack[next] as usize;
-                next += 1;
-                let it = self.p.items[i];
-                self.covering
-                    .push(Reverse((self.floor[i].max(offset), it.b)));
-                last = last.max(it.b);
-            }
-            while self.covering.peek().is_some_and(|Reverse((_, b))| *b <= t) {
-                self.covering.pop();
-            }
-            if let Some(&Reverse((lowest, _))) = self.covering.peek() {
-                if lowest.saturating_add(self.remaining[t as usize]) > self.capacity {
-                    fits = false;
-                    break;
-                }
-            }
-            t += 1;
-            if t >= last && next >= end {
-                break;
-            }
-        }
-        self.work_left = self
-            .work_left
-            .saturating_sub((end - base) as u64 + u64::from(last - first));
-        fits
+    /// Whether every section in `first..last` (those the open items cover) can take
+    /// the sizes still to place there above `offset`.
+    fn sections_fit(&mut self, first: u32, last: u32, offset: u64) -> bool {
+        self.work_left = self.work_left.saturating_sub(u64::from(last - first));
+        let room = self.capacity.saturating_sub(offset);
+        self.remaining[first as usize..last as usize]
+            .iter()
+            .all(|&r| r <= room)
     }
 
     /// Ranks the items of `self.stack[from..to]` among themselves by `keys`, largest
@@ -399,7 +367,13 @@ impl<'a> State<'a> {
             // The parts may start again from offset 0, but in the search without the
             // split every item left sits at or above `offset`: a section whose items
             // cannot all fit above it fails this node before the split loses that.
-            if offset > 0 && !self.sections_fit(base, end, offset) {
+            let first = self.p.items[self.stack[base] as usize].a;
+            let last = self.stack[base..end]
+                .iter()
+                .map(|&i| self.p.items[i as usize].b)
+                .max()
+                .unwrap_or(first);
+            if offset > 0 && !self.sections_fit(first, last, offset) {
                 return Step::Failed;
             }
             let mark = self.trail.len();
