@@ -68,20 +68,17 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// One slot: the check half of the fingerprint, and the lowest (offset, rank) at which
-/// that state was seen to fail.
-#[derive(Debug, Clone, Copy, Default)]
-struct Slot {
-    check: u64,
-    offset: u64,
-    rank: u32,
-    used: bool,
-}
+/// Words per slot: the check half of the fingerprint, the offset, and the rank plus
+/// one (0: an empty slot).
+const SLOT_WORDS: usize = 3;
 
-/// A fixed-size table of failed states.
+/// A fixed-size table of failed states, each slot the lowest (offset, rank) at which
+/// its state was seen to fail. The slots are plain words, all zero when empty, so the
+/// table comes from zeroed memory: the pages a short search never touches cost
+/// nothing.
 #[derive(Debug, Clone)]
 pub(super) struct FailedStates {
-    slots: Vec<Slot>,
+    words: Vec<u64>,
     mask: usize,
     /// How many lookups found a failed state (for measurements and tests).
     pub hits: u64,
@@ -96,16 +93,28 @@ impl FailedStates {
             .clamp(1 << 10, 1 << 18)
             .next_power_of_two();
         FailedStates {
-            slots: vec![Slot::default(); slots],
+            words: vec![0; slots * SLOT_WORDS],
             mask: slots - 1,
             hits: 0,
         }
     }
 
+    /// The words of the slot for `state`.
+    fn slot(&self, state: Fingerprint) -> usize {
+        (state.lo as usize & self.mask) * SLOT_WORDS
+    }
+
+    /// Whether the slot at `at` holds `state` failed at or below (offset, rank).
+    fn holds(&self, at: usize, state: Fingerprint, offset: u64, rank: u32) -> bool {
+        let (check, low, rank_plus_one) = (self.words[at], self.words[at + 1], self.words[at + 2]);
+        rank_plus_one != 0
+            && check == state.hi
+            && (low, rank_plus_one - 1) <= (offset, u64::from(rank))
+    }
+
     /// Whether the state failed before at an (offset, rank) at or below this one.
     pub fn known_to_fail(&mut self, state: Fingerprint, offset: u64, rank: u32) -> bool {
-        let slot = self.slots[state.lo as usize & self.mask];
-        let hit = slot.used && slot.check == state.hi && (slot.offset, slot.rank) <= (offset, rank);
+        let hit = self.holds(self.slot(state), state, offset, rank);
         if hit {
             self.hits += 1;
         }
@@ -114,16 +123,13 @@ impl FailedStates {
 
     /// Records that the state failed at (offset, rank).
     pub fn record(&mut self, state: Fingerprint, offset: u64, rank: u32) {
-        let slot = &mut self.slots[state.lo as usize & self.mask];
-        if slot.used && slot.check == state.hi && (slot.offset, slot.rank) <= (offset, rank) {
+        let at = self.slot(state);
+        if self.holds(at, state, offset, rank) {
             return;
         }
-        *slot = Slot {
-            check: state.hi,
-            offset,
-            rank,
-            used: true,
-        };
+        self.words[at] = state.hi;
+        self.words[at + 1] = offset;
+        self.words[at + 2] = u64::from(rank) + 1;
     }
 }
 
