@@ -30,6 +30,7 @@ pub mod plan;
 pub mod prepack;
 pub mod report;
 pub mod runtime;
+mod seeded;
 pub mod storage;
 
 pub use error::{Error, ErrorKind, Result};

@@ -3,37 +3,7 @@
 //! in-place nodes, outputs and inputs.
 
 use super::{DType, Graph, GraphBuilder, GraphError, TensorId};
-
-/// SplitMix64: a tiny deterministic generator (no dependency, same numbers everywhere).
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// True with probability `percent`/100.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-
-    fn pick<T: Copy>(&mut self, items: &[T]) -> Option<T> {
-        if items.is_empty() {
-            return None;
-        }
-        items.get(self.below(items.len() as u64) as usize).copied()
-    }
-}
+use crate::seeded::Rng;
 
 /// A chain of `n_nodes` unary ops over one input: every third op runs in place, the
 /// others change the width (seeded, deterministic); the last tensor is the output.

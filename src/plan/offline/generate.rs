@@ -21,6 +21,7 @@
 //! machine.
 
 use crate::plan::{Interval, IntervalProblem};
+use crate::seeded::Rng;
 
 /// Grid units per axis.
 const UNITS: u32 = 1024;
@@ -133,24 +134,6 @@ pub fn suite(count: usize) -> Vec<Spec> {
             },
         })
         .collect()
-}
-
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// Generates the instance `spec` describes.

@@ -17,29 +17,12 @@
 //! machine.
 
 use crate::plan::{Interval, IntervalProblem};
+use crate::seeded::Rng;
 
-/// SplitMix64, for drawing the instance.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    /// A tensor size: `scale` times 2^(0..=spread) times 1 to 3, plus an odd remainder
-    /// below 64 bytes.
-    fn size(&mut self, scale: u64, spread: u64) -> u64 {
-        (scale << self.below(spread + 1)) * (1 + self.below(3)) + self.below(64)
-    }
+/// A tensor size: `scale` times 2^(0..=spread) times 1 to 3, plus an odd remainder
+/// below 64 bytes.
+fn size(rng: &mut Rng, scale: u64, spread: u64) -> u64 {
+    (scale << rng.below(spread + 1)) * (1 + rng.below(3)) + rng.below(64)
 }
 
 /// Buffers drawn per layer on average (weights, saved activations, temporaries and
@@ -73,12 +56,12 @@ pub fn training_step(seed: u64, buffers: usize) -> IntervalProblem {
         // Weights and their optimizer state: the whole step (every other layer on
         // average).
         if rng.below(2) == 0 {
-            push(0, end, rng.size(scale / 8, 3));
+            push(0, end, size(&mut rng, scale / 8, 3));
         }
         // A prefetch or communication buffer, live a few to tens of steps anywhere.
         if rng.below(2) == 0 {
             let t = rng.below(end - 1);
-            push(t, t + 4 + rng.below(60), rng.size(scale / 2, 3));
+            push(t, t + 4 + rng.below(60), size(&mut rng, scale / 2, 3));
         }
         // Small tensors (shapes, indices, scalars), live from a step to a whole phase.
         for _ in 0..rng.below(3) {
@@ -94,25 +77,25 @@ pub fn training_step(seed: u64, buffers: usize) -> IntervalProblem {
             if rng.below(5) < 2 {
                 freed = (freed + rng.below(17)).saturating_sub(8).max(made + 1);
             }
-            push(made, freed.min(end), rng.size(scale, 5));
+            push(made, freed.min(end), size(&mut rng, scale, 5));
         }
         // Forward temporaries.
         for _ in 0..2 + rng.below(3) {
             let t = f + rng.below(4);
-            push(t, t + 1 + rng.below(3), rng.size(scale / 2, 3));
+            push(t, t + 1 + rng.below(3), size(&mut rng, scale / 2, 3));
         }
         // Backward: activation gradients, temporaries, and the weight gradient, kept to
         // the optimizer at the end.
         let b = backward(f + 3);
         for _ in 0..1 + rng.below(2) {
             let t = b + rng.below(4);
-            push(t, t + 1 + rng.below(2), rng.size(scale, 2));
+            push(t, t + 1 + rng.below(2), size(&mut rng, scale, 2));
         }
         for _ in 0..1 + rng.below(3) {
             let t = b + rng.below(4);
-            push(t, t + 1 + rng.below(3), rng.size(scale / 2, 3));
+            push(t, t + 1 + rng.below(3), size(&mut rng, scale / 2, 3));
         }
-        push(b + rng.below(4), end, rng.size(scale / 8, 3));
+        push(b + rng.below(4), end, size(&mut rng, scale / 8, 3));
     }
     IntervalProblem {
         name: format!("train-{buffers}-{seed}"),
