@@ -609,14 +609,7 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
         let target = quick_floor + (best_peak - quick_floor) / 2;
         let share = (budget / QUICK_SHARE).max(1);
         work_left = work_left.saturating_sub(share);
-        let started = std::time::Instant::now();
-        let found = searcher.search_until(target, share, deadline);
-        log::debug!(
-            "quick probe at {target} with {share} work units: {} in {:?}",
-            describe(&found),
-            started.elapsed()
-        );
-        match found {
+        match logged_probe(&searcher, "quick", target, share, deadline) {
             found @ Found::Plan(..) => {
                 keep(found, &mut best, &mut best_peak);
             }
@@ -649,13 +642,7 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
         let target = floor + (best_peak - floor) / 2;
         let share = (work_left / 4).max(1);
         work_left = work_left.saturating_sub(share);
-        let started = std::time::Instant::now();
-        let found = searcher.search_until(target, share, deadline);
-        log::debug!(
-            "bisection probe at {target} with {share} work units: {} in {:?}",
-            describe(&found),
-            started.elapsed()
-        );
+        let found = logged_probe(&searcher, "bisection", target, share, deadline);
         // Proven impossible, or given up on: look higher up (above a capacity too,
         // for the smallest plan that does not fit it).
         if !keep(found, &mut best, &mut best_peak) {
@@ -665,6 +652,24 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
         }
     }
     (best, best_peak)
+}
+
+/// One search at `target` with `share` work units, logged at debug level.
+fn logged_probe(
+    searcher: &Searcher<'_>,
+    kind: &str,
+    target: u64,
+    share: u64,
+    deadline: Option<Instant>,
+) -> Found {
+    let started = Instant::now();
+    let found = searcher.search_until(target, share, deadline);
+    log::debug!(
+        "{kind} probe at {target} with {share} work units: {} in {:?}",
+        describe(&found),
+        started.elapsed()
+    );
+    found
 }
 
 /// A search answer in a few words, for the debug log.
