@@ -109,7 +109,8 @@ pub(crate) struct Searcher<'a> {
 /// probes vary them to measure what each part earns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tuning {
-    /// Whether each round gives every preorder a limited-discrepancy turn.
+    /// Whether each round gives every preorder a limited-discrepancy turn (off: with
+    /// parts in their own preorder every published instance needs less work without).
     pub lds: bool,
     /// How many static preorders take turns (1 to [`ORDERS`]`.len()`).
     pub orders: usize,
@@ -355,8 +356,8 @@ impl Probe<'_> {
 
 /// One preorder's schedule: rounds of turns with a work limit that doubles every
 /// round. Each round is a corner turn (on tilings), a depth-first turn (complete, so
-/// it can prove infeasibility) and a limited-discrepancy turn (see [`Lds`]) with half
-/// the work. It runs on the work it is given ([`OrderRun::left`]); a turn that work
+/// it can prove infeasibility) and, where [`Tuning::lds`] is on, a limited-discrepancy
+/// turn (see [`Lds`]) with half the work. It runs on the work it is given ([`OrderRun::left`]); a turn that work
 /// cuts short is taken again, whole, when more comes.
 struct OrderRun<'s> {
     /// Searches without and with corner branching.
