@@ -357,8 +357,9 @@ impl Probe<'_> {
 /// One preorder's schedule: rounds of turns with a work limit that doubles every
 /// round. Each round is a corner turn (on tilings), a depth-first turn (complete, so
 /// it can prove infeasibility) and, where [`Tuning::lds`] is on, a limited-discrepancy
-/// turn (see [`Lds`]) with half the work. It runs on the work it is given ([`OrderRun::left`]); a turn that work
-/// cuts short is taken again, whole, when more comes.
+/// turn (see [`Lds`]) with half the work. It runs on the work it is given
+/// ([`OrderRun::left`]); a turn that work cuts short is taken again, whole, when more
+/// comes.
 struct OrderRun<'s> {
     /// Searches without and with corner branching.
     search: Search<'s>,
