@@ -14,7 +14,7 @@ mod kernel_run;
 
 use std::collections::HashMap;
 
-use kernel_run::{assert_close, random, run_both};
+use kernel_run::{assert_close, check_matmul, random, run_both};
 use wgalloc::exec::cpu_ref::TensorData;
 use wgalloc::graph::{DType, GraphBuilder};
 
@@ -28,17 +28,7 @@ fn tiled_matmuls_match_cpu_around_the_tile_edges() {
             if op == "matmul" && n % 4 != 0 {
                 continue;
             }
-            let mut b = GraphBuilder::new(op);
-            let a = b.input("a", DType::F32, &[m, k]);
-            let w_shape = if op == "matmul" { [k, n] } else { [n, k] };
-            let w = b.weight("w", DType::F32, &w_shape);
-            b.node(op, &[a, w], &[m, n], false);
-            let g = b.build().expect("valid");
-            let mut values = HashMap::new();
-            values.insert(a, TensorData::F32(random(m * k, (m * k) as usize, 1.0)));
-            values.insert(w, TensorData::F32(random(k * n + 5, (k * n) as usize, 1.0)));
-            let (gpu, cpu) = run_both(&ctx, &g, &values);
-            assert_close(&format!("{op} {m}x{k}x{n}"), &gpu, &cpu, 1e-4);
+            check_matmul(&ctx, op, m, k, n);
         }
     }
 }

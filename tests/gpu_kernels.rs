@@ -16,7 +16,7 @@ mod kernel_run;
 
 use std::collections::HashMap;
 
-use kernel_run::{assert_close, random, run_both};
+use kernel_run::{assert_close, check_matmul, random, run_both};
 use wgalloc::device::GpuContext;
 use wgalloc::exec::cpu_ref::TensorData;
 use wgalloc::graph::{DType, GraphBuilder, TensorId};
@@ -170,17 +170,7 @@ fn matmul_kernels_match_cpu_on_odd_shapes() {
         (5, 1000, 9),
     ] {
         for op in ["matmul", "matmul_bt"] {
-            let mut b = GraphBuilder::new(op);
-            let a = b.input("a", DType::F32, &[m, k]);
-            let w_shape = if op == "matmul" { [k, n] } else { [n, k] };
-            let w = b.weight("w", DType::F32, &w_shape);
-            b.node(op, &[a, w], &[m, n], false);
-            let g = b.build().expect("valid");
-            let mut values = HashMap::new();
-            values.insert(a, TensorData::F32(random(m * k, (m * k) as usize, 1.0)));
-            values.insert(w, TensorData::F32(random(k * n + 5, (k * n) as usize, 1.0)));
-            let (gpu, cpu) = run_both(&ctx, &g, &values);
-            assert_close(&format!("{op} {m}x{k}x{n}"), &gpu, &cpu, 1e-4);
+            check_matmul(&ctx, op, m, k, n);
         }
     }
 }

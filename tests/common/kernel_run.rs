@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{Executor, TensorMemory};
-use wgalloc::graph::{Graph, TensorId};
+use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::SeededRng;
 use wgalloc::plan::{plan_graph, plan_weights};
 
@@ -65,4 +65,20 @@ pub fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], tol: f32) {
             "{what}: element {i}: gpu {g} cpu {c} (tol {tol})"
         );
     }
+}
+
+/// One `matmul` (`a[m,k] x w[k,n]`) or `matmul_bt` (`a[m,k] x w[n,k]^T`) node on seeded
+/// inputs, run on the GPU and the CPU and compared within 1e-4.
+pub fn check_matmul(ctx: &GpuContext, op: &str, m: u64, k: u64, n: u64) {
+    let mut b = GraphBuilder::new(op);
+    let a = b.input("a", DType::F32, &[m, k]);
+    let w_shape = if op == "matmul" { [k, n] } else { [n, k] };
+    let w = b.weight("w", DType::F32, &w_shape);
+    b.node(op, &[a, w], &[m, n], false);
+    let g = b.build().expect("valid");
+    let mut values = HashMap::new();
+    values.insert(a, TensorData::F32(random(m * k, (m * k) as usize, 1.0)));
+    values.insert(w, TensorData::F32(random(k * n + 5, (k * n) as usize, 1.0)));
+    let (gpu, cpu) = run_both(ctx, &g, &values);
+    assert_close(&format!("{op} {m}x{k}x{n}"), &gpu, &cpu, 1e-4);
 }
