@@ -109,11 +109,20 @@ pub(crate) const TWA: [Key; 3] = [Key::Total, Key::Width, Key::Area];
 pub(crate) fn by_keys(p: &Prepared, keys: [Key; 3]) -> Order {
     let breadth = p.breadths();
     sorted(p, |i, it| {
-        std::cmp::Reverse(keys.map(|k| match k {
-            Key::Width => u128::from(it.len),
-            Key::Area => u128::from(it.size) * u128::from(it.len),
-            Key::Total => u128::from(breadth[i]),
-        }))
+        std::cmp::Reverse(key_values(keys, it, breadth[i]))
+    })
+}
+
+/// An item's values for `keys`, in priority order (compared largest first).
+pub(crate) type KeyValues = [u128; 3];
+
+/// The values of `keys` for `it`, with `total` as its T (the total size live at its
+/// busiest section, or of what is still to place there).
+pub(crate) fn key_values(keys: [Key; 3], it: &Item, total: u64) -> KeyValues {
+    keys.map(|k| match k {
+        Key::Width => u128::from(it.len),
+        Key::Area => u128::from(it.size) * u128::from(it.len),
+        Key::Total => u128::from(total),
     })
 }
 

@@ -472,7 +472,7 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
         greedy_orders(p, &index, Some(goal), &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
-    if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
+    if !searchable(p) {
         // Too large for the search: repair the peak's column instead.
         column_repair(p, goal, skyline_pops, &mut best);
     }
@@ -526,6 +526,12 @@ const SEARCH_MAX_PAIRS: u64 = 4_000_000;
 /// that it stays well within a 2 MiB thread stack.
 const SEARCH_MAX_ITEMS: usize = 3_000;
 
+/// Whether the search runs on `p`: at most [`SEARCH_MAX_ITEMS`] items and
+/// [`SEARCH_MAX_PAIRS`] overlapping pairs.
+fn searchable(p: &Prepared) -> bool {
+    p.items.len() <= SEARCH_MAX_ITEMS && p.overlap_pairs() <= SEARCH_MAX_PAIRS
+}
+
 /// The first probe at the target runs in two pieces: this fraction of its half of the
 /// budget first, then (after the quick round) the rest.
 const FIRST_PIECE: u64 = 2;
@@ -554,7 +560,7 @@ const BISECT_GAP: u64 = 1024;
 /// 4. bisection between the best capacity known infeasible (or given up on) and the
 ///    best peak found, each probe with a quarter of what is left.
 fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
-    if p.items.len() > SEARCH_MAX_ITEMS || p.overlap_pairs() > SEARCH_MAX_PAIRS {
+    if !searchable(p) {
         return (offsets, peak);
     }
     let (mut best, mut best_peak) = (offsets, peak);

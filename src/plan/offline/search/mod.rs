@@ -306,7 +306,7 @@ impl Probe<'_> {
             run.left = run.left.saturating_add(share);
         }
         let parallel = self.threads
-            && self.runs.iter().filter(|run| !run.done).count() > 1
+            && self.runs.iter().filter(|run| run.going()).count() > 1
             && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
         if parallel {
             std::thread::scope(|scope| {

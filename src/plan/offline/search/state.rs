@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::memo::{seed, FailedStates, Fingerprint};
 use super::{Runner, CLOCK_EVERY};
-use crate::plan::offline::greedy::Key;
+use crate::plan::offline::greedy::{self, Key};
 use crate::plan::offline::prepared::Prepared;
 
 pub(super) enum Step {
@@ -63,7 +63,7 @@ pub(super) struct State<'a> {
     /// preorder). Ranks depend on it, so failed states are keyed with it.
     rank_basis: Fingerprint,
     /// Scratch for [`State::rerank`]: (keys, caller index, item).
-    part_order: Vec<([u128; 3], usize, u32)>,
+    part_order: Vec<(greedy::KeyValues, usize, u32)>,
     /// Restart seed: nonzero perturbs the order candidates at one floor are tried in
     /// (each rank moves up by a pseudo-random amount below `spread`), never which
     /// ones are tried, so every pass stays complete.
@@ -288,12 +288,8 @@ impl<'a> State<'a> {
                 .max()
                 .unwrap_or(0);
             work += u64::from(it.b - it.a);
-            let key = keys.map(|k| match k {
-                Key::Width => u128::from(it.len),
-                Key::Area => u128::from(it.size) * u128::from(it.len),
-                Key::Total => u128::from(total),
-            });
-            self.part_order.push((key, it.index, i));
+            self.part_order
+                .push((greedy::key_values(keys, &it, total), it.index, i));
         }
         self.part_order
             .sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
@@ -353,13 +349,13 @@ impl<'a> State<'a> {
         };
         // Independent parts (no item of one is live with an item of another) are runs
         // of the open list: solve each on its own; one that fails makes the whole fail.
+        // `reach`: the end of the last section the open items cover.
         let mut reach = 0u32;
         let mut cut = None;
         for k in base..end {
             let it = &self.p.items[self.stack[k] as usize];
-            if k > base && it.a >= reach {
+            if cut.is_none() && k > base && it.a >= reach {
                 cut = Some(k);
-                break;
             }
             reach = reach.max(it.b);
         }
@@ -368,12 +364,7 @@ impl<'a> State<'a> {
             // split every item left sits at or above `offset`: a section whose items
             // cannot all fit above it fails this node before the split loses that.
             let first = self.p.items[self.stack[base] as usize].a;
-            let last = self.stack[base..end]
-                .iter()
-                .map(|&i| self.p.items[i as usize].b)
-                .max()
-                .unwrap_or(first);
-            if offset > 0 && !self.sections_fit(first, last, offset) {
+            if offset > 0 && !self.sections_fit(first, reach, offset) {
                 return Step::Failed;
             }
             let mark = self.trail.len();
