@@ -80,6 +80,8 @@ const SLOT_WORDS: usize = 3;
 pub(super) struct FailedStates {
     words: Vec<u64>,
     mask: usize,
+    /// False for a table that remembers nothing ([`FailedStates::disabled`]).
+    enabled: bool,
     /// How many lookups found a failed state (for measurements and tests).
     pub hits: u64,
 }
@@ -95,7 +97,16 @@ impl FailedStates {
         FailedStates {
             words: vec![0; slots * SLOT_WORDS],
             mask: slots - 1,
+            enabled: true,
             hits: 0,
+        }
+    }
+
+    /// A table that remembers nothing (to measure, and test, what the table earns).
+    pub fn disabled() -> FailedStates {
+        FailedStates {
+            enabled: false,
+            ..FailedStates::for_items(0)
         }
     }
 
@@ -114,7 +125,7 @@ impl FailedStates {
 
     /// Whether the state failed before at an (offset, rank) at or below this one.
     pub fn known_to_fail(&mut self, state: Fingerprint, offset: u64, rank: u32) -> bool {
-        let hit = self.holds(self.slot(state), state, offset, rank);
+        let hit = self.enabled && self.holds(self.slot(state), state, offset, rank);
         if hit {
             self.hits += 1;
         }
@@ -124,7 +135,7 @@ impl FailedStates {
     /// Records that the state failed at (offset, rank).
     pub fn record(&mut self, state: Fingerprint, offset: u64, rank: u32) {
         let at = self.slot(state);
-        if self.holds(at, state, offset, rank) {
+        if !self.enabled || self.holds(at, state, offset, rank) {
             return;
         }
         self.words[at] = state.hi;

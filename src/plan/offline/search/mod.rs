@@ -12,6 +12,11 @@
 //!   fit entirely below `x` (that solution is found with the other item first);
 //! * inference: an unplaced item ends up no lower than its floor, so every section's
 //!   lowest possible fill plus the sizes still to place there must fit the capacity;
+//! * room above: every placement below a node's child sits at or above the
+//!   candidate's floor `f`, so a candidate is not tried where the fullest section of
+//!   the node still has more than `capacity - f` to place (the child's inference would
+//!   fail: on the published instances four children in five did, each paying a whole
+//!   node first);
 //! * of several identical items only the first in rank order is a candidate;
 //! * hatless: when the item just placed is live with no unplaced item, its placement
 //!   changed nothing for the others, so if that branch fails the later candidates
@@ -140,6 +145,8 @@ pub(crate) struct Tuning {
     /// With `rerank`, runners that keep the static preorder race beside those that
     /// do not.
     pub static_too: bool,
+    /// The failed-state table ([`memo`]); off only to measure and test it.
+    pub memo: bool,
 }
 
 impl Default for Tuning {
@@ -156,6 +163,7 @@ impl Default for Tuning {
             threads: true,
             rerank: true,
             static_too: false,
+            memo: true,
         }
     }
 }
@@ -436,7 +444,11 @@ impl<'s> OrderRun<'s> {
             lds: tuning.lds,
             restarts_on: tuning.restart_nodes > 0,
             turns: Turns {
-                depth_first: FailedStates::for_items(p.items.len()),
+                depth_first: if tuning.memo {
+                    FailedStates::for_items(p.items.len())
+                } else {
+                    FailedStates::disabled()
+                },
                 lds: Lds::new(p.items.len()),
                 restarts: Restarts { passes: 0, unit },
                 restarts_df: Restarts { passes: 0, unit },
@@ -536,6 +548,14 @@ impl<'s> OrderRun<'s> {
             }
             Some(found) => {
                 let key = self.runner.race.finish(self.spent(), self.runner.id);
+                log::debug!(
+                    "preorder runner {} answered after {} work units, {} nodes, {} passes ({:?} turn)",
+                    self.runner.id,
+                    self.spent(),
+                    self.stats.nodes,
+                    self.stats.passes,
+                    kind
+                );
                 self.answer = Some(Answer { found, key });
                 self.done = true;
                 false

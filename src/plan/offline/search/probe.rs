@@ -40,6 +40,7 @@ fn dsa_instances_at_capacity() {
             threads: std::env::var("PROBE_THREADS").map_or(true, |v| v != "0"),
             rerank: std::env::var("PROBE_RERANK").map_or(true, |v| v != "0"),
             static_too: std::env::var("PROBE_RERANK").is_ok_and(|v| v == "2"),
+            memo: std::env::var("PROBE_MEMO").map_or(true, |v| v != "0"),
             restart_nodes: std::env::var("PROBE_RESTART")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -89,6 +90,7 @@ fn generated_at_capacity() {
         threads: var("PROBE_THREADS", 1) == 1,
         rerank: var("PROBE_RERANK", 1) >= 1,
         static_too: var("PROBE_RERANK", 1) == 2,
+        memo: var("PROBE_MEMO", 1) == 1,
     };
     let (mut fitted, mut nodes, mut secs) = (0, 0u64, Vec::new());
     let mut missed = Vec::new();

@@ -359,14 +359,15 @@ impl<'a> State<'a> {
             }
             reach = reach.max(it.b);
         }
+        // Every item left sits at or above `offset`: a section whose items cannot all
+        // fit above it fails this node (a plain scan, before the failed-state table
+        // and the sweep, which most failing nodes never need). The parts of a split
+        // start again from offset 0 and would lose this check.
+        let first = self.p.items[self.stack[base] as usize].a;
+        if offset > 0 && !self.sections_fit(first, reach, offset) {
+            return Step::Failed;
+        }
         if let Some(cut) = cut {
-            // The parts may start again from offset 0, but in the search without the
-            // split every item left sits at or above `offset`: a section whose items
-            // cannot all fit above it fails this node before the split loses that.
-            let first = self.p.items[self.stack[base] as usize].a;
-            if offset > 0 && !self.sections_fit(first, reach, offset) {
-                return Step::Failed;
-            }
             let mark = self.trail.len();
             let step = self.descend_part(base, cut);
             let step = match step {
@@ -418,6 +419,9 @@ impl<'a> State<'a> {
         // Open items at the offset that cover the current section; `low_ends` counts
         // them by end section.
         let mut low = 0u32;
+        // The most still to place in one section: every later offset leaves room for
+        // it below the capacity.
+        let mut most_left = 0u64;
         for t in first..last {
             self.level[t as usize] = u64::MAX;
             while next < end && self.p.items[self.stack[next] as usize].a == t {
@@ -458,6 +462,7 @@ impl<'a> State<'a> {
                 self.covering.peek().map(|&Reverse((lowest, _))| lowest)
             };
             if let Some(lowest) = lowest {
+                most_left = most_left.max(self.remaining[t as usize]);
                 let need = lowest.saturating_add(self.remaining[t as usize]);
                 if need > self.capacity {
                     fits = false;
@@ -495,16 +500,21 @@ impl<'a> State<'a> {
             // Keep only the candidates that may be tried, then sort those: most nodes
             // try one or two of them.
             let mut kept = cand_base;
+            let ceiling = self.capacity.saturating_sub(most_left);
             for k in cand_base..self.cand.len() {
                 let (floor, _, i) = self.cand[k];
                 let it = self.p.items[i as usize];
                 // An item fits wholly below: found with that item first.
                 let dominated = floor >= min_top;
+                // Every later placement sits at `floor` or higher, and the items still
+                // to place in the fullest section stack above it (a section `i` covers
+                // too: the others there rest on `i`): no room.
+                let too_high = floor > ceiling;
                 // Of identical items only the first unplaced one in rank order.
                 let twin = self.twin[i as usize].is_some_and(|t| !self.placed[t]);
                 // A corner is filled by an item at the offset that covers it.
                 let off_corner = corner.is_some_and(|t| floor > offset || it.a > t || it.b <= t);
-                if !(dominated || twin || off_corner) {
+                if !(dominated || twin || off_corner || too_high) {
                     self.cand[kept] = self.cand[k];
                     kept += 1;
                 }
