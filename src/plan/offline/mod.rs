@@ -466,6 +466,7 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
+    let started = Instant::now();
     let mut best: Option<Placement> = None;
     let index = OverlapIndex::new(p);
     if p.overlap_pairs() <= GREEDY_MAX_PAIRS {
@@ -482,7 +483,10 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     if goal.done(peak) {
         return (offsets, peak, strategy);
     }
-    log::debug!("greedy orders and skyline: {peak} by {strategy}");
+    log::debug!(
+        "greedy orders and skyline: {peak} by {strategy} in {:?}",
+        started.elapsed()
+    );
     let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
     let (start, start_peak, start_by) = if searched_peak < peak {
         (searched, searched_peak, Strategy::Search)
