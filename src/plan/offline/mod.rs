@@ -547,12 +547,14 @@ fn searchable(p: &Prepared) -> bool {
 }
 
 /// The first probe's share of the search budget (numerator, denominator) at a
-/// capacity the caller gave: fitting it is the point, and hard tilings need the work.
+/// capacity the caller gave (fitting it is the point), and at a lower bound where most
+/// sections are full (a tiling of it, [`Prepared::mostly_full_at`]: the bound is
+/// likely reachable, and hard tilings need the work).
 const SHARE_AT_CAPACITY: (u64, u64) = (3, 4);
 
-/// The first probe's share at the lower bound (no capacity given): on instances whose
-/// bound is out of reach (dsa D, J) bisection needs the work, and every published
-/// instance whose bound is reachable fits it with a tenth of this.
+/// The first probe's share at any other lower bound: on instances whose bound is out
+/// of reach (dsa D, J) bisection needs the work, and every published instance whose
+/// bound is reachable fits it with a tenth of this.
 const SHARE_AT_BOUND: (u64, u64) = (1, 4);
 
 /// The first probe at the target runs in two pieces: this fraction of its share first,
@@ -605,7 +607,7 @@ fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec
     };
     // Capacities below `floor` are infeasible or were given up on.
     let mut floor = goal.target;
-    let (num, den) = if goal.capacity {
+    let (num, den) = if goal.capacity || p.mostly_full_at(goal.target) {
         SHARE_AT_CAPACITY
     } else {
         SHARE_AT_BOUND

@@ -133,6 +133,15 @@ impl Prepared {
         self.conflict_weights(|it| it.size)
     }
 
+    /// Whether at least 3/4 of the time sections are full at `capacity` (the total
+    /// live there is exactly it): a tiling of the capacity, or close to one. There the
+    /// search branches on tight corners ([`super::search`]) and `best` expects the
+    /// capacity to be reachable.
+    pub fn mostly_full_at(&self, capacity: u64) -> bool {
+        let full = self.live.iter().filter(|&&l| l == capacity).count();
+        4 * full >= 3 * self.sections
+    }
+
     /// How many ordered pairs of distinct items are live at a common time (the work of
     /// one greedy placement is about this plus the item count).
     pub fn overlap_pairs(&self) -> u64 {

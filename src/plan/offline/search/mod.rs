@@ -413,8 +413,7 @@ impl<'s> OrderRun<'s> {
         // elsewhere few sections become tight and the turns only take work from the
         // others (dsa B, 61% full, took 1.8 times as long with them; E no longer fit
         // within `best`'s budget).
-        let full = p.live.iter().filter(|&&l| l == capacity).count();
-        let corners = tuning.corners && (tuning.corners_anywhere || 4 * full >= 3 * p.sections);
+        let corners = tuning.corners && (tuning.corners_anywhere || p.mostly_full_at(capacity));
         // The cover check under the same gate: on dsa E (8% full) it changed which
         // nodes the limited-discrepancy passes reach within their work, and E no longer
         // fit in 1e9 units.
