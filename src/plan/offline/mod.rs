@@ -92,8 +92,9 @@ pub enum Strategy {
     /// overlap-list greedy orders on instances with more than 4 million overlapping
     /// pairs, the search above 3,000 items or 4 million pairs (there a repair of the
     /// peak's column runs instead: the skyline again with the items live at the step
-    /// that sets the peak first); the climb runs only there (after a search it never
-    /// lowered a peak), and not when its budget allows fewer than 1,024 moves.
+    /// that sets the peak first); the climb runs there and after a search on a tiling
+    /// (most sections full at the lower bound), not after other searches (their
+    /// bisection leaves it nothing) nor when its budget allows fewer than 1,024 moves.
     Best,
 }
 
@@ -493,11 +494,13 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
     } else {
         (offsets, peak, strategy)
     };
-    // Where the search ran, it probed every capacity down to within 0.1% of its best
-    // peak with far more work than the climb gets: the climb never lowered a peak
-    // after it (dsa D and J without a capacity, 8 generated tilings without one:
-    // 0.3-0.7 s each for nothing), so it runs only after the column repair.
-    if goal.done(start_peak) || searchable(p) {
+    // Where the search ran, its bisection probed every capacity down to within 0.1%
+    // of its best peak with far more work than the climb gets: after it the climb
+    // lowered no peak on dsa D and J without a capacity (0.55-0.66 s for nothing). On
+    // a tiling (most sections full at the bound) the probes above the bound run
+    // without corner turns and stay far above it; there the climb lowered 7 of 71
+    // generated tilings without a capacity by 0.08-0.6%, so it still runs there.
+    if goal.done(start_peak) || (searchable(p) && !p.mostly_full_at(p.lower_bound)) {
         return (start, start_peak, start_by);
     }
     if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
