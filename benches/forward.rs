@@ -6,7 +6,7 @@
 //!
 //! Times are medians of N warm runs: wall from submit to the device finishing
 //! (`RunReport::wait_time`), and GPU timestamps where the adapter has them (lavapipe
-//! has none). A kernel run alone includes one submit and wait, so small kernels'
+//! has them too, as software times). A kernel run alone includes one submit and wait, so small kernels'
 //! figures are lower bounds. `WGALLOC_BENCH_QUICK=1` runs the small shape with fewer
 //! repetitions. Run: `WGPU_BACKEND=vulkan cargo bench --bench forward`.
 

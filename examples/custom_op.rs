@@ -15,9 +15,7 @@
 
 use std::collections::HashMap;
 
-use wgalloc::device::{
-    allocate_plan, GpuContext, PlannedMemory, Region, WgpuAllocator, STORAGE_USAGE,
-};
+use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
 use wgalloc::exec::checksum::prove_memory;
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{
@@ -25,6 +23,7 @@ use wgalloc::exec::{
 };
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::plan::{plan_graph, plan_weights, Plan};
+use wgalloc::storage::Region;
 
 /// The user op: `out = silu(gate) * up`, out of place (`swiglu`) and in place over
 /// `gate` (`swiglu_inplace`). The prelude in front declares `params` at binding 0 and

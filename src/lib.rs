@@ -5,44 +5,44 @@
 //! limits, runs WGSL kernels over that memory and proves that reused memory never
 //! clobbers live data.
 //!
-//! Data flows one way through four layers:
+//! Data flows one way through the layers (docs/architecture.md; `tests/layers.rs`
+//! checks it):
 //!
 //! ```text
-//!   graph ──► plan ──► device ──► exec
-//!  (what)    (where)   (memory)   (run + prove)
+//!   graph ──► plan ──► storage ──► device ──► exec ──► model / runtime / stream / prepack
+//!  (what)    (where)   (regions)   (memory)   (run + prove)   (the seeds' surfaces)
 //! ```
 //!
-//! * [`graph`]: tensors, nodes in execution order, a builder and trace import.
-//! * [`plan`](mod@plan): pure CPU planning (ggml-alloc semantics, offline planners, lower
-//!   bounds, a verifier). Names no wgpu type.
-//! * [`device`]: adapter selection, buffer types from the adapter's real limits,
-//!   buffer allocation through a replaceable allocator.
+//! * [`graph`] and [`plan`](mod@plan) come from the `wgalloc-plan` crate (pure CPU, no
+//!   wgpu in its dependency tree): tensors, nodes, a builder, trace/ONNX/CSV import;
+//!   ggml-alloc's allocators, offline planners, lower bounds and a verifier.
+//! * [`storage`]: `Region` and the `Storage` trait, the one source of memory.
+//! * [`device`]: adapter selection, buffer types from the adapter's real limits, a
+//!   plan's memory from a storage.
 //! * [`exec`]: WGSL kernels, an executor and the GPU alias proof.
 #![deny(clippy::unwrap_used)]
 #![forbid(unsafe_code)]
 
+pub use wgalloc_plan::graph::{self};
+pub use wgalloc_plan::plan::{self};
+
 pub mod device;
 pub mod error;
 pub mod exec;
-pub mod graph;
 pub mod model;
-pub mod plan;
 pub mod prepack;
 pub mod report;
 pub mod runtime;
-mod seeded;
 pub mod storage;
 
 pub use error::{Error, ErrorKind, Result};
 
-// The types a user needs, at the crate root; the layers' modules hold the rest.
-pub use device::{
-    allocate_plan, allocate_plan_in, GpuContext, PlannedMemory, Region, WgpuAllocator, WgpuStorage,
-    STORAGE_USAGE,
-};
-pub use exec::checksum::{prove_plan, prove_plan_in, ChecksumKernels, ChecksumReport};
-pub use exec::{check_plan_against_limits, Executor, Inputs, TensorData, TensorMemory};
-pub use graph::{read_onnx, read_trace, DType, Graph, GraphBuilder, NodeId, OnnxOptions, TensorId};
-pub use plan::{plan, BufferTypeDesc, Plan, PlanOptions, Planner};
-pub use storage::{HostStorage, PagedStorage, RegionRequest, Storage, StorageError};
+// The names an engine needs first, at the crate root (each also at its layer's path,
+// where the rest of the layer lives).
+pub use device::GpuContext;
+pub use exec::checksum::prove_plan;
+pub use exec::{Executor, Inputs, TensorMemory};
+pub use graph::{DType, Graph, GraphBuilder, TensorId};
+pub use plan::{plan, Plan, PlanOptions, Planner};
+pub use storage::{Region, Storage};
 pub mod stream;

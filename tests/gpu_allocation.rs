@@ -283,7 +283,7 @@ fn a_placement_resolves_to_a_bindable_region_checked_in_one_place() {
         mapped_at_creation: false,
     });
     // The chunk is bytes [2a, 6a) of the pool.
-    let chunk = wgalloc::device::Region {
+    let chunk = wgalloc::storage::Region {
         buffer: big.clone(),
         offset: 2 * alignment,
         size: 4 * alignment,

@@ -12,12 +12,13 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use wgalloc::device::{
-    allocate_plan, read_buffer_range, write_buffer, GpuContext, PlannedMemory, Region,
-    WgpuAllocator, STORAGE_USAGE,
+    allocate_plan, read_buffer_range, write_buffer, GpuContext, PlannedMemory, WgpuAllocator,
+    STORAGE_USAGE,
 };
 use wgalloc::exec::checksum::{checksum_run, ChecksumReport};
 use wgalloc::graph::{read_trace, DType, Graph, GraphBuilder, Lifetimes, NodeId, TensorId};
-use wgalloc::plan::{inject_clobber, naive_plan, BufferTypeDesc, Plan, Planner};
+use wgalloc::plan::{inject_clobber, naive_plan, plant_clobber, BufferTypeDesc, Plan, Planner};
+use wgalloc::storage::Region;
 
 /// Every trace under `traces/`; `every_shared_trace_is_proved_here` keeps it complete.
 const TRACES: &[&str] = &[
@@ -302,4 +303,45 @@ fn clobber_injected_into_a_ggml_plan_of_a_trace_names_the_victim_and_the_node() 
         "{report}"
     );
     println!("{clobber:?}: {report}");
+}
+
+/// The fused decoder leaves `inject_clobber` no pair (every tensor written while
+/// another is live touches it in the same node, or differs in size), so a pair is
+/// planted: layer 0's QKV projection is placed over the residual stream it is computed
+/// beside, which the attention's output projection reads later. The proof, run with
+/// the fused kernels, names the residual stream.
+#[test]
+fn a_clobber_planted_in_the_fused_decoder_is_caught_by_the_proof() {
+    let Some(ctx) = common::gpu() else { return };
+    let config = common::tiny_model(2);
+    assert!(
+        wgalloc::model::fused_layers(&config),
+        "the tiny model is fused"
+    );
+    let model = wgalloc::model::build_gpt(&config).expect("model");
+    let graph = &model.graph;
+    let mut plan = wgalloc::plan(graph, &[storage(&ctx)], &Default::default()).expect("plan");
+    assert_eq!(
+        inject_clobber(&mut plan.clone(), graph),
+        None,
+        "the fused decoder has no pair for inject_clobber (if it has one now, this test \
+         and the CLI's refusal need another look)"
+    );
+    let named = |name: &str| {
+        graph
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.id)
+            .unwrap_or_else(|| panic!("no tensor {name}"))
+    };
+    let (victim, intruder) = (named("embed"), named("h0.qkv"));
+    plant_clobber(&mut plan, victim, intruder).expect("both are placed");
+    assert!(plan.verify(graph).is_err(), "the CPU verifier sees it too");
+    let report = run(&ctx, graph, &plan);
+    assert!(!report.verified(), "clobber not detected: {report}");
+    assert!(
+        report.first_mismatches.iter().any(|m| m.tensor == victim),
+        "the residual stream is named: {report}"
+    );
 }

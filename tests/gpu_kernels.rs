@@ -218,7 +218,10 @@ fn elementwise_grid_beyond_65535_workgroups_covers_every_element() {
     let Some(ctx) = common::gpu() else { return };
     let len = 65_536 * 256 + 3; // needs 65537 workgroups of 256
     if len * 4 > ctx.limits.max_storage_buffer_binding_size {
-        eprintln!("SKIPPED: storage binding limit too small for the large-grid test");
+        common::skip_for_capability(
+            "gpu_kernels large grid",
+            "the storage binding limit is too small for the large-grid test",
+        );
         return;
     }
     check_unary(&ctx, "scale", &[len], &[3.0], 1.0, 1e-6);

@@ -5,11 +5,13 @@ mod common;
 
 use wgalloc::device::{allocate_plan, WgpuAllocator};
 use wgalloc::exec::cpu_ref;
+use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, GraphBuilder};
 use wgalloc::plan::{plan_graph, plan_weights, Planner};
 use wgalloc::runtime::GraphContext;
+use wgalloc::storage::STORAGE_USAGE;
 use wgalloc::stream::{ExecuteRequest, Stream};
-use wgalloc::{Executor, Inputs, TensorData, TensorMemory, STORAGE_USAGE};
+use wgalloc::{Executor, Inputs, TensorMemory};
 
 #[test]
 fn one_inputs_map_feeds_every_runner_and_they_agree() {

@@ -29,6 +29,8 @@ use wgalloc::prepack::{
     bind_packed_weights, pack_matmul_weights, BSource, PackFormat, PackedBuffer, PrepackError,
     PrepackKey, PrepackedWeightCache, StoreOutcome,
 };
+use wgalloc::storage::StorageError;
+use wgalloc::ErrorKind;
 
 type Counting = Arc<CountingAllocator<FailAfter>>;
 
@@ -341,11 +343,16 @@ fn the_allocator_failing_during_a_pack_is_a_typed_error_and_leaks_nothing() {
     let error = cache
         .get_or_pack(&key("w"), |alloc| alloc.upload_parts(&ctx, &parts))
         .expect_err("the second allocation fails");
+    // The device's refusal reaches the cache through its storage: the storage layer
+    // keeps the device error's kind and message (it names no layer above it).
     assert_eq!(
         error,
         PrepackError::Allocation {
             size: 32,
-            source: DeviceError::OutOfDeviceMemory { size: 32 }
+            source: DeviceError::Storage(Box::new(StorageError::Backend {
+                kind: ErrorKind::OutOfMemory,
+                message: DeviceError::OutOfDeviceMemory { size: 32 }.to_string(),
+            }))
         }
     );
     let report = counting.report();
@@ -488,7 +495,9 @@ fn packed_weights_in_sub_ranges_of_shared_pages_match_the_cpu_reference() {
     use wgalloc::storage::{CountingStorage, PagedStorage};
     let Some(ctx) = common::gpu() else { return };
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
-    let pages = Arc::new(CountingStorage::new(wgalloc::WgpuStorage::wgpu(&ctx)));
+    let pages = Arc::new(CountingStorage::new(wgalloc::device::WgpuStorage::wgpu(
+        &ctx,
+    )));
     let pool = PagedStorage::new(pages.clone(), 1 << 20, alignment, STORAGE_USAGE).expect("a pool");
     let cache = PrepackedWeightCache::new(Arc::new(pool));
     for (m, k, n) in [(33, 65, 17), (5, 300, 67), (64, 64, 64)] {

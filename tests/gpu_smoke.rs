@@ -8,10 +8,11 @@ use std::num::NonZeroU64;
 
 use wgalloc::device::{
     allocate_plan, read_buffer_range, read_tensor, write_tensor, DeviceError, GpuContext,
-    PlannedMemory, Region, WgpuAllocator, STORAGE_USAGE,
+    PlannedMemory, WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::graph::TensorId;
 use wgalloc::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
+use wgalloc::storage::Region;
 
 const LEN: u32 = 100;
 

@@ -14,9 +14,11 @@ use wgalloc::device::{
     BufferAllocator, BufferStorage, ChunkRequest, DeviceError, WgpuAllocator, WgpuStorage,
 };
 use wgalloc::exec::checksum::{prove_plan_in, ChecksumKernels};
+use wgalloc::graph::read_trace;
 use wgalloc::plan::{BufferTypeDesc, Planner};
+use wgalloc::storage::STORAGE_USAGE;
 use wgalloc::storage::{CountingStorage, PagedStorage, RegionRequest, Storage};
-use wgalloc::{read_trace, ErrorKind, STORAGE_USAGE};
+use wgalloc::ErrorKind;
 
 type Pages = PagedStorage<Arc<CountingStorage<WgpuStorage>>>;
 
@@ -126,7 +128,10 @@ fn a_plan_in_a_page_larger_than_any_binding_is_proved_over_its_window() {
     // One page past the binding limit: binding the page whole would be refused.
     let page = ctx.limits.max_storage_buffer_binding_size + (1 << 20);
     if page > ctx.limits.max_buffer_size {
-        eprintln!("SKIPPED: no buffer can exceed the binding limit on this adapter");
+        common::skip_for_capability(
+            "gpu_storage page past the binding limit",
+            "no buffer can exceed the binding limit on this adapter",
+        );
         return;
     }
     let (pool, counting) = pages(&ctx, page);

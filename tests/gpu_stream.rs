@@ -17,14 +17,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wgalloc::device::{
-    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, Region, WgpuAllocator,
-    STORAGE_USAGE,
+    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{ExecError, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::{build_gpt, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights, BufferId, BufferTypeDesc, Plan};
+use wgalloc::storage::Region;
 use wgalloc::stream::{
     AllocatorDesc, BlockAddress, BlockCounter, BlockRequest, ExecuteRequest, ExecutionResult,
     Stream, StreamError, SyncReport,
@@ -674,7 +674,10 @@ fn a_misaligned_address_is_refused_and_the_block_goes_back() {
     let ctx = own_gpu!();
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
     if alignment <= 4 {
-        eprintln!("SKIPPED: storage offsets need no alignment beyond 4 on this device");
+        common::skip_for_capability(
+            "gpu_stream offset alignment",
+            "storage offsets need no alignment beyond 4 on this device",
+        );
         return;
     }
     let f = fixture(&ctx, one_chunk_plan);
@@ -1026,13 +1029,15 @@ fn a_registered_page_pool_runs_the_graph_frees_after_sync_and_is_one_allocator()
     let ctx = own_gpu!();
     let f = fixture(&ctx, multi_chunk_plan);
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
-    let pages = Arc::new(CountingStorage::new(wgalloc::WgpuStorage::wgpu(&ctx)));
+    let pages = Arc::new(CountingStorage::new(wgalloc::device::WgpuStorage::wgpu(
+        &ctx,
+    )));
     let pool = Arc::new(
         PagedStorage::new(pages.clone(), 1 << 16, alignment, STORAGE_USAGE).expect("pool"),
     );
     // A region in use already: the stream's blocks start past offset 0 of the page.
     let first = pool
-        .allocate(&wgalloc::RegionRequest::new(4))
+        .allocate(&wgalloc::storage::RegionRequest::new(4))
         .expect("a small region");
     let mut a = Stream::new(&ctx, "pages-a");
     let mut b = Stream::new(&ctx, "pages-b");

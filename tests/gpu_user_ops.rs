@@ -378,7 +378,7 @@ fn encode_by_hand(
     layout: &wgpu::BindGroupLayout,
     node: usize,
 ) -> wgpu::CommandBuffer {
-    let regions: HashMap<TensorId, wgalloc::device::Region> = mem
+    let regions: HashMap<TensorId, wgalloc::storage::Region> = mem
         .regions(graph, &ctx.limits)
         .expect("regions")
         .into_iter()

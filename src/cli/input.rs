@@ -26,9 +26,9 @@ pub fn load_graph(path: &Path, dims: &[(String, u64)]) -> wgalloc::Result<Graph>
         let options = OnnxOptions {
             dims: dims.iter().cloned().collect(),
         };
-        read_onnx(path, &options)
+        Ok(read_onnx(path, &options)?)
     } else {
-        read_trace(path)
+        Ok(read_trace(path)?)
     }
 }
 

@@ -8,7 +8,10 @@ use std::time::Instant;
 use serde_json::json;
 use wgalloc::device::{no_report_reason, GpuContext, WgpuAllocator};
 use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
-use wgalloc::plan::{inject_clobber, lower_bounds, naive_size, plan, PlanOptions, Planner};
+use wgalloc::plan::{
+    inject_clobber, lower_bounds, naive_size, plan, PlanError, PlanOptions, Planner,
+    NO_CLOBBER_PAIR,
+};
 
 use super::input::load_graph;
 use super::plan_cmd::{buffers_json, percent_over, write_svg};
@@ -51,7 +54,12 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
     let mut plan = plan(&graph, &[storage], &options)?;
     let plan_seconds = started.elapsed().as_secs_f64();
     let clobber = if args.inject_clobber {
-        inject_clobber(&mut plan, &graph)
+        Some(
+            inject_clobber(&mut plan, &graph).ok_or_else(|| PlanError::NoClobberPair {
+                graph: graph.name.clone(),
+                why: NO_CLOBBER_PAIR,
+            })?,
+        )
     } else {
         None
     };

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
-use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory, Region};
+use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory};
 use crate::graph::TensorId;
 use crate::plan::{align_up, BufferId, ChunkPlan, Placement, Plan};
+use crate::storage::Region;
 use crate::storage::{RegionRequest, Storage};
 
 /// Bytes a chunk is allocated with: its size rounded up to

@@ -114,7 +114,7 @@ impl<A: BufferAllocator + Send + Sync> Storage for BufferStorage<A> {
 
     fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
         check_copy(from, to, bytes)?;
-        copy_region(&self.ctx, from, to, bytes).map_err(StorageError::Device)
+        copy_region(&self.ctx, from, to, bytes).map_err(StorageError::from)
     }
 }
 

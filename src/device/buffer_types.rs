@@ -13,10 +13,7 @@ pub const HOST_ALIGNMENT: u64 = 64;
 /// Largest host-memory buffer: the largest allocation Rust permits (`isize::MAX` bytes).
 pub const HOST_MAX_SIZE: u64 = isize::MAX as u64;
 
-/// Usage of storage buffers: bindable read-write by kernels and copyable both ways.
-pub const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
-    .union(wgpu::BufferUsages::COPY_SRC)
-    .union(wgpu::BufferUsages::COPY_DST);
+pub use crate::storage::STORAGE_USAGE;
 
 /// Usage of uniform buffers (per-dispatch parameters).
 pub const UNIFORM_USAGE: wgpu::BufferUsages =

@@ -1,7 +1,7 @@
 //! Errors of the device layer.
 
-use crate::error::ErrorKind;
 use thiserror::Error;
+use wgalloc_plan::ErrorKind;
 
 use crate::graph::TensorId;
 
@@ -247,11 +247,20 @@ impl DeviceError {
 }
 
 impl From<crate::storage::StorageError> for DeviceError {
-    /// The device's own error comes back as it was; any other refusal is wrapped.
+    /// A storage's refusal, wrapped; its kind is kept.
     fn from(error: crate::storage::StorageError) -> DeviceError {
-        match error {
-            crate::storage::StorageError::Device(e) => e,
-            other => DeviceError::Storage(Box::new(other)),
+        DeviceError::Storage(Box::new(error))
+    }
+}
+
+impl From<DeviceError> for crate::storage::StorageError {
+    /// A device error met inside a storage (wgpu refused a buffer or a copy): the
+    /// storage layer keeps its kind and message, not the type, since it names no layer
+    /// above it.
+    fn from(error: DeviceError) -> crate::storage::StorageError {
+        crate::storage::StorageError::Backend {
+            kind: error.kind(),
+            message: error.to_string(),
         }
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::{BufferAllocator, DeviceError};
 use crate::plan::{BufferId, Placement};
-pub use crate::storage::Region;
+use crate::storage::Region;
 use crate::storage::Storage;
 
 /// The device memory of a plan: `regions[buffer][chunk]` is the region of that chunk

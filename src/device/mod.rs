@@ -33,7 +33,6 @@ pub use device_bytes::{
     allocator_report, device_bytes_between, measure_allocation, no_report_reason, DeviceBytes,
 };
 pub use error::DeviceError;
-pub use memory::Region;
 pub use memory::{PlannedMemory, SharedStorage};
 pub use scope::{scoped, scoped_keep};
 pub use shared::DeviceShared;

@@ -1,7 +1,7 @@
 //! Errors of the execution layer.
 
-use crate::error::ErrorKind;
 use thiserror::Error;
+use wgalloc_plan::ErrorKind;
 
 use crate::device::DeviceError;
 use crate::graph::{NodeId, TensorId};

@@ -195,7 +195,7 @@ impl MatmulTile {
     }
 
     /// The tile for an `m x n` output: 8 rows per invocation unless that leaves fewer
-    /// workgroups than [`MIN_TILED_WORKGROUPS`] (then 4). Measured on lavapipe, 8 rows
+    /// workgroups than `MIN_TILED_WORKGROUPS` (then 4). Measured on lavapipe, 8 rows
     /// ran 1.3-1.4x faster than 4 on the decoder's shapes (`examples/kernel_lab.rs`).
     pub fn choose(m: u32, n: u32) -> MatmulTile {
         let groups =

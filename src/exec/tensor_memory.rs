@@ -3,11 +3,10 @@
 
 use super::bindings::RangeKey;
 use super::{ExecError, Inputs};
-use crate::device::{
-    read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory, Region,
-};
+use crate::device::{read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory};
 use crate::graph::{Graph, TensorId};
 use crate::plan::Plan;
+use crate::storage::Region;
 
 fn device_error(error: DeviceError) -> ExecError {
     ExecError::Device(error)

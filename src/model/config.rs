@@ -1,8 +1,8 @@
 //! Model configuration and its checks.
 
-use crate::error::ErrorKind;
 use serde::Serialize;
 use thiserror::Error;
+use wgalloc_plan::ErrorKind;
 
 /// Why a model configuration was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

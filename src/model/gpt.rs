@@ -298,6 +298,15 @@ mod tests {
         assert!(m.token_ids().iter().all(|&t| t < 1024));
         let wte = m.weights()[0];
         assert_eq!(m.weight_values(wte).len(), 1024 * 256);
-        assert_eq!(m.weight_values(wte), m.weight_values(wte));
+        // The seeded weights are a function of the seed: the same model built again
+        // gives the same values, and another seed other values.
+        let again = build_gpt(&ModelConfig::default()).expect("builds");
+        assert_eq!(m.weight_values(wte), again.weight_values(wte));
+        let other = build_gpt(&ModelConfig {
+            seed: ModelConfig::default().seed + 1,
+            ..ModelConfig::default()
+        })
+        .expect("builds");
+        assert_ne!(m.weight_values(wte), other.weight_values(wte));
     }
 }

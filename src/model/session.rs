@@ -16,7 +16,8 @@ use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
 use crate::plan::{
     inject_clobber, lower_bounds, naive_size,
     offline::{Budget, Strategy},
-    plan_weights, BufferTypeDesc, Clobber, GraphAllocator, LowerBounds, Plan, Planner,
+    plan_weights, BufferTypeDesc, Clobber, GraphAllocator, LowerBounds, Plan, PlanError, Planner,
+    NO_CLOBBER_PAIR,
 };
 
 /// Logits pass when `max |gpu - cpu| <= LOGITS_TOLERANCE * max(1, max |cpu|)`.
@@ -55,7 +56,9 @@ impl LogitsCheck {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RunOptions {
     /// Corrupt the activation plan before running (moves a live tensor over another,
-    /// see [`inject_clobber`]), to show that the proof catches it.
+    /// see [`inject_clobber`]), to show that the proof catches it. A plan with no pair
+    /// to move (the fused layers have none) makes the run fail with
+    /// [`PlanError::NoClobberPair`] rather than run an honest plan.
     pub inject_clobber: bool,
 }
 
@@ -241,7 +244,12 @@ impl ModelSession {
             self.activation_device_bytes = device_bytes;
         }
         let clobber = if options.inject_clobber {
-            inject_clobber(&mut plan, graph)
+            Some(
+                inject_clobber(&mut plan, graph).ok_or_else(|| PlanError::NoClobberPair {
+                    graph: graph.name.clone(),
+                    why: NO_CLOBBER_PAIR,
+                })?,
+            )
         } else {
             None
         };

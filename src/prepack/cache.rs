@@ -338,7 +338,7 @@ mod tests {
     use crate::exec::packed::BSource;
     use crate::prepack::PackFormat;
     use crate::storage::{CountingStorage, HostMemory, HostStorage, Storage, StorageError};
-    use crate::ErrorKind;
+    use wgalloc_plan::ErrorKind;
 
     type Host = Arc<CountingStorage<HostStorage>>;
 

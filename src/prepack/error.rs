@@ -1,7 +1,7 @@
 //! Errors of the pre-packed weight cache.
 
-use crate::error::ErrorKind;
 use thiserror::Error;
+use wgalloc_plan::ErrorKind;
 
 use crate::device::DeviceError;
 

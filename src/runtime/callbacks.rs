@@ -1,6 +1,6 @@
 //! Allocation callbacks of a graph context: a `realloc` and a `free_all` with a user
 //! context, for the workspace and for the outputs ([`Allocation`]), and
-//! [`BlockPool`], which turns any [`BufferAllocator`] into such a pair.
+//! [`BlockPool`], which turns any [`Storage`](crate::storage::Storage) into such a pair.
 //!
 //! Ownership follows C's `realloc`: every block `realloc` returns is the callback's
 //! until its `free_all`; the context only borrows it. `realloc` takes the old block
@@ -13,7 +13,8 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{CallbackError, MemoryRole, RuntimeError};
-use crate::device::{copy_region, GpuContext, Region};
+use crate::device::{copy_region, GpuContext};
+use crate::storage::Region;
 use crate::storage::{prefix_words, RegionRequest, Storage};
 
 /// The user context passed unchanged to every call of a callback pair. Two settings

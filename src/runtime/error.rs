@@ -1,8 +1,8 @@
 //! [`RuntimeError`]: why a graph context refused a setting or an execution, and
 //! [`CallbackError`], what a user's allocation callback returns when it fails.
 
-use crate::error::ErrorKind;
 use thiserror::Error;
+use wgalloc_plan::ErrorKind;
 
 use super::MemoryRole;
 use crate::device::DeviceError;

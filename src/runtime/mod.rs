@@ -15,9 +15,9 @@
 //!   share ([`std::sync::Arc::ptr_eq`]). See the rule on [`GraphContext`].
 //! * A data-dependent length of 0 gives empty tensors: nodes with an empty output
 //!   are skipped and such an output reads back as an empty `Vec`.
-//! * [`BlockPool`] makes the callback pair from any
-//!   [`crate::device::BufferAllocator`]; over a [`crate::device::CountingAllocator`] it
-//!   proves that nothing leaks and nothing is freed twice.
+//! * [`BlockPool`] makes the callback pair from any [`crate::storage::Storage`]; over a
+//!   [`crate::storage::CountingStorage`] it proves that nothing leaks and nothing is
+//!   freed twice.
 //! * [`evaluate`]: the CPU reference of a graph with data-dependent lengths.
 
 mod blocks;

@@ -2,8 +2,7 @@
 
 use thiserror::Error;
 
-use crate::device::DeviceError;
-use crate::ErrorKind;
+use wgalloc_plan::ErrorKind;
 
 /// Why a storage refused to allocate, free or copy.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -52,9 +51,16 @@ pub enum StorageError {
         /// Size of the destination region.
         to: u64,
     },
-    /// The device refused (out of device memory, a validation error, ...).
-    #[error(transparent)]
-    Device(#[from] DeviceError),
+    /// What lies underneath refused (the device: out of device memory, a validation
+    /// error, ...): its kind and its own message. A storage names no layer above it, so
+    /// a device error reaches it as these two values.
+    #[error("{message}")]
+    Backend {
+        /// What a caller can do about it.
+        kind: ErrorKind,
+        /// The backend's message.
+        message: String,
+    },
     /// A user's allocator refused, with its own message.
     #[error("the allocator refused: {message}")]
     Refused {
@@ -72,7 +78,7 @@ impl StorageError {
             StorageError::BadAlignment { .. }
             | StorageError::UnknownRegion { .. }
             | StorageError::BadCopy { .. } => ErrorKind::BadInput,
-            StorageError::Device(e) => e.kind(),
+            StorageError::Backend { kind, .. } => *kind,
             StorageError::Refused { .. } => ErrorKind::Callback,
         }
     }
@@ -95,7 +101,11 @@ mod tests {
             ErrorKind::NeverFits
         );
         assert_eq!(
-            StorageError::Device(DeviceError::OutOfDeviceMemory { size: 8 }).kind(),
+            StorageError::Backend {
+                kind: ErrorKind::OutOfMemory,
+                message: "out of device memory".into()
+            }
+            .kind(),
             ErrorKind::OutOfMemory
         );
         assert_eq!(

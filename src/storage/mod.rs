@@ -19,7 +19,7 @@
 //! [`crate::device::BufferStorage`]; BNNS-style `realloc`/`free_all` callbacks through
 //! [`crate::runtime::BlockPool`] and [`realloc_region`]; ACL-style allocators
 //! registered per stream ([`crate::stream::Stream::register_storage`]); and the weight
-//! cache's allocator ([`crate::prepack::PrepackedWeightCache::with_storage`]).
+//! cache's allocator ([`crate::prepack::PrepackedWeightCache::new`] over a `CacheStorage`).
 
 mod counting;
 mod error;
@@ -34,6 +34,11 @@ pub use paged::PagedStorage;
 pub use region::{Memory, Region};
 
 use crate::plan::BufferId;
+
+/// Usage of storage buffers: bindable read-write by kernels and copyable both ways.
+pub const STORAGE_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
 
 /// What a caller asks a [`Storage`] for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +62,7 @@ impl RegionRequest {
         RegionRequest {
             size,
             alignment: wgpu::COPY_BUFFER_ALIGNMENT,
-            usage: crate::device::STORAGE_USAGE,
+            usage: STORAGE_USAGE,
             label: String::new(),
             for_chunk: None,
         }
@@ -127,7 +132,7 @@ pub trait Storage: Send + Sync {
     /// # Errors
     /// [`StorageError::OutOfMemory`] when it does not fit now;
     /// [`StorageError::TooLarge`] when it never fits; [`StorageError::BadAlignment`];
-    /// [`StorageError::Device`] or [`StorageError::Refused`] from what lies underneath.
+    /// [`StorageError::Backend`] or [`StorageError::Refused`] from what lies underneath.
     fn allocate(&self, request: &RegionRequest) -> Result<Region<Self::Memory>, StorageError>;
 
     /// Takes back a region `allocate` gave.
@@ -141,7 +146,7 @@ pub trait Storage: Send + Sync {
     ///
     /// # Errors
     /// [`StorageError::BadCopy`] when `bytes` does not fit in either region or is not a
-    /// multiple of 4; [`StorageError::Device`] when the device refuses the copy.
+    /// multiple of 4; [`StorageError::Backend`] when the device refuses the copy.
     fn copy(
         &self,
         from: &Region<Self::Memory>,

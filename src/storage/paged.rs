@@ -271,7 +271,7 @@ mod tests {
             CountingStorage::new(HostStorage::unlimited()),
             page,
             256,
-            crate::device::STORAGE_USAGE,
+            crate::storage::STORAGE_USAGE,
         )
         .expect("pool")
     }
@@ -349,7 +349,7 @@ mod tests {
     fn dropping_the_pool_returns_every_page() {
         let inner = std::sync::Arc::new(CountingStorage::new(HostStorage::unlimited()));
         {
-            let pool = PagedStorage::new(inner.clone(), 512, 4, crate::device::STORAGE_USAGE)
+            let pool = PagedStorage::new(inner.clone(), 512, 4, crate::storage::STORAGE_USAGE)
                 .expect("pool");
             for size in [100, 300, 500, 700] {
                 pool.allocate(&RegionRequest::new(size)).expect("region");

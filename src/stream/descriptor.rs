@@ -30,8 +30,8 @@ pub struct BlockRequest {
 
 /// Where a block lives: `size` bytes of `buffer` from `offset`. Several blocks may be
 /// ranges of one buffer (a pool). The stream binds the block's chunk at exactly this
-/// range, so it is the device layer's [`Region`](crate::device::Region).
-pub type BlockAddress = crate::device::Region;
+/// range, so it is the device layer's [`Region`](crate::storage::Region).
+pub type BlockAddress = crate::storage::Region;
 
 pub(crate) type AllocCallback<T, B> =
     dyn Fn(&T, &BlockRequest) -> Result<B, AllocFailure> + Send + Sync;

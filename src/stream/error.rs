@@ -1,8 +1,8 @@
 //! [`StreamError`]: what registering an allocator on a stream, executing on it or
 //! synchronizing it can refuse.
 
-use crate::error::ErrorKind;
 use thiserror::Error;
+use wgalloc_plan::ErrorKind;
 
 use crate::device::DeviceError;
 use crate::exec::ExecError;

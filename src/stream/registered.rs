@@ -181,7 +181,7 @@ where
 
     fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
         check_copy(from, to, bytes)?;
-        copy_region(&self.ctx, from, to, bytes).map_err(StorageError::Device)
+        copy_region(&self.ctx, from, to, bytes).map_err(StorageError::from)
     }
 }
 

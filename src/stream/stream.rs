@@ -11,12 +11,12 @@ use super::registered::{HeldRegion, StreamStorage};
 use super::request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};
 use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
 use crate::device::{
-    chunk_alloc_size, read_staging, scoped, GpuContext, PlannedMemory, Region, StagingRead,
-    STORAGE_USAGE,
+    chunk_alloc_size, read_staging, scoped, GpuContext, PlannedMemory, StagingRead, STORAGE_USAGE,
 };
 use crate::exec::{check_plan_against_limits, Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
 use crate::plan::Plan;
+use crate::storage::Region;
 use crate::storage::Storage;
 
 /// One output being read back: (tensor, staging buffer, bytes to keep).

@@ -38,6 +38,27 @@ pub fn gpu() -> Option<GpuContext> {
     }
 }
 
+/// Skips a test because the adapter lacks a capability the test needs (a limit, a
+/// report, a feature). It prints a loud line either way; under `WGALLOC_REQUIRE_GPU=1`
+/// it also appends the line to `capability-skips.log` in Cargo's target tmp dir, which
+/// `.ci/run` counts and prints after the tests, so a skip never passes unseen.
+pub fn skip_for_capability(test: &str, why: &str) {
+    let line = format!("SKIPPED (capability) {test}: {why}");
+    eprintln!("\n!!!!!! {line} !!!!!!\n");
+    if gpu_required() {
+        use std::io::Write;
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("capability-skips.log");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| writeln!(file, "{line}"));
+        if let Err(error) = written {
+            panic!("cannot record the skip in {}: {error}", path.display());
+        }
+    }
+}
+
 /// `let ctx = require_gpu!();` returns from the test (passing) when there is no GPU.
 #[macro_export]
 macro_rules! require_gpu {

@@ -132,9 +132,9 @@ fn load(path: &Path) -> Result<Network> {
         source,
     };
     let graph = if file.ends_with(".onnx") {
-        read_onnx(path, &OnnxOptions::default()).map_err(wrap)?
+        read_onnx(path, &OnnxOptions::default()).map_err(|e| wrap(e.into()))?
     } else {
-        read_trace(path).map_err(wrap)?
+        read_trace(path).map_err(|e| wrap(e.into()))?
     };
     let strict = lower_bounds(&graph).map_err(|e| wrap(e.into()))?.strict;
     Ok(Network {

@@ -12,14 +12,13 @@ use super::report::{ChecksumReport, Mismatch};
 use super::schedule::{
     Chunks, Kind, Schedule, FIXED_STORAGE_BUFFERS, MAX_RECORDS, SLOTS, SUMS_BASE,
 };
-use crate::device::{
-    read_staging, scoped, DeviceError, GpuContext, PlannedMemory, Region, StagingRead,
-};
+use crate::device::{read_staging, scoped, DeviceError, GpuContext, PlannedMemory, StagingRead};
 use crate::exec::pipeline::compute_pipeline;
 use crate::exec::timer::PassTimer;
 use crate::exec::ExecError;
 use crate::graph::Graph;
 use crate::plan::Plan;
+use crate::storage::Region;
 
 /// The WGSL of the checksum run.
 pub const CHECKSUM_WGSL: &str = include_str!("../../../shaders/checksum.wgsl");

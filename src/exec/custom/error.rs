@@ -4,7 +4,7 @@
 use thiserror::Error;
 
 use crate::device::DeviceError;
-use crate::error::ErrorKind;
+use wgalloc_plan::ErrorKind;
 
 /// Where in the op's own WGSL source a problem is (1-based; the prelude joined in
 /// front of it is not counted).

@@ -1,0 +1,866 @@
+//! Offline planners: they see every lifetime at once and place all buffers together,
+//! landing at or near the lower bound (the largest total size live at one time).
+//!
+//! * [`plan_ranges`]: offsets for a list of [`LiveRange`]s with one [`Strategy`].
+//! * Interval problems (dsa/*.csv) and graphs are planned through the one entry point
+//!   of each, [`crate::plan::plan_intervals`] and [`crate::plan::plan`], with a
+//!   [`crate::plan::PlanOptions`] naming the strategy (`Planner::Offline`), capacity,
+//!   time limit and budgets; a graph plan gets in-place merging and chunking by the
+//!   buffer type's max size.
+//!
+//! Strategies: greedy placement (lowest free offset, or smallest free gap, among the
+//! buffers live at the same time) in four orders (size, breadth, lifetime, conflict),
+//! lowest-floor-first placement in several static orders ([`Strategy::Skyline`]), a
+//! bounded exact search over canonical solutions ([`Strategy::Search`]), a seeded
+//! ruin-and-repair local search around the peak ([`Strategy::Climb`]), and
+//! [`Strategy::Best`], which runs them all and keeps the smallest peak. Every strategy
+//! has a deterministic work budget ([`Budget`]): the same input gives the same output
+//! on every machine, unless the budget also carries a deadline.
+//!
+//! With a target capacity (`PlanOptions::capacity`), `best` stops at the first plan
+//! that fits it and aims its search at it.
+
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod generate;
+mod graph;
+mod greedy;
+mod improve;
+mod index;
+mod prepared;
+mod repair;
+mod search;
+mod skyline;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod workload;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+pub use graph::{graph_live_ranges, GraphRanges};
+pub(crate) use graph::{
+    plan_checked_graph_offline_n, plan_graph_offline_n, plan_graph_offline_with,
+};
+
+pub use crate::plan::intervals::IntervalPlan;
+use crate::plan::{IntervalProblem, PlanError};
+use greedy::{Fit, Order};
+use index::OverlapIndex;
+use prepared::Prepared;
+use search::{Found, Searcher};
+
+/// One buffer to place: live over the half-open time range `[start, end)`, needing
+/// `size` bytes. A range with `start >= end` or `size == 0` is never live with anything
+/// and gets offset 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LiveRange {
+    /// First time step at which the buffer is live.
+    pub start: u64,
+    /// First time step after `start` at which it is dead again.
+    pub end: u64,
+    /// Bytes needed (rounded up to the alignment by the planner).
+    pub size: u64,
+}
+
+/// An offline planning strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Strategy {
+    /// Largest first, each at the lowest offset free of the buffers live with it.
+    GreedySize,
+    /// Largest first, each in the smallest free gap that holds it (TFLite's variant).
+    GreedySizeBestFit,
+    /// Buffers live at the busiest steps first (by the total size live at the buffer's
+    /// busiest step), then by size.
+    GreedyBreadth,
+    /// Longest lifetime first, then by size.
+    GreedyLifetime,
+    /// Largest conflict first (total size of the buffers live with it), then by size.
+    GreedyConflict,
+    /// Lowest floor first: repeatedly places, among the buffers whose floor (the top
+    /// of the highest buffer already placed in their lifetime) is lowest, the first of
+    /// a static order, on that floor; several static orders (area, MiniMalloc's TAW,
+    /// TWA and WAT, latest end, size, earliest start) in turn, keeping the lowest peak.
+    /// Needs no overlap lists, so it is the fast strategy on large instances.
+    Skyline,
+    /// Bounded exact search over canonical solutions, aiming at the lower bound, then
+    /// at capacities between it and the best greedy peak.
+    Search,
+    /// Seeded local search from the best greedy placement: lifts the highest items
+    /// around the peak and places them back, keeping changes that lower it.
+    Climb,
+    /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
+    /// and stops at the first plan at the lower bound (or within the capacity, see
+    /// `plan_ranges_to`). Skips what cannot help or would not finish: the
+    /// overlap-list greedy orders on instances with more than 4 million overlapping
+    /// pairs, the search above 3,000 items or 4 million pairs (there a repair of the
+    /// peak's column runs instead: the skyline again with the items live at the step
+    /// that sets the peak first); the climb runs there and after a search on a tiling
+    /// (most sections full at the lower bound), not after other searches (their
+    /// bisection leaves it nothing) nor when its budget allows fewer than 1,024 moves.
+    Best,
+}
+
+impl Strategy {
+    /// Every strategy, in the order [`Strategy::Best`] tries them (itself last).
+    pub const ALL: [Strategy; 9] = [
+        Strategy::GreedySize,
+        Strategy::GreedySizeBestFit,
+        Strategy::GreedyBreadth,
+        Strategy::GreedyLifetime,
+        Strategy::GreedyConflict,
+        Strategy::Skyline,
+        Strategy::Search,
+        Strategy::Climb,
+        Strategy::Best,
+    ];
+
+    /// The name used by the CLI and recorded in plans.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::GreedySize => "greedy-size",
+            Strategy::GreedySizeBestFit => "greedy-size-best-fit",
+            Strategy::GreedyBreadth => "greedy-breadth",
+            Strategy::GreedyLifetime => "greedy-lifetime",
+            Strategy::GreedyConflict => "greedy-conflict",
+            Strategy::Skyline => "skyline",
+            Strategy::Search => "search",
+            Strategy::Climb => "climb",
+            Strategy::Best => "best",
+        }
+    }
+
+    /// The strategy with this name (see [`Strategy::name`]), if any.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Work budgets, and an optional deadline. A unit is roughly one visit of a buffer or
+/// a time section. Without a deadline (the default) planning is deterministic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Work allowed to [`Strategy::Search`] (a search node costs a unit per unplaced
+    /// buffer and per time section it looks at, plus one per buffer whose floor a
+    /// placement raises).
+    pub search_work: u64,
+    /// Work allowed to [`Strategy::Climb`] (a unit per overlapping buffer visited or
+    /// buffer scanned; a move costs about twice the buffer count plus the overlaps of
+    /// the buffers it moves).
+    pub climb_work: u64,
+    /// When set, every phase stops once this instant has passed and the best plan so
+    /// far is returned; the first complete placement is always made, so a deadline
+    /// already past still gives a valid (greedy) plan. The result then depends on the
+    /// machine's speed.
+    pub deadline: Option<Instant>,
+}
+
+impl Default for Budget {
+    /// About two seconds of search and a second of climb on a 2020s CPU core; no
+    /// deadline.
+    fn default() -> Budget {
+        Budget {
+            search_work: 500_000_000,
+            climb_work: 40_000_000,
+            deadline: None,
+        }
+    }
+}
+
+impl Budget {
+    /// The default work budgets with a deadline `limit` from now (no deadline if the
+    /// clock cannot represent it).
+    pub fn with_time_limit(limit: Duration) -> Budget {
+        Budget {
+            deadline: Instant::now().checked_add(limit),
+            ..Budget::default()
+        }
+    }
+
+    /// Whether the deadline, if any, has passed.
+    fn expired(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+}
+
+/// Offsets for a list of live ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangePlan {
+    /// `offsets[i]` for range `i`; each a multiple of the alignment.
+    pub offsets: Vec<u64>,
+    /// The highest `offset + aligned size`: the memory the plan needs.
+    pub peak: u64,
+    /// The lower bound for these ranges with aligned sizes (no plan peaks below it).
+    pub lower_bound: u64,
+    /// The strategy whose placement this is (for [`Strategy::Best`], the winner).
+    pub found_by: Strategy,
+}
+
+/// Plans live ranges with the default [`Budget`].
+///
+/// # Errors
+/// [`PlanError::BadAlignment`] unless `alignment` is a power of two;
+/// [`PlanError::SizeOverflow`] (with the range index as tensor id) if the aligned sizes
+/// do not add up within 64 bits.
+pub fn plan_ranges(
+    ranges: &[LiveRange],
+    alignment: u64,
+    strategy: Strategy,
+) -> Result<RangePlan, PlanError> {
+    plan_ranges_with(ranges, alignment, strategy, &Budget::default())
+}
+
+/// Plans live ranges with an explicit budget.
+///
+/// # Errors
+/// As [`plan_ranges`].
+pub(crate) fn plan_ranges_with(
+    ranges: &[LiveRange],
+    alignment: u64,
+    strategy: Strategy,
+    budget: &Budget,
+) -> Result<RangePlan, PlanError> {
+    plan_ranges_to(ranges, alignment, strategy, budget, None)
+}
+
+/// Plans live ranges towards a target capacity (bytes). With `Some(capacity)` at or
+/// above the lower bound, [`Strategy::Best`] stops at the first plan whose peak fits
+/// it (so a greedy plan that fits ends it at once), and the search
+/// ([`Strategy::Search`], and inside `best`) probes the capacity first instead of the
+/// lower bound, then, if that fails, bisects upwards for the smallest plan it can
+/// find; [`Strategy::Climb`] stops once it fits. Greedy and skyline strategies ignore
+/// it. With `None`, or a capacity below the lower bound (nothing can fit it), every
+/// strategy aims at the lower bound, as [`plan_ranges_with`]. The peak may still
+/// exceed the capacity: compare [`RangePlan::peak`] with it.
+///
+/// # Errors
+/// As [`plan_ranges`].
+pub(crate) fn plan_ranges_to(
+    ranges: &[LiveRange],
+    alignment: u64,
+    strategy: Strategy,
+    budget: &Budget,
+    capacity: Option<u64>,
+) -> Result<RangePlan, PlanError> {
+    let p = Prepared::new(ranges, alignment)?;
+    let goal = Goal::new(&p, budget, capacity);
+    let (item_offsets, peak, found_by) = run(&p, strategy, &goal);
+    let mut offsets = vec![0u64; p.count];
+    for (it, offset) in p.items.iter().zip(item_offsets) {
+        offsets[it.index] = offset;
+    }
+    Ok(RangePlan {
+        offsets,
+        peak,
+        lower_bound: p.lower_bound,
+        found_by,
+    })
+}
+
+/// The live ranges of an interval problem, in file order (`[lower, upper)`, `size`).
+pub fn interval_ranges(problem: &IntervalProblem) -> Vec<LiveRange> {
+    problem
+        .intervals
+        .iter()
+        .map(|iv| LiveRange {
+            start: iv.lower,
+            end: iv.upper,
+            size: iv.size,
+        })
+        .collect()
+}
+
+/// What a planning run aims at and how long it may take.
+struct Goal {
+    /// Stop as soon as a plan peaks at or below this: the capacity when one at or
+    /// above the lower bound was given, else the lower bound.
+    target: u64,
+    /// Whether the target is a capacity the caller gave (not the lower bound).
+    capacity: bool,
+    budget: Budget,
+}
+
+impl Goal {
+    fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal {
+        let capacity = capacity.filter(|&c| c >= p.lower_bound);
+        Goal {
+            target: capacity.unwrap_or(p.lower_bound),
+            capacity: capacity.is_some(),
+            budget: *budget,
+        }
+    }
+
+    fn reached(&self, peak: u64) -> bool {
+        peak <= self.target
+    }
+
+    /// Whether a run holding a plan that peaks at `peak` should stop: the goal is
+    /// reached or the deadline has passed.
+    fn done(&self, peak: u64) -> bool {
+        self.reached(peak) || self.budget.expired()
+    }
+}
+
+/// A placement (offsets per item position), its peak and who found it.
+type Placement = (Vec<u64>, u64, Strategy);
+
+/// Runs one strategy on a prepared problem: offsets per item, peak, and who found them.
+fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
+    match strategy {
+        Strategy::GreedySize
+        | Strategy::GreedySizeBestFit
+        | Strategy::GreedyBreadth
+        | Strategy::GreedyLifetime
+        | Strategy::GreedyConflict => {
+            let index = OverlapIndex::new(p);
+            let (order, fit) = greedy_order(p, strategy);
+            let (offsets, peak) = greedy::place(p, &index, &order, fit);
+            (offsets, peak, strategy)
+        }
+        Strategy::Skyline => {
+            let mut best = None;
+            let _ = skyline_orders(p, goal, &mut best);
+            best.unwrap_or_else(|| (Vec::new(), 0, strategy))
+        }
+        Strategy::Search => {
+            let index = OverlapIndex::new(p);
+            let (offsets, peak, _) = best_greedy(p, &index);
+            let (offsets, peak) = search_below(p, offsets, peak, goal);
+            (offsets, peak, strategy)
+        }
+        Strategy::Climb => {
+            let index = OverlapIndex::new(p);
+            let (offsets, _, _) = best_greedy(p, &index);
+            let (offsets, peak) = climb(p, &index, offsets, goal);
+            (offsets, peak, strategy)
+        }
+        Strategy::Best => best(p, goal),
+    }
+}
+
+/// The greedy strategies, in the order [`Strategy::Best`] tries them.
+const GREEDY: [Strategy; 5] = [
+    Strategy::GreedySize,
+    Strategy::GreedySizeBestFit,
+    Strategy::GreedyBreadth,
+    Strategy::GreedyLifetime,
+    Strategy::GreedyConflict,
+];
+
+/// The order and gap choice of a greedy strategy.
+fn greedy_order(p: &Prepared, strategy: Strategy) -> (Order, Fit) {
+    match strategy {
+        Strategy::GreedySizeBestFit => (greedy::by_size(p), Fit::Smallest),
+        Strategy::GreedyBreadth => (greedy::by_breadth(p), Fit::Lowest),
+        Strategy::GreedyLifetime => (greedy::by_lifetime(p), Fit::Lowest),
+        Strategy::GreedyConflict => (greedy::by_conflict(p), Fit::Lowest),
+        _ => (greedy::by_size(p), Fit::Lowest),
+    }
+}
+
+/// Keeps `candidate` in `best` if it peaks lower (ties: the earlier one stays).
+fn keep_lower(best: &mut Option<Placement>, candidate: Placement) {
+    if best.as_ref().is_none_or(|b| candidate.1 < b.1) {
+        *best = Some(candidate);
+    }
+}
+
+/// Every greedy strategy; the lowest peak (first on ties), with its strategy.
+fn best_greedy(p: &Prepared, index: &OverlapIndex) -> Placement {
+    let mut best = None;
+    greedy_orders(p, index, None, &mut best);
+    best.unwrap_or_else(|| (Vec::new(), 0, Strategy::GreedySize))
+}
+
+/// The greedy orders in turn into `best`, stopping once `goal` (if any) is reached or
+/// its deadline has passed (checked between placements, after the first).
+fn greedy_orders(
+    p: &Prepared,
+    index: &OverlapIndex,
+    goal: Option<&Goal>,
+    best: &mut Option<Placement>,
+) {
+    for strategy in GREEDY {
+        if let (Some(goal), Some(b)) = (goal, best.as_ref()) {
+            if goal.done(b.1) {
+                return;
+            }
+        }
+        let (order, fit) = greedy_order(p, strategy);
+        let (offsets, peak) = greedy::place(p, index, &order, fit);
+        keep_lower(best, (offsets, peak, strategy));
+    }
+}
+
+/// Heap pops each item may cost the skyline orders of one run (the cheap orders take
+/// about 180 per item on iopddl_S_1, at about 0.1 us each), on top of
+/// [`SKYLINE_WORK_FLOOR`].
+const SKYLINE_WORK_PER_ITEM: u64 = 192;
+
+/// Heap pops the skyline orders of one run may always spend (a few hundred ms).
+const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
+
+/// The skyline orders in turn into `best` until `goal` is reached, the deadline passes
+/// or their shared work budget runs out. The first order always completes when `best`
+/// holds nothing yet; later ones give up once they peak at the best so far. Returns the
+/// heap pops the first order spent (0 if none ran).
+fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u64 {
+    let mut work = SKYLINE_WORK_FLOOR
+        .saturating_add(SKYLINE_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    let mut first_pops = None;
+    for which in skyline::ORDERS {
+        let limits = match best.as_ref() {
+            None => skyline::Limits::NONE,
+            Some(b) if goal.done(b.1) || work == 0 => break,
+            Some(b) => skyline::Limits {
+                stop_at: b.1,
+                work,
+                deadline: goal.budget.deadline,
+            },
+        };
+        let order = which.order(p);
+        let (placed, spent) = skyline::place_within(p, &order, &limits);
+        work = work.saturating_sub(spent);
+        first_pops.get_or_insert(spent);
+        if let Some((offsets, peak)) = placed {
+            keep_lower(best, (offsets, peak, Strategy::Skyline));
+        }
+    }
+    first_pops.unwrap_or(0)
+}
+
+/// Heap pops per item the column repair of one run may spend (a skyline order with
+/// the column first takes about 170 per item on iopddl_S_1, so about three orders), on
+/// top of [`SKYLINE_WORK_FLOOR`].
+const REPAIR_WORK_PER_ITEM: u64 = 512;
+
+/// The column repair ([`repair`]) of the best placement so far, within its pop budget
+/// and the goal's deadline; keeps a lower peak (found by the skyline). Skipped when the
+/// first skyline order took more pops (`skyline_pops`) than the whole repair budget: a
+/// repair run costs about as much, so it could not complete one.
+fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option<Placement>) {
+    let Some((offsets, peak, _)) = best.as_ref() else {
+        return;
+    };
+    let work = SKYLINE_WORK_FLOOR
+        .saturating_add(REPAIR_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    if goal.done(*peak) || skyline_pops > work {
+        return;
+    }
+    let budget = repair::Budget {
+        target: goal.target,
+        work,
+        deadline: goal.budget.deadline,
+    };
+    let (offsets, peak, _) = repair::repair(p, offsets.clone(), *peak, &budget);
+    keep_lower(best, (offsets, peak, Strategy::Skyline));
+}
+
+/// Above this many overlapping pairs `best` skips the greedy orders: each costs a
+/// visit per pair (about a second on iopddl_S_1's 43 million) and the skyline does
+/// better there.
+const GREEDY_MAX_PAIRS: u64 = 4_000_000;
+
+/// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
+/// goal. The local search starts from the best placement found before it.
+fn best(p: &Prepared, goal: &Goal) -> Placement {
+    let started = Instant::now();
+    let mut best: Option<Placement> = None;
+    let index = OverlapIndex::new(p);
+    if p.overlap_pairs() <= GREEDY_MAX_PAIRS {
+        greedy_orders(p, &index, Some(goal), &mut best);
+    }
+    let skyline_pops = skyline_orders(p, goal, &mut best);
+    if !searchable(p) {
+        // Too large for the search: repair the peak's column instead.
+        column_repair(p, goal, skyline_pops, &mut best);
+    }
+    let Some((offsets, peak, strategy)) = best else {
+        return (Vec::new(), 0, Strategy::Best);
+    };
+    if goal.done(peak) {
+        return (offsets, peak, strategy);
+    }
+    log::debug!(
+        "greedy orders and skyline: {peak} by {strategy} in {:?}",
+        started.elapsed()
+    );
+    let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
+    let (start, start_peak, start_by) = if searched_peak < peak {
+        (searched, searched_peak, Strategy::Search)
+    } else {
+        (offsets, peak, strategy)
+    };
+    // Where the search ran, its bisection probed every capacity down to within 0.1%
+    // of its best peak with far more work than the climb gets: after it the climb
+    // lowered no peak on dsa D and J without a capacity (0.55-0.66 s for nothing). On
+    // a tiling (most sections full at the bound) the probes above the bound run
+    // without corner turns and stay far above it; there the climb lowered 7 of 71
+    // generated tilings without a capacity by 0.08-0.6%, so it still runs there.
+    if goal.done(start_peak) || (searchable(p) && !p.mostly_full_at(p.lower_bound)) {
+        return (start, start_peak, start_by);
+    }
+    if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
+        // Too few moves to matter (a move costs at least two scans of the items).
+        return (start, start_peak, start_by);
+    }
+    let started = Instant::now();
+    let (climbed, climbed_peak) = climb(p, &index, start.clone(), goal);
+    log::debug!(
+        "climb from {start_peak} to {climbed_peak} in {:?}",
+        started.elapsed()
+    );
+    if climbed_peak < start_peak {
+        (climbed, climbed_peak, Strategy::Climb)
+    } else {
+        (start, start_peak, start_by)
+    }
+}
+
+/// `best` skips the local search when its budget allows fewer moves than this: on
+/// iopddl_S_1 the default budget is about 700 moves (1.4 s), which never lowered the
+/// skyline's peak (nor did 10 times as many).
+const CLIMB_MIN_MOVES: u64 = 1024;
+
+/// The seeded ruin-and-repair local search with the climb budget, until the goal.
+fn climb(p: &Prepared, index: &OverlapIndex, offsets: Vec<u64>, goal: &Goal) -> (Vec<u64>, u64) {
+    let limits = improve::Limits {
+        work: goal.budget.climb_work,
+        target: goal.target,
+        deadline: goal.budget.deadline,
+    };
+    improve::repack(p, index, offsets, &limits, 0x5EED_0FF1_1E00_0001)
+}
+
+/// The search keeps a list of overlapping items per item: above this many pairs it is
+/// not run (iopddl_S_1 has 43 million).
+const SEARCH_MAX_PAIRS: u64 = 4_000_000;
+
+/// The search recurses once per placed item: above this many items it is not run, so
+/// that it stays well within a 2 MiB thread stack.
+const SEARCH_MAX_ITEMS: usize = 3_000;
+
+/// Whether the search runs on `p`: at most [`SEARCH_MAX_ITEMS`] items and
+/// [`SEARCH_MAX_PAIRS`] overlapping pairs.
+fn searchable(p: &Prepared) -> bool {
+    p.items.len() <= SEARCH_MAX_ITEMS && p.overlap_pairs() <= SEARCH_MAX_PAIRS
+}
+
+/// The first probe's share of the search budget (numerator, denominator) at a
+/// capacity the caller gave (fitting it is the point), and at a lower bound where most
+/// sections are full (a tiling of it, [`Prepared::mostly_full_at`]: the bound is
+/// likely reachable, and hard tilings need the work).
+const SHARE_AT_CAPACITY: (u64, u64) = (3, 4);
+
+/// The first probe's share at any other lower bound: on instances whose bound is out
+/// of reach (dsa D, J) bisection needs the work, and every published instance whose
+/// bound is reachable fits it with a tenth of this.
+const SHARE_AT_BOUND: (u64, u64) = (1, 4);
+
+/// The first probe at the target runs in two pieces: this fraction of its share first,
+/// then (after the quick round) the rest.
+const FIRST_PIECE: u64 = 2;
+
+/// Each probe of the quick round gets this fraction of the budget.
+const QUICK_SHARE: u64 = 64;
+
+/// The quick round probes at most this many capacities.
+const QUICK_PROBES: u32 = 8;
+
+/// Bisection (the quick round's and the last one) stops once the gap between the
+/// capacities it has given up on and the best peak is below the peak divided by this:
+/// the probes that close the last 0.1% almost never find a plan and cost as much as
+/// the others.
+const BISECT_GAP: u64 = 1024;
+
+/// Improves on a known placement with the bounded search, stopping at the first plan
+/// within the goal's target:
+///
+/// 1. a first piece of the probe at the target (the capacity, else the lower bound);
+/// 2. unless that settled it or the target is a capacity the caller gave, a quick
+///    round: a few bisection probes with small shares between the target and the
+///    best peak, so that a lower bound out of reach does not hold back the plans just
+///    above it (they come in a fraction of the budget);
+/// 3. the rest of the target probe's share of the budget ([`SHARE_AT_CAPACITY`],
+///    [`SHARE_AT_BOUND`]);
+/// 4. bisection between the best capacity known infeasible (or given up on) and the
+///    best peak found, each probe with a quarter of what is left.
+fn search_below(p: &Prepared, offsets: Vec<u64>, peak: u64, goal: &Goal) -> (Vec<u64>, u64) {
+    if !searchable(p) {
+        return (offsets, peak);
+    }
+    let (mut best, mut best_peak) = (offsets, peak);
+    if goal.target >= best_peak || goal.budget.expired() {
+        return (best, best_peak);
+    }
+    let budget = goal.budget.search_work;
+    let deadline = goal.budget.deadline;
+    let searcher = Searcher::new(p);
+    let keep = |found: Found, best: &mut Vec<u64>, best_peak: &mut u64| match found {
+        Found::Plan(offsets, peak) if peak < *best_peak => {
+            *best = offsets;
+            *best_peak = peak;
+            true
+        }
+        Found::Plan(..) => true,
+        Found::Infeasible | Found::Unknown => false,
+    };
+    // Capacities below `floor` are infeasible or were given up on.
+    let mut floor = goal.target;
+    let (num, den) = if goal.capacity || p.mostly_full_at(goal.target) {
+        SHARE_AT_CAPACITY
+    } else {
+        SHARE_AT_BOUND
+    };
+    let share = budget / den * num;
+    let first_piece = share / FIRST_PIECE;
+    let mut first = searcher.probe(goal.target, deadline);
+    let found = first.advance(first_piece);
+    log::debug!(
+        "first piece of the probe at {} with {first_piece} work units: {}",
+        goal.target,
+        describe(&found)
+    );
+    let first_open = match found {
+        found @ Found::Plan(..) => {
+            keep(found, &mut best, &mut best_peak);
+            return (best, best_peak);
+        }
+        Found::Infeasible => {
+            floor = goal.target + 1;
+            false
+        }
+        Found::Unknown => true,
+    };
+    // The quick round: what it gives up on it may come back to later.
+    let mut work_left = budget - share;
+    let mut quick_floor = floor;
+    let mut probes = 0;
+    while !goal.capacity
+        && probes < QUICK_PROBES
+        && quick_floor < best_peak
+        && best_peak - quick_floor > best_peak / BISECT_GAP
+        && !goal.budget.expired()
+    {
+        probes += 1;
+        let target = quick_floor + (best_peak - quick_floor) / 2;
+        let share = (budget / QUICK_SHARE).max(1);
+        work_left = work_left.saturating_sub(share);
+        match logged_probe(&searcher, "quick", target, share, deadline) {
+            found @ Found::Plan(..) => {
+                keep(found, &mut best, &mut best_peak);
+            }
+            Found::Infeasible => {
+                floor = floor.max(target + 1);
+                quick_floor = floor;
+            }
+            Found::Unknown => quick_floor = target + 1,
+        }
+    }
+    if first_open && floor < best_peak && !goal.budget.expired() {
+        let found = first.advance(share - first_piece);
+        log::debug!(
+            "rest of the probe at {} with {} work units: {}",
+            goal.target,
+            share - first_piece,
+            describe(&found)
+        );
+        if keep(found, &mut best, &mut best_peak) {
+            return (best, best_peak);
+        }
+        floor = floor.max(goal.target + 1);
+    }
+    while work_left > 0
+        && floor < best_peak
+        && best_peak - floor > best_peak / BISECT_GAP
+        && !goal.budget.expired()
+    {
+        // Bisect with a quarter of what is left each time.
+        let target = floor + (best_peak - floor) / 2;
+        let share = (work_left / 4).max(1);
+        work_left = work_left.saturating_sub(share);
+        let found = logged_probe(&searcher, "bisection", target, share, deadline);
+        // Proven impossible, or given up on: look higher up (above a capacity too,
+        // for the smallest plan that does not fit it).
+        if !keep(found, &mut best, &mut best_peak) {
+            floor = target + 1;
+        } else if goal.reached(best_peak) {
+            break;
+        }
+    }
+    (best, best_peak)
+}
+
+/// One search at `target` with `share` work units, logged at debug level.
+fn logged_probe(
+    searcher: &Searcher<'_>,
+    kind: &str,
+    target: u64,
+    share: u64,
+    deadline: Option<Instant>,
+) -> Found {
+    let started = Instant::now();
+    let found = searcher.search_until(target, share, deadline);
+    log::debug!(
+        "{kind} probe at {target} with {share} work units: {} in {:?}",
+        describe(&found),
+        started.elapsed()
+    );
+    found
+}
+
+/// A search answer in a few words, for the debug log.
+fn describe(found: &Found) -> String {
+    match found {
+        Found::Plan(_, peak) => format!("plan of {peak}"),
+        Found::Infeasible => "infeasible".into(),
+        Found::Unknown => "given up".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn search_on_the_largest_allowed_instance_stays_within_a_test_thread_stack() {
+        // Staggered ranges, each overlapping its neighbours: greedy leaves gaps, so the
+        // search runs, recursing once per item.
+        let ranges: Vec<LiveRange> = (0..SEARCH_MAX_ITEMS as u64)
+            .map(|i| LiveRange {
+                start: i,
+                end: i + 3,
+                size: 1 + (i * 7) % 5,
+            })
+            .collect();
+        let budget = Budget {
+            search_work: 50_000_000,
+            climb_work: 0,
+            deadline: None,
+        };
+        let plan = plan_ranges_with(&ranges, 1, Strategy::Search, &budget).expect("plans");
+        assert!(plan.peak >= plan.lower_bound);
+    }
+
+    fn staggered(n: u64) -> Vec<LiveRange> {
+        (0..n)
+            .map(|i| LiveRange {
+                start: (i * 7) % 23,
+                end: (i * 7) % 23 + 1 + i % 6,
+                size: 1 + (i * 13) % 9,
+            })
+            .collect()
+    }
+
+    fn assert_valid(ranges: &[LiveRange], plan: &RangePlan) {
+        for (i, x) in ranges.iter().enumerate() {
+            assert!(
+                plan.offsets[i] + x.size <= plan.peak,
+                "range {i} above the peak"
+            );
+            for (j, y) in ranges.iter().enumerate().skip(i + 1) {
+                let live_together = x.start < y.end && y.start < x.end;
+                let apart = plan.offsets[i] + x.size <= plan.offsets[j]
+                    || plan.offsets[j] + y.size <= plan.offsets[i];
+                assert!(!live_together || apart, "{i} and {j} overlap");
+            }
+        }
+    }
+
+    #[test]
+    fn deadline_already_past_returns_a_valid_greedy_plan() {
+        let ranges = staggered(60);
+        let greedy = plan_ranges(&ranges, 1, Strategy::GreedySize).expect("plans");
+        assert!(
+            greedy.peak > greedy.lower_bound,
+            "the test needs a gap to close"
+        );
+        let budget = Budget {
+            deadline: Some(Instant::now()),
+            ..Budget::default()
+        };
+        let plan = plan_ranges_with(&ranges, 1, Strategy::Best, &budget).expect("plans");
+        assert_eq!(plan.found_by, Strategy::GreedySize);
+        assert_eq!(plan.peak, greedy.peak);
+        assert_valid(&ranges, &plan);
+    }
+
+    #[test]
+    fn time_limit_sets_a_deadline_and_default_has_none() {
+        assert_eq!(Budget::default().deadline, None);
+        let before = Instant::now();
+        let budget = Budget::with_time_limit(Duration::from_secs(5));
+        let deadline = budget.deadline.expect("representable");
+        assert!(deadline >= before + Duration::from_secs(5));
+        assert_eq!(budget.search_work, Budget::default().search_work);
+    }
+
+    #[test]
+    fn capacity_reached_by_greedy_stops_before_search_and_climb() {
+        let ranges = staggered(60);
+        let greedy = plan_ranges(&ranges, 1, Strategy::GreedySize).expect("plans");
+        let best = plan_ranges(&ranges, 1, Strategy::Best).expect("plans");
+        assert!(
+            best.peak < greedy.peak,
+            "without a capacity best goes lower"
+        );
+        let budget = Budget::default();
+        let plan =
+            plan_ranges_to(&ranges, 1, Strategy::Best, &budget, Some(greedy.peak)).expect("plans");
+        assert_eq!(plan.found_by, Strategy::GreedySize);
+        assert_eq!(plan.peak, greedy.peak);
+        assert_valid(&ranges, &plan);
+    }
+
+    #[test]
+    fn capacity_between_bound_and_greedy_is_met_by_the_search() {
+        let ranges = staggered(60);
+        let greedy = plan_ranges(&ranges, 1, Strategy::GreedySize).expect("plans");
+        let best = plan_ranges(&ranges, 1, Strategy::Best).expect("plans");
+        let budget = Budget::default();
+        for strategy in [Strategy::Search, Strategy::Best] {
+            let plan = plan_ranges_to(&ranges, 1, strategy, &budget, Some(greedy.peak - 1))
+                .expect("plans");
+            assert!(plan.peak < greedy.peak, "{strategy}");
+            assert!(plan.peak >= best.peak, "{strategy}");
+            assert_valid(&ranges, &plan);
+        }
+    }
+
+    #[test]
+    fn capacity_below_the_bound_plans_as_without_one() {
+        let ranges = staggered(60);
+        let free = plan_ranges(&ranges, 1, Strategy::Best).expect("plans");
+        let budget = Budget::default();
+        let plan = plan_ranges_to(
+            &ranges,
+            1,
+            Strategy::Best,
+            &budget,
+            Some(free.lower_bound - 1),
+        )
+        .expect("plans");
+        assert_eq!(plan, free);
+    }
+
+    #[test]
+    fn skyline_strategy_keeps_its_lowest_order_and_verifies() {
+        let ranges = staggered(60);
+        let plan = plan_ranges(&ranges, 1, Strategy::Skyline).expect("plans");
+        assert_eq!(plan.found_by, Strategy::Skyline);
+        assert!(plan.peak >= plan.lower_bound);
+        assert_valid(&ranges, &plan);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        for which in skyline::ORDERS {
+            let (_, peak) = skyline::place(&p, &which.order(&p));
+            assert!(plan.peak <= peak, "{which:?}");
+        }
+    }
+}
