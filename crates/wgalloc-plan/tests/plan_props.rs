@@ -66,6 +66,54 @@ fn corrupt(graph: &Graph, plan: &mut Plan, moved: TensorId, target: TensorId) {
     }
 }
 
+/// Corrupts `plan` where [`corruption_candidate`] finds a pair and checks that `verify`
+/// names both tensors: `Ok(true)` checked, `Ok(false)` no candidate (nothing checked),
+/// `Err` what went wrong.
+fn check_corruption(graph: &Graph, plan: &mut Plan) -> Result<bool, String> {
+    let Some((moved, target)) = corruption_candidate(graph, plan) else {
+        return Ok(false);
+    };
+    corrupt(graph, plan, moved, target);
+    match plan.verify(graph) {
+        Err(PlanError::Overlap { first, second, .. }) => {
+            let mut named = [first, second];
+            named.sort();
+            let mut expected = [moved, target];
+            expected.sort();
+            if named == expected {
+                Ok(true)
+            } else {
+                Err(format!("named {named:?}, expected {expected:?}"))
+            }
+        }
+        other => Err(format!(
+            "expected an overlap of {moved} and {target}, got {other:?}"
+        )),
+    }
+}
+
+/// The property above skips a graph with no corruption candidate; this counts the
+/// skips over 2,000 seeded graphs and fails if most graphs check nothing.
+#[test]
+fn most_random_graphs_have_a_corruption_to_check() {
+    let (mut checked, mut skipped) = (0u32, 0u32);
+    for seed in 0..2_000u64 {
+        let graph = random_graph(seed, MAX_NODES).expect("generator builds valid graphs");
+        let mut plan = plan_graph(&graph, &buft(32, 1 << 20)).expect("plans");
+        match check_corruption(&graph, &mut plan) {
+            Ok(true) => checked += 1,
+            Ok(false) => skipped += 1,
+            Err(e) => panic!("seed {seed}: {e}"),
+        }
+    }
+    println!("corruptions checked on {checked} graphs, {skipped} had no candidate");
+    assert!(
+        checked >= 3 * skipped,
+        "only {checked} of {} graphs had a corruption to check",
+        checked + skipped
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(10_000))]
 
@@ -89,19 +137,8 @@ proptest! {
     fn corrupted_plan_is_rejected_naming_both_tensors(seed in any::<u64>()) {
         let graph = random_graph(seed, MAX_NODES).expect("generator builds valid graphs");
         let mut plan = plan_graph(&graph, &buft(32, 1 << 20)).expect("plans");
-        if let Some((moved, target)) = corruption_candidate(&graph, &plan) {
-            corrupt(&graph, &mut plan, moved, target);
-            match plan.verify(&graph) {
-                Err(PlanError::Overlap { first, second, .. }) => {
-                    let mut named = [first, second];
-                    named.sort();
-                    let mut expected = [moved, target];
-                    expected.sort();
-                    prop_assert_eq!(named, expected);
-                }
-                other => prop_assert!(false, "expected an overlap of {} and {}, got {:?}", moved, target, other),
-            }
-        }
+        let outcome = check_corruption(&graph, &mut plan);
+        prop_assert!(outcome.is_ok(), "{}", outcome.err().unwrap_or_default());
     }
 
     #[test]
