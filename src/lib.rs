@@ -25,6 +25,7 @@ pub mod device;
 pub mod error;
 pub mod exec;
 pub mod graph;
+pub mod kv;
 pub mod model;
 pub mod plan;
 pub mod prepack;

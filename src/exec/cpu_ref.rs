@@ -10,6 +10,7 @@ use super::ops::{self, BinaryOp, OpCall, UnaryOp};
 use super::ExecError;
 use crate::graph::{DType, Graph, NodeId, TensorId};
 
+pub use super::cpu_kv::{kv_append_page, kv_attend_page, kv_self, normalize as kv_normalize, KvDims};
 pub use super::inputs::{Inputs, TensorData};
 
 /// GELU, tanh approximation: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
@@ -325,6 +326,53 @@ pub fn apply(
             u(head_dim),
             scale,
         ),
+        OpCall::KvSelf {
+            n,
+            heads,
+            head_dim,
+            scale,
+        } => super::cpu_kv::kv_self(
+            float(0, u(n) * 3 * u(heads) * u(head_dim))?,
+            u(n),
+            u(heads),
+            u(head_dim),
+            scale,
+        ),
+        OpCall::KvAttend {
+            n,
+            heads,
+            head_dim,
+            layer,
+            page,
+            scale,
+            normalize,
+        } => {
+            let dims = super::cpu_kv::KvDims {
+                n: u(n),
+                heads: u(heads),
+                head_dim: u(head_dim),
+                layer: u(layer),
+                scale,
+            };
+            let state = float(0, dims.state_len())?;
+            let qkv = float(1, u(n) * 3 * u(heads) * u(head_dim))?;
+            let table = match inputs.get(2) {
+                Some(TensorData::U32(t)) => t.as_slice(),
+                _ => return Err(bad("input 2 must be the u32 block table".to_string())),
+            };
+            let page_values = inputs
+                .get(3)
+                .and_then(|d| d.as_f32())
+                .ok_or_else(|| bad("input 3 is not an f32 value".to_string()))?;
+            let mut next = state.to_vec();
+            super::cpu_kv::kv_attend_page(&dims, &mut next, qkv, table, page, page_values)
+                .map_err(bad)?;
+            if normalize {
+                super::cpu_kv::normalize(&dims, &next)
+            } else {
+                next
+            }
+        }
         OpCall::MatmulPacked { m, k, n } => {
             let packed_len = super::packed::packed_len(u64::from(k), u64::from(n))
                 .map_err(|e| bad(e.to_string()))?;

@@ -37,6 +37,7 @@
 //!   ([`RunReport::staging_copies`], [`RunReport::workspace_bytes`]).
 
 mod bindings;
+mod cpu_kv;
 pub mod cpu_ref;
 mod custom;
 mod error;
@@ -69,4 +70,6 @@ pub use ops::{
 pub use params::{params_layout_mismatch, KernelParams};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub mod checksum;
-pub use ops::{Epilogue, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS};
+pub use ops::{
+    kv_state_row, Epilogue, KV_TABLE_HEADER, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS,
+};

@@ -104,6 +104,27 @@ impl KernelParams {
                 head_dim,
                 scale,
             } => ([seq, heads, head_dim, 0], scale),
+            OpCall::KvSelf {
+                n,
+                heads,
+                head_dim,
+                scale,
+            } => ([n, heads, head_dim, 0], scale),
+            OpCall::KvAttend {
+                n,
+                heads,
+                head_dim,
+                layer,
+                page,
+                scale,
+                ..
+            } => {
+                // The page number rides in a float slot (exact: resolve keeps it <= 2^24).
+                return KernelParams {
+                    ints: [n, heads, head_dim, layer],
+                    floats: [scale, page as f32, 0.0, 0.0],
+                };
+            }
         };
         KernelParams {
             ints,

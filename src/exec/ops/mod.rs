@@ -9,10 +9,12 @@
 mod check;
 mod elementwise;
 mod gather;
+mod kv;
 mod matmul;
 mod parse;
 mod rows;
 
+pub use kv::{kv_state_row, KV_TABLE_HEADER};
 pub use parse::Op;
 
 use super::ExecError;
@@ -42,6 +44,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "matmul_gelu",
     "matmul_add",
     "attention_causal",
+    "kv_self",
+    "kv_attend",
+    "kv_attend_out",
 ];
 
 /// The most elements `count_positive` and `compact` take: their count is a whole
@@ -245,6 +250,40 @@ pub enum OpCall {
         /// Score scale (`params[1]`, default `1/√head_dim`).
         scale: f32,
     },
+    /// `qkv [n, 3·heads·head_dim] → state [n, heads, head_dim + 4]`: causal attention
+    /// of a chunk of `n` queries over the chunk's own keys, as an unnormalised online
+    /// softmax per (query, head): `[max, sum, 0, 0, acc[head_dim]]` (see `crate::kv`).
+    KvSelf {
+        /// Queries (and keys) of the chunk.
+        n: u32,
+        /// Heads (`params[0]`).
+        heads: u32,
+        /// Width of one head; a multiple of 4, at most [`MAX_ATTENTION_HEAD_DIM`].
+        head_dim: u32,
+        /// Score scale (`params[1]`, default `1/√head_dim`).
+        scale: f32,
+    },
+    /// `(state, qkv, table u32, page) → state` (`kv_attend`) or `→ out [n, heads·head_dim]`
+    /// (`kv_attend_out`, normalised): the state continued over the cached keys at
+    /// positions `< past` whose block lies in `page`, read through the block table
+    /// (`table[0]` is `past`); the chunk's own K and V rows whose block lies in `page`
+    /// are written into it. Layout in `crate::kv`.
+    KvAttend {
+        /// Queries of the chunk.
+        n: u32,
+        /// Heads (`params[0]`).
+        heads: u32,
+        /// Width of one head; a multiple of 4, at most [`MAX_ATTENTION_HEAD_DIM`].
+        head_dim: u32,
+        /// The layer (`params[1]`, default 0): where its rows sit in each block.
+        layer: u32,
+        /// The page's number in the block table (`params[2]`, default 0).
+        page: u32,
+        /// Score scale (`params[3]`, default `1/√head_dim`).
+        scale: f32,
+        /// `kv_attend_out`: divide by the sum and write the attention output.
+        normalize: bool,
+    },
 }
 
 /// The widest head the fused attention kernel takes.
@@ -261,6 +300,10 @@ impl OpCall {
                 | OpCall::Rope { .. }
                 | OpCall::MatmulFused {
                     epilogue: Epilogue::Residual,
+                    ..
+                }
+                | OpCall::KvAttend {
+                    normalize: false,
                     ..
                 }
         )
@@ -300,6 +343,9 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         Op::MatmulGelu => matmul::fused(&view, Epilogue::Gelu),
         Op::MatmulAdd => matmul::fused(&view, Epilogue::Residual),
         Op::AttentionCausal => matmul::attention(&view),
+        Op::KvSelf => kv::self_attention(&view),
+        Op::KvAttend => kv::attend(&view, false),
+        Op::KvAttendOut => kv::attend(&view, true),
         Op::Embedding => gather::embedding(&view),
         Op::CountPositive => gather::compact(&view, false),
         Op::Compact => gather::compact(&view, true),

@@ -40,10 +40,17 @@ pub enum Op {
     MatmulAdd,
     /// `attention_causal`: fused causal multi-head attention over packed QKV.
     AttentionCausal,
+    /// `kv_self`: a chunk's attention over its own keys, as an online-softmax state.
+    KvSelf,
+    /// `kv_attend`: the state continued over one page of the KV cache (and the
+    /// chunk's K, V appended to it).
+    KvAttend,
+    /// `kv_attend_out`: as `kv_attend`, then normalised into the attention output.
+    KvAttendOut,
 }
 
 /// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
-const TABLE: [(&str, Op); 21] = [
+const TABLE: [(&str, Op); 24] = [
     ("copy", Op::Unary(UnaryOp::Copy)),
     ("scale", Op::Unary(UnaryOp::Scale)),
     ("relu", Op::Unary(UnaryOp::Relu)),
@@ -70,6 +77,9 @@ const TABLE: [(&str, Op); 21] = [
     ("matmul_gelu", Op::MatmulGelu),
     ("matmul_add", Op::MatmulAdd),
     ("attention_causal", Op::AttentionCausal),
+    ("kv_self", Op::KvSelf),
+    ("kv_attend", Op::KvAttend),
+    ("kv_attend_out", Op::KvAttendOut),
 ];
 
 impl Op {
@@ -93,7 +103,8 @@ impl Op {
             | Op::Softmax { .. }
             | Op::Rope
             | Op::CountPositive
-            | Op::AttentionCausal => 1,
+            | Op::AttentionCausal
+            | Op::KvSelf => 1,
             Op::Binary(_)
             | Op::RmsNorm
             | Op::Matmul { .. }
@@ -102,6 +113,7 @@ impl Op {
             | Op::Compact
             | Op::MatmulGelu => 2,
             Op::LayerNorm | Op::MatmulAdd => 3,
+            Op::KvAttend | Op::KvAttendOut => 4,
         }
     }
 }
