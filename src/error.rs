@@ -21,6 +21,9 @@ pub enum Error {
     /// The built-in model's configuration was refused.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    /// A GPT-2 checkpoint, or the tokens given to it, were refused.
+    #[error(transparent)]
+    Checkpoint(#[from] crate::model::CheckpointError),
     /// Registering an allocator on a stream, executing or synchronizing it failed.
     #[error(transparent)]
     Stream(#[from] crate::stream::StreamError),
@@ -58,6 +61,7 @@ impl Error {
             Error::Device(e) => e.kind(),
             Error::Exec(e) => e.kind(),
             Error::Model(e) => e.kind(),
+            Error::Checkpoint(e) => e.kind(),
             Error::Stream(e) => e.kind(),
             Error::Runtime(e) => e.kind(),
             Error::Prepack(e) => e.kind(),

@@ -1,0 +1,17 @@
+//! GPT-2 exactly as Hugging Face's `GPT2LMHeadModel` defines it: its configuration and
+//! checkpoint format (`config.json` + `model.safetensors`), a CPU reference forward
+//! pass with a KV cache, and greedy generation.
+
+mod checkpoint;
+mod config;
+mod cpu;
+mod error;
+mod generate;
+mod weights;
+
+pub use checkpoint::{weights_from_safetensors, Checkpoint};
+pub use config::Gpt2Config;
+pub use cpu::{check_tokens, gelu_new, CpuGpt2, CpuKvCache};
+pub use error::CheckpointError;
+pub use generate::{argmax, generate_greedy, CpuDecoder, Decoder, Generation};
+pub use weights::{Gpt2Weights, LayerWeights};
