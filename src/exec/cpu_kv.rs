@@ -64,7 +64,9 @@ pub fn kv_self(qkv: &[f32], n: usize, heads: usize, head_dim: usize, scale: f32)
         scale,
     };
     let w = dims.width();
-    let at = |t: usize, part: usize, h: usize, e: usize| f64::from(qkv[t * 3 * w + part * w + h * head_dim + e]);
+    let at = |t: usize, part: usize, h: usize, e: usize| {
+        f64::from(qkv[t * 3 * w + part * w + h * head_dim + e])
+    };
     let mut state = vec![0.0f32; dims.state_len()];
     for t in 0..n {
         for h in 0..heads {
@@ -72,7 +74,9 @@ pub fn kv_self(qkv: &[f32], n: usize, heads: usize, head_dim: usize, scale: f32)
             let row = &mut state[r..r + head_dim + 4];
             empty_row(row);
             for j in 0..=t {
-                let s: f64 = (0..head_dim).map(|e| at(t, 0, h, e) * at(j, 1, h, e)).sum::<f64>()
+                let s: f64 = (0..head_dim)
+                    .map(|e| at(t, 0, h, e) * at(j, 1, h, e))
+                    .sum::<f64>()
                     * f64::from(scale);
                 add_key(row, s, |e| at(j, 2, h, e));
             }
@@ -84,9 +88,16 @@ pub fn kv_self(qkv: &[f32], n: usize, heads: usize, head_dim: usize, scale: f32)
 /// The cache's header: `(past, mapped blocks, block_tokens)`.
 fn header(table: &[u32]) -> Result<(usize, usize, usize), String> {
     if (table.len() as u64) < KV_TABLE_HEADER {
-        return Err(format!("block table of {} words has no header", table.len()));
+        return Err(format!(
+            "block table of {} words has no header",
+            table.len()
+        ));
     }
-    Ok((table[0] as usize, table[1] as usize, (table[2] as usize).max(1)))
+    Ok((
+        table[0] as usize,
+        table[1] as usize,
+        (table[2] as usize).max(1),
+    ))
 }
 
 /// The word offset of logical block `b` in `page`, when the table maps it there.
@@ -127,8 +138,9 @@ pub fn kv_attend_page(
             for t in 0..dims.n {
                 for h in 0..dims.heads {
                     let key = |e: usize| f64::from(page_values[k0 + r * w + h * dims.head_dim + e]);
-                    let value =
-                        |e: usize| f64::from(page_values[k0 + (bt + r) * w + h * dims.head_dim + e]);
+                    let value = |e: usize| {
+                        f64::from(page_values[k0 + (bt + r) * w + h * dims.head_dim + e])
+                    };
                     let s: f64 = (0..dims.head_dim)
                         .map(|e| f64::from(qkv[t * 3 * w + h * dims.head_dim + e]) * key(e))
                         .sum::<f64>()
@@ -244,6 +256,9 @@ mod tests {
         // A block mapped past the page's end.
         let table = [4, 1, 4, 0, 0, 0];
         assert!(kv_attend_page(&dims, &mut state, &qkv, &table, 0, &[0.0; 8]).is_err());
-        assert!(kv_append_page(&dims, &qkv, &table, 0, &mut [0.0; 8]).is_ok(), "past the block");
+        assert!(
+            kv_append_page(&dims, &qkv, &table, 0, &mut [0.0; 8]).is_ok(),
+            "past the block"
+        );
     }
 }

@@ -68,13 +68,15 @@ impl<S: Storage> KvCache<S> {
         let request = RegionRequest::new(bytes)
             .alignment(config.alignment)
             .label("wgalloc kv table");
-        let table = storage.allocate(&request).map_err(|source| KvError::Storage {
-            what: "block table",
-            bytes,
-            pages: 0,
-            blocks: 0,
-            source,
-        })?;
+        let table = storage
+            .allocate(&request)
+            .map_err(|source| KvError::Storage {
+                what: "block table",
+                bytes,
+                pages: 0,
+                blocks: 0,
+                source,
+            })?;
         Ok(KvCache {
             storage,
             config,
@@ -144,13 +146,16 @@ impl<S: Storage> KvCache<S> {
         let request = RegionRequest::new(bytes)
             .alignment(self.config.alignment)
             .label(format!("wgalloc kv page {}", self.pages.len()));
-        let region = self.storage.allocate(&request).map_err(|source| KvError::Storage {
-            what: "page",
-            bytes,
-            pages: self.pages.len(),
-            blocks: self.blocks.len(),
-            source,
-        })?;
+        let region = self
+            .storage
+            .allocate(&request)
+            .map_err(|source| KvError::Storage {
+                what: "page",
+                bytes,
+                pages: self.pages.len(),
+                blocks: self.blocks.len(),
+                source,
+            })?;
         let page = u32::try_from(self.pages.len()).unwrap_or(u32::MAX);
         self.pages.push(region);
         self.free
@@ -194,13 +199,33 @@ impl<S: Storage> KvCache<S> {
     /// [`KvError::ContextFull`] past `max_tokens`; [`KvError::Storage`] when the storage
     /// refuses a page (the blocks and pages this call took are given back).
     pub fn map(&mut self, tokens: u64) -> Result<(), KvError> {
+        self.map_within(tokens, usize::MAX)
+    }
+
+    /// [`KvCache::map`] taking no page past `max_pages` pages.
+    ///
+    /// # Errors
+    /// As [`KvCache::map`]; [`KvError::TooManyPages`] when a block would need page
+    /// `max_pages` (nothing is allocated then, and the blocks this call took go back).
+    pub fn map_within(&mut self, tokens: u64, max_pages: usize) -> Result<(), KvError> {
         let max = u64::from(self.config.max_tokens);
         if tokens > max {
-            return Err(KvError::ContextFull { needed: tokens, max });
+            return Err(KvError::ContextFull {
+                needed: tokens,
+                max,
+            });
         }
         let want = self.config.blocks_for(tokens as u32) as usize;
         let (blocks_before, pages_before) = (self.blocks.len(), self.pages.len());
         while self.blocks.len() < want {
+            if self.free.is_empty() && self.pages.len() >= max_pages {
+                let page = self.pages.len();
+                self.unmap_to(blocks_before);
+                return Err(KvError::TooManyPages {
+                    page,
+                    slots: max_pages,
+                });
+            }
             if self.free.is_empty() {
                 if let Err(e) = self.add_page() {
                     self.unmap_to(blocks_before);
@@ -229,7 +254,19 @@ impl<S: Storage> KvCache<S> {
     /// # Errors
     /// As [`KvCache::map`].
     pub fn begin(&mut self, n: u32) -> Result<KvStep, KvError> {
-        self.map(u64::from(self.past) + u64::from(n))?;
+        self.begin_within(n, usize::MAX)
+    }
+
+    /// [`KvCache::begin`] for a step graph with `slots` page slots: every block of the
+    /// context must lie in a page below `slots`.
+    ///
+    /// # Errors
+    /// As [`KvCache::map_within`]; [`KvError::TooManyPages`] also when a mapped block
+    /// lies in a page past the slots (the blocks this call mapped go back).
+    pub fn begin_within(&mut self, n: u32, slots: usize) -> Result<KvStep, KvError> {
+        let keep = self.blocks.len();
+        self.map_within(u64::from(self.past) + u64::from(n), slots)?;
+        self.check_slots(slots, keep)?;
         Ok(KvStep { past: self.past, n })
     }
 
@@ -365,7 +402,10 @@ mod tests {
         drop(tight);
         drop(cache);
         let report = storage.report();
-        assert_eq!((report.live_regions, report.live_bytes, report.bad_frees), (0, 0, 0));
+        assert_eq!(
+            (report.live_regions, report.live_bytes, report.bad_frees),
+            (0, 0, 0)
+        );
     }
 
     #[test]
@@ -376,6 +416,7 @@ mod tests {
         assert!(cache.reserve_pages(3).is_err());
         assert_eq!(cache.pages().len(), 0);
         assert_eq!(host.report().live_regions, 1, "only the table");
+        host.refuse_after(2);
         cache.reserve_pages(2).expect("two fit");
         assert_eq!(host.report().live_regions, 3);
     }
@@ -394,7 +435,10 @@ mod tests {
         assert!(cache.commit(6).is_err(), "past the mapped blocks");
         assert!(matches!(
             cache.begin(40),
-            Err(KvError::ContextFull { needed: 44, max: 40 })
+            Err(KvError::ContextFull {
+                needed: 44,
+                max: 40
+            })
         ));
         let region = cache.block_region(2).expect("mapped");
         assert_eq!(region.size, config().block_bytes());
@@ -414,5 +458,13 @@ mod tests {
         );
         assert_eq!(cache.report().blocks, 2);
         assert!(cache.check_slots(2, 2).is_ok());
+        // Past two slots, the step is refused before a third page is asked for.
+        let allocations = host.report().allocations;
+        assert_eq!(
+            cache.begin_within(12, 2),
+            Err(KvError::TooManyPages { page: 2, slots: 2 })
+        );
+        assert_eq!(host.report().allocations, allocations);
+        assert_eq!(cache.report().blocks, 2);
     }
 }

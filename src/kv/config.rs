@@ -77,7 +77,11 @@ impl KvConfig {
     ///
     /// # Errors
     /// [`KvError::TooLargeForBinding`] when one block is larger than a binding.
-    pub fn fit_pages(mut self, limits: &wgpu::Limits, max_page_bytes: u64) -> Result<KvConfig, KvError> {
+    pub fn fit_pages(
+        mut self,
+        limits: &wgpu::Limits,
+        max_page_bytes: u64,
+    ) -> Result<KvConfig, KvError> {
         let max = limits.max_storage_buffer_binding_size;
         let block = self.block_bytes();
         if block > max {
@@ -112,7 +116,10 @@ impl KvConfig {
             ));
         }
         if !self.alignment.is_power_of_two() || self.alignment < 4 {
-            return bad(format!("alignment {} is not a power of two >= 4", self.alignment));
+            return bad(format!(
+                "alignment {} is not a power of two >= 4",
+                self.alignment
+            ));
         }
         if self.page_words() > u64::from(u32::MAX) / 4 || self.table_words() > u64::from(u32::MAX) {
             return bad(format!(
@@ -141,7 +148,8 @@ impl KvConfig {
 
     /// Floats of one page.
     pub fn page_words(&self) -> u64 {
-        self.block_words().saturating_mul(u64::from(self.blocks_per_page))
+        self.block_words()
+            .saturating_mul(u64::from(self.blocks_per_page))
     }
 
     /// Bytes of one page (one binding).
@@ -163,7 +171,9 @@ impl KvConfig {
     /// out the lowest free block first): the page slots a step graph for contexts up to
     /// `tokens` binds.
     pub fn pages_for(&self, tokens: u32) -> u32 {
-        self.blocks_for(tokens).div_ceil(self.blocks_per_page).max(1)
+        self.blocks_for(tokens)
+            .div_ceil(self.blocks_per_page)
+            .max(1)
     }
 
     /// Words of the block table: the header, then (page, word offset) per block.

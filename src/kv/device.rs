@@ -43,9 +43,16 @@ impl<S: Storage<Memory = wgpu::Buffer>> DeviceKvCache<S> {
     /// `config.alignment` is not a multiple of its `min_storage_buffer_offset_alignment`;
     /// [`KvError::Storage`] when the storage refuses the table; [`KvError::Device`]
     /// when the table cannot be written.
-    pub fn new(ctx: &GpuContext, storage: S, config: KvConfig) -> Result<DeviceKvCache<S>, KvError> {
+    pub fn new(
+        ctx: &GpuContext,
+        storage: S,
+        config: KvConfig,
+    ) -> Result<DeviceKvCache<S>, KvError> {
         let max = ctx.limits.max_storage_buffer_binding_size;
-        for (what, bytes) in [("page", config.page_bytes()), ("block table", config.table_words() * 4)] {
+        for (what, bytes) in [
+            ("page", config.page_bytes()),
+            ("block table", config.table_words() * 4),
+        ] {
             if bytes > max {
                 return Err(KvError::TooLargeForBinding { what, bytes, max });
             }
@@ -103,7 +110,12 @@ impl<S: Storage<Memory = wgpu::Buffer>> DeviceKvCache<S> {
     fn upload(&self) -> Result<(), KvError> {
         let words = self.cache.table_words();
         if let Some(table) = self.cache.table_region() {
-            write_buffer(&self.ctx, &table.buffer, table.offset, bytemuck::cast_slice(&words))?;
+            write_buffer(
+                &self.ctx,
+                &table.buffer,
+                table.offset,
+                bytemuck::cast_slice(&words),
+            )?;
         }
         Ok(())
     }
@@ -143,10 +155,12 @@ impl<S: Storage<Memory = wgpu::Buffer>> DeviceKvCache<S> {
             }
         }
         let config = self.cache.config();
-        let buffer_type = BufferTypeDesc::new("kv cache", config.alignment, config.page_bytes().max(1))
-            .map_err(|e| KvError::BadConfig {
-                problem: e.to_string(),
-            })?;
+        let buffer_type =
+            BufferTypeDesc::new("kv cache", config.alignment, config.page_bytes().max(1)).map_err(
+                |e| KvError::BadConfig {
+                    problem: e.to_string(),
+                },
+            )?;
         Ok(Plan {
             planner: "kv cache".to_string(),
             placements,
@@ -165,12 +179,11 @@ impl<S: Storage<Memory = wgpu::Buffer>> DeviceKvCache<S> {
     ///
     /// # Errors
     /// [`KvError::ContextFull`], [`KvError::Storage`] (the cache unchanged),
-    /// [`KvError::TooManyPages`] when a block lies past the graph's slots (the blocks
-    /// this call mapped are given back), [`KvError::Device`] when the upload fails.
+    /// [`KvError::TooManyPages`] when a block would lie past the graph's slots (no page
+    /// is asked for, the blocks this call mapped are given back), [`KvError::Device`]
+    /// when the upload fails.
     pub fn begin_step(&mut self, kv: &KvTensors, n: u32) -> Result<KvStep, KvError> {
-        let keep = self.cache.blocks().len();
-        let step = self.cache.begin(n)?;
-        self.cache.check_slots(kv.slots(), keep)?;
+        let step = self.cache.begin_within(n, kv.slots())?;
         self.refresh_memory();
         self.upload()?;
         Ok(step)

@@ -18,7 +18,9 @@ pub enum KvError {
         problem: String,
     },
     /// A page (or the block table) larger than one storage binding of the device.
-    #[error("a KV {what} of {bytes} bytes exceeds the device's largest storage binding ({max} bytes)")]
+    #[error(
+        "a KV {what} of {bytes} bytes exceeds the device's largest storage binding ({max} bytes)"
+    )]
     TooLargeForBinding {
         /// `page` or `block table`.
         what: &'static str,

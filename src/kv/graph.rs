@@ -73,7 +73,11 @@ impl KvTensors {
         let n = qkv_rows(builder.graph(), qkv, width)?;
         let heads = self.heads as f32;
         let scale = 1.0 / (self.head_dim as f32).sqrt();
-        let state_shape = [n, u64::from(self.heads), kv_state_row(u64::from(self.head_dim))];
+        let state_shape = [
+            n,
+            u64::from(self.heads),
+            kv_state_row(u64::from(self.head_dim)),
+        ];
         let mut state =
             builder.node_with_params("kv_self", &[qkv], &state_shape, false, &[heads, scale]);
         let last = self.pages.len() - 1;
@@ -178,6 +182,9 @@ mod tests {
             }
         }
         let other = KvConfig::new(2, 2, 8, 4, 64).expect("valid");
-        assert!(matches!(kv.check(&g, &other), Err(KvError::NotInGraph { .. })));
+        assert!(matches!(
+            kv.check(&g, &other),
+            Err(KvError::NotInGraph { .. })
+        ));
     }
 }

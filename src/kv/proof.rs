@@ -69,7 +69,10 @@ impl KvProof {
                 tensor: id.0,
                 problem: problem.to_string(),
             };
-            let tensor = proof_graph.tensors.get_mut(id.index()).ok_or_else(|| not_in("missing"))?;
+            let tensor = proof_graph
+                .tensors
+                .get_mut(id.index())
+                .ok_or_else(|| not_in("missing"))?;
             if tensor.role != Role::Weight || tensor.view_of.is_some() {
                 return Err(not_in("not a weight of the step graph"));
             }
@@ -121,11 +124,10 @@ impl KvProof {
             }));
         }
         let max = chunks.iter().map(|c| c.size).max().unwrap_or(4);
-        let buffer_type = BufferTypeDesc::new("kv cache (proof)", 4, max).map_err(|e| {
-            KvError::BadConfig {
+        let buffer_type =
+            BufferTypeDesc::new("kv cache (proof)", 4, max).map_err(|e| KvError::BadConfig {
                 problem: e.to_string(),
-            }
-        })?;
+            })?;
         plan.buffers.push(BufferPlan {
             buffer_type,
             chunks,
@@ -166,20 +168,19 @@ impl KvProof {
     pub fn plant_over_cache(&mut self) -> Option<CachePlant> {
         let victim = *self.cache_tensors.get(1)?;
         let victim_at = self.plan.placement(victim)?;
-        let intruder = self
-            .graph
-            .nodes
-            .iter()
-            .rev()
-            .filter(|n| n.op != "kv_hold")
-            .map(|n| n.output)
-            .find(|&t| {
-                self.graph.is_planned(t)
-                    && self
-                        .plan
-                        .placement(t)
-                        .is_some_and(|p| p.size <= victim_at.size && p.buffer != self.cache_buffer)
-            })?;
+        let intruder =
+            self.graph
+                .nodes
+                .iter()
+                .rev()
+                .filter(|n| n.op != "kv_hold")
+                .map(|n| n.output)
+                .find(|&t| {
+                    self.graph.is_planned(t)
+                        && self.plan.placement(t).is_some_and(|p| {
+                            p.size <= victim_at.size && p.buffer != self.cache_buffer
+                        })
+                })?;
         let size = self.plan.placement(intruder)?.size;
         self.plan.placements[intruder.index()] = Some(Placement { size, ..victim_at });
         Some(CachePlant { intruder, victim })
@@ -192,7 +193,11 @@ impl KvProof {
     /// # Errors
     /// [`KvError::Exec`] when the run cannot be laid out or the device fails;
     /// [`KvError::Storage`] when a shadow buffer cannot be had.
-    pub fn run(&self, ctx: &GpuContext, activations: &PlannedMemory) -> Result<ChecksumReport, KvError> {
+    pub fn run(
+        &self,
+        ctx: &GpuContext,
+        activations: &PlannedMemory,
+    ) -> Result<ChecksumReport, KvError> {
         let storage = WgpuStorage::wgpu(ctx);
         let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
         let mut shadow: Vec<Region> = Vec::new();
@@ -279,16 +284,27 @@ mod tests {
         assert!(g.validate().is_ok());
         let holds: Vec<&Node> = g.nodes.iter().filter(|n| n.op == "kv_hold").collect();
         assert_eq!(holds.len(), 3);
-        assert!(g.nodes[g.nodes.len() - 3..].iter().all(|n| n.op == "kv_hold"));
+        assert!(g.nodes[g.nodes.len() - 3..]
+            .iter()
+            .all(|n| n.op == "kv_hold"));
         for id in kv.tensors() {
             assert_eq!(g.tensor(id).map(|t| t.role), Some(Role::Input));
-            assert_eq!(proof.plan().placement(id).map(|p| p.buffer), Some(proof.cache_buffer()));
+            assert_eq!(
+                proof.plan().placement(id).map(|p| p.buffer),
+                Some(proof.cache_buffer())
+            );
         }
         let plant = proof.plant_over_cache().expect("an activation to move");
         assert_eq!(plant.victim, kv.pages[0]);
         assert_eq!(
-            proof.plan().placement(plant.intruder).map(|p| (p.buffer, p.chunk)),
-            proof.plan().placement(plant.victim).map(|p| (p.buffer, p.chunk))
+            proof
+                .plan()
+                .placement(plant.intruder)
+                .map(|p| (p.buffer, p.chunk)),
+            proof
+                .plan()
+                .placement(plant.victim)
+                .map(|p| (p.buffer, p.chunk))
         );
         // A cache tensor the activation plan placed is refused.
         let mut wrong = plan.clone();

@@ -36,7 +36,11 @@ pub fn attend_layer<S: Storage<Memory = HostMemory>>(
 ) -> Result<Vec<f32>, KvError> {
     let config = cache.config();
     let width = config.width() as usize;
-    if layer >= config.layers || width == 0 || qkv.is_empty() || !qkv.len().is_multiple_of(3 * width) {
+    if layer >= config.layers
+        || width == 0
+        || qkv.is_empty()
+        || !qkv.len().is_multiple_of(3 * width)
+    {
         return Err(bad(format!(
             "qkv of {} floats for width {width}, layer {layer} of {}",
             qkv.len(),
@@ -53,7 +57,9 @@ pub fn attend_layer<S: Storage<Memory = HostMemory>>(
     let table = cache.table_words();
     let mut state = kv_self(qkv, dims.n, dims.heads, dims.head_dim, dims.scale);
     for (p, region) in cache.pages().iter().enumerate() {
-        let bytes = host.read(region).map_err(|e| storage_error("page read", e))?;
+        let bytes = host
+            .read(region)
+            .map_err(|e| storage_error("page read", e))?;
         let mut values: Vec<f32> = bytes
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -61,7 +67,8 @@ pub fn attend_layer<S: Storage<Memory = HostMemory>>(
         kv_append_page(&dims, qkv, &table, p as u32, &mut values).map_err(bad)?;
         kv_attend_page(&dims, &mut state, qkv, &table, p as u32, &values).map_err(bad)?;
         let out: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        host.write(region, &out).map_err(|e| storage_error("page write", e))?;
+        host.write(region, &out)
+            .map_err(|e| storage_error("page write", e))?;
     }
     Ok(kv_normalize(&dims, &state))
 }
@@ -77,7 +84,9 @@ mod tests {
     fn values(len: usize, seed: u32) -> Vec<f32> {
         (0..len)
             .map(|i| {
-                let x = (i as u32 ^ seed).wrapping_mul(2_654_435_761).rotate_left(13);
+                let x = (i as u32 ^ seed)
+                    .wrapping_mul(2_654_435_761)
+                    .rotate_left(13);
                 (x % 2001) as f32 / 1000.0 - 1.0
             })
             .collect()
@@ -102,10 +111,19 @@ mod tests {
                 let end = past + n as usize;
                 let chunk = &seq[past * 3 * w..end * 3 * w];
                 let got = attend_layer(&cache, &host, chunk, l as u32).expect("attends");
-                let full = attention_causal(&seq[..end * 3 * w], end, config.heads as usize, config.head_dim as usize, scale);
+                let full = attention_causal(
+                    &seq[..end * 3 * w],
+                    end,
+                    config.heads as usize,
+                    config.head_dim as usize,
+                    scale,
+                );
                 let want = &full[past * w..end * w];
                 for (i, (g, e)) in got.iter().zip(want).enumerate() {
-                    assert!((g - e).abs() < 1e-5, "layer {l} past {past} n {n} [{i}]: {g} vs {e}");
+                    assert!(
+                        (g - e).abs() < 1e-5,
+                        "layer {l} past {past} n {n} [{i}]: {g} vs {e}"
+                    );
                 }
             }
             cache.commit(n).expect("mapped");
@@ -149,7 +167,13 @@ mod tests {
         for (g, e) in got.iter().zip(&want[2 * w..]) {
             assert!((g - e).abs() < 1e-5, "{g} vs {e}");
         }
-        assert!(attend_layer(&cache, &host, &seq[..5], 0).is_err(), "not [n, 3d]");
-        assert!(attend_layer(&cache, &host, &seq[..3 * w], 2).is_err(), "no layer 2");
+        assert!(
+            attend_layer(&cache, &host, &seq[..5], 0).is_err(),
+            "not [n, 3d]"
+        );
+        assert!(
+            attend_layer(&cache, &host, &seq[..3 * w], 2).is_err(),
+            "no layer 2"
+        );
     }
 }

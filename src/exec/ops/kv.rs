@@ -17,7 +17,13 @@ pub fn kv_state_row(head_dim: u64) -> u64 {
 }
 
 /// `params[i]` as a whole number in `min..=u32::MAX` (default `default` when absent).
-fn whole(v: &NodeView<'_>, i: usize, what: &str, min: f32, default: Option<f32>) -> Result<u32, ExecError> {
+fn whole(
+    v: &NodeView<'_>,
+    i: usize,
+    what: &str,
+    min: f32,
+    default: Option<f32>,
+) -> Result<u32, ExecError> {
     let value = match (v.params.get(i).copied(), default) {
         (Some(p), _) => p,
         (None, Some(d)) => d,
@@ -133,11 +139,34 @@ mod tests {
         let short = b.weight("short", DType::U32, &[3]);
         let page = b.weight("page", DType::F32, &[1024]);
         let s = b.node_with_params("kv_self", &[qkv], &[3, 2, 20], false, &[2.0]);
-        let s2 =
-            b.node_with_params("kv_attend", &[s, qkv, table, page], &[3, 2, 20], true, &[2.0, 1.0, 0.0]);
-        b.node_with_params("kv_attend_out", &[s2, qkv, table, page], &[3, 32], false, &[2.0, 1.0, 1.0]);
-        b.node_with_params("kv_attend_out", &[s2, qkv, short, page], &[3, 32], false, &[2.0]);
-        b.node_with_params("kv_attend", &[s2, qkv, table, page], &[3, 2, 20], false, &[2.0, 0.5]);
+        let s2 = b.node_with_params(
+            "kv_attend",
+            &[s, qkv, table, page],
+            &[3, 2, 20],
+            true,
+            &[2.0, 1.0, 0.0],
+        );
+        b.node_with_params(
+            "kv_attend_out",
+            &[s2, qkv, table, page],
+            &[3, 32],
+            false,
+            &[2.0, 1.0, 1.0],
+        );
+        b.node_with_params(
+            "kv_attend_out",
+            &[s2, qkv, short, page],
+            &[3, 32],
+            false,
+            &[2.0],
+        );
+        b.node_with_params(
+            "kv_attend",
+            &[s2, qkv, table, page],
+            &[3, 2, 20],
+            false,
+            &[2.0, 0.5],
+        );
         b.node_with_params("kv_self", &[qkv], &[3, 32], false, &[2.0]);
         let g = b.build().expect("valid");
         assert_eq!(
