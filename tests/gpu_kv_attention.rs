@@ -107,6 +107,7 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
     let scale = 1.0 / (config.head_dim as f32).sqrt();
     let mut got_all: Vec<Vec<f32>> = vec![Vec::new(); config.layers as usize];
     let mut past = 0usize;
+    let mut previous = None;
     for &n in chunks {
         if !steps.contains_key(&n) {
             let (graph, kv, qkv, out, plan, memory) = step_graph(ctx, &config, u64::from(n));
@@ -140,7 +141,12 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
                 )
                 .expect("qkv written");
         }
-        exec.run(&step.graph, &memory).expect("the step runs");
+        let report = exec.run(&step.graph, &memory).expect("the step runs");
+        if previous == Some(n) {
+            // The same graph over the same memory: a steady step creates no bind group.
+            assert_eq!(report.bind_groups_created, 0, "n {n}, past {past}");
+        }
+        previous = Some(n);
         for (l, seq) in seqs.iter().enumerate() {
             let got = memory
                 .read_f32(ctx, &step.graph, step.out[l])
