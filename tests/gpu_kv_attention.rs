@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -109,21 +110,18 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
     let mut past = 0usize;
     let mut previous = None;
     for &n in chunks {
-        if !steps.contains_key(&n) {
+        if let Entry::Vacant(slot) = steps.entry(n) {
             let (graph, kv, qkv, out, plan, memory) = step_graph(ctx, &config, u64::from(n));
             let layer = cache.layer(&graph, &kv).expect("the cache's layer");
-            steps.insert(
-                n,
-                Step {
-                    graph,
-                    kv,
-                    qkv,
-                    out,
-                    plan,
-                    memory,
-                    layer,
-                },
-            );
+            slot.insert(Step {
+                graph,
+                kv,
+                qkv,
+                out,
+                plan,
+                memory,
+                layer,
+            });
         }
         let step = &steps[&n];
         let info = cache.begin_step(&step.kv, n).expect("blocks for the chunk");
