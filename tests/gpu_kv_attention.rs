@@ -288,6 +288,14 @@ fn decode_and_prefill_over_shared_pages_head_width_64() {
     pool.free(first).expect("freed");
 }
 
+#[test]
+fn decode_and_prefill_with_one_block_a_page_head_width_32() {
+    let Some(ctx) = common::gpu() else { return };
+    // Three heads of 32, blocks of 7 tokens, one block a page: 30 tokens in 5 pages.
+    let config = limits_config(&ctx, 3, 32, 7, 1);
+    run_chunks(&ctx, WgpuStorage::wgpu(&ctx), config, &[3, 1, 12, 1, 1, 12]);
+}
+
 /// A storage that refuses once its budget of allocations is spent.
 struct Budget {
     inner: WgpuStorage,
