@@ -16,7 +16,7 @@
 //!   carried between them).
 //! * [`KvProof`], [`prove_step`]: the checksum proof with the cache live for the whole
 //!   step.
-//! * [`reference`]: the paged attention on the CPU, through the block table.
+//! * [`reference`](mod@reference): the paged attention on the CPU, through the block table.
 
 mod cache;
 mod config;
