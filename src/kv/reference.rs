@@ -145,6 +145,65 @@ mod tests {
     }
 
     #[test]
+    fn the_executor_cpu_reference_of_a_step_graph_equals_the_paged_reference() {
+        use crate::exec::cpu_ref::evaluate;
+        use crate::exec::{Inputs, TensorData};
+        use crate::graph::{DType, GraphBuilder};
+        use crate::kv::KvTensors;
+
+        let config = KvConfig::new(2, 2, 8, 3, 24)
+            .and_then(|c| c.with_blocks_per_page(2))
+            .expect("valid");
+        let host = Arc::new(HostStorage::unlimited());
+        let mut cache = KvCache::new(Arc::clone(&host), config).expect("table");
+        let w = config.width() as usize;
+        let seq = values(13 * 3 * w, 11);
+        // A prefill of 10 tokens (two pages) through the paged reference, layer 1.
+        cache.begin(10).expect("blocks");
+        attend_layer(&cache, &host, &seq[..10 * 3 * w], 1).expect("prefill");
+        cache.commit(10).expect("mapped");
+        // The next chunk of 3: the step graph on the executor's CPU reference, with the
+        // cache's table and pages as values, against the paged reference.
+        cache.begin(3).expect("blocks");
+        let mut b = GraphBuilder::new("step");
+        let qkv = b.input("qkv", DType::F32, &[3, 3 * config.width()]);
+        let kv = KvTensors::add(&mut b, &config, config.pages_for(config.max_tokens));
+        let out = kv.attention(&mut b, qkv, 1).expect("attention");
+        b.mark_output(out);
+        let graph = b.build().expect("valid");
+        let chunk = &seq[10 * 3 * w..13 * 3 * w];
+        let mut inputs = Inputs::new();
+        inputs.insert(qkv, TensorData::F32(chunk.to_vec()));
+        inputs.insert(kv.table, TensorData::U32(cache.table_words()));
+        for (i, &page) in kv.pages.iter().enumerate() {
+            let values = match cache.pages().get(i) {
+                Some(region) => host
+                    .read(region)
+                    .expect("live")
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+                None => vec![0.0; config.page_words() as usize],
+            };
+            inputs.insert(page, TensorData::F32(values));
+        }
+        let all = evaluate(&graph, &inputs).expect("the CPU reference runs kv ops");
+        let got = match all.get(out.index()) {
+            Some(Some(TensorData::F32(v))) => v.clone(),
+            other => panic!("no output: {other:?}"),
+        };
+        let want = attend_layer(&cache, &host, chunk, 1).expect("attends");
+        assert_eq!(got.len(), want.len());
+        for (g, e) in got.iter().zip(&want) {
+            assert!((g - e).abs() < 1e-6, "{g} vs {e}");
+        }
+        let full = attention_causal(&seq[..13 * 3 * w], 13, 2, 8, 1.0 / 8f32.sqrt());
+        for (g, e) in got.iter().zip(&full[10 * w..]) {
+            assert!((g - e).abs() < 1e-5, "{g} vs {e}");
+        }
+    }
+
+    #[test]
     fn a_reused_block_is_read_through_the_table() {
         let config = KvConfig::new(2, 2, 4, 2, 16)
             .and_then(|c| c.with_blocks_per_page(2))
