@@ -1,11 +1,14 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module.
 
+mod generate_cmd;
+mod generate_out;
 mod graph_cmd;
 mod info_cmd;
 mod input;
 mod model_cmd;
 mod plan_cmd;
 mod run_cmd;
+mod tokenizer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,6 +105,10 @@ pub enum Command {
     },
     /// Run the built-in GPT-2-style decoder end to end with other dimensions.
     Model(model_cmd::ModelArgs),
+    /// Generate text with GPT-2 (a Hugging Face checkpoint or a seeded model) on
+    /// planned memory and a paged KV cache; `--dry-run`: what it needs and whether it
+    /// fits.
+    Generate(generate_cmd::GenerateArgs),
 }
 
 /// Runs the parsed command line.
@@ -151,6 +158,7 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
             inject_clobber,
         }),
         Some(Command::Model(args)) => model_cmd::run(&args),
+        Some(Command::Generate(args)) => generate_cmd::run(&args),
         None => model_cmd::run(&model_cmd::ModelArgs::default_run()),
     }
 }

@@ -102,6 +102,12 @@ pub enum CheckpointError {
     /// The prompt has no tokens.
     #[error("the prompt is empty: generation needs at least one token")]
     EmptyPrompt,
+    /// Text could not be turned into tokens, or tokens into text.
+    #[error("tokenizer: {message}")]
+    Tokenizer {
+        /// What failed.
+        message: String,
+    },
     /// Writing a checkpoint failed.
     #[error("cannot write the checkpoint: {message}")]
     Write {

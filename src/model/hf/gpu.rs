@@ -23,6 +23,10 @@ use crate::exec::{Executor, TensorMemory};
 use crate::kv::{prove_step, CachePlant, DeviceKvCache, KvConfig, KvProof, KvReport};
 use crate::plan::{alloc_ctx_tensors, lower_bounds, plan, BufferTypeDesc, Plan, PlanOptions};
 
+/// The default largest KV page (16 MiB): GPT-2 small's 1024 tokens in 5 pages, so the
+/// cache grows a page at a time and attention takes one dispatch per page.
+pub const DEFAULT_PAGE_BYTES: u64 = 16 << 20;
+
 /// Choices of a [`GpuGpt2`].
 #[derive(Clone)]
 pub struct GpuOptions {
@@ -47,7 +51,7 @@ impl Default for GpuOptions {
         GpuOptions {
             prefill_chunk: 64,
             block_tokens: 16,
-            max_page_bytes: u64::MAX,
+            max_page_bytes: DEFAULT_PAGE_BYTES,
             max_context: None,
             head_piece_bytes: None,
             kv_storage: None,

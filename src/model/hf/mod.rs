@@ -7,6 +7,7 @@ mod checkpoint;
 mod config;
 mod cpu;
 mod error;
+mod fit;
 mod generate;
 mod gpu;
 mod readback;
@@ -17,7 +18,10 @@ pub use checkpoint::{weights_from_safetensors, Checkpoint};
 pub use config::Gpt2Config;
 pub use cpu::{check_tokens, gelu_new, CpuGpt2, CpuKvCache};
 pub use error::CheckpointError;
+pub use fit::{fit, FitBucket, FitReport, FitRequest};
 pub use generate::{argmax, generate_greedy, CpuDecoder, Decoder, Generation};
-pub use gpu::{BucketKey, BucketReport, GpuGpt2, GpuOptions, MemoryReport, StepReport};
+pub use gpu::{
+    BucketKey, BucketReport, GpuGpt2, GpuOptions, MemoryReport, StepReport, DEFAULT_PAGE_BYTES,
+};
 pub use step_graph::{build_step_graph, head_pieces, StepAttention, StepGraph, WeightIds};
 pub use weights::{Gpt2Weights, LayerWeights};
