@@ -51,6 +51,7 @@ fn step_graph(
     ctx: &GpuContext,
     config: &KvConfig,
     n: u64,
+    planner: &str,
 ) -> (
     Graph,
     KvTensors,
@@ -75,7 +76,7 @@ fn step_graph(
     }
     let graph = b.build().expect("a valid step graph");
     let desc = ctx.buffer_types().expect("buffer types").storage.desc;
-    let plan = Planner::from_name("ggml")
+    let plan = Planner::from_name(planner)
         .and_then(|p| p.plan_graph(&graph, &desc))
         .expect("the activation plan");
     for id in kv.tensors() {
@@ -96,8 +97,10 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
     storage: S,
     config: KvConfig,
     chunks: &[u32],
+    planner: &str,
 ) {
     let mut cache = DeviceKvCache::new(ctx, storage, config).expect("a cache");
+    let mut inplace = 0;
     let mut steps: HashMap<u32, Step> = HashMap::new();
     let mut exec = Executor::new(ctx);
     let w = config.width() as usize;
@@ -111,7 +114,8 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
     let mut previous = None;
     for &n in chunks {
         if let Entry::Vacant(slot) = steps.entry(n) {
-            let (graph, kv, qkv, out, plan, memory) = step_graph(ctx, &config, u64::from(n));
+            let (graph, kv, qkv, out, plan, memory) =
+                step_graph(ctx, &config, u64::from(n), planner);
             let layer = cache.layer(&graph, &kv).expect("the cache's layer");
             slot.insert(Step {
                 graph,
@@ -140,6 +144,7 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
                 .expect("qkv written");
         }
         let report = exec.run(&step.graph, &memory).expect("the step runs");
+        inplace += report.inplace_dispatches;
         if previous == Some(n) {
             // The same graph over the same memory: a steady step creates no bind group.
             assert_eq!(report.bind_groups_created, 0, "n {n}, past {past}");
@@ -169,6 +174,11 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
         past = end;
     }
     assert!(cache.report().pages > 1, "the context spans several pages");
+    // Both kv_attend kernels ran: in place over the state (ggml), and not (naive).
+    match planner {
+        "naive" => assert_eq!(inplace, 0),
+        _ => assert!(inplace > 0, "no kv_attend ran in place"),
+    }
     assert!(cache.report().blocks > 2, "and several blocks");
     // Every cached row is the sequence's K and V, where the table says.
     let bt = config.block_tokens as usize;
@@ -256,6 +266,7 @@ fn decode_and_prefill_over_pages_in_separate_buffers_head_width_16() {
         Arc::clone(&storage),
         config,
         &[19, 1, 1, 7, 1, 3, 1, 1, 9],
+        "ggml",
     );
     let report = storage.report();
     assert_eq!(
@@ -284,16 +295,29 @@ fn decode_and_prefill_over_shared_pages_head_width_64() {
     let first = pool
         .allocate(&RegionRequest::new(4))
         .expect("a region before the cache");
-    run_chunks(&ctx, Arc::clone(&pool), config, &[1, 1, 11, 1, 1, 17, 1, 2]);
+    run_chunks(
+        &ctx,
+        Arc::clone(&pool),
+        config,
+        &[1, 1, 11, 1, 1, 17, 1, 2],
+        "ggml",
+    );
     pool.free(first).expect("freed");
 }
 
 #[test]
-fn decode_and_prefill_with_one_block_a_page_head_width_32() {
+fn decode_and_prefill_with_one_block_a_page_head_width_32_not_in_place() {
     let Some(ctx) = common::gpu() else { return };
-    // Three heads of 32, blocks of 7 tokens, one block a page: 30 tokens in 5 pages.
+    // Three heads of 32, blocks of 7 tokens, one block a page: 30 tokens in 5 pages;
+    // the naive plan never writes in place, so the state goes from buffer to buffer.
     let config = limits_config(&ctx, 3, 32, 7, 1);
-    run_chunks(&ctx, WgpuStorage::wgpu(&ctx), config, &[3, 1, 12, 1, 1, 12]);
+    run_chunks(
+        &ctx,
+        WgpuStorage::wgpu(&ctx),
+        config,
+        &[3, 1, 12, 1, 1, 12],
+        "naive",
+    );
 }
 
 /// A storage that refuses once its budget of allocations is spent.
@@ -335,7 +359,7 @@ fn a_storage_that_refuses_a_page_loses_nothing() {
     };
     let counting = Arc::new(CountingStorage::new(budget));
     let mut cache = DeviceKvCache::new(&ctx, Arc::clone(&counting), config).expect("a cache");
-    let (graph, kv, qkv, out, plan, memory) = step_graph(&ctx, &config, 1);
+    let (graph, kv, qkv, out, plan, memory) = step_graph(&ctx, &config, 1, "ggml");
     // The graph binds 8 page slots; the storage gives two pages, then refuses.
     match cache.layer(&graph, &kv) {
         Err(KvError::Storage {
@@ -409,7 +433,7 @@ fn a_storage_that_refuses_a_page_loses_nothing() {
 fn the_proof_holds_the_cache_live_and_names_a_planted_clobber() {
     let Some(ctx) = common::gpu() else { return };
     let config = limits_config(&ctx, 2, 16, 4, 2);
-    let (graph, kv, _qkv, _out, plan, memory) = step_graph(&ctx, &config, 5);
+    let (graph, kv, _qkv, _out, plan, memory) = step_graph(&ctx, &config, 5, "ggml");
     let report = prove_step(&ctx, &graph, &kv, &plan, &memory).expect("the proof runs");
     assert!(report.verified(), "{report}");
     let mut proof = KvProof::new(&graph, &kv, &plan).expect("the proof graph");
