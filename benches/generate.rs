@@ -80,8 +80,16 @@ fn main() {
         .filter(|s| matches!(s.key, BucketKey::Step { rows: 1, .. }))
         .collect();
     let host = median(decode_steps.iter().map(|s| s.host_time).collect());
-    let wall = median(decode_steps.iter().map(|s| s.host_time + s.wait_time).collect());
-    let gpu_time = decode_steps.iter().filter_map(|s| s.gpu_time).collect::<Vec<_>>();
+    let wall = median(
+        decode_steps
+            .iter()
+            .map(|s| s.host_time + s.wait_time)
+            .collect(),
+    );
+    let gpu_time = decode_steps
+        .iter()
+        .filter_map(|s| s.gpu_time)
+        .collect::<Vec<_>>();
     let created: (usize, usize, usize, usize) = steps.iter().fold((0, 0, 0, 0), |a, s| {
         (
             a.0 + usize::from(s.planned),
@@ -128,8 +136,14 @@ fn main() {
     println!();
     println!("| decode step after warm-up (median) | value |");
     println!("| --- | ---: |");
-    println!("| host before submit | {:.1} us |", host.as_secs_f64() * 1e6);
-    println!("| whole step (host + submit to done) | {:.2} ms |", ms(wall));
+    println!(
+        "| host before submit | {:.1} us |",
+        host.as_secs_f64() * 1e6
+    );
+    println!(
+        "| whole step (host + submit to done) | {:.2} ms |",
+        ms(wall)
+    );
     println!(
         "| host share of the step | {:.3} % |",
         100.0 * host.as_secs_f64() / wall.as_secs_f64().max(1e-12)
@@ -152,7 +166,7 @@ fn main() {
     println!("| --- | ---: | ---: | ---: | ---: |");
     for b in &memory.buckets {
         let name = match b.key {
-            BucketKey::Step { rows, slots } => format!("{rows} token(s), {slots} page(s)"),
+            BucketKey::Step { rows, slots, .. } => format!("{rows} token(s), {slots} page(s)"),
             BucketKey::Recompute { rows } => format!("recompute {rows}"),
         };
         println!(

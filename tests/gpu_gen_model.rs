@@ -16,7 +16,7 @@ use serde::Deserialize;
 use wgalloc::device::{Region, WgpuStorage};
 use wgalloc::model::hf::{
     generate_greedy, BucketKey, Checkpoint, CheckpointError, CpuDecoder, CpuGpt2, Decoder,
-    Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions,
+    Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions, LogitRows,
 };
 use wgalloc::storage::{CountingStorage, RegionRequest, Storage, StorageError};
 use wgalloc::ErrorKind;
@@ -286,7 +286,11 @@ fn a_plan_that_puts_an_activation_over_the_cache_is_caught() {
         GpuGpt2::new(&ctx, &ckpt.config, &ckpt.weights, small_pages(&ckpt.config)).expect("gpu");
     // 10 tokens: two page slots (pages of 8 tokens), so a second page exists.
     generate_greedy(&mut gpu, &reference().prompt_ids[..6], 5).expect("runs");
-    let key = BucketKey::Step { rows: 1, slots: 2 };
+    let key = BucketKey::Step {
+        rows: 1,
+        slots: 2,
+        logits: LogitRows::Last,
+    };
     let (clean, none) = gpu.prove_bucket(key, false).expect("proof");
     assert!(clean.verified() && none.is_none(), "{clean:?}");
     let (caught, planted) = gpu.prove_bucket(key, true).expect("proof");

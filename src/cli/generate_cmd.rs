@@ -7,12 +7,12 @@ use std::process::ExitCode;
 
 use wgalloc::device::GpuContext;
 use wgalloc::model::hf::{
-    check_tokens, fit, generate_greedy, Checkpoint, CheckpointError, FitRequest, Generation,
-    Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions, DEFAULT_PAGE_BYTES,
+    check_tokens, fit, generate_greedy, Checkpoint, CheckpointError, CpuDecoder, CpuGpt2,
+    FitRequest, Generation, Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions, DEFAULT_PAGE_BYTES,
 };
 use wgalloc::model::SeededRng;
 
-use super::generate_out::{print_dry_run, print_generation, RunFacts};
+use super::generate_out::{print_dry_run, print_generation, CpuCheck, RunFacts};
 use super::tokenizer::{Gpt2Tokenizer, GPT2_VOCAB};
 
 /// Options of `wgalloc generate`.
@@ -52,9 +52,35 @@ pub struct GenerateArgs {
     /// With `--dry-run`: the bytes the model may use on the device.
     #[arg(long)]
     pub budget: Option<u64>,
+    /// Also generate with the CPU reference and compare: the same tokens, and each
+    /// step's logits within 1e-3 x max(1, max |logit|) (exit code 1 otherwise).
+    #[arg(long)]
+    pub check: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+impl GenerateArgs {
+    /// What the default run (`wgalloc` with no arguments) ends with: 8 tokens from the
+    /// seeded model.
+    pub fn default_run() -> GenerateArgs {
+        GenerateArgs {
+            weights: None,
+            prompt_ids: None,
+            prompt: None,
+            max_new_tokens: 8,
+            prefill_chunk: 64,
+            block_tokens: 16,
+            page_bytes: DEFAULT_PAGE_BYTES,
+            seed: 42,
+            seeded_shape: None,
+            dry_run: false,
+            budget: None,
+            check: true,
+            json: false,
+        }
+    }
 }
 
 /// The seeded model's default shape: 4 layers, width 256, 4 heads, vocabulary 1024,
@@ -123,6 +149,14 @@ pub fn run(args: &GenerateArgs) -> wgalloc::Result<ExitCode> {
     };
     let mut gpu = GpuGpt2::new(&ctx, &config, &weights, options)?;
     let generation: Generation = generate_greedy(&mut gpu, &prompt_ids, args.max_new_tokens)?;
+    let check = if args.check {
+        let cpu = CpuGpt2::new(config.clone(), weights)?;
+        let reference =
+            generate_greedy(&mut CpuDecoder::new(cpu), &prompt_ids, args.max_new_tokens)?;
+        Some(CpuCheck::of(&generation, &reference))
+    } else {
+        None
+    };
     let text = match &tokenizer {
         Some(t) => Some(t.decode(&generation.generated_ids)?),
         None => None,
@@ -136,9 +170,14 @@ pub fn run(args: &GenerateArgs) -> wgalloc::Result<ExitCode> {
         steps: gpu.steps(),
         memory: gpu.memory_report(),
         pipeline_time: gpu.pipeline_time(),
+        check,
     };
     print_generation(&facts, args.json);
-    Ok(ExitCode::SUCCESS)
+    Ok(if check.is_none_or(|c| c.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Eight seeded prompt ids below the vocabulary.

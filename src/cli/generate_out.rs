@@ -25,6 +25,42 @@ pub struct RunFacts<'a> {
     pub memory: MemoryReport,
     /// One-time pipeline build.
     pub pipeline_time: Duration,
+    /// The comparison with the CPU reference, when asked for.
+    pub check: Option<CpuCheck>,
+}
+
+/// The device's generation against the CPU reference's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuCheck {
+    /// Whether the generated tokens are the same.
+    pub tokens_match: bool,
+    /// The largest `|gpu - cpu|` over every step's logits.
+    pub max_abs_error: f32,
+    /// The largest `|cpu|` logit.
+    pub max_abs_logit: f32,
+    /// Tokens match and every logit is within 1e-3 x max(1, max |logit|).
+    pub passed: bool,
+}
+
+impl CpuCheck {
+    /// Compares two generations of the same prompt.
+    pub fn of(gpu: &Generation, cpu: &Generation) -> CpuCheck {
+        let mut max_abs_error = 0f32;
+        let mut max_abs_logit = 0f32;
+        for (g, c) in gpu.step_logits.iter().zip(&cpu.step_logits) {
+            for (a, b) in g.iter().zip(c) {
+                max_abs_error = max_abs_error.max((a - b).abs());
+                max_abs_logit = max_abs_logit.max(b.abs());
+            }
+        }
+        let tokens_match = gpu.generated_ids == cpu.generated_ids;
+        CpuCheck {
+            tokens_match,
+            max_abs_error,
+            max_abs_logit,
+            passed: tokens_match && max_abs_error <= 1e-3 * max_abs_logit.max(1.0),
+        }
+    }
 }
 
 /// Counts over a set of steps.
@@ -84,14 +120,14 @@ fn median(mut v: Vec<Duration>) -> Option<Duration> {
 
 fn key_json(key: &BucketKey) -> Value {
     match key {
-        BucketKey::Step { rows, slots } => json!({"rows": rows, "page_slots": slots}),
+        BucketKey::Step { rows, slots, .. } => json!({"rows": rows, "page_slots": slots}),
         BucketKey::Recompute { rows } => json!({"rows": rows, "recompute": true}),
     }
 }
 
 fn key_text(key: &BucketKey) -> String {
     match key {
-        BucketKey::Step { rows, slots } => format!("{rows} token(s), {slots} page slot(s)"),
+        BucketKey::Step { rows, slots, .. } => format!("{rows} token(s), {slots} page slot(s)"),
         BucketKey::Recompute { rows } => format!("recompute of {rows} tokens"),
     }
 }
@@ -137,6 +173,12 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
             "prompt_ids": g.prompt_ids,
             "generated_ids": g.generated_ids,
             "text": f.text,
+            "cpu_check": f.check.map(|c| json!({
+                "tokens_match": c.tokens_match,
+                "max_abs_error": c.max_abs_error,
+                "max_abs_logit": c.max_abs_logit,
+                "passed": c.passed,
+            })),
             "timings": {
                 "pipelines_seconds": f.pipeline_time.as_secs_f64(),
                 "prefill_seconds": g.prefill_time.as_secs_f64(),
@@ -183,6 +225,15 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
     println!("tokens   {}", ids(&g.generated_ids));
     if let Some(text) = &f.text {
         println!("text     {text:?}");
+    }
+    if let Some(c) = &f.check {
+        println!(
+            "check    CPU reference: tokens {}, max |gpu - cpu| = {:.3e} (tolerance 1e-3 x max(1, {:.3})): {}",
+            if c.tokens_match { "identical" } else { "DIFFER" },
+            c.max_abs_error,
+            c.max_abs_logit,
+            if c.passed { "PASS" } else { "FAIL" }
+        );
     }
     println!(
         "prefill  {} tokens in {:.2} ms: {:.1} tokens/s",

@@ -159,7 +159,17 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
         }),
         Some(Command::Model(args)) => model_cmd::run(&args),
         Some(Command::Generate(args)) => generate_cmd::run(&args),
-        None => model_cmd::run(&model_cmd::ModelArgs::default_run()),
+        None => {
+            let code = model_cmd::run(&model_cmd::ModelArgs::default_run())?;
+            if code == ExitCode::SUCCESS {
+                // The default run ends by generating a few tokens with the seeded GPT-2
+                // on planned memory and the paged KV cache.
+                println!();
+                println!("generate (wgalloc generate: seeded GPT-2, greedy, paged KV cache)");
+                return generate_cmd::run(&generate_cmd::GenerateArgs::default_run());
+            }
+            Ok(code)
+        }
     }
 }
 

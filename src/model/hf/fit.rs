@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::step_graph::{build_step_graph, head_pieces, StepAttention};
+use super::step_graph::{build_step_graph, head_pieces, LogitRows, StepAttention};
 use super::Gpt2Config;
 use crate::kv::KvConfig;
 use crate::plan::{alloc_ctx_tensors, lower_bounds, plan, BufferTypeDesc, PlanOptions};
@@ -116,7 +116,7 @@ pub fn fit(config: &Gpt2Config, request: &FitRequest) -> crate::Result<FitReport
             kv,
             slots: kv.pages_for(max_context as u32),
         };
-        let step = build_step_graph(config, rows, attention, &pieces)?;
+        let step = build_step_graph(config, rows, attention, &pieces, LogitRows::Last)?;
         if weight_bytes == 0 {
             let weight_plan = alloc_ctx_tensors(&step.graph, &step.weights.all(), &storage)?;
             weight_bytes = weight_plan.total_size();

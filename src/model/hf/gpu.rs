@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::generate::Decoder;
 use super::readback::Readback;
-use super::step_graph::{build_step_graph, head_pieces, StepAttention, StepGraph};
+use super::step_graph::{build_step_graph, head_pieces, LogitRows, StepAttention, StepGraph};
 use super::{check_tokens, CheckpointError, Gpt2Config, Gpt2Weights};
 use crate::device::{
     allocate_plan, GpuContext, PlannedMemory, SharedStorage, WgpuAllocator, WgpuStorage,
@@ -82,6 +82,8 @@ pub enum BucketKey {
         rows: usize,
         /// Page slots bound.
         slots: u32,
+        /// Which rows get logits ([`LogitRows::Last`] for a single row).
+        logits: LogitRows,
     },
     /// A full recompute of a sequence of `rows` tokens (no cache).
     Recompute {
@@ -235,7 +237,7 @@ impl GpuGpt2 {
         .fit_pages(&ctx.limits, options.max_page_bytes)?;
         let storage = ctx.buffer_types()?.storage.desc;
         // Any step graph declares the weights with the same ids.
-        let probe = build_step_graph(config, 1, StepAttention::Recompute, &pieces)?;
+        let probe = build_step_graph(config, 1, StepAttention::Recompute, &pieces, LogitRows::All)?;
         let ids = probe.weights.all();
         let weight_plan = alloc_ctx_tensors(&probe.graph, &ids, &storage)?;
         let weight_memory = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
@@ -352,17 +354,22 @@ impl GpuGpt2 {
             return Ok((false, 0));
         }
         let started = Instant::now();
-        let (rows, attention) = match key {
-            BucketKey::Step { rows, slots } => (
+        let (rows, attention, logits) = match key {
+            BucketKey::Step {
+                rows,
+                slots,
+                logits,
+            } => (
                 rows,
                 StepAttention::Paged {
                     kv: *self.kv.config(),
                     slots,
                 },
+                logits,
             ),
-            BucketKey::Recompute { rows } => (rows, StepAttention::Recompute),
+            BucketKey::Recompute { rows } => (rows, StepAttention::Recompute, LogitRows::All),
         };
-        let step = build_step_graph(&self.config, rows, attention, &self.pieces)?;
+        let step = build_step_graph(&self.config, rows, attention, &self.pieces, logits)?;
         let plan = plan(
             &step.graph,
             std::slice::from_ref(&self.storage),
@@ -414,8 +421,14 @@ impl GpuGpt2 {
     }
 
     /// Runs one step of `tokens` (at most [`GpuOptions::prefill_chunk`] of them, or
-    /// any number for a recompute) and returns their logits `[tokens.len(), vocab]`.
-    fn run(&mut self, tokens: &[u32], recompute: bool) -> crate::Result<Vec<f32>> {
+    /// any number for a recompute) and returns their logits (`[tokens.len(), vocab]`,
+    /// or the last row's `[vocab]` for [`LogitRows::Last`]).
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        recompute: bool,
+        logit_rows: LogitRows,
+    ) -> crate::Result<Vec<f32>> {
         let started = Instant::now();
         let past = if recompute {
             0
@@ -438,6 +451,11 @@ impl GpuGpt2 {
             BucketKey::Step {
                 rows,
                 slots: self.kv.config().pages_for(needed as u32),
+                logits: if rows == 1 {
+                    LogitRows::Last
+                } else {
+                    logit_rows
+                },
             }
         };
         let (planned, mut buffers_created) = self.ensure_bucket(key)?;
@@ -459,6 +477,9 @@ impl GpuGpt2 {
         let memory = memory.with_layer(&self.weight_plan, &self.weight_memory);
         let graph = &bucket.step.graph;
         memory.write_f32(&self.ctx, graph, bucket.step.input, &embedded)?;
+        if let Some(index) = bucket.step.last_row {
+            memory.write_u32(&self.ctx, graph, index, &[rows as u32 - 1])?;
+        }
         let before_run = started.elapsed();
         let run = self.executor.run(graph, &memory)?;
         let pipelines_built = run.pipelines.saturating_sub(self.pipelines);
@@ -478,10 +499,11 @@ impl GpuGpt2 {
             self.kv.commit(rows as u32)?;
         }
         let vocab = self.config.vocab_size;
-        let mut logits = vec![0f32; rows * vocab];
+        let out_rows = bucket.step.logit_rows;
+        let mut logits = vec![0f32; out_rows * vocab];
         for (piece, range) in bytes.iter().zip(&self.pieces) {
             let width = range.len();
-            for (r, row) in piece.chunks_exact(4 * width).enumerate().take(rows) {
+            for (r, row) in piece.chunks_exact(4 * width).enumerate().take(out_rows) {
                 for (j, c) in row.chunks_exact(4).enumerate() {
                     logits[r * vocab + range.start + j] =
                         f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -515,7 +537,7 @@ impl GpuGpt2 {
     /// A bad token or a sequence past `n_positions`; planning, allocation and
     /// execution errors.
     pub fn recompute(&mut self, tokens: &[u32]) -> crate::Result<Vec<f32>> {
-        self.run(tokens, true)
+        self.run(tokens, true, LogitRows::All)
     }
 
     /// Proves every bucket's plan with the checksum run, the KV cache live through
@@ -592,7 +614,17 @@ impl Decoder for GpuGpt2 {
         check_tokens(&self.config, past, tokens)?;
         let mut logits = Vec::with_capacity(tokens.len() * self.config.vocab_size);
         for chunk in tokens.chunks(self.options.prefill_chunk.max(1)) {
-            logits.extend(self.run(chunk, false)?);
+            logits.extend(self.run(chunk, false, LogitRows::All)?);
+        }
+        Ok(logits)
+    }
+
+    fn append_last(&mut self, tokens: &[u32]) -> crate::Result<Vec<f32>> {
+        let past = self.context_len();
+        check_tokens(&self.config, past, tokens)?;
+        let mut logits = Vec::new();
+        for chunk in tokens.chunks(self.options.prefill_chunk.max(1)) {
+            logits = self.run(chunk, false, LogitRows::Last)?;
         }
         Ok(logits)
     }

@@ -23,5 +23,7 @@ pub use generate::{argmax, generate_greedy, CpuDecoder, Decoder, Generation};
 pub use gpu::{
     BucketKey, BucketReport, GpuGpt2, GpuOptions, MemoryReport, StepReport, DEFAULT_PAGE_BYTES,
 };
-pub use step_graph::{build_step_graph, head_pieces, StepAttention, StepGraph, WeightIds};
+pub use step_graph::{
+    build_step_graph, head_pieces, LogitRows, StepAttention, StepGraph, WeightIds,
+};
 pub use weights::{Gpt2Weights, LayerWeights};

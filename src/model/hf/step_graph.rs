@@ -37,6 +37,17 @@ pub enum StepAttention {
     Recompute,
 }
 
+/// Which rows of a step get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogitRows {
+    /// Every row (a prompt's logits at every position).
+    All,
+    /// The last row only (what generation needs): the final hidden state's last row
+    /// is gathered (`embedding` with the row's index) before the final layer norm, so
+    /// the LM head runs on one row.
+    Last,
+}
+
 /// The ids of the model's weights in a step graph.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WeightIds {
@@ -67,8 +78,13 @@ pub struct StepGraph {
     pub rows: usize,
     /// The input: embedded tokens `[rows, n_embd]`.
     pub input: TensorId,
-    /// The logits outputs, one per head piece (`[rows, piece_rows]`).
+    /// The logits outputs, one per head piece (`[logit_rows, piece_rows]`).
     pub logits: Vec<TensorId>,
+    /// Rows of logits: `rows`, or 1 for [`LogitRows::Last`].
+    pub logit_rows: usize,
+    /// For [`LogitRows::Last`] with several rows: the input holding the last row's
+    /// index (`u32 [1]`, written `rows - 1` before each run).
+    pub last_row: Option<TensorId>,
     /// The model's weights.
     pub weights: WeightIds,
     /// The KV cache's tensors (paged attention only).
@@ -100,6 +116,7 @@ pub fn build_step_graph(
     rows: usize,
     attention: StepAttention,
     pieces: &[std::ops::Range<usize>],
+    logit_rows: LogitRows,
 ) -> Result<StepGraph, CheckpointError> {
     let bad = |problem: String| CheckpointError::BadConfig {
         field: "n_embd",
@@ -136,6 +153,8 @@ pub fn build_step_graph(
         StepAttention::Recompute => None,
     };
     let input = b.input("embedded", DType::F32, &[n, d]);
+    let last_row =
+        (logit_rows == LogitRows::Last && n > 1).then(|| b.input("last_row", DType::U32, &[1]));
     let eps = config.eps();
     let fused_out = d.is_multiple_of(4);
     let fused_down = d.is_multiple_of(4) && inner.is_multiple_of(4);
@@ -173,12 +192,23 @@ pub fn build_step_graph(
         x = residual(&mut b, x, act, fcp_w, fcp_b, [n, d], fused_down);
         b.rename(x, format!("h{l}.resid2"));
     }
+    let out_rows = if last_row.is_some() { 1 } else { n };
+    if let Some(index) = last_row {
+        // The last row, gathered: a row lookup of x by index.
+        x = b.node("embedding", &[index, x], &[1, d], false);
+        b.rename(x, "last_row_state");
+    }
     let [gf, bf] = weights.ln_f;
-    let hf = b.node_with_params("layer_norm", &[x, gf, bf], &[n, d], false, &[eps]);
+    let hf = b.node_with_params("layer_norm", &[x, gf, bf], &[out_rows, d], false, &[eps]);
     b.rename(hf, "ln_f");
     let mut logits = Vec::with_capacity(pieces.len());
     for (i, (piece, range)) in weights.head.iter().zip(pieces).enumerate() {
-        let out = b.node("matmul_bt", &[hf, *piece], &[n, range.len() as u64], false);
+        let out = b.node(
+            "matmul_bt",
+            &[hf, *piece],
+            &[out_rows, range.len() as u64],
+            false,
+        );
         b.rename(out, format!("logits{i}"));
         b.mark_output(out);
         logits.push(out);
@@ -189,6 +219,8 @@ pub fn build_step_graph(
         rows,
         input,
         logits,
+        logit_rows: out_rows as usize,
+        last_row,
         weights,
         kv,
     })
@@ -276,9 +308,16 @@ mod tests {
         c.n_inner = Some(70);
         let pieces = head_pieces(&c, 40 * 32 * 4);
         let kv = KvConfig::new(2, 2, 16, 4, 40).expect("kv");
-        let paged =
-            build_step_graph(&c, 3, StepAttention::Paged { kv, slots: 2 }, &pieces).expect("paged");
-        let full = build_step_graph(&c, 5, StepAttention::Recompute, &pieces).expect("full");
+        let paged = build_step_graph(
+            &c,
+            3,
+            StepAttention::Paged { kv, slots: 2 },
+            &pieces,
+            LogitRows::Last,
+        )
+        .expect("paged");
+        let full = build_step_graph(&c, 5, StepAttention::Recompute, &pieces, LogitRows::All)
+            .expect("full");
         for g in [&paged.graph, &full.graph] {
             g.validate().expect("valid");
             for step in 0..g.nodes.len() {
@@ -288,7 +327,16 @@ mod tests {
         assert_eq!(paged.weights, full.weights);
         assert_eq!(paged.logits.len(), 3);
         assert!(paged.kv.is_some() && full.kv.is_none());
+        assert_eq!((paged.logit_rows, full.logit_rows), (1, 5));
+        assert!(paged.last_row.is_some() && full.last_row.is_none());
         let odd_heads = Gpt2Config::new(1, 6, 2, 5, 4);
-        assert!(build_step_graph(&odd_heads, 1, StepAttention::Recompute, &[0..5]).is_err());
+        assert!(build_step_graph(
+            &odd_heads,
+            1,
+            StepAttention::Recompute,
+            &[0..5],
+            LogitRows::All
+        )
+        .is_err());
     }
 }
