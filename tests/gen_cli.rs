@@ -138,3 +138,28 @@ fn bad_prompts_and_checkpoints_exit_2_with_the_kind() {
     assert_eq!(code, 2);
     assert!(err.contains("15496"), "{err}");
 }
+
+#[test]
+fn a_text_prompt_is_tokenized_with_gpt2_bpe_and_the_output_decoded() {
+    if common::gpu().is_none() {
+        return;
+    }
+    // A seeded model with GPT-2's vocabulary, small enough for a software adapter.
+    let (code, out, err) = wgalloc(&[
+        "generate",
+        "--seeded-shape",
+        "1,64,4,50257,32",
+        "--prompt",
+        "Hello world",
+        "--max-new-tokens",
+        "3",
+        "--check",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(json["prompt_ids"], serde_json::json!([15496, 995]));
+    assert_eq!(json["generated_ids"].as_array().map(Vec::len), Some(3));
+    assert!(json["text"].is_string(), "{json}");
+    assert_eq!(json["cpu_check"]["passed"], true, "{json}");
+}

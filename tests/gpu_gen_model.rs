@@ -91,6 +91,9 @@ fn the_fixture_generates_transformers_tokens_on_the_gpu() {
 /// recompute on the GPU and the CPU reference, and proves every bucket.
 fn decode_matches_recompute(config: &Gpt2Config, seed: u64, options: GpuOptions) {
     let Some(ctx) = common::gpu() else { return };
+    let options_piece = options
+        .head_piece_bytes
+        .map(|b| (b / (4 * config.n_embd as u64)) as usize);
     let weights = Gpt2Weights::seeded(config, seed);
     let cpu = CpuGpt2::new(config.clone(), weights.clone()).expect("cpu");
     let mut gpu = GpuGpt2::new(&ctx, config, &weights, options).expect("gpu");
@@ -126,6 +129,9 @@ fn decode_matches_recompute(config: &Gpt2Config, seed: u64, options: GpuOptions)
         memory.kv.pages >= 2,
         "the context spans several pages: {memory:?}"
     );
+    if let Some(piece) = options_piece {
+        assert_eq!(memory.head_pieces, config.vocab_size.div_ceil(piece));
+    }
     let proofs = gpu.prove_buckets().expect("proofs run");
     assert_eq!(proofs.len(), memory.buckets.len());
     for (key, report) in proofs {
@@ -137,7 +143,12 @@ fn decode_matches_recompute(config: &Gpt2Config, seed: u64, options: GpuOptions)
 fn odd_vocabulary_and_inner_width_decode_as_they_recompute() {
     let mut c = Gpt2Config::new(2, 32, 2, 101, 40);
     c.n_inner = Some(72);
-    decode_matches_recompute(&c, 11, small_pages(&c));
+    // The tied head split in pieces of at most 30 rows: 4 pieces, the last shorter.
+    let options = GpuOptions {
+        head_piece_bytes: Some(30 * 32 * 4),
+        ..small_pages(&c)
+    };
+    decode_matches_recompute(&c, 11, options);
 }
 
 #[test]
