@@ -175,10 +175,10 @@ fn main() {
         );
     }
     // ggml-style: one reservation for the worst case (the largest chunk at the longest
-    // context), with attention's score and probability matrices [heads, chunk, context]
-    // materialised as ggml's non-flash graph does (an estimate: our largest bucket plus
-    // those two tensors).
-    let context = prefill + decode;
+    // context the cache holds), with attention's score and probability matrices
+    // [heads, chunk, context] materialised as ggml's non-flash graph does (an estimate:
+    // our largest bucket plus those two f32 tensors of one layer).
+    let context = gpu.max_context();
     let scores = 2 * 4 * (config.n_head * chunk.min(prefill) * context) as u64;
     let worst = memory
         .buckets
@@ -200,7 +200,7 @@ fn main() {
             .unwrap_or(0)
     );
     println!(
-        "ggml-style worst case (chunk {} x context {context}, scores materialised): ~{} B, {:.2}x ours",
+        "ggml-style worst case (estimate: chunk {} x longest context {context}, the largest bucket + one layer's scores and probabilities [heads, chunk, context] f32): ~{} B, {:.2}x ours",
         chunk.min(prefill),
         ggml,
         ggml as f64 / memory.activation_bytes.max(1) as f64
