@@ -151,17 +151,11 @@ pub fn weights_from_safetensors(
     }
     let ln_f_g = read("ln_f.weight", &[d])?;
     let ln_f_b = read("ln_f.bias", &[d])?;
-    let lm_head = if names.contains_key("lm_head.weight") {
-        let head = read("lm_head.weight", &[v, d])?;
-        // A tied checkpoint may still store the head: keep it only when it differs.
-        (!config.tie_word_embeddings || head != wte).then_some(head)
-    } else if config.tie_word_embeddings {
+    // A tied head is `wte` (as HF ties it, a stored `lm_head.weight` is not read).
+    let lm_head = if config.tie_word_embeddings {
         None
     } else {
-        return Err(CheckpointError::MissingTensor {
-            name: "lm_head.weight".to_string(),
-            alternative: "(none: tie_word_embeddings is false)".to_string(),
-        });
+        Some(read("lm_head.weight", &[v, d])?)
     };
     Ok(Gpt2Weights {
         wte,

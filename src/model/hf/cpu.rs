@@ -68,32 +68,48 @@ pub fn check_tokens(
     Ok(())
 }
 
+/// Checks that `weights` have the lengths `config` implies.
+///
+/// # Errors
+/// A bad config, or [`CheckpointError::ConfigMismatch`] naming the first tensor whose
+/// length is not the config's.
+pub fn check_weights(config: &Gpt2Config, weights: &Gpt2Weights) -> Result<(), CheckpointError> {
+    config.check()?;
+    if weights.layers.len() != config.n_layer {
+        return Err(CheckpointError::ConfigMismatch {
+            name: "h".to_string(),
+            problem: format!(
+                "{} blocks for n_layer = {}",
+                weights.layers.len(),
+                config.n_layer
+            ),
+        });
+    }
+    if !config.tie_word_embeddings && weights.lm_head.is_none() {
+        return Err(CheckpointError::MissingTensor {
+            name: "lm_head.weight".to_string(),
+            alternative: "(none: tie_word_embeddings is false)".to_string(),
+        });
+    }
+    for (name, shape, values) in weights.named(config) {
+        let expected: usize = shape.iter().product();
+        if values.len() != expected {
+            return Err(CheckpointError::ConfigMismatch {
+                name,
+                problem: format!("{} values, the config implies {expected}", values.len()),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl CpuGpt2 {
     /// The model for `config` and `weights` (checked to agree in size).
     ///
     /// # Errors
     /// [`CheckpointError::ConfigMismatch`] when a tensor's length is not the config's.
     pub fn new(config: Gpt2Config, weights: Gpt2Weights) -> Result<CpuGpt2, CheckpointError> {
-        config.check()?;
-        if weights.layers.len() != config.n_layer {
-            return Err(CheckpointError::ConfigMismatch {
-                name: "h".to_string(),
-                problem: format!(
-                    "{} blocks for n_layer = {}",
-                    weights.layers.len(),
-                    config.n_layer
-                ),
-            });
-        }
-        for (name, shape, values) in weights.named(&config) {
-            let expected: usize = shape.iter().product();
-            if values.len() != expected {
-                return Err(CheckpointError::ConfigMismatch {
-                    name,
-                    problem: format!("{} values, the config implies {expected}", values.len()),
-                });
-            }
-        }
+        check_weights(&config, &weights)?;
         Ok(CpuGpt2 { config, weights })
     }
 

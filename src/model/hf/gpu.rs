@@ -212,8 +212,7 @@ impl GpuGpt2 {
         weights: &Gpt2Weights,
         options: GpuOptions,
     ) -> crate::Result<GpuGpt2> {
-        // Checks the weights against the config.
-        super::CpuGpt2::new(config.clone(), weights.clone())?;
+        super::cpu::check_weights(config, weights)?;
         let max_binding = ctx.limits.max_storage_buffer_binding_size;
         let pieces = head_pieces(
             config,

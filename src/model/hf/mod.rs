@@ -16,7 +16,7 @@ mod weights;
 
 pub use checkpoint::{weights_from_safetensors, Checkpoint};
 pub use config::Gpt2Config;
-pub use cpu::{check_tokens, gelu_new, CpuGpt2, CpuKvCache};
+pub use cpu::{check_tokens, check_weights, gelu_new, CpuGpt2, CpuKvCache};
 pub use error::CheckpointError;
 pub use fit::{fit, FitBucket, FitReport, FitRequest};
 pub use generate::{argmax, generate_greedy, CpuDecoder, Decoder, Generation};
