@@ -330,13 +330,14 @@ mod tests {
         assert_eq!((paged.logit_rows, full.logit_rows), (1, 5));
         assert!(paged.last_row.is_some() && full.last_row.is_none());
         let odd_heads = Gpt2Config::new(1, 6, 2, 5, 4);
-        assert!(build_step_graph(
+        let one_piece = head_pieces(&odd_heads, 1 << 20);
+        let refused = build_step_graph(
             &odd_heads,
             1,
             StepAttention::Recompute,
-            &[0..5],
-            LogitRows::All
-        )
-        .is_err());
+            &one_piece,
+            LogitRows::All,
+        );
+        assert!(refused.is_err());
     }
 }
