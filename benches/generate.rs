@@ -80,6 +80,7 @@ fn main() {
         .filter(|s| matches!(s.key, BucketKey::Step { rows: 1, .. }))
         .collect();
     let host = median(decode_steps.iter().map(|s| s.host_time).collect());
+    let encode = median(decode_steps.iter().map(|s| s.encode_time).collect());
     let wall = median(
         decode_steps
             .iter()
@@ -162,16 +163,20 @@ fn main() {
     );
     let memory = gpu.memory_report();
     println!();
-    println!("| bucket | nodes | activations | lower bound | runs |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!("| bucket | nodes | activations | lower bound | plan (once) | runs |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for b in &memory.buckets {
         let name = match b.key {
             BucketKey::Step { rows, slots, .. } => format!("{rows} token(s), {slots} page(s)"),
             BucketKey::Recompute { rows } => format!("recompute {rows}"),
         };
         println!(
-            "| {name} | {} | {} B | {} B | {} |",
-            b.nodes, b.plan_bytes, b.lower_bound, b.runs
+            "| {name} | {} | {} B | {} B | {:.1} ms | {} |",
+            b.nodes,
+            b.plan_bytes,
+            b.lower_bound,
+            ms(b.plan_time),
+            b.runs
         );
     }
     // ggml-style: one reservation for the worst case (the largest chunk at the longest

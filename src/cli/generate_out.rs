@@ -148,6 +148,7 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
     let all = Counts::of(f.steps.iter());
     let warm = Counts::of(steady.iter().copied());
     let host = median(steady.iter().map(|s| s.host_time).collect());
+    let encode = median(steady.iter().map(|s| s.encode_time).collect());
     let step_wall = median(steady.iter().map(|s| s.host_time + s.wait_time).collect());
     let gpu = median(steady.iter().filter_map(|s| s.gpu_time).collect());
     let m = &f.memory;
@@ -187,6 +188,7 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
                 "decode_tokens_per_second": g.decode_tokens_per_second(),
                 "decode_step_median_seconds": step_wall.map(|d| d.as_secs_f64()),
                 "decode_host_median_seconds": host.map(|d| d.as_secs_f64()),
+                "decode_encode_median_seconds": encode.map(|d| d.as_secs_f64()),
                 "decode_gpu_median_seconds": gpu.map(|d| d.as_secs_f64()),
             },
             "steps": {"all": all.json(), "decode": Counts::of(decode.iter().copied()).json(), "decode_after_warm_up": warm.json()},
@@ -243,10 +245,11 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
     );
     if let Some(tps) = g.decode_tokens_per_second() {
         println!(
-            "decode   {} steps: {tps:.1} tokens/s; median step {:.2} ms (host {:.1} us before submit, GPU {})",
+            "decode   {} steps: {tps:.1} tokens/s; median step {:.2} ms (host {:.1} us before submit, {:.1} us of it encoding; GPU {})",
             g.decode_times.len(),
             step_wall.map_or(0.0, ms),
             host.map_or(0.0, us),
+            encode.map_or(0.0, us),
             gpu.map_or("n/a".to_string(), |d| format!("{:.2} ms", ms(d)))
         );
     }
