@@ -124,8 +124,8 @@ impl Gpt2Weights {
         let mut uniform = |n: usize, scale: f32| -> Vec<f32> {
             (0..n).map(|_| rng.next_signed() * scale).collect()
         };
-        let wte = uniform(v * d, 0.2);
-        let wpe = uniform(p * d, 0.05);
+        let wte = uniform(v * d, 0.3);
+        let wpe = uniform(p * d, 0.5);
         let mut layers = Vec::with_capacity(config.n_layer);
         for l in 0..config.n_layer {
             let fields = layer_specs(config, l)
@@ -135,7 +135,7 @@ impl Gpt2Weights {
                     if name.ends_with("ln_1.weight") || name.ends_with("ln_2.weight") {
                         uniform(n, 0.1).into_iter().map(|x| 1.0 + x).collect()
                     } else if shape.len() == 2 {
-                        uniform(n, 1.7 / (shape[0] as f32).sqrt())
+                        uniform(n, 3.0 / (shape[0] as f32).sqrt())
                     } else {
                         uniform(n, 0.05)
                     }
