@@ -54,6 +54,7 @@ fn generate_with_the_fixture_prints_transformers_tokens() {
         &prompt,
         "--max-new-tokens",
         "24",
+        "--prove",
         "--json",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -71,6 +72,12 @@ fn generate_with_the_fixture_prints_transformers_tokens() {
         assert_eq!(warm[counter], 0, "{counter}: {json}");
     }
     assert!(json["memory"]["kv_used_bytes"].as_u64().unwrap_or(0) > 0);
+    let proofs = json["proofs"].as_array().expect("proofs");
+    assert_eq!(
+        proofs.len(),
+        json["memory"]["buckets"].as_array().map_or(0, Vec::len)
+    );
+    assert!(proofs.iter().all(|p| p["verified"] == true), "{json}");
     assert!(
         json["timings"]["decode_tokens_per_second"]
             .as_f64()

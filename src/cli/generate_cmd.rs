@@ -56,6 +56,10 @@ pub struct GenerateArgs {
     /// step's logits within 1e-3 x max(1, max |logit|) (exit code 1 otherwise).
     #[arg(long)]
     pub check: bool,
+    /// Prove every bucket's plan with the checksum run, the KV cache live (exit code 1
+    /// when a proof finds a clobbered tensor).
+    #[arg(long)]
+    pub prove: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
@@ -78,6 +82,7 @@ impl GenerateArgs {
             dry_run: false,
             budget: None,
             check: true,
+            prove: true,
             json: false,
         }
     }
@@ -157,6 +162,14 @@ pub fn run(args: &GenerateArgs) -> wgalloc::Result<ExitCode> {
     } else {
         None
     };
+    let proofs = if args.prove {
+        gpu.prove_buckets()?
+            .into_iter()
+            .map(|(key, report)| (key, report.verified(), report.mismatches))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let text = match &tokenizer {
         Some(t) => Some(t.decode(&generation.generated_ids)?),
         None => None,
@@ -171,9 +184,11 @@ pub fn run(args: &GenerateArgs) -> wgalloc::Result<ExitCode> {
         memory: gpu.memory_report(),
         pipeline_time: gpu.pipeline_time(),
         check,
+        proofs,
     };
     print_generation(&facts, args.json);
-    Ok(if check.is_none_or(|c| c.passed) {
+    let proved = facts.proofs.iter().all(|p| p.1);
+    Ok(if proved && check.is_none_or(|c| c.passed) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -27,6 +27,9 @@ pub struct RunFacts<'a> {
     pub pipeline_time: Duration,
     /// The comparison with the CPU reference, when asked for.
     pub check: Option<CpuCheck>,
+    /// Each bucket's proof, when asked for: the bucket, whether it verified, and its
+    /// mismatches.
+    pub proofs: Vec<(BucketKey, bool, u32)>,
 }
 
 /// The device's generation against the CPU reference's.
@@ -174,6 +177,11 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
             "prompt_ids": g.prompt_ids,
             "generated_ids": g.generated_ids,
             "text": f.text,
+            "proofs": f.proofs.iter().map(|(key, verified, mismatches)| json!({
+                "bucket": key_json(key),
+                "verified": verified,
+                "mismatches": mismatches,
+            })).collect::<Vec<_>>(),
             "cpu_check": f.check.map(|c| json!({
                 "tokens_match": c.tokens_match,
                 "max_abs_error": c.max_abs_error,
@@ -236,6 +244,22 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
             c.max_abs_logit,
             if c.passed { "PASS" } else { "FAIL" }
         );
+    }
+    if !f.proofs.is_empty() {
+        let failed: Vec<String> = f
+            .proofs
+            .iter()
+            .filter(|p| !p.1)
+            .map(|(key, _, m)| format!("{} ({m} mismatches)", key_text(key)))
+            .collect();
+        if failed.is_empty() {
+            println!(
+                "proof    {} bucket plan(s) proved with the KV cache live: 0 mismatches",
+                f.proofs.len()
+            );
+        } else {
+            println!("proof    FAILED: {}", failed.join(", "));
+        }
     }
     println!(
         "prefill  {} tokens in {:.2} ms: {:.1} tokens/s",
@@ -360,4 +384,61 @@ pub fn print_dry_run(
         _ => {}
     }
     println!("longest  context that fits: {} tokens", r.longest_context);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgalloc::model::hf::LogitRows;
+
+    fn generation(ids: Vec<u32>, logits: Vec<Vec<f32>>) -> Generation {
+        Generation {
+            prompt_ids: vec![1],
+            generated_ids: ids,
+            step_logits: logits,
+            prefill_time: Duration::ZERO,
+            decode_times: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_cpu_check_needs_the_same_tokens_and_close_logits() {
+        let cpu = generation(vec![1, 0], vec![vec![0.0, 10.0], vec![5.0, 1.0]]);
+        let same = generation(vec![1, 0], vec![vec![0.001, 10.0], vec![5.0, 1.0]]);
+        assert!(CpuCheck::of(&same, &cpu).passed);
+        let far = generation(vec![1, 0], vec![vec![0.2, 10.0], vec![5.0, 1.0]]);
+        assert!(!CpuCheck::of(&far, &cpu).passed);
+        let other = generation(vec![1, 1], vec![vec![0.0, 10.0], vec![5.0, 1.0]]);
+        let check = CpuCheck::of(&other, &cpu);
+        assert!(!check.tokens_match && !check.passed);
+    }
+
+    fn step(rows: usize, slots: u32) -> StepReport {
+        StepReport {
+            key: BucketKey::Step {
+                rows,
+                slots,
+                logits: LogitRows::Last,
+            },
+            past: 0,
+            planned: false,
+            buffers_created: 0,
+            bind_groups_created: 0,
+            pipelines_built: 0,
+            host_time: Duration::ZERO,
+            encode_time: Duration::ZERO,
+            wait_time: Duration::ZERO,
+            gpu_time: None,
+            readback_time: Duration::ZERO,
+            dispatches: 0,
+        }
+    }
+
+    #[test]
+    fn steady_decode_steps_leave_out_each_buckets_first_and_prefill() {
+        let steps = [step(8, 1), step(1, 1), step(1, 1), step(1, 2), step(1, 2)];
+        let steady = steady(&steps);
+        assert_eq!(steady.len(), 2);
+        assert!(steady.iter().all(|s| is_decode(s)));
+    }
 }
