@@ -16,8 +16,10 @@ use std::sync::Arc;
 use wgalloc::device::{allocate_plan, PlannedMemory, WgpuAllocator, WgpuStorage};
 use wgalloc::exec::cpu_ref::attention_causal;
 use wgalloc::exec::{Executor, TensorMemory};
-use wgalloc::kv::{prove_step, DeviceKvCache, KvConfig, KvError, KvProof, KvTensors};
-use wgalloc::plan::Plan;
+use wgalloc::kv::{
+    prove_step, DeviceKvCache, KvConfig, KvError, KvProof, KvTensors, PROOF_TENSOR_BYTES,
+};
+use wgalloc::plan::{inject_clobber, Plan};
 use wgalloc::storage::{CountingStorage, Region, RegionRequest, Storage, StorageError};
 use wgalloc::{
     DType, GpuContext, Graph, GraphBuilder, PagedStorage, Planner, TensorId, STORAGE_USAGE,
@@ -436,10 +438,56 @@ fn the_proof_holds_the_cache_live_and_names_a_planted_clobber() {
     let (graph, kv, _qkv, _out, plan, memory) = step_graph(&ctx, &config, 5, "ggml");
     let report = prove_step(&ctx, &graph, &kv, &plan, &memory).expect("the proof runs");
     assert!(report.verified(), "{report}");
+    // The same through the cache, which also checks the real memory is apart.
+    let mut cache = DeviceKvCache::new(&ctx, WgpuStorage::wgpu(&ctx), config).expect("a cache");
+    cache.layer(&graph, &kv).expect("pages");
+    let report = cache
+        .prove_step(&graph, &kv, &plan, &memory)
+        .expect("apart, and the proof runs");
+    assert!(report.verified(), "{report}");
+    // Activation memory that is the cache's own page is refused before any proof.
+    let page = cache.cache().pages()[0].clone();
+    let aliased = PlannedMemory::from_regions(vec![vec![page]]);
+    assert!(matches!(
+        cache.check_apart(&aliased),
+        Err(KvError::OverlapsCache {
+            buffer: 0,
+            chunk: 0,
+            ..
+        })
+    ));
     let mut proof = KvProof::new(&graph, &kv, &plan).expect("the proof graph");
     let plant = proof.plant_over_cache().expect("an activation to plant");
     let report = proof.run(&ctx, &memory).expect("the proof runs");
     assert!(!report.verified(), "the clobber went unseen: {report}");
+    assert!(
+        report
+            .first_mismatches
+            .iter()
+            .any(|m| m.tensor == plant.victim),
+        "the page {:?} is named: {report}",
+        plant.victim
+    );
+    // The generic planted-clobber path on the proof plan is caught too.
+    let mut proof = KvProof::new(&graph, &kv, &plan).expect("the proof graph");
+    let proof_graph = proof.graph().clone();
+    let clobber = inject_clobber(proof.plan_mut(), &proof_graph).expect("a clobber to plant");
+    let report = proof.run(&ctx, &memory).expect("the proof runs");
+    assert!(!report.verified(), "{clobber:?} went unseen: {report}");
+}
+
+#[test]
+fn the_proof_stands_in_for_large_pages_and_still_names_a_clobber() {
+    let Some(ctx) = common::gpu() else { return };
+    // Blocks of 32 KiB, 4 a page: pages of 128 KiB, proved through 64 KiB stand-ins.
+    let config = limits_config(&ctx, 2, 64, 16, 4);
+    assert!(config.page_bytes() > PROOF_TENSOR_BYTES);
+    let (graph, kv, _qkv, _out, plan, memory) = step_graph(&ctx, &config, 3, "ggml");
+    let report = prove_step(&ctx, &graph, &kv, &plan, &memory).expect("the proof runs");
+    assert!(report.verified(), "{report}");
+    let mut proof = KvProof::new(&graph, &kv, &plan).expect("the proof graph");
+    let plant = proof.plant_over_cache().expect("an activation to plant");
+    let report = proof.run(&ctx, &memory).expect("the proof runs");
     assert!(
         report
             .first_mismatches

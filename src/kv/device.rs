@@ -208,6 +208,60 @@ impl<S: Storage<Memory = wgpu::Buffer>> DeviceKvCache<S> {
         self.upload()
     }
 
+    /// Checks that no chunk of `activations` (a step's activation memory) shares a byte
+    /// with the cache's table or pages: the real-memory half of "the plan never
+    /// overlaps the cache" (the plan half is the proof, [`DeviceKvCache::prove_step`]).
+    ///
+    /// # Errors
+    /// [`KvError::OverlapsCache`] naming the first chunk that does.
+    pub fn check_apart(&self, activations: &PlannedMemory) -> Result<(), KvError> {
+        let cache = self
+            .cache
+            .table_region()
+            .map(|r| ("block table".to_string(), r))
+            .into_iter()
+            .chain(
+                self.cache
+                    .pages()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (format!("page {i}"), r)),
+            );
+        let cache: Vec<(String, &crate::device::Region)> = cache.collect();
+        for (buffer, row) in activations.regions().iter().enumerate() {
+            for (chunk, region) in row.iter().enumerate() {
+                if let Some((what, _)) = cache.iter().find(|(_, c)| c.overlaps(region)) {
+                    return Err(KvError::OverlapsCache {
+                        buffer,
+                        chunk,
+                        offset: region.offset,
+                        size: region.size,
+                        what: what.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Proves a step's plan with this cache live: [`DeviceKvCache::check_apart`] on
+    /// the real memory, then [`crate::kv::prove_step`] (the checksum proof with the
+    /// cache held live, over a stand-in of it: the cache is not overwritten).
+    ///
+    /// # Errors
+    /// As [`DeviceKvCache::check_apart`] and [`crate::kv::prove_step`].
+    pub fn prove_step(
+        &self,
+        graph: &Graph,
+        kv: &KvTensors,
+        activations: &Plan,
+        memory: &PlannedMemory,
+    ) -> Result<crate::exec::checksum::ChecksumReport, KvError> {
+        kv.check(graph, self.cache.config())?;
+        self.check_apart(memory)?;
+        super::prove_step(&self.ctx, graph, kv, activations, memory)
+    }
+
     /// Reads back logical block `block` (every layer's K and V rows); `None` when it
     /// is not mapped.
     ///

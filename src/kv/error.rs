@@ -68,6 +68,20 @@ pub enum KvError {
         /// What differs.
         problem: String,
     },
+    /// A chunk of a step's activation memory shares bytes with the cache's memory.
+    #[error("activation chunk {chunk} of buffer {buffer} ({size} bytes at {offset}) overlaps the KV cache's {what}")]
+    OverlapsCache {
+        /// The plan buffer of the chunk.
+        buffer: usize,
+        /// The chunk.
+        chunk: usize,
+        /// Its offset in its wgpu buffer.
+        offset: u64,
+        /// Its bytes.
+        size: u64,
+        /// `block table` or `page N`.
+        what: String,
+    },
     /// Committing or truncating past what was mapped.
     #[error("cannot commit {tokens} tokens: only {mapped} are mapped")]
     NotMapped {
@@ -91,6 +105,7 @@ impl KvError {
             KvError::BadConfig { .. }
             | KvError::NotInGraph { .. }
             | KvError::NotMapped { .. }
+            | KvError::OverlapsCache { .. }
             | KvError::TooManyPages { .. } => ErrorKind::BadInput,
             KvError::TooLargeForBinding { .. } | KvError::ContextFull { .. } => {
                 ErrorKind::NeverFits

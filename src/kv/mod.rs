@@ -31,4 +31,4 @@ pub use config::{KvConfig, DEFAULT_ALIGNMENT};
 pub use device::DeviceKvCache;
 pub use error::KvError;
 pub use graph::KvTensors;
-pub use proof::{prove_step, CachePlant, KvProof};
+pub use proof::{prove_step, CachePlant, KvProof, PROOF_TENSOR_BYTES};

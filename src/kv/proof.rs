@@ -17,6 +17,10 @@ use crate::graph::{DType, Graph, Node, Role, Tensor, TensorId};
 use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
 use crate::storage::{RegionRequest, Storage};
 
+/// The most bytes of a cache tensor the proof stands in for (a page may be as large as
+/// a binding; the proof reads every word of its stand-in at every node that reads it).
+pub const PROOF_TENSOR_BYTES: u64 = 64 * 1024;
+
 /// Bytes between two hold outputs in their chunk (wgpu's largest storage offset
 /// alignment, so any device binds them).
 const HOLD_STRIDE: u64 = 256;
@@ -80,6 +84,13 @@ impl KvProof {
                 return Err(not_in("placed by the activation plan"));
             }
             tensor.role = Role::Input;
+            // A stand-in no larger than PROOF_TENSOR_BYTES: the cache has a buffer of its
+            // own in the proof plan, so its size changes nothing the proof can see, and
+            // the proof hashes every word of it at every read.
+            if tensor.size > PROOF_TENSOR_BYTES {
+                tensor.size = PROOF_TENSOR_BYTES;
+                tensor.shape = vec![PROOF_TENSOR_BYTES / tensor.dtype.size()];
+            }
             let size = tensor.size.max(4).next_multiple_of(4);
             chunks.push(ChunkPlan {
                 size,
@@ -162,27 +173,32 @@ impl KvProof {
         self.cache_buffer
     }
 
-    /// Plants a clobber: moves the last activation a node writes (no larger than the
-    /// first page) onto the first page of the cache, as a buggy plan or storage would.
-    /// `None` when the graph writes no such activation.
+    /// Plants a clobber: moves the last activation a node writes onto the first page
+    /// of the cache, as a buggy plan or storage would (the page's chunk grows to hold
+    /// it when it is larger). `None` when the graph writes no activation.
     pub fn plant_over_cache(&mut self) -> Option<CachePlant> {
         let victim = *self.cache_tensors.get(1)?;
         let victim_at = self.plan.placement(victim)?;
-        let intruder =
-            self.graph
-                .nodes
-                .iter()
-                .rev()
-                .filter(|n| n.op != "kv_hold")
-                .map(|n| n.output)
-                .find(|&t| {
-                    self.graph.is_planned(t)
-                        && self.plan.placement(t).is_some_and(|p| {
-                            p.size <= victim_at.size && p.buffer != self.cache_buffer
-                        })
-                })?;
+        let intruder = self
+            .graph
+            .nodes
+            .iter()
+            .rev()
+            .filter(|n| n.op != "kv_hold")
+            .map(|n| n.output)
+            .find(|&t| {
+                self.graph.is_planned(t)
+                    && self
+                        .plan
+                        .placement(t)
+                        .is_some_and(|p| p.buffer != self.cache_buffer)
+            })?;
         let size = self.plan.placement(intruder)?.size;
         self.plan.placements[intruder.index()] = Some(Placement { size, ..victim_at });
+        let buffer = self.plan.buffers.get_mut(self.cache_buffer.0)?;
+        buffer.buffer_type.max_size = buffer.buffer_type.max_size.max(size);
+        let chunk = buffer.chunks.get_mut(victim_at.chunk)?;
+        chunk.size = chunk.size.max(size);
         Some(CachePlant { intruder, victim })
     }
 
@@ -270,7 +286,10 @@ mod tests {
 
     #[test]
     fn the_proof_graph_holds_every_cache_tensor_to_the_end() {
-        let config = KvConfig::new(1, 2, 4, 4, 16).expect("valid");
+        // Pages of 128 KiB: the proof stands in for them with 64 KiB.
+        let config = KvConfig::new(1, 2, 4, 4, 16)
+            .and_then(|c| c.with_blocks_per_page(512))
+            .expect("valid");
         let mut b = GraphBuilder::new("step");
         let qkv = b.input("qkv", DType::F32, &[2, 24]);
         let kv = KvTensors::add(&mut b, &config, 2);
@@ -289,6 +308,7 @@ mod tests {
             .all(|n| n.op == "kv_hold"));
         for id in kv.tensors() {
             assert_eq!(g.tensor(id).map(|t| t.role), Some(Role::Input));
+            assert!(g.tensor(id).is_some_and(|t| t.size <= PROOF_TENSOR_BYTES));
             assert_eq!(
                 proof.plan().placement(id).map(|p| p.buffer),
                 Some(proof.cache_buffer())
