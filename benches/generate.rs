@@ -142,6 +142,10 @@ fn main() {
         host.as_secs_f64() * 1e6
     );
     println!(
+        "| of which the executor's encode | {:.1} us |",
+        encode.as_secs_f64() * 1e6
+    );
+    println!(
         "| whole step (host + submit to done) | {:.2} ms |",
         ms(wall)
     );

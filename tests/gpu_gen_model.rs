@@ -315,3 +315,37 @@ fn a_plan_that_puts_an_activation_over_the_cache_is_caught() {
         "the cache page is named: {caught:?}"
     );
 }
+
+#[test]
+fn prompts_of_several_lengths_share_one_padded_bucket_and_match_the_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    let ckpt = fixture();
+    let cpu = CpuGpt2::new(ckpt.config.clone(), ckpt.weights.clone()).expect("cpu");
+    let mut gpu =
+        GpuGpt2::new(&ctx, &ckpt.config, &ckpt.weights, small_pages(&ckpt.config)).expect("gpu");
+    let prompt = reference().prompt_ids;
+    let vocab = ckpt.config.vocab_size;
+    for len in [5, 6, 7] {
+        gpu.reset();
+        let got = gpu.append(&prompt[..len]).expect("prefill");
+        let want = cpu.logits(&prompt[..len]).expect("cpu");
+        assert_eq!(got.len(), len * vocab);
+        assert_close(&format!("{len} tokens"), &got, &want);
+        // The next token after a padded step sees exactly the real context.
+        let next = gpu.append(&[prompt[len]]).expect("decode");
+        let full = cpu.logits(&prompt[..=len]).expect("cpu");
+        assert_close(&format!("after {len}"), &next, &full[len * vocab..]);
+    }
+    let padded: Vec<_> = gpu
+        .memory_report()
+        .buckets
+        .into_iter()
+        .filter(|b| matches!(b.key, BucketKey::Step { rows: 8, .. }))
+        .collect();
+    assert_eq!(
+        padded.len(),
+        1,
+        "one bucket of 8 rows for 5, 6 and 7 tokens"
+    );
+    assert_eq!(padded[0].runs, 3);
+}

@@ -75,7 +75,8 @@ impl std::fmt::Debug for GpuOptions {
 /// A step shape: the key of a bucket's graph and plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum BucketKey {
-    /// A step over the KV cache: `rows` tokens, `slots` page slots (the context
+    /// A step over the KV cache: `rows` tokens (the step's tokens rounded up to a
+    /// power of two, at most the prefill chunk), `slots` page slots (the context
     /// rounded up to whole pages).
     Step {
         /// Tokens in the step.
@@ -444,13 +445,24 @@ impl GpuGpt2 {
             .into());
         }
         let rows = tokens.len();
+        // A step's rows are rounded up to a power of two (at most the prefill chunk):
+        // the padding rows are zeros, come after the real ones (causal attention keeps
+        // them out of the real rows), and write nothing the cache keeps (their
+        // positions are past the step's mapped blocks, or past what it commits and
+        // rewritten before they are read).
+        let padded = if recompute {
+            rows
+        } else {
+            rows.next_power_of_two()
+                .min(self.options.prefill_chunk.max(rows))
+        };
         let key = if recompute {
             BucketKey::Recompute { rows }
         } else {
             BucketKey::Step {
-                rows,
+                rows: padded,
                 slots: self.kv.config().pages_for(needed as u32),
-                logits: if rows == 1 {
+                logits: if padded == 1 {
                     LogitRows::Last
                 } else {
                     logit_rows
@@ -458,7 +470,8 @@ impl GpuGpt2 {
             }
         };
         let (planned, mut buffers_created) = self.ensure_bucket(key)?;
-        let embedded = self.embed(past, tokens);
+        let mut embedded = self.embed(past, tokens);
+        embedded.resize(padded * self.config.n_embd, 0.0);
         let pages_before = self.kv.report().pages;
         let bucket = self.buckets.get(&key).ok_or(CheckpointError::EmptyPrompt)?;
         if let Some(kv) = &bucket.step.kv {
@@ -498,7 +511,7 @@ impl GpuGpt2 {
             self.kv.commit(rows as u32)?;
         }
         let vocab = self.config.vocab_size;
-        let out_rows = bucket.step.logit_rows;
+        let out_rows = bucket.step.logit_rows.min(rows);
         let mut logits = vec![0f32; out_rows * vocab];
         for (piece, range) in bytes.iter().zip(&self.pieces) {
             let width = range.len();
