@@ -473,15 +473,17 @@ impl GpuGpt2 {
         let mut embedded = self.embed(past, tokens);
         embedded.resize(padded * self.config.n_embd, 0.0);
         let pages_before = self.kv.report().pages;
-        let bucket = self.buckets.get(&key).ok_or(CheckpointError::EmptyPrompt)?;
+        // ensure_bucket made both; a missing one is refused, not unwrapped.
+        let unready = || CheckpointError::BadConfig {
+            field: "n_positions",
+            problem: format!("bucket {key:?} has no plan or memory"),
+        };
+        let bucket = self.buckets.get(&key).ok_or_else(unready)?;
         if let Some(kv) = &bucket.step.kv {
             self.kv.begin_step(kv, rows as u32)?;
         }
         buffers_created += self.kv.report().pages - pages_before;
-        let activations = self
-            .activations
-            .as_ref()
-            .ok_or(CheckpointError::EmptyPrompt)?;
+        let activations = self.activations.as_ref().ok_or_else(unready)?;
         let mut memory = TensorMemory::single(&bucket.plan, activations);
         if let Some(layer) = &bucket.kv_layer {
             memory = memory.with_layer(layer, self.kv.memory());
