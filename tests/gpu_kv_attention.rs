@@ -114,6 +114,7 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
     let mut got_all: Vec<Vec<f32>> = vec![Vec::new(); config.layers as usize];
     let mut past = 0usize;
     let mut previous = None;
+    let mut seen = std::collections::HashSet::new();
     for &n in chunks {
         if let Entry::Vacant(slot) = steps.entry(n) {
             let (graph, kv, qkv, out, plan, memory) =
@@ -145,13 +146,28 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
                 )
                 .expect("qkv written");
         }
-        let report = exec.run(&step.graph, &memory).expect("the step runs");
+        // The naive-plan test runs through the executor's kept recordings (one per
+        // chunk size), the others record every step.
+        let report = if planner == "naive" {
+            exec.run_cached(u64::from(n), &step.graph, &memory)
+        } else {
+            exec.run(&step.graph, &memory)
+        }
+        .expect("the step runs");
         inplace += report.inplace_dispatches;
         if previous == Some(n) {
             // The same graph over the same memory: a steady step creates no bind group.
             assert_eq!(report.bind_groups_created, 0, "n {n}, past {past}");
         }
         previous = Some(n);
+        if planner == "naive" && !seen.insert(n) {
+            // A kept recording: nothing resolved, no bind group created or looked up.
+            assert_eq!(
+                (report.bind_groups_created, report.bind_groups_reused),
+                (0, 0),
+                "n {n}, past {past}"
+            );
+        }
         for (l, seq) in seqs.iter().enumerate() {
             let got = memory
                 .read_f32(ctx, &step.graph, step.out[l])
