@@ -297,9 +297,15 @@ pub fn apply(
             vec![float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
         }
         OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
-        OpCall::MatmulFused { m, k, n, epilogue } => {
+        OpCall::MatmulFused {
+            m,
+            k,
+            n,
+            epilogue,
+            bias,
+        } => {
             let first = usize::from(epilogue == ops::Epilogue::Residual);
-            let product = matmul(
+            let mut product = matmul(
                 float(first, u(m) * u(k))?,
                 float(first + 1, u(k) * u(n))?,
                 u(m),
@@ -307,7 +313,14 @@ pub fn apply(
                 u(n),
                 false,
             );
+            if bias {
+                let row = float(first + 2, u(n))?;
+                for (i, p) in product.iter_mut().enumerate() {
+                    *p += row[i % u(n).max(1)];
+                }
+            }
             match epilogue {
+                ops::Epilogue::Plain => product,
                 ops::Epilogue::Gelu => product.into_iter().map(gelu).collect(),
                 ops::Epilogue::Residual => float(0, u(m) * u(n))?
                     .iter()

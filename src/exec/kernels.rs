@@ -164,6 +164,12 @@ pub enum Kernel {
     MatmulTiledAcc(MatmulTile),
     /// `(a, b, out, residual)`: `out = residual + a·b`.
     MatmulTiledAccTo(MatmulTile),
+    /// `(a, b, out, bias)`: `out = a·b + bias`, plain or GELU epilogue.
+    MatmulTiledBias(MatmulTile),
+    /// `(a, b, out, bias)`: `out += a·b + bias` (the residual updated in place).
+    MatmulTiledAccBias(MatmulTile),
+    /// `(a, b, out, residual, bias)`: `out = residual + a·b + bias`.
+    MatmulTiledAccToBias(MatmulTile),
     /// `(a, b, out)`, `b` is `[n, k]`, register-tiled, `k` a multiple of 4.
     MatmulBtTiled(MatmulTile),
     /// `(qkv, out)`: fused causal attention.
@@ -265,6 +271,9 @@ impl Kernel {
             Kernel::MatmulTiled(_) => (Shader::MatmulTiled, "matmul_tiled"),
             Kernel::MatmulTiledAcc(_) => (Shader::MatmulTiled, "matmul_tiled_acc"),
             Kernel::MatmulTiledAccTo(_) => (Shader::MatmulTiled, "matmul_tiled_acc_to"),
+            Kernel::MatmulTiledBias(_) => (Shader::MatmulTiled, "matmul_tiled_bias"),
+            Kernel::MatmulTiledAccBias(_) => (Shader::MatmulTiled, "matmul_tiled_acc_bias"),
+            Kernel::MatmulTiledAccToBias(_) => (Shader::MatmulTiled, "matmul_tiled_acc_to_bias"),
             Kernel::MatmulBtTiled(_) => (Shader::MatmulBtTiled, "matmul_bt_tiled"),
             Kernel::Attention => (Shader::Attention, "attention_causal"),
             Kernel::KvSelf => (Shader::KvSelf, "kv_self"),
@@ -280,6 +289,9 @@ impl Kernel {
             Kernel::MatmulTiled(t)
             | Kernel::MatmulTiledAcc(t)
             | Kernel::MatmulTiledAccTo(t)
+            | Kernel::MatmulTiledBias(t)
+            | Kernel::MatmulTiledAccBias(t)
+            | Kernel::MatmulTiledAccToBias(t)
             | Kernel::MatmulBtTiled(t) => t.constants().to_vec(),
             _ => Vec::new(),
         }
@@ -293,7 +305,10 @@ impl Kernel {
             Kernel::KvAttendInPlace => 4,
             Kernel::KvAttend | Kernel::KvAttendOut => 5,
             Kernel::MatmulTiled(_) | Kernel::MatmulTiledAcc(_) | Kernel::MatmulBtTiled(_) => 3,
-            Kernel::MatmulTiledAccTo(_) => 4,
+            Kernel::MatmulTiledAccTo(_)
+            | Kernel::MatmulTiledBias(_)
+            | Kernel::MatmulTiledAccBias(_) => 4,
+            Kernel::MatmulTiledAccToBias(_) => 5,
             Kernel::Unary
             | Kernel::BinaryInPlace
             | Kernel::Softmax
@@ -312,7 +327,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 31] = [
+    pub const ALL: [Kernel; 37] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -344,6 +359,12 @@ impl Kernel {
         Kernel::KvAttendInPlace,
         Kernel::KvAttend,
         Kernel::KvAttendOut,
+        Kernel::MatmulTiledBias(MatmulTile::Rows8),
+        Kernel::MatmulTiledBias(MatmulTile::Rows4),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows8),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows4),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows8),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows4),
     ];
 }
 
@@ -392,13 +413,36 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
         },
+        (
+            &OpCall::MatmulFused {
+                m,
+                n,
+                epilogue,
+                bias: true,
+                ..
+            },
+            inplace,
+        ) => {
+            let tile = MatmulTile::choose(m, n);
+            match (epilogue, inplace) {
+                (Epilogue::Plain | Epilogue::Gelu, false) => {
+                    (Kernel::MatmulTiledBias(tile), &[0, 1, 3, 2])
+                }
+                (Epilogue::Residual, true) => (Kernel::MatmulTiledAccBias(tile), &[1, 2, 0, 3]),
+                (Epilogue::Residual, false) => {
+                    (Kernel::MatmulTiledAccToBias(tile), &[1, 2, 4, 0, 3])
+                }
+                (Epilogue::Plain | Epilogue::Gelu, true) => return None,
+            }
+        }
         (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) => {
             let tile = MatmulTile::choose(m, n);
             match (epilogue, inplace) {
                 (Epilogue::Gelu, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
                 (Epilogue::Residual, true) => (Kernel::MatmulTiledAcc(tile), &[1, 2, 0]),
                 (Epilogue::Residual, false) => (Kernel::MatmulTiledAccTo(tile), &[1, 2, 3, 0]),
-                (Epilogue::Gelu, true) => return None,
+                (Epilogue::Gelu | Epilogue::Plain, true) => return None,
+                (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
         (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),

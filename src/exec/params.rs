@@ -94,7 +94,9 @@ impl KernelParams {
             OpCall::CountPositive { len } => ([len, 0, 0, 0], 0.0),
             OpCall::Compact { len, out_len } => ([len, out_len, 0, 0], 0.0),
             OpCall::MatmulPacked { m, k, n } => ([m, k, n, 0], 0.0),
-            OpCall::MatmulFused { m, k, n, epilogue } => (
+            OpCall::MatmulFused {
+                m, k, n, epilogue, ..
+            } => (
                 [m, k, n, u32::from(epilogue == super::ops::Epilogue::Gelu)],
                 0.0,
             ),

@@ -47,6 +47,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "kv_self",
     "kv_attend",
     "kv_attend_out",
+    "matmul_bias",
+    "matmul_bias_gelu",
+    "matmul_add_bias",
 ];
 
 /// The most elements `count_positive` and `compact` take: their count is a whole
@@ -116,6 +119,8 @@ impl BinaryOp {
 /// What a fused matmul does with its product before storing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Epilogue {
+    /// `matmul_bias`: `out = a·b + bias` (only with a bias).
+    Plain,
     /// `matmul_gelu`: `out = gelu(a·b)`.
     Gelu,
     /// `matmul_add`: `out = residual + a·b`, the residual being input 0 (in place
@@ -237,6 +242,9 @@ pub enum OpCall {
         n: u32,
         /// What is done with the product.
         epilogue: Epilogue,
+        /// Whether a bias row `[n]` (the last input) is added to the product first
+        /// (`matmul_bias`, `matmul_bias_gelu`, `matmul_add_bias`).
+        bias: bool,
     },
     /// `qkv [seq, 3·heads·head_dim] → out [seq, heads·head_dim]`: causal multi-head
     /// attention, row `t` of `qkv` holding `q | k | v`, each split into heads.
@@ -340,8 +348,11 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         Op::Rope => rows::rope(&view),
         Op::Matmul { transposed_b } => matmul::dense(&view, transposed_b),
         Op::MatmulPacked => matmul::packed(&view),
-        Op::MatmulGelu => matmul::fused(&view, Epilogue::Gelu),
-        Op::MatmulAdd => matmul::fused(&view, Epilogue::Residual),
+        Op::MatmulGelu => matmul::fused(&view, Epilogue::Gelu, false),
+        Op::MatmulAdd => matmul::fused(&view, Epilogue::Residual, false),
+        Op::MatmulBias => matmul::fused(&view, Epilogue::Plain, true),
+        Op::MatmulBiasGelu => matmul::fused(&view, Epilogue::Gelu, true),
+        Op::MatmulAddBias => matmul::fused(&view, Epilogue::Residual, true),
         Op::AttentionCausal => matmul::attention(&view),
         Op::KvSelf => kv::self_attention(&view),
         Op::KvAttend => kv::attend(&view, false),

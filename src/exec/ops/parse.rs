@@ -40,6 +40,12 @@ pub enum Op {
     MatmulAdd,
     /// `attention_causal`: fused causal multi-head attention over packed QKV.
     AttentionCausal,
+    /// `matmul_bias`: `a·b + bias`.
+    MatmulBias,
+    /// `matmul_bias_gelu`: `gelu(a·b + bias)`.
+    MatmulBiasGelu,
+    /// `matmul_add_bias`: `residual + a·b + bias`.
+    MatmulAddBias,
     /// `kv_self`: a chunk's attention over its own keys, as an online-softmax state.
     KvSelf,
     /// `kv_attend`: the state continued over one page of the KV cache (and the
@@ -50,7 +56,7 @@ pub enum Op {
 }
 
 /// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
-const TABLE: [(&str, Op); 24] = [
+const TABLE: [(&str, Op); 27] = [
     ("copy", Op::Unary(UnaryOp::Copy)),
     ("scale", Op::Unary(UnaryOp::Scale)),
     ("relu", Op::Unary(UnaryOp::Relu)),
@@ -80,6 +86,9 @@ const TABLE: [(&str, Op); 24] = [
     ("kv_self", Op::KvSelf),
     ("kv_attend", Op::KvAttend),
     ("kv_attend_out", Op::KvAttendOut),
+    ("matmul_bias", Op::MatmulBias),
+    ("matmul_bias_gelu", Op::MatmulBiasGelu),
+    ("matmul_add_bias", Op::MatmulAddBias),
 ];
 
 impl Op {
@@ -112,8 +121,8 @@ impl Op {
             | Op::Embedding
             | Op::Compact
             | Op::MatmulGelu => 2,
-            Op::LayerNorm | Op::MatmulAdd => 3,
-            Op::KvAttend | Op::KvAttendOut => 4,
+            Op::LayerNorm | Op::MatmulAdd | Op::MatmulBias | Op::MatmulBiasGelu => 3,
+            Op::KvAttend | Op::KvAttendOut | Op::MatmulAddBias => 4,
         }
     }
 }
