@@ -1,8 +1,9 @@
 //! [`StepGraph`]: one step of GPT-2 as a wgalloc graph, for `rows` new tokens, built
-//! from the executor's ops: layer norms with gain and bias, Conv1D projections as
-//! `matmul` plus a bias `add` (the bias repeats along the rows), the residual adds
-//! fused into `matmul_add` where the widths allow, `gelu` (the tanh form, `gelu_new`)
-//! in place, and attention either over the KV cache's pages (`kv_self`,
+//! from the executor's ops: layer norms with gain and bias, Conv1D projections with
+//! their bias in the matmul's epilogue (`matmul_bias`, `matmul_bias_gelu` for the MLP's
+//! up projection with `gelu_new`, the tanh form, and `matmul_add_bias` adding the
+//! output projections to the residual in place) where the widths are multiples of 4,
+//! else a `matmul`, a bias `add` and `gelu` in place; and attention either over the KV cache's pages (`kv_self`,
 //! `kv_attend`..., [`KvTensors::attention`]) or, for a full recompute of a sequence,
 //! `attention_causal` over the chunk alone.
 //!
@@ -156,15 +157,16 @@ pub fn build_step_graph(
     let last_row =
         (logit_rows == LogitRows::Last && n > 1).then(|| b.input("last_row", DType::U32, &[1]));
     let eps = config.eps();
+    // The bias epilogues' vector loads need k and n multiples of 4.
     let fused_out = d.is_multiple_of(4);
-    let fused_down = d.is_multiple_of(4) && inner.is_multiple_of(4);
+    let fused_up = d.is_multiple_of(4) && inner.is_multiple_of(4);
+    let fused_down = fused_up;
     let mut x = input;
     for (l, w) in weights.layers.iter().enumerate() {
         let [g1, b1, attn_w, attn_b, proj_w, proj_b, g2, b2, fc_w, fc_b, fcp_w, fcp_b] = *w;
         let h = b.node_with_params("layer_norm", &[x, g1, b1], &[n, d], false, &[eps]);
         b.rename(h, format!("h{l}.ln_1"));
-        let qkv = b.node("matmul", &[h, attn_w], &[n, 3 * d], false);
-        let qkv = b.node("add", &[qkv, attn_b], &[n, 3 * d], true);
+        let qkv = linear(&mut b, h, attn_w, attn_b, [n, 3 * d], fused_out);
         b.rename(qkv, format!("h{l}.qkv"));
         let attn = match &kv {
             Some(kv) => kv
@@ -185,9 +187,12 @@ pub fn build_step_graph(
         x = residual(&mut b, x, attn, proj_w, proj_b, [n, d], fused_out);
         b.rename(x, format!("h{l}.resid1"));
         let h2 = b.node_with_params("layer_norm", &[x, g2, b2], &[n, d], false, &[eps]);
-        let up = b.node("matmul", &[h2, fc_w], &[n, inner], false);
-        let up = b.node("add", &[up, fc_b], &[n, inner], true);
-        let act = b.node("gelu", &[up], &[n, inner], true);
+        let act = if fused_up {
+            b.node("matmul_bias_gelu", &[h2, fc_w, fc_b], &[n, inner], false)
+        } else {
+            let up = linear(&mut b, h2, fc_w, fc_b, [n, inner], false);
+            b.node("gelu", &[up], &[n, inner], true)
+        };
         b.rename(act, format!("h{l}.mlp.act"));
         x = residual(&mut b, x, act, fcp_w, fcp_b, [n, d], fused_down);
         b.rename(x, format!("h{l}.resid2"));
@@ -226,9 +231,27 @@ pub fn build_step_graph(
     })
 }
 
-/// `x + (a · w + bias)`: the bias added to the residual in place, then the product
-/// added in the matmul's epilogue (`matmul_add`) when the widths allow, else a
-/// separate matmul and add.
+/// `a · w + bias`: one `matmul_bias` when the widths allow, else a matmul and the
+/// bias added in place.
+fn linear(
+    b: &mut GraphBuilder,
+    a: TensorId,
+    w: TensorId,
+    bias: TensorId,
+    shape: [u64; 2],
+    fused: bool,
+) -> TensorId {
+    if fused {
+        b.node("matmul_bias", &[a, w, bias], &shape, false)
+    } else {
+        let p = b.node("matmul", &[a, w], &shape, false);
+        b.node("add", &[p, bias], &shape, true)
+    }
+}
+
+/// `x + (a · w + bias)`: one `matmul_add_bias` (in place over the residual) when the
+/// widths allow, else the bias added to the residual in place and a separate matmul
+/// and add.
 fn residual(
     b: &mut GraphBuilder,
     x: TensorId,
@@ -238,10 +261,10 @@ fn residual(
     shape: [u64; 2],
     fused: bool,
 ) -> TensorId {
-    let x = b.node("add", &[x, bias], &shape, true);
     if fused {
-        b.node("matmul_add", &[x, a, w], &shape, true)
+        b.node("matmul_add_bias", &[x, a, w, bias], &shape, true)
     } else {
+        let x = b.node("add", &[x, bias], &shape, true);
         let p = b.node("matmul", &[a, w], &shape, false);
         b.node("add", &[x, p], &shape, true)
     }
