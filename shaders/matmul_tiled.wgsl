@@ -2,6 +2,9 @@
 //   matmul_tiled:        out[m, n] = epilogue(a[m, k] x b[k, n])      (k, n multiples of 4)
 //   matmul_tiled_acc:    out[m, n] += a[m, k] x b[k, n]               (the residual in place)
 //   matmul_tiled_acc_to: out[m, n] = res[m, n] + a[m, k] x b[k, n]
+//   matmul_tiled_bias:   out[m, n] = epilogue(a x b + bias[n])      (bias bound as `res`)
+//   matmul_tiled_acc_bias: out[m, n] += a x b + bias[n]             (bias bound as `res`)
+//   matmul_tiled_acc_to_bias: out[m, n] = res[m, n] + a x b + bias[n]
 // Each invocation owns ROWS rows and 4 adjacent columns of `out` (one vec4); a workgroup
 // of LANES invocations covers ROWS rows and 4 * LANES columns. Per step of 4 along k,
 // an invocation loads one vec4 of A per row (the same address for the whole workgroup)
@@ -25,6 +28,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> res: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> bias5: array<vec4<f32>>;
 
 override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
 override LANES: u32 = 16u; // invocations per workgroup
@@ -124,6 +128,75 @@ fn matmul_tiled_acc_to(
         if row < params.m {
             let i = row * n4 + c4;
             out[i] = res[i] + acc[r];
+        }
+    }
+}
+
+@compute @workgroup_size(LANES)
+fn matmul_tiled_bias(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let row0 = wid.y * ROWS;
+    let c4 = wid.x * LANES + lid.x;
+    let acc = block(row0, c4);
+    let n4 = params.n / 4u;
+    if c4 >= n4 {
+        return;
+    }
+    let bias = res[c4];
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            var v = acc[r] + bias;
+            if params.epilogue == 1u {
+                v = gelu(v);
+            }
+            out[row * n4 + c4] = v;
+        }
+    }
+}
+
+@compute @workgroup_size(LANES)
+fn matmul_tiled_acc_bias(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let row0 = wid.y * ROWS;
+    let c4 = wid.x * LANES + lid.x;
+    let acc = block(row0, c4);
+    let n4 = params.n / 4u;
+    if c4 >= n4 {
+        return;
+    }
+    let bias = res[c4];
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            let i = row * n4 + c4;
+            out[i] = out[i] + (acc[r] + bias);
+        }
+    }
+}
+
+@compute @workgroup_size(LANES)
+fn matmul_tiled_acc_to_bias(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let row0 = wid.y * ROWS;
+    let c4 = wid.x * LANES + lid.x;
+    let acc = block(row0, c4);
+    let n4 = params.n / 4u;
+    if c4 >= n4 {
+        return;
+    }
+    let bias = bias5[c4];
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            let i = row * n4 + c4;
+            out[i] = res[i] + (acc[r] + bias);
         }
     }
 }

@@ -23,6 +23,12 @@ pub enum Error {
     /// The built-in model's configuration was refused.
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    /// A GPT-2 checkpoint, or the tokens given to it, were refused.
+    #[error(transparent)]
+    Checkpoint(#[from] crate::model::CheckpointError),
+    /// The KV cache refused a configuration, a page or a step.
+    #[error(transparent)]
+    Kv(#[from] crate::kv::KvError),
     /// Registering an allocator on a stream, executing or synchronizing it failed.
     #[error(transparent)]
     Stream(#[from] crate::stream::StreamError),
@@ -60,6 +66,8 @@ impl Error {
             Error::Device(e) => e.kind(),
             Error::Exec(e) => e.kind(),
             Error::Model(e) => e.kind(),
+            Error::Checkpoint(e) => e.kind(),
+            Error::Kv(e) => e.kind(),
             Error::Stream(e) => e.kind(),
             Error::Runtime(e) => e.kind(),
             Error::Prepack(e) => e.kind(),

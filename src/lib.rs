@@ -29,6 +29,7 @@ pub use wgalloc_plan::plan::{self};
 pub mod device;
 pub mod error;
 pub mod exec;
+pub mod kv;
 pub mod model;
 pub mod prepack;
 pub mod report;

@@ -18,7 +18,7 @@ fn rank(layer: &str) -> Option<u32> {
         "storage" => 3,
         "device" => 4,
         "exec" => 5,
-        "model" | "runtime" | "stream" | "prepack" | "report" => 6,
+        "model" | "runtime" | "stream" | "prepack" | "report" | "kv" => 6,
         "error" => 7,
         _ => return None,
     })

@@ -1,11 +1,14 @@
 //! Command-line parsing and dispatch. Each subcommand lives in its own module.
 
+mod generate_cmd;
+mod generate_out;
 mod graph_cmd;
 mod info_cmd;
 mod input;
 mod model_cmd;
 mod plan_cmd;
 mod run_cmd;
+mod tokenizer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,6 +105,10 @@ pub enum Command {
     },
     /// Run the built-in GPT-2-style decoder end to end with other dimensions.
     Model(model_cmd::ModelArgs),
+    /// Generate text with GPT-2 (a Hugging Face checkpoint or a seeded model) on
+    /// planned memory and a paged KV cache; `--dry-run`: what it needs and whether it
+    /// fits.
+    Generate(generate_cmd::GenerateArgs),
 }
 
 /// Runs the parsed command line.
@@ -151,7 +158,18 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
             inject_clobber,
         }),
         Some(Command::Model(args)) => model_cmd::run(&args),
-        None => model_cmd::run(&model_cmd::ModelArgs::default_run()),
+        Some(Command::Generate(args)) => generate_cmd::run(&args),
+        None => {
+            let code = model_cmd::run(&model_cmd::ModelArgs::default_run())?;
+            if code == ExitCode::SUCCESS {
+                // The default run ends by generating a few tokens with the seeded GPT-2
+                // on planned memory and the paged KV cache.
+                println!();
+                println!("generate (wgalloc generate: seeded GPT-2, greedy, paged KV cache)");
+                return generate_cmd::run(&generate_cmd::GenerateArgs::default_run());
+            }
+            Ok(code)
+        }
     }
 }
 

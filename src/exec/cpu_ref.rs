@@ -10,6 +10,9 @@ use super::ops::{self, BinaryOp, OpCall, UnaryOp};
 use super::ExecError;
 use crate::graph::{DType, Graph, NodeId, TensorId};
 
+pub use super::cpu_kv::{
+    kv_append_page, kv_attend_page, kv_self, normalize as kv_normalize, KvDims,
+};
 pub use super::inputs::{Inputs, TensorData};
 
 /// GELU, tanh approximation: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
@@ -294,9 +297,15 @@ pub fn apply(
             vec![float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
         }
         OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
-        OpCall::MatmulFused { m, k, n, epilogue } => {
+        OpCall::MatmulFused {
+            m,
+            k,
+            n,
+            epilogue,
+            bias,
+        } => {
             let first = usize::from(epilogue == ops::Epilogue::Residual);
-            let product = matmul(
+            let mut product = matmul(
                 float(first, u(m) * u(k))?,
                 float(first + 1, u(k) * u(n))?,
                 u(m),
@@ -304,7 +313,14 @@ pub fn apply(
                 u(n),
                 false,
             );
+            if bias {
+                let row = float(first + 2, u(n))?;
+                for (i, p) in product.iter_mut().enumerate() {
+                    *p += row[i % u(n).max(1)];
+                }
+            }
             match epilogue {
+                ops::Epilogue::Plain => product,
                 ops::Epilogue::Gelu => product.into_iter().map(gelu).collect(),
                 ops::Epilogue::Residual => float(0, u(m) * u(n))?
                     .iter()
@@ -325,6 +341,53 @@ pub fn apply(
             u(head_dim),
             scale,
         ),
+        OpCall::KvSelf {
+            n,
+            heads,
+            head_dim,
+            scale,
+        } => super::cpu_kv::kv_self(
+            float(0, u(n) * 3 * u(heads) * u(head_dim))?,
+            u(n),
+            u(heads),
+            u(head_dim),
+            scale,
+        ),
+        OpCall::KvAttend {
+            n,
+            heads,
+            head_dim,
+            layer,
+            page,
+            scale,
+            normalize,
+        } => {
+            let dims = super::cpu_kv::KvDims {
+                n: u(n),
+                heads: u(heads),
+                head_dim: u(head_dim),
+                layer: u(layer),
+                scale,
+            };
+            let state = float(0, dims.state_len())?;
+            let qkv = float(1, u(n) * 3 * u(heads) * u(head_dim))?;
+            let table = match inputs.get(2) {
+                Some(TensorData::U32(t)) => t.as_slice(),
+                _ => return Err(bad("input 2 must be the u32 block table".to_string())),
+            };
+            let page_values = inputs
+                .get(3)
+                .and_then(|d| d.as_f32())
+                .ok_or_else(|| bad("input 3 is not an f32 value".to_string()))?;
+            let mut next = state.to_vec();
+            super::cpu_kv::kv_attend_page(&dims, &mut next, qkv, table, page, page_values)
+                .map_err(bad)?;
+            if normalize {
+                super::cpu_kv::normalize(&dims, &next)
+            } else {
+                next
+            }
+        }
         OpCall::MatmulPacked { m, k, n } => {
             let packed_len = super::packed::packed_len(u64::from(k), u64::from(n))
                 .map_err(|e| bad(e.to_string()))?;

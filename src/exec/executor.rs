@@ -49,11 +49,26 @@ pub struct RunReport {
 }
 
 /// One recorded dispatch, ready to encode.
+#[derive(Clone)]
 struct Dispatch {
     pipeline: wgpu::ComputePipeline,
     group: wgpu::BindGroup,
     offset: u32,
     grid: [u32; 3],
+}
+
+/// A run recorded under a caller's key ([`Executor::run_cached`]): its dispatches
+/// (pipelines and bind groups), parameter bytes and counts, valid while the memory,
+/// the uniform buffer and the workspace are the ones it was recorded over.
+struct Recorded {
+    memory: Vec<u64>,
+    uniform_generation: u64,
+    workspace_generation: u64,
+    nodes: usize,
+    uniform: Vec<u8>,
+    dispatches: Vec<Dispatch>,
+    inplace_dispatches: usize,
+    staging_copies: usize,
 }
 
 /// One storage binding before its bind group exists.
@@ -190,6 +205,16 @@ pub struct Executor {
     uniform_generation: u64,
     workspace: Workspace,
     timer: Option<PassTimer>,
+    recorded: std::collections::HashMap<u64, Recorded>,
+}
+
+impl std::fmt::Debug for Recorded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorded")
+            .field("nodes", &self.nodes)
+            .field("dispatches", &self.dispatches.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Executor {
@@ -204,6 +229,7 @@ impl Executor {
             uniform_generation: 0,
             workspace: Workspace::new(),
             timer: PassTimer::new(ctx),
+            recorded: std::collections::HashMap::new(),
         }
     }
 
@@ -480,8 +506,130 @@ impl Executor {
         graph: &Graph,
         memory: &TensorMemory<'_>,
     ) -> Result<RunReport, ExecError> {
-        self.record_and_submit(graph, memory, true)
+        self.record_and_submit(graph, memory, true, None)
             .map(|(report, _)| report)
+    }
+
+    /// [`Executor::run`] that keeps what it recorded under `key` and, on a later call
+    /// with the same key, only encodes and submits it again: no node is resolved, no
+    /// range looked up, no bind group looked up or created (the steady decode step of
+    /// a generation loop). The recording is redone when the memory's ids
+    /// ([`TensorMemory::memory_key`]), the node count, the executor's uniform buffer or
+    /// its workspace changed.
+    ///
+    /// The caller promises that one key always names the same graph (nodes, shapes,
+    /// parameters) and the same plans in `memory`'s layers; a different graph or plan
+    /// under a used key runs the old recording. [`Executor::forget`] drops one.
+    ///
+    /// # Errors
+    /// As [`Executor::run`].
+    pub fn run_cached(
+        &mut self,
+        key: u64,
+        graph: &Graph,
+        memory: &TensorMemory<'_>,
+    ) -> Result<RunReport, ExecError> {
+        self.record_and_submit(graph, memory, true, Some(key))
+            .map(|(report, _)| report)
+    }
+
+    /// Drops the recording kept under `key` by [`Executor::run_cached`] (when the graph
+    /// or plan it named is gone); whether there was one.
+    pub fn forget(&mut self, key: u64) -> bool {
+        self.recorded.remove(&key).is_some()
+    }
+
+    /// The recording under `key`, when it is still valid for `graph` over `memory`.
+    fn recorded_for(
+        &self,
+        key: Option<u64>,
+        graph: &Graph,
+        memory: &TensorMemory<'_>,
+    ) -> Option<&Recorded> {
+        let recorded = self.recorded.get(&key?)?;
+        let valid = recorded.nodes == graph.nodes.len()
+            && recorded.uniform_generation == self.uniform_generation
+            && recorded.workspace_generation == self.workspace.generation()
+            && recorded.memory == memory.memory_key();
+        valid.then_some(recorded)
+    }
+
+    /// Encodes `dispatches` into one compute pass (with the pass timer's writes).
+    fn encode(&self, dispatches: &[Dispatch]) -> wgpu::CommandBuffer {
+        let mut encoder = self
+            .ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgalloc graph"),
+            });
+        {
+            let timestamp_writes = self.timer.as_ref().map(PassTimer::writes);
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("wgalloc graph"),
+                timestamp_writes,
+            });
+            for d in dispatches {
+                pass.set_pipeline(&d.pipeline);
+                pass.set_bind_group(0, &d.group, &[d.offset]);
+                pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+            }
+        }
+        if let Some(t) = &self.timer {
+            t.resolve(&mut encoder);
+        }
+        encoder.finish()
+    }
+
+    /// Submits a recording kept by [`Executor::run_cached`] again.
+    fn resubmit(
+        &mut self,
+        key: u64,
+        wait: bool,
+    ) -> Result<(RunReport, wgpu::SubmissionIndex), ExecError> {
+        let started = Instant::now();
+        let device = self.ctx.device.clone();
+        let Some(recorded) = self.recorded.get(&key) else {
+            return Err(ExecError::Device(DeviceError::Internal {
+                message: "no recording under this key".into(),
+            }));
+        };
+        let (done, device_error) = scoped_keep(&device, 0, || {
+            if let (Some(uniform), false) = (&self.uniform, recorded.uniform.is_empty()) {
+                self.ctx.queue.write_buffer(uniform, 0, &recorded.uniform);
+            }
+            let commands = self.encode(&recorded.dispatches);
+            let encode_time = started.elapsed();
+            let submitted = Instant::now();
+            let index = self.ctx.queue.submit([commands]);
+            let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
+            (index, poll, encode_time, submitted.elapsed())
+        });
+        let (index, poll, encode_time, wait_time) = done;
+        if let Some(error) = device_error {
+            return Err(ExecError::Device(error));
+        }
+        if let Some(poll) = poll {
+            poll.map_err(|e| DeviceError::Poll {
+                message: e.to_string(),
+            })?;
+        }
+        let gpu_time = match &self.timer {
+            Some(t) if wait => Some(t.read(&self.ctx)?),
+            _ => None,
+        };
+        let report = RunReport {
+            dispatches: recorded.dispatches.len() - recorded.staging_copies,
+            inplace_dispatches: recorded.inplace_dispatches,
+            staging_copies: recorded.staging_copies,
+            workspace_bytes: self.workspace.bytes(),
+            encode_time,
+            wait_time,
+            gpu_time,
+            bind_groups_created: 0,
+            bind_groups_reused: 0,
+            pipelines: self.registry.with(|r| r.pipelines_built()),
+        };
+        Ok((report, index))
     }
 
     /// Like [`Executor::run`] but returns as soon as the pass is submitted, with the
@@ -496,16 +644,23 @@ impl Executor {
         graph: &Graph,
         memory: &TensorMemory<'_>,
     ) -> Result<(RunReport, wgpu::SubmissionIndex), ExecError> {
-        self.record_and_submit(graph, memory, false)
+        self.record_and_submit(graph, memory, false, None)
     }
 
-    /// Records and submits the graph; waits for the device when `wait`.
+    /// Records and submits the graph (or resubmits the recording under `key`); waits
+    /// for the device when `wait`.
     fn record_and_submit(
         &mut self,
         graph: &Graph,
         memory: &TensorMemory<'_>,
         wait: bool,
+        key: Option<u64>,
     ) -> Result<(RunReport, wgpu::SubmissionIndex), ExecError> {
+        if let Some(key) = key {
+            if self.recorded_for(Some(key), graph, memory).is_some() {
+                return self.resubmit(key, wait);
+            }
+        }
         let started = Instant::now();
         let mut packer = UniformPacker::new(self.ctx.limits.min_uniform_buffer_offset_alignment)?;
         let mut prepared = Vec::with_capacity(graph.nodes.len());
@@ -545,38 +700,35 @@ impl Executor {
                     }
                 }
             }
-            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgalloc graph"),
-            });
-            {
-                let timestamp_writes = self.timer.as_ref().map(PassTimer::writes);
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("wgalloc graph"),
-                    timestamp_writes,
-                });
-                for d in &dispatches {
-                    pass.set_pipeline(&d.pipeline);
-                    pass.set_bind_group(0, &d.group, &[d.offset]);
-                    pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
-                }
-            }
-            if let Some(t) = &self.timer {
-                t.resolve(&mut encoder);
-            }
-            let commands = encoder.finish();
+            let commands = self.encode(&dispatches);
             let encode_time = started.elapsed();
             let submitted = Instant::now();
             let index = failure.is_none().then(|| self.ctx.queue.submit([commands]));
             let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
             let wait_time = submitted.elapsed();
-            (failure, index, poll, encode_time, wait_time)
+            (failure, index, poll, encode_time, wait_time, dispatches)
         });
-        let (failure, index, poll, encode_time, wait_time) = recorded;
+        let (failure, index, poll, encode_time, wait_time, dispatches) = recorded;
         if let Some(e) = failure {
             return Err(e);
         }
         if let Some(error) = device_error {
             return Err(ExecError::Device(error));
+        }
+        if let Some(key) = key {
+            self.recorded.insert(
+                key,
+                Recorded {
+                    memory: memory.memory_key(),
+                    uniform_generation: self.uniform_generation,
+                    workspace_generation: self.workspace.generation(),
+                    nodes: graph.nodes.len(),
+                    uniform: packer.bytes().to_vec(),
+                    dispatches,
+                    inplace_dispatches,
+                    staging_copies,
+                },
+            );
         }
         if let Some(poll) = poll {
             poll.map_err(|e| DeviceError::Poll {

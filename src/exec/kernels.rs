@@ -38,11 +38,15 @@ pub enum Shader {
     MatmulBtTiled,
     /// `shaders/attention.wgsl` (fused causal attention).
     Attention,
+    /// `shaders/kv_self.wgsl` (a chunk's attention over its own keys, as a state).
+    KvSelf,
+    /// `shaders/kv_attend.wgsl` (the state over one page of the paged KV cache).
+    KvAttend,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 13] = [
+    pub const ALL: [Shader; 15] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -56,6 +60,8 @@ impl Shader {
         Shader::MatmulTiled,
         Shader::MatmulBtTiled,
         Shader::Attention,
+        Shader::KvSelf,
+        Shader::KvAttend,
     ];
 
     /// The file name under `shaders/`.
@@ -74,6 +80,8 @@ impl Shader {
             Shader::MatmulTiled => "matmul_tiled.wgsl",
             Shader::MatmulBtTiled => "matmul_bt_tiled.wgsl",
             Shader::Attention => "attention.wgsl",
+            Shader::KvSelf => "kv_self.wgsl",
+            Shader::KvAttend => "kv_attend.wgsl",
         }
     }
 
@@ -104,6 +112,8 @@ impl Shader {
             Shader::MatmulTiled => with_prelude!("matmul_tiled.wgsl"),
             Shader::MatmulBtTiled => with_prelude!("matmul_bt_tiled.wgsl"),
             Shader::Attention => with_prelude!("attention.wgsl"),
+            Shader::KvSelf => with_prelude!("kv_self.wgsl"),
+            Shader::KvAttend => with_prelude!("kv_attend.wgsl"),
         }
     }
 }
@@ -154,10 +164,24 @@ pub enum Kernel {
     MatmulTiledAcc(MatmulTile),
     /// `(a, b, out, residual)`: `out = residual + a·b`.
     MatmulTiledAccTo(MatmulTile),
+    /// `(a, b, out, bias)`: `out = a·b + bias`, plain or GELU epilogue.
+    MatmulTiledBias(MatmulTile),
+    /// `(a, b, out, bias)`: `out += a·b + bias` (the residual updated in place).
+    MatmulTiledAccBias(MatmulTile),
+    /// `(a, b, out, residual, bias)`: `out = residual + a·b + bias`.
+    MatmulTiledAccToBias(MatmulTile),
     /// `(a, b, out)`, `b` is `[n, k]`, register-tiled, `k` a multiple of 4.
     MatmulBtTiled(MatmulTile),
     /// `(qkv, out)`: fused causal attention.
     Attention,
+    /// `(qkv, state)`: a chunk's attention over its own keys.
+    KvSelf,
+    /// `(state, qkv, table, page)`: the state continued over one cache page, in place.
+    KvAttendInPlace,
+    /// `(state, qkv, table, page, out)`: the state continued, written to `out`.
+    KvAttend,
+    /// `(state, qkv, table, page, out)`: continued and normalised into `out [n, d]`.
+    KvAttendOut,
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -247,8 +271,15 @@ impl Kernel {
             Kernel::MatmulTiled(_) => (Shader::MatmulTiled, "matmul_tiled"),
             Kernel::MatmulTiledAcc(_) => (Shader::MatmulTiled, "matmul_tiled_acc"),
             Kernel::MatmulTiledAccTo(_) => (Shader::MatmulTiled, "matmul_tiled_acc_to"),
+            Kernel::MatmulTiledBias(_) => (Shader::MatmulTiled, "matmul_tiled_bias"),
+            Kernel::MatmulTiledAccBias(_) => (Shader::MatmulTiled, "matmul_tiled_acc_bias"),
+            Kernel::MatmulTiledAccToBias(_) => (Shader::MatmulTiled, "matmul_tiled_acc_to_bias"),
             Kernel::MatmulBtTiled(_) => (Shader::MatmulBtTiled, "matmul_bt_tiled"),
             Kernel::Attention => (Shader::Attention, "attention_causal"),
+            Kernel::KvSelf => (Shader::KvSelf, "kv_self"),
+            Kernel::KvAttendInPlace => (Shader::KvAttend, "kv_attend_inplace"),
+            Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
+            Kernel::KvAttendOut => (Shader::KvAttend, "kv_attend_out"),
         }
     }
 
@@ -258,6 +289,9 @@ impl Kernel {
             Kernel::MatmulTiled(t)
             | Kernel::MatmulTiledAcc(t)
             | Kernel::MatmulTiledAccTo(t)
+            | Kernel::MatmulTiledBias(t)
+            | Kernel::MatmulTiledAccBias(t)
+            | Kernel::MatmulTiledAccToBias(t)
             | Kernel::MatmulBtTiled(t) => t.constants().to_vec(),
             _ => Vec::new(),
         }
@@ -267,9 +301,14 @@ impl Kernel {
     pub fn storage_bindings(self) -> usize {
         match self {
             Kernel::UnaryInPlace | Kernel::SoftmaxInPlace | Kernel::RopeInPlace => 1,
-            Kernel::Attention => 2,
+            Kernel::Attention | Kernel::KvSelf => 2,
+            Kernel::KvAttendInPlace => 4,
+            Kernel::KvAttend | Kernel::KvAttendOut => 5,
             Kernel::MatmulTiled(_) | Kernel::MatmulTiledAcc(_) | Kernel::MatmulBtTiled(_) => 3,
-            Kernel::MatmulTiledAccTo(_) => 4,
+            Kernel::MatmulTiledAccTo(_)
+            | Kernel::MatmulTiledBias(_)
+            | Kernel::MatmulTiledAccBias(_) => 4,
+            Kernel::MatmulTiledAccToBias(_) => 5,
             Kernel::Unary
             | Kernel::BinaryInPlace
             | Kernel::Softmax
@@ -288,7 +327,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 27] = [
+    pub const ALL: [Kernel; 37] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -316,6 +355,16 @@ impl Kernel {
         Kernel::MatmulBtTiled(MatmulTile::Rows8),
         Kernel::MatmulBtTiled(MatmulTile::Rows4),
         Kernel::Attention,
+        Kernel::KvSelf,
+        Kernel::KvAttendInPlace,
+        Kernel::KvAttend,
+        Kernel::KvAttendOut,
+        Kernel::MatmulTiledBias(MatmulTile::Rows8),
+        Kernel::MatmulTiledBias(MatmulTile::Rows4),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows8),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows4),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows8),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows4),
     ];
 }
 
@@ -364,16 +413,54 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
         },
+        (
+            &OpCall::MatmulFused {
+                m,
+                n,
+                epilogue,
+                bias: true,
+                ..
+            },
+            inplace,
+        ) => {
+            let tile = MatmulTile::choose(m, n);
+            match (epilogue, inplace) {
+                (Epilogue::Plain | Epilogue::Gelu, false) => {
+                    (Kernel::MatmulTiledBias(tile), &[0, 1, 3, 2])
+                }
+                (Epilogue::Residual, true) => (Kernel::MatmulTiledAccBias(tile), &[1, 2, 0, 3]),
+                (Epilogue::Residual, false) => {
+                    (Kernel::MatmulTiledAccToBias(tile), &[1, 2, 4, 0, 3])
+                }
+                (Epilogue::Plain | Epilogue::Gelu, true) => return None,
+            }
+        }
         (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) => {
             let tile = MatmulTile::choose(m, n);
             match (epilogue, inplace) {
                 (Epilogue::Gelu, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
                 (Epilogue::Residual, true) => (Kernel::MatmulTiledAcc(tile), &[1, 2, 0]),
                 (Epilogue::Residual, false) => (Kernel::MatmulTiledAccTo(tile), &[1, 2, 3, 0]),
-                (Epilogue::Gelu, true) => return None,
+                (Epilogue::Gelu | Epilogue::Plain, true) => return None,
+                (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
         (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),
+        (OpCall::KvSelf { .. }, false) => (Kernel::KvSelf, &[0, 1]),
+        (
+            OpCall::KvAttend {
+                normalize: false, ..
+            },
+            true,
+        ) => (Kernel::KvAttendInPlace, &[0, 1, 2, 3]),
+        (OpCall::KvAttend { normalize, .. }, false) => (
+            if *normalize {
+                Kernel::KvAttendOut
+            } else {
+                Kernel::KvAttend
+            },
+            &[0, 1, 2, 3, 4],
+        ),
         (OpCall::Embedding { .. }, false) => (Kernel::Embedding, &[0, 1, 2]),
         (OpCall::Rope { .. }, false) => (Kernel::Rope, &[0, 1]),
         (OpCall::Rope { .. }, true) => (Kernel::RopeInPlace, &[0]),
@@ -457,8 +544,10 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         | OpCall::RmsNorm { rows, .. } => u64::from(rows),
         // One workgroup walks the whole input (an order-keeping prefix sum).
         OpCall::CountPositive { .. } | OpCall::Compact { .. } => 1,
-        OpCall::Attention { seq, heads, .. } => {
-            let gx = u64::from(seq).div_ceil(ATTENTION_QUERIES);
+        OpCall::Attention { seq: n, heads, .. }
+        | OpCall::KvSelf { n, heads, .. }
+        | OpCall::KvAttend { n, heads, .. } => {
+            let gx = u64::from(n).div_ceil(ATTENTION_QUERIES);
             return grid_2d(gx, u64::from(heads), node, max_per_dimension);
         }
         OpCall::MatmulFused { m, n, .. } => {

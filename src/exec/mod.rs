@@ -24,6 +24,9 @@
 //!   `count_positive` (`x → [1]`, how many elements are > 0) and `compact`
 //!   (`(x, count) → out`, the elements > 0 in order; `out` has a data-dependent length,
 //!   see [`crate::graph::DynamicLen`] and [`crate::runtime`]).
+//!   `kv_self`, `kv_attend`, `kv_attend_out`: causal attention of a chunk of new
+//!   queries against the paged KV cache of [`crate::kv`], through its block table
+//!   (one dispatch per page; see [`OpCall::KvAttend`]).
 //!   Elementwise ops, both softmaxes and rope also run in place: when the plan puts a
 //!   node's output on its first input's range, the in-place kernel binds it once.
 //! * User ops ([`UserOp`], [`register_op`]): ops wgalloc does not ship, registered on
@@ -37,6 +40,7 @@
 //!   ([`RunReport::staging_copies`], [`RunReport::workspace_bytes`]).
 
 mod bindings;
+mod cpu_kv;
 pub mod cpu_ref;
 mod custom;
 mod error;
@@ -69,4 +73,6 @@ pub use ops::{
 pub use params::{params_layout_mismatch, KernelParams};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub mod checksum;
-pub use ops::{Epilogue, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS};
+pub use ops::{
+    kv_state_row, Epilogue, KV_TABLE_HEADER, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS,
+};

@@ -94,7 +94,9 @@ impl KernelParams {
             OpCall::CountPositive { len } => ([len, 0, 0, 0], 0.0),
             OpCall::Compact { len, out_len } => ([len, out_len, 0, 0], 0.0),
             OpCall::MatmulPacked { m, k, n } => ([m, k, n, 0], 0.0),
-            OpCall::MatmulFused { m, k, n, epilogue } => (
+            OpCall::MatmulFused {
+                m, k, n, epilogue, ..
+            } => (
                 [m, k, n, u32::from(epilogue == super::ops::Epilogue::Gelu)],
                 0.0,
             ),
@@ -104,6 +106,27 @@ impl KernelParams {
                 head_dim,
                 scale,
             } => ([seq, heads, head_dim, 0], scale),
+            OpCall::KvSelf {
+                n,
+                heads,
+                head_dim,
+                scale,
+            } => ([n, heads, head_dim, 0], scale),
+            OpCall::KvAttend {
+                n,
+                heads,
+                head_dim,
+                layer,
+                page,
+                scale,
+                ..
+            } => {
+                // The page number rides in a float slot (exact: resolve keeps it <= 2^24).
+                return KernelParams {
+                    ints: [n, heads, head_dim, layer],
+                    floats: [scale, page as f32, 0.0, 0.0],
+                };
+            }
         };
         KernelParams {
             ints,

@@ -4,6 +4,7 @@
 mod config;
 mod forward;
 mod gpt;
+pub mod hf;
 mod prepacked;
 mod session;
 mod weights;
@@ -11,6 +12,7 @@ mod weights;
 pub use config::{ModelConfig, ModelError};
 pub use forward::Forward;
 pub use gpt::{build_gpt, fused_layers, GptModel};
+pub use hf::CheckpointError;
 pub use prepacked::{PrepackedModel, PrepackedModelRun};
 pub use session::{ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
 #[doc(hidden)] // The seeded weights' generator, for tests.

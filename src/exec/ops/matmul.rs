@@ -73,9 +73,11 @@ pub(super) fn packed(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
     })
 }
 
-/// Resolves `matmul_gelu` (`(a, b)`) or `matmul_add` (`(residual, a, b)`): `b` is
-/// `[k, n]`, `k` and `n` multiples of 4, and a residual has the output's shape.
-pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue) -> Result<OpCall, ExecError> {
+/// Resolves `matmul_gelu` (`(a, b)`) or `matmul_add` (`(residual, a, b)`), and with
+/// `bias` `matmul_bias` / `matmul_bias_gelu` (`(a, b, bias)`) or `matmul_add_bias`
+/// (`(residual, a, b, bias)`): `b` is `[k, n]`, `k` and `n` multiples of 4, a residual
+/// has the output's shape and a bias `n` elements.
+pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue, bias: bool) -> Result<OpCall, ExecError> {
     let first = usize::from(epilogue == Epilogue::Residual);
     let (c, x, b) = (&v.c, v.inputs[first], v.inputs[first + 1]);
     let a_len = c.len(x, F32S)?;
@@ -113,7 +115,18 @@ pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue) -> Result<OpCall, Exec
             )));
         }
     }
+    if bias {
+        let row = v.inputs[first + 2];
+        let len = c.len(row, F32S)?;
+        if len != n {
+            return Err(c.bad(format!(
+                "bias {} has {len} elements, the product has {n} columns",
+                row.id
+            )));
+        }
+    }
     Ok(OpCall::MatmulFused {
+        bias,
         m: c.small(m)?,
         k: c.small(k)?,
         n: c.small(n)?,
@@ -189,7 +202,8 @@ mod tests {
                 m: 3,
                 k: 4,
                 n: 8,
-                epilogue: Epilogue::Residual
+                epilogue: Epilogue::Residual,
+                bias: false
             })
         );
         assert!(resolve(&g, 0).is_ok_and(|c| c.has_inplace_kernel()));
@@ -201,6 +215,37 @@ mod tests {
                 }
                 other => panic!("node {step}: expected a refusal, got {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn bias_epilogues_resolve_and_refuse_a_bias_of_another_width() {
+        let mut b = GraphBuilder::new("t");
+        let r = b.input("r", DType::F32, &[3, 8]);
+        let a = b.input("a", DType::F32, &[3, 4]);
+        let w = b.weight("w", DType::F32, &[4, 8]);
+        let bias = b.weight("bias", DType::F32, &[8]);
+        let short = b.weight("short", DType::F32, &[4]);
+        b.node("matmul_bias", &[a, w, bias], &[3, 8], false);
+        b.node("matmul_add_bias", &[r, a, w, bias], &[3, 8], true);
+        b.node("matmul_bias_gelu", &[a, w, short], &[3, 8], false);
+        let g = b.build().expect("valid");
+        assert_eq!(
+            resolve(&g, 0),
+            Ok(OpCall::MatmulFused {
+                m: 3,
+                k: 4,
+                n: 8,
+                epilogue: Epilogue::Plain,
+                bias: true
+            })
+        );
+        assert!(resolve(&g, 1).is_ok_and(|c| c.has_inplace_kernel()));
+        match resolve(&g, 2) {
+            Err(ExecError::BadShape { problem, .. }) => {
+                assert!(problem.contains("bias"), "{problem}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
         }
     }
 

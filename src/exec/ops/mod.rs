@@ -9,10 +9,12 @@
 mod check;
 mod elementwise;
 mod gather;
+mod kv;
 mod matmul;
 mod parse;
 mod rows;
 
+pub use kv::{kv_state_row, KV_TABLE_HEADER};
 pub use parse::Op;
 
 use super::ExecError;
@@ -42,6 +44,12 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "matmul_gelu",
     "matmul_add",
     "attention_causal",
+    "kv_self",
+    "kv_attend",
+    "kv_attend_out",
+    "matmul_bias",
+    "matmul_bias_gelu",
+    "matmul_add_bias",
 ];
 
 /// The most elements `count_positive` and `compact` take: their count is a whole
@@ -111,6 +119,8 @@ impl BinaryOp {
 /// What a fused matmul does with its product before storing it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Epilogue {
+    /// `matmul_bias`: `out = a·b + bias` (only with a bias).
+    Plain,
     /// `matmul_gelu`: `out = gelu(a·b)`.
     Gelu,
     /// `matmul_add`: `out = residual + a·b`, the residual being input 0 (in place
@@ -232,6 +242,9 @@ pub enum OpCall {
         n: u32,
         /// What is done with the product.
         epilogue: Epilogue,
+        /// Whether a bias row `[n]` (the last input) is added to the product first
+        /// (`matmul_bias`, `matmul_bias_gelu`, `matmul_add_bias`).
+        bias: bool,
     },
     /// `qkv [seq, 3·heads·head_dim] → out [seq, heads·head_dim]`: causal multi-head
     /// attention, row `t` of `qkv` holding `q | k | v`, each split into heads.
@@ -244,6 +257,40 @@ pub enum OpCall {
         head_dim: u32,
         /// Score scale (`params[1]`, default `1/√head_dim`).
         scale: f32,
+    },
+    /// `qkv [n, 3·heads·head_dim] → state [n, heads, head_dim + 4]`: causal attention
+    /// of a chunk of `n` queries over the chunk's own keys, as an unnormalised online
+    /// softmax per (query, head): `[max, sum, 0, 0, acc[head_dim]]` (see `crate::kv`).
+    KvSelf {
+        /// Queries (and keys) of the chunk.
+        n: u32,
+        /// Heads (`params[0]`).
+        heads: u32,
+        /// Width of one head; a multiple of 4, at most [`MAX_ATTENTION_HEAD_DIM`].
+        head_dim: u32,
+        /// Score scale (`params[1]`, default `1/√head_dim`).
+        scale: f32,
+    },
+    /// `(state, qkv, table u32, page) → state` (`kv_attend`) or `→ out [n, heads·head_dim]`
+    /// (`kv_attend_out`, normalised): the state continued over the cached keys at
+    /// positions `< past` whose block lies in `page`, read through the block table
+    /// (`table[0]` is `past`); the chunk's own K and V rows whose block lies in `page`
+    /// are written into it. Layout in `crate::kv`.
+    KvAttend {
+        /// Queries of the chunk.
+        n: u32,
+        /// Heads (`params[0]`).
+        heads: u32,
+        /// Width of one head; a multiple of 4, at most [`MAX_ATTENTION_HEAD_DIM`].
+        head_dim: u32,
+        /// The layer (`params[1]`, default 0): where its rows sit in each block.
+        layer: u32,
+        /// The page's number in the block table (`params[2]`, default 0).
+        page: u32,
+        /// Score scale (`params[3]`, default `1/√head_dim`).
+        scale: f32,
+        /// `kv_attend_out`: divide by the sum and write the attention output.
+        normalize: bool,
     },
 }
 
@@ -261,6 +308,10 @@ impl OpCall {
                 | OpCall::Rope { .. }
                 | OpCall::MatmulFused {
                     epilogue: Epilogue::Residual,
+                    ..
+                }
+                | OpCall::KvAttend {
+                    normalize: false,
                     ..
                 }
         )
@@ -297,9 +348,15 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         Op::Rope => rows::rope(&view),
         Op::Matmul { transposed_b } => matmul::dense(&view, transposed_b),
         Op::MatmulPacked => matmul::packed(&view),
-        Op::MatmulGelu => matmul::fused(&view, Epilogue::Gelu),
-        Op::MatmulAdd => matmul::fused(&view, Epilogue::Residual),
+        Op::MatmulGelu => matmul::fused(&view, Epilogue::Gelu, false),
+        Op::MatmulAdd => matmul::fused(&view, Epilogue::Residual, false),
+        Op::MatmulBias => matmul::fused(&view, Epilogue::Plain, true),
+        Op::MatmulBiasGelu => matmul::fused(&view, Epilogue::Gelu, true),
+        Op::MatmulAddBias => matmul::fused(&view, Epilogue::Residual, true),
         Op::AttentionCausal => matmul::attention(&view),
+        Op::KvSelf => kv::self_attention(&view),
+        Op::KvAttend => kv::attend(&view, false),
+        Op::KvAttendOut => kv::attend(&view, true),
         Op::Embedding => gather::embedding(&view),
         Op::CountPositive => gather::compact(&view, false),
         Op::Compact => gather::compact(&view, true),

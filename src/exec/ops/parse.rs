@@ -40,10 +40,23 @@ pub enum Op {
     MatmulAdd,
     /// `attention_causal`: fused causal multi-head attention over packed QKV.
     AttentionCausal,
+    /// `matmul_bias`: `a·b + bias`.
+    MatmulBias,
+    /// `matmul_bias_gelu`: `gelu(a·b + bias)`.
+    MatmulBiasGelu,
+    /// `matmul_add_bias`: `residual + a·b + bias`.
+    MatmulAddBias,
+    /// `kv_self`: a chunk's attention over its own keys, as an online-softmax state.
+    KvSelf,
+    /// `kv_attend`: the state continued over one page of the KV cache (and the
+    /// chunk's K, V appended to it).
+    KvAttend,
+    /// `kv_attend_out`: as `kv_attend`, then normalised into the attention output.
+    KvAttendOut,
 }
 
 /// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
-const TABLE: [(&str, Op); 21] = [
+const TABLE: [(&str, Op); 27] = [
     ("copy", Op::Unary(UnaryOp::Copy)),
     ("scale", Op::Unary(UnaryOp::Scale)),
     ("relu", Op::Unary(UnaryOp::Relu)),
@@ -70,6 +83,12 @@ const TABLE: [(&str, Op); 21] = [
     ("matmul_gelu", Op::MatmulGelu),
     ("matmul_add", Op::MatmulAdd),
     ("attention_causal", Op::AttentionCausal),
+    ("kv_self", Op::KvSelf),
+    ("kv_attend", Op::KvAttend),
+    ("kv_attend_out", Op::KvAttendOut),
+    ("matmul_bias", Op::MatmulBias),
+    ("matmul_bias_gelu", Op::MatmulBiasGelu),
+    ("matmul_add_bias", Op::MatmulAddBias),
 ];
 
 impl Op {
@@ -93,7 +112,8 @@ impl Op {
             | Op::Softmax { .. }
             | Op::Rope
             | Op::CountPositive
-            | Op::AttentionCausal => 1,
+            | Op::AttentionCausal
+            | Op::KvSelf => 1,
             Op::Binary(_)
             | Op::RmsNorm
             | Op::Matmul { .. }
@@ -101,7 +121,8 @@ impl Op {
             | Op::Embedding
             | Op::Compact
             | Op::MatmulGelu => 2,
-            Op::LayerNorm | Op::MatmulAdd => 3,
+            Op::LayerNorm | Op::MatmulAdd | Op::MatmulBias | Op::MatmulBiasGelu => 3,
+            Op::KvAttend | Op::KvAttendOut | Op::MatmulAddBias => 4,
         }
     }
 }

@@ -1,0 +1,225 @@
+//! Generation with GPT-2 small's shape (12 layers, width 768, 12 heads, vocabulary
+//! 50257, 1024 positions, seeded weights) on planned memory and the paged KV cache:
+//! a prefill of 128 tokens (chunks of 64), then 64 greedy decode steps, on the adapter
+//! wgpu finds. Prints tokens/s, the host overhead of a decode step after warm-up (bucket
+//! lookup, input and block-table writes, recording the pass: everything before the
+//! submit) against the whole step, what steps created after warm-up, the activations
+//! of every bucket against their lower bound, and the activations beside one
+//! ggml-style worst-case reservation.
+//!
+//! `WGALLOC_BENCH_QUICK=1`: 4 layers, width 256, 4 heads (same vocabulary), prefill 32,
+//! decode 16. `WGALLOC_GEN_PREFILL=N`, `WGALLOC_GEN_DECODE=N` set the token counts.
+//! Run: `WGPU_BACKEND=vulkan cargo bench --bench generate`.
+
+use std::time::Duration;
+
+use wgalloc::device::GpuContext;
+use wgalloc::model::hf::{
+    generate_greedy, BucketKey, Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions, StepReport,
+};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let quick = std::env::var("WGALLOC_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let (config, prefill, decode) = if quick {
+        (Gpt2Config::new(4, 256, 4, 50257, 1024), 32, 16)
+    } else {
+        (Gpt2Config::gpt2_small(), 128, 64)
+    };
+    let prefill = env_usize("WGALLOC_GEN_PREFILL", prefill).max(1);
+    let decode = env_usize("WGALLOC_GEN_DECODE", decode).max(1);
+    let ctx = match GpuContext::from_env() {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("SKIPPED: no wgpu adapter ({e})");
+            return;
+        }
+    };
+    let weights = Gpt2Weights::seeded(&config, 42);
+    let options = GpuOptions::default();
+    let chunk = options.prefill_chunk;
+    let mut gpu = match GpuGpt2::new(&ctx, &config, &weights, options) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            eprintln!("error ({}): {e}", e.kind());
+            return;
+        }
+    };
+    let prompt: Vec<u32> = (0..prefill as u32)
+        .map(|i| (i * 7919 + 13) % config.vocab_size as u32)
+        .collect();
+    // Warm-up: every bucket planned, every KV page taken, every bind group made.
+    let warm = generate_greedy(&mut gpu, &prompt, decode + 1);
+    let warm_steps = gpu.steps().len();
+    let run = generate_greedy(&mut gpu, &prompt, decode + 1);
+    let (warm, run) = match (warm, run) {
+        (Ok(w), Ok(r)) => (w, r),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error ({}): {e}", e.kind());
+            return;
+        }
+    };
+    let steps: Vec<&StepReport> = gpu.steps()[warm_steps..].iter().collect();
+    let decode_steps: Vec<&&StepReport> = steps
+        .iter()
+        .filter(|s| matches!(s.key, BucketKey::Step { rows: 1, .. }))
+        .collect();
+    let host = median(decode_steps.iter().map(|s| s.host_time).collect());
+    let encode = median(decode_steps.iter().map(|s| s.encode_time).collect());
+    let wall = median(
+        decode_steps
+            .iter()
+            .map(|s| s.host_time + s.wait_time)
+            .collect(),
+    );
+    let gpu_time = decode_steps
+        .iter()
+        .filter_map(|s| s.gpu_time)
+        .collect::<Vec<_>>();
+    let created: (usize, usize, usize, usize) = steps.iter().fold((0, 0, 0, 0), |a, s| {
+        (
+            a.0 + usize::from(s.planned),
+            a.1 + s.buffers_created,
+            a.2 + s.bind_groups_created,
+            a.3 + s.pipelines_built,
+        )
+    });
+    println!(
+        "adapter: {} ({:?}, {:?}){}",
+        ctx.info.name,
+        ctx.info.backend,
+        ctx.info.device_type,
+        if ctx.info.device_type == wgpu::DeviceType::Cpu {
+            " -- a software adapter: CPU times, not GPU times"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "model: {} layers, width {}, {} heads, vocab {}, {} positions, seeded; prefill {prefill} (chunks of {chunk}), decode {decode}; same tokens warm and measured: {}",
+        config.n_layer,
+        config.n_embd,
+        config.n_head,
+        config.vocab_size,
+        config.n_positions,
+        warm.generated_ids == run.generated_ids
+    );
+    println!();
+    println!("| phase | tokens | time | tokens/s |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| prefill | {prefill} | {:.1} ms | {:.1} |",
+        ms(run.prefill_time),
+        run.prefill_tokens_per_second()
+    );
+    let decode_total: Duration = run.decode_times.iter().sum();
+    println!(
+        "| decode | {} | {:.1} ms | {:.2} |",
+        run.decode_times.len(),
+        ms(decode_total),
+        run.decode_tokens_per_second().unwrap_or(0.0)
+    );
+    println!();
+    println!("| decode step after warm-up (median) | value |");
+    println!("| --- | ---: |");
+    println!(
+        "| host before submit | {:.1} us |",
+        host.as_secs_f64() * 1e6
+    );
+    println!(
+        "| of which the executor's encode | {:.1} us |",
+        encode.as_secs_f64() * 1e6
+    );
+    println!(
+        "| whole step (host + submit to done) | {:.2} ms |",
+        ms(wall)
+    );
+    println!(
+        "| host share of the step | {:.3} % |",
+        100.0 * host.as_secs_f64() / wall.as_secs_f64().max(1e-12)
+    );
+    println!(
+        "| GPU time (timestamps) | {} |",
+        if gpu_time.is_empty() {
+            "n/a".to_string()
+        } else {
+            format!("{:.2} ms", ms(median(gpu_time)))
+        }
+    );
+    println!(
+        "| created in the measured run: plans / buffers / bind groups / pipelines | {} / {} / {} / {} |",
+        created.0, created.1, created.2, created.3
+    );
+    let memory = gpu.memory_report();
+    println!();
+    println!("| bucket | nodes | activations | lower bound | plan (once) | runs |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for b in &memory.buckets {
+        let name = match b.key {
+            BucketKey::Step { rows, slots, .. } => format!("{rows} token(s), {slots} page(s)"),
+            BucketKey::Recompute { rows } => format!("recompute {rows}"),
+        };
+        println!(
+            "| {name} | {} | {} B | {} B | {:.1} ms | {} |",
+            b.nodes,
+            b.plan_bytes,
+            b.lower_bound,
+            ms(b.plan_time),
+            b.runs
+        );
+    }
+    // ggml-style: one reservation for the worst case (the largest chunk at the longest
+    // context the cache holds), with attention's score and probability matrices
+    // [heads, chunk, context] materialised as ggml's non-flash graph does (an estimate:
+    // our largest bucket plus those two f32 tensors of one layer).
+    let context = gpu.max_context();
+    let scores = 2 * 4 * (config.n_head * chunk.min(prefill) * context) as u64;
+    let worst = memory
+        .buckets
+        .iter()
+        .map(|b| b.plan_bytes)
+        .max()
+        .unwrap_or(0);
+    let ggml = worst + scores;
+    println!();
+    println!(
+        "activations: one shared reservation of {} B (the largest bucket; a decode step's own plan is {} B)",
+        memory.activation_bytes,
+        memory
+            .buckets
+            .iter()
+            .filter(|b| matches!(b.key, BucketKey::Step { rows: 1, .. }))
+            .map(|b| b.plan_bytes)
+            .max()
+            .unwrap_or(0)
+    );
+    println!(
+        "ggml-style worst case (estimate: chunk {} x longest context {context}, the largest bucket + one layer's scores and probabilities [heads, chunk, context] f32): ~{} B, {:.2}x ours",
+        chunk.min(prefill),
+        ggml,
+        ggml as f64 / memory.activation_bytes.max(1) as f64
+    );
+    println!(
+        "weights {} B on the device (LM head in {} pieces), kv cache {} B reserved / {} B used ({} pages)",
+        memory.weight_bytes,
+        memory.head_pieces,
+        memory.kv.reserved_bytes + memory.kv.table_bytes,
+        memory.kv.used_bytes,
+        memory.kv.pages
+    );
+}

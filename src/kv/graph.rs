@@ -1,0 +1,190 @@
+//! [`KvTensors`]: how a step's graph names the KV cache (a block table and page
+//! tensors, weights to the planner so it never places them) and the attention nodes
+//! that read and append to it.
+
+use super::{KvConfig, KvError};
+use crate::exec::kv_state_row;
+use crate::graph::{DType, Graph, GraphBuilder, Role, TensorId};
+
+/// The cache's tensors in one step graph: the block table (u32) and `slots` page
+/// tensors (f32, one page each). All are [`Role::Weight`]: the activation planner never
+/// places them; [`super::DeviceKvCache::layer`] places them on the cache's regions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvTensors {
+    /// The block table, `config.table_words()` u32.
+    pub table: TensorId,
+    /// The page tensors, page `i` of the block table bound as `pages[i]`.
+    pub pages: Vec<TensorId>,
+    /// Heads of the cache.
+    pub heads: u32,
+    /// Width of one head.
+    pub head_dim: u32,
+    /// Layers of the cache.
+    pub layers: u32,
+}
+
+impl KvTensors {
+    /// Adds the table and `slots` page tensors (at least one) to `builder`; `slots` is
+    /// [`KvConfig::pages_for`] of the longest context the graph serves.
+    pub fn add(builder: &mut GraphBuilder, config: &KvConfig, slots: u32) -> KvTensors {
+        let table = builder.weight("kv.table", DType::U32, &[config.table_words()]);
+        let pages = (0..slots.max(1))
+            .map(|i| builder.weight(format!("kv.page{i}"), DType::F32, &[config.page_words()]))
+            .collect();
+        KvTensors {
+            table,
+            pages,
+            heads: config.heads,
+            head_dim: config.head_dim,
+            layers: config.layers,
+        }
+    }
+
+    /// Page slots the graph binds.
+    pub fn slots(&self) -> usize {
+        self.pages.len()
+    }
+
+    /// Every cache tensor: the table, then the pages.
+    pub fn tensors(&self) -> impl Iterator<Item = TensorId> + '_ {
+        std::iter::once(self.table).chain(self.pages.iter().copied())
+    }
+
+    /// Appends layer `layer`'s attention over the cache for `qkv [n, 3·d]` (rows
+    /// `q | k | v`) and returns its output `[n, d]`: `kv_self` (the chunk's own keys),
+    /// then one `kv_attend` per page slot (the last one `kv_attend_out`, normalised).
+    /// Each page's node also writes the chunk's K and V rows that fall in that page.
+    ///
+    /// # Errors
+    /// [`KvError::NotInGraph`] when `qkv` is not in the builder's graph or is not
+    /// `[n, 3·heads·head_dim]` f32; [`KvError::BadConfig`] for a layer past the cache's.
+    pub fn attention(
+        &self,
+        builder: &mut GraphBuilder,
+        qkv: TensorId,
+        layer: u32,
+    ) -> Result<TensorId, KvError> {
+        if layer >= self.layers {
+            return Err(KvError::BadConfig {
+                problem: format!("layer {layer} of a cache of {} layers", self.layers),
+            });
+        }
+        let width = u64::from(self.heads) * u64::from(self.head_dim);
+        let n = qkv_rows(builder.graph(), qkv, width)?;
+        let heads = self.heads as f32;
+        let scale = 1.0 / (self.head_dim as f32).sqrt();
+        let state_shape = [
+            n,
+            u64::from(self.heads),
+            kv_state_row(u64::from(self.head_dim)),
+        ];
+        let mut state =
+            builder.node_with_params("kv_self", &[qkv], &state_shape, false, &[heads, scale]);
+        let last = self.pages.len() - 1;
+        for (i, &page) in self.pages.iter().enumerate() {
+            let inputs = [state, qkv, self.table, page];
+            let params = [heads, layer as f32, i as f32, scale];
+            state = if i == last {
+                builder.node_with_params("kv_attend_out", &inputs, &[n, width], false, &params)
+            } else {
+                builder.node_with_params("kv_attend", &inputs, &state_shape, true, &params)
+            };
+        }
+        Ok(state)
+    }
+
+    /// Checks that the graph holds these tensors as the cache of `config` lays them out.
+    ///
+    /// # Errors
+    /// [`KvError::NotInGraph`] naming the first tensor that differs.
+    pub fn check(&self, graph: &Graph, config: &KvConfig) -> Result<(), KvError> {
+        let expect = |id: TensorId, dtype: DType, words: u64| {
+            let problem = match graph.tensor(id) {
+                None => Some("missing".to_string()),
+                Some(t) if t.role != Role::Weight || t.view_of.is_some() => {
+                    Some(format!("role {:?}, expected a weight (not a view)", t.role))
+                }
+                Some(t) if t.dtype != dtype || t.size != words * 4 => Some(format!(
+                    "{:?} of {} bytes, expected {dtype:?} of {} bytes",
+                    t.dtype,
+                    t.size,
+                    words * 4
+                )),
+                Some(_) => None,
+            };
+            match problem {
+                Some(problem) => Err(KvError::NotInGraph {
+                    tensor: id.0,
+                    problem,
+                }),
+                None => Ok(()),
+            }
+        };
+        expect(self.table, DType::U32, config.table_words())?;
+        for &page in &self.pages {
+            expect(page, DType::F32, config.page_words())?;
+        }
+        Ok(())
+    }
+}
+
+/// Rows of `qkv`, checked to be `[n, 3·width]` f32.
+fn qkv_rows(graph: &Graph, qkv: TensorId, width: u64) -> Result<u64, KvError> {
+    let t = graph.tensor(qkv).ok_or(KvError::NotInGraph {
+        tensor: qkv.0,
+        problem: "missing".to_string(),
+    })?;
+    let rows = t.size / 4 / (3 * width);
+    if t.dtype != DType::F32 || rows == 0 || t.size != rows * 3 * width * 4 {
+        return Err(KvError::NotInGraph {
+            tensor: qkv.0,
+            problem: format!(
+                "qkv is {:?} {:?} ({} bytes), expected f32 [n, {}]",
+                t.dtype,
+                t.shape,
+                t.size,
+                3 * width
+            ),
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::{resolve, OpCall};
+
+    #[test]
+    fn attention_over_two_pages_is_self_then_one_node_per_page() {
+        let config = KvConfig::new(2, 2, 8, 4, 32)
+            .and_then(|c| c.with_blocks_per_page(2))
+            .expect("valid");
+        let mut b = GraphBuilder::new("step");
+        let qkv = b.input("qkv", DType::F32, &[3, 48]);
+        let kv = KvTensors::add(&mut b, &config, config.pages_for(20));
+        assert_eq!(kv.slots(), 3);
+        let out = kv.attention(&mut b, qkv, 1).expect("fits");
+        assert!(kv.attention(&mut b, qkv, 2).is_err(), "no layer 2");
+        assert!(kv.attention(&mut b, kv.table, 0).is_err(), "not a qkv");
+        b.mark_output(out);
+        let g = b.build().expect("valid");
+        kv.check(&g, &config).expect("laid out as the config says");
+        let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.as_str()).collect();
+        assert_eq!(ops, ["kv_self", "kv_attend", "kv_attend", "kv_attend_out"]);
+        assert_eq!(g.tensor(out).map(|t| t.shape.clone()), Some(vec![3, 16]));
+        for step in 1..4 {
+            match resolve(&g, step) {
+                Ok(OpCall::KvAttend { layer, page, .. }) => {
+                    assert_eq!((layer, page), (1, step as u32 - 1))
+                }
+                other => panic!("node {step}: {other:?}"),
+            }
+        }
+        let other = KvConfig::new(2, 2, 8, 4, 64).expect("valid");
+        assert!(matches!(
+            kv.check(&g, &other),
+            Err(KvError::NotInGraph { .. })
+        ));
+    }
+}

@@ -1,0 +1,34 @@
+//! The KV cache of generation: memory of its own, taken from a [`crate::storage::Storage`]
+//! and kept across steps, read and appended to by the paged-attention ops through a
+//! block table (see `docs/kv-api.md` and `docs/kv.md`).
+//!
+//! * [`KvConfig`]: the shape (layers, heads, head width), `block_tokens` per block,
+//!   `blocks_per_page` per page; a page (one storage region, one binding) never
+//!   exceeds the device's `max_storage_buffer_binding_size`.
+//! * [`KvCache`]: the memory rules on any storage (unit-tested on host storage): pages
+//!   taken one at a time only when no block slot is free, never moved or copied; the
+//!   block table; a refused page is a typed error that changes nothing.
+//! * [`DeviceKvCache`]: the cache on a device: the table uploaded before each step,
+//!   the cache's regions as a layer of the executor's [`crate::exec::TensorMemory`].
+//! * [`KvTensors`]: how a step graph names the cache (weights to the planner, so the
+//!   activation plan never overlaps it) and the attention nodes over it (`kv_self`,
+//!   `kv_attend`, `kv_attend_out`: one dispatch per page, the online-softmax state
+//!   carried between them).
+//! * [`KvProof`], [`prove_step`]: the checksum proof with the cache live for the whole
+//!   step.
+//! * [`reference`](mod@reference): the paged attention on the CPU, through the block table.
+
+mod cache;
+mod config;
+mod device;
+mod error;
+mod graph;
+mod proof;
+pub mod reference;
+
+pub use cache::{BlockSlot, KvCache, KvReport, KvStep};
+pub use config::{KvConfig, DEFAULT_ALIGNMENT};
+pub use device::DeviceKvCache;
+pub use error::KvError;
+pub use graph::KvTensors;
+pub use proof::{prove_step, CachePlant, KvProof, PROOF_TENSOR_BYTES};

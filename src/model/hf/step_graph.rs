@@ -1,0 +1,366 @@
+//! [`StepGraph`]: one step of GPT-2 as a wgalloc graph, for `rows` new tokens, built
+//! from the executor's ops: layer norms with gain and bias, Conv1D projections with
+//! their bias in the matmul's epilogue (`matmul_bias`, `matmul_bias_gelu` for the MLP's
+//! up projection with `gelu_new`, the tanh form, and `matmul_add_bias` adding the
+//! output projections to the residual in place) where the widths are multiples of 4,
+//! else a `matmul`, a bias `add` and `gelu` in place; and attention either over the KV cache's pages (`kv_self`,
+//! `kv_attend`..., [`KvTensors::attention`]) or, for a full recompute of a sequence,
+//! `attention_causal` over the chunk alone.
+//!
+//! The token and position embeddings are looked up on the host (the step's input is
+//! `wte[token] + wpe[position]`, `[rows, n_embd]`): the embedding table of a real
+//! vocabulary is larger than one storage binding (GPT-2 small's is 154 MB), and a step
+//! reads only `rows` of its rows. The LM head reads the same table on the device,
+//! split by rows into pieces that each fit a binding ([`head_pieces`]); each piece
+//! writes its own logits output.
+//!
+//! The model's weights are declared first and in the same order in every step graph,
+//! so their tensor ids are the same in every bucket's graph and one weight plan places
+//! them all.
+
+use super::{CheckpointError, Gpt2Config};
+use crate::graph::{DType, Graph, GraphBuilder, TensorId};
+use crate::kv::{KvConfig, KvTensors};
+
+/// How a step graph attends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepAttention {
+    /// Over the KV cache: the chunk's keys and values are appended to it, and its
+    /// queries read every cached position. `slots` page tensors are bound.
+    Paged {
+        /// The cache's shape.
+        kv: KvConfig,
+        /// Page slots the graph binds (the context bucket).
+        slots: u32,
+    },
+    /// `attention_causal` over the chunk alone: a full recompute of a sequence from
+    /// position 0, with no cache.
+    Recompute,
+}
+
+/// Which rows of a step get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogitRows {
+    /// Every row (a prompt's logits at every position).
+    All,
+    /// The last row only (what generation needs): the final hidden state's last row
+    /// is gathered (`embedding` with the row's index) before the final layer norm, so
+    /// the LM head runs on one row.
+    Last,
+}
+
+/// The ids of the model's weights in a step graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeightIds {
+    /// Per layer, the 12 tensors in [`super::LayerWeights`]' order.
+    pub layers: Vec<[TensorId; 12]>,
+    /// `ln_f` gain and bias.
+    pub ln_f: [TensorId; 2],
+    /// The LM head's pieces (`[rows_i, n_embd]`, rows in order).
+    pub head: Vec<TensorId>,
+}
+
+impl WeightIds {
+    /// Every weight id, in declaration order.
+    pub fn all(&self) -> Vec<TensorId> {
+        let mut ids: Vec<TensorId> = self.layers.iter().flatten().copied().collect();
+        ids.extend(self.ln_f);
+        ids.extend(&self.head);
+        ids
+    }
+}
+
+/// One step's graph and the tensors a runner touches.
+#[derive(Debug, Clone)]
+pub struct StepGraph {
+    /// The graph.
+    pub graph: Graph,
+    /// Tokens the step runs.
+    pub rows: usize,
+    /// The input: embedded tokens `[rows, n_embd]`.
+    pub input: TensorId,
+    /// The logits outputs, one per head piece (`[logit_rows, piece_rows]`).
+    pub logits: Vec<TensorId>,
+    /// Rows of logits: `rows`, or 1 for [`LogitRows::Last`].
+    pub logit_rows: usize,
+    /// For [`LogitRows::Last`] with several rows: the input holding the last row's
+    /// index (`u32 [1]`, written `rows - 1` before each run).
+    pub last_row: Option<TensorId>,
+    /// The model's weights.
+    pub weights: WeightIds,
+    /// The KV cache's tensors (paged attention only).
+    pub kv: Option<KvTensors>,
+}
+
+/// The LM head's pieces: row ranges of `[vocab_size, n_embd]` of at most
+/// `max_piece_bytes` each (at least one row each).
+pub fn head_pieces(config: &Gpt2Config, max_piece_bytes: u64) -> Vec<std::ops::Range<usize>> {
+    let row_bytes = 4 * config.n_embd as u64;
+    let rows = (max_piece_bytes / row_bytes.max(1)).max(1) as usize;
+    let pieces = config.vocab_size.div_ceil(rows);
+    // Even pieces: the same shape for all but the last.
+    let per = config.vocab_size.div_ceil(pieces.max(1));
+    (0..pieces)
+        .map(|i| i * per..((i + 1) * per).min(config.vocab_size))
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// Builds the graph of a step of `rows` tokens.
+///
+/// # Errors
+/// [`CheckpointError::BadConfig`] when the attention cannot take the model (a head
+/// width that is not a multiple of 4, a cache of another shape) or the graph is
+/// refused.
+pub fn build_step_graph(
+    config: &Gpt2Config,
+    rows: usize,
+    attention: StepAttention,
+    pieces: &[std::ops::Range<usize>],
+    logit_rows: LogitRows,
+) -> Result<StepGraph, CheckpointError> {
+    let bad = |problem: String| CheckpointError::BadConfig {
+        field: "n_embd",
+        problem,
+    };
+    let (d, inner, n) = (config.n_embd as u64, config.inner() as u64, rows as u64);
+    if rows == 0 {
+        return Err(CheckpointError::EmptyPrompt);
+    }
+    if !config.head_dim().is_multiple_of(4) {
+        return Err(bad(format!(
+            "head width {} is not a multiple of 4 (the attention kernels' vector loads)",
+            config.head_dim()
+        )));
+    }
+    let name = match attention {
+        StepAttention::Paged { slots, .. } => format!("gpt2-step-n{rows}-s{slots}"),
+        StepAttention::Recompute => format!("gpt2-recompute-n{rows}"),
+    };
+    let mut b = GraphBuilder::new(name);
+    let weights = declare_weights(&mut b, config, pieces);
+    let kv = match attention {
+        StepAttention::Paged { kv, slots } => {
+            if kv.layers as usize != config.n_layer || kv.width() != d {
+                return Err(bad(format!(
+                    "a KV cache of {} layers x {} wide for {} layers x {d}",
+                    kv.layers,
+                    kv.width(),
+                    config.n_layer
+                )));
+            }
+            Some(KvTensors::add(&mut b, &kv, slots))
+        }
+        StepAttention::Recompute => None,
+    };
+    let input = b.input("embedded", DType::F32, &[n, d]);
+    let last_row =
+        (logit_rows == LogitRows::Last && n > 1).then(|| b.input("last_row", DType::U32, &[1]));
+    let eps = config.eps();
+    // The bias epilogues' vector loads need k and n multiples of 4.
+    let fused_out = d.is_multiple_of(4);
+    let fused_up = d.is_multiple_of(4) && inner.is_multiple_of(4);
+    let fused_down = fused_up;
+    let mut x = input;
+    for (l, w) in weights.layers.iter().enumerate() {
+        let [g1, b1, attn_w, attn_b, proj_w, proj_b, g2, b2, fc_w, fc_b, fcp_w, fcp_b] = *w;
+        let h = b.node_with_params("layer_norm", &[x, g1, b1], &[n, d], false, &[eps]);
+        b.rename(h, format!("h{l}.ln_1"));
+        let qkv = linear(&mut b, h, attn_w, attn_b, [n, 3 * d], fused_out);
+        b.rename(qkv, format!("h{l}.qkv"));
+        let attn = match &kv {
+            Some(kv) => kv
+                .attention(&mut b, qkv, l as u32)
+                .map_err(|e| bad(e.to_string()))?,
+            None => b.node_with_params(
+                "attention_causal",
+                &[qkv],
+                &[n, d],
+                false,
+                &[
+                    config.n_head as f32,
+                    1.0 / (config.head_dim() as f32).sqrt(),
+                ],
+            ),
+        };
+        b.rename(attn, format!("h{l}.attn"));
+        x = residual(&mut b, x, attn, proj_w, proj_b, [n, d], fused_out);
+        b.rename(x, format!("h{l}.resid1"));
+        let h2 = b.node_with_params("layer_norm", &[x, g2, b2], &[n, d], false, &[eps]);
+        let act = if fused_up {
+            b.node("matmul_bias_gelu", &[h2, fc_w, fc_b], &[n, inner], false)
+        } else {
+            let up = linear(&mut b, h2, fc_w, fc_b, [n, inner], false);
+            b.node("gelu", &[up], &[n, inner], true)
+        };
+        b.rename(act, format!("h{l}.mlp.act"));
+        x = residual(&mut b, x, act, fcp_w, fcp_b, [n, d], fused_down);
+        b.rename(x, format!("h{l}.resid2"));
+    }
+    let out_rows = if last_row.is_some() { 1 } else { n };
+    if let Some(index) = last_row {
+        // The last row, gathered: a row lookup of x by index.
+        x = b.node("embedding", &[index, x], &[1, d], false);
+        b.rename(x, "last_row_state");
+    }
+    let [gf, bf] = weights.ln_f;
+    let hf = b.node_with_params("layer_norm", &[x, gf, bf], &[out_rows, d], false, &[eps]);
+    b.rename(hf, "ln_f");
+    let mut logits = Vec::with_capacity(pieces.len());
+    for (i, (piece, range)) in weights.head.iter().zip(pieces).enumerate() {
+        let out = b.node(
+            "matmul_bt",
+            &[hf, *piece],
+            &[out_rows, range.len() as u64],
+            false,
+        );
+        b.rename(out, format!("logits{i}"));
+        b.mark_output(out);
+        logits.push(out);
+    }
+    let graph = b.build().map_err(|e| bad(e.to_string()))?;
+    Ok(StepGraph {
+        graph,
+        rows,
+        input,
+        logits,
+        logit_rows: out_rows as usize,
+        last_row,
+        weights,
+        kv,
+    })
+}
+
+/// `a · w + bias`: one `matmul_bias` when the widths allow, else a matmul and the
+/// bias added in place.
+fn linear(
+    b: &mut GraphBuilder,
+    a: TensorId,
+    w: TensorId,
+    bias: TensorId,
+    shape: [u64; 2],
+    fused: bool,
+) -> TensorId {
+    if fused {
+        b.node("matmul_bias", &[a, w, bias], &shape, false)
+    } else {
+        let p = b.node("matmul", &[a, w], &shape, false);
+        b.node("add", &[p, bias], &shape, true)
+    }
+}
+
+/// `x + (a · w + bias)`: one `matmul_add_bias` (in place over the residual) when the
+/// widths allow, else the bias added to the residual in place and a separate matmul
+/// and add.
+fn residual(
+    b: &mut GraphBuilder,
+    x: TensorId,
+    a: TensorId,
+    w: TensorId,
+    bias: TensorId,
+    shape: [u64; 2],
+    fused: bool,
+) -> TensorId {
+    if fused {
+        b.node("matmul_add_bias", &[x, a, w, bias], &shape, true)
+    } else {
+        let x = b.node("add", &[x, bias], &shape, true);
+        let p = b.node("matmul", &[a, w], &shape, false);
+        b.node("add", &[x, p], &shape, true)
+    }
+}
+
+/// Declares the model's weights, always in the same order.
+fn declare_weights(
+    b: &mut GraphBuilder,
+    config: &Gpt2Config,
+    pieces: &[std::ops::Range<usize>],
+) -> WeightIds {
+    let layers = (0..config.n_layer)
+        .map(|l| {
+            let specs = super::weights::layer_specs(config, l);
+            let mut ids = [crate::graph::TensorId(0); 12];
+            for (slot, (name, shape)) in ids.iter_mut().zip(specs) {
+                let shape: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
+                *slot = b.weight(name, DType::F32, &shape);
+            }
+            ids
+        })
+        .collect();
+    let d = config.n_embd as u64;
+    let ln_f = [
+        b.weight("ln_f.weight", DType::F32, &[d]),
+        b.weight("ln_f.bias", DType::F32, &[d]),
+    ];
+    let head = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, r)| b.weight(format!("lm_head.{i}"), DType::F32, &[r.len() as u64, d]))
+        .collect();
+    WeightIds { layers, ln_f, head }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::resolve;
+
+    #[test]
+    fn head_pieces_cover_the_vocabulary_within_the_limit() {
+        let c = Gpt2Config::gpt2_small();
+        let pieces = head_pieces(&c, 128 << 20);
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(pieces[0].start, 0);
+        assert_eq!(pieces.last().map(|r| r.end), Some(50257));
+        for r in &pieces {
+            assert!(r.len() as u64 * 768 * 4 <= 128 << 20);
+        }
+        assert_eq!(
+            head_pieces(&Gpt2Config::new(1, 8, 2, 10, 4), 1 << 20).len(),
+            1
+        );
+        assert_eq!(
+            head_pieces(&Gpt2Config::new(1, 8, 2, 10, 4), 3 * 32).len(),
+            4
+        );
+    }
+
+    #[test]
+    fn every_node_of_both_step_kinds_resolves_and_weight_ids_repeat() {
+        let mut c = Gpt2Config::new(2, 32, 2, 101, 40);
+        c.n_inner = Some(70);
+        let pieces = head_pieces(&c, 40 * 32 * 4);
+        let kv = KvConfig::new(2, 2, 16, 4, 40).expect("kv");
+        let paged = build_step_graph(
+            &c,
+            3,
+            StepAttention::Paged { kv, slots: 2 },
+            &pieces,
+            LogitRows::Last,
+        )
+        .expect("paged");
+        let full = build_step_graph(&c, 5, StepAttention::Recompute, &pieces, LogitRows::All)
+            .expect("full");
+        for g in [&paged.graph, &full.graph] {
+            g.validate().expect("valid");
+            for step in 0..g.nodes.len() {
+                resolve(g, step).unwrap_or_else(|e| panic!("node {step}: {e}"));
+            }
+        }
+        assert_eq!(paged.weights, full.weights);
+        assert_eq!(paged.logits.len(), 3);
+        assert!(paged.kv.is_some() && full.kv.is_none());
+        assert_eq!((paged.logit_rows, full.logit_rows), (1, 5));
+        assert!(paged.last_row.is_some() && full.last_row.is_none());
+        let odd_heads = Gpt2Config::new(1, 6, 2, 5, 4);
+        let one_piece = head_pieces(&odd_heads, 1 << 20);
+        let refused = build_step_graph(
+            &odd_heads,
+            1,
+            StepAttention::Recompute,
+            &one_piece,
+            LogitRows::All,
+        );
+        assert!(refused.is_err());
+    }
+}

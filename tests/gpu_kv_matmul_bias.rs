@@ -1,0 +1,61 @@
+//! The bias epilogues of the tiled matmul that a GPT-2 step uses around the KV cache
+//! (Conv1D is `x·W + b`): `matmul_bias`, `matmul_bias_gelu`, and `matmul_add_bias` in
+//! place over the residual and out of place, against their CPU references on seeded
+//! data, on both register tiles. Tolerance |gpu − cpu| ≤ 1e-4 · (1 + |cpu|).
+
+mod common;
+// The shared runner; this file uses only part of it.
+#[allow(dead_code)]
+#[path = "common/kernel_run.rs"]
+mod kernel_run;
+
+use std::collections::HashMap;
+
+use kernel_run::{assert_close, random, run_both};
+use wgalloc::exec::cpu_ref::TensorData;
+use wgalloc::graph::{DType, GraphBuilder};
+
+#[test]
+fn bias_epilogues_match_cpu_in_place_and_out_of_place() {
+    let Some(ctx) = common::gpu() else { return };
+    // (5, 8, 12) takes the 4-row tile, (70, 32, 136) the 8-row tile.
+    for (m, k, n) in [(5, 8, 12), (70, 32, 136)] {
+        for op in ["matmul_bias", "matmul_bias_gelu"] {
+            let mut b = GraphBuilder::new(op);
+            let a = b.input("a", DType::F32, &[m, k]);
+            let w = b.weight("w", DType::F32, &[k, n]);
+            let bias = b.weight("bias", DType::F32, &[n]);
+            b.node(op, &[a, w, bias], &[m, n], false);
+            let g = b.build().expect("valid");
+            let mut values = HashMap::new();
+            values.insert(a, TensorData::F32(random(m * k, (m * k) as usize, 1.0)));
+            values.insert(w, TensorData::F32(random(k * n + 1, (k * n) as usize, 1.0)));
+            values.insert(bias, TensorData::F32(random(n + 7, n as usize, 2.0)));
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
+            assert_close(&format!("{op} {m}x{k}x{n}"), &gpu, &cpu, 1e-4);
+        }
+        for inplace in [true, false] {
+            let mut b = GraphBuilder::new("add bias");
+            let r = b.input("r", DType::F32, &[m, n]);
+            let a = b.input("a", DType::F32, &[m, k]);
+            let w = b.weight("w", DType::F32, &[k, n]);
+            let bias = b.weight("bias", DType::F32, &[n]);
+            // A scaled residual: an activation the planner may write over.
+            let rs = b.node_with_params("scale", &[r], &[m, n], false, &[0.5]);
+            b.node("matmul_add_bias", &[rs, a, w, bias], &[m, n], inplace);
+            let g = b.build().expect("valid");
+            let mut values = HashMap::new();
+            values.insert(r, TensorData::F32(random(m * n + 2, (m * n) as usize, 2.0)));
+            values.insert(a, TensorData::F32(random(m * k, (m * k) as usize, 1.0)));
+            values.insert(w, TensorData::F32(random(k * n + 1, (k * n) as usize, 1.0)));
+            values.insert(bias, TensorData::F32(random(n + 7, n as usize, 2.0)));
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
+            assert_close(
+                &format!("matmul_add_bias {m}x{k}x{n} in place {inplace}"),
+                &gpu,
+                &cpu,
+                1e-4,
+            );
+        }
+    }
+}
