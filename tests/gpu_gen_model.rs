@@ -9,7 +9,7 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -18,8 +18,7 @@ use wgalloc::model::hf::{
     generate_greedy, BucketKey, Checkpoint, CheckpointError, CpuDecoder, CpuGpt2, Decoder,
     Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions, LogitRows,
 };
-use wgalloc::storage::Region;
-use wgalloc::storage::{CountingStorage, RegionRequest, Storage, StorageError};
+use wgalloc::storage::CountingStorage;
 use wgalloc::ErrorKind;
 
 #[derive(Deserialize)]
@@ -223,40 +222,11 @@ fn after_warm_up_a_decode_step_plans_and_creates_nothing() {
     }
 }
 
-/// A storage that refuses once its budget of allocations is spent.
-struct Budget {
-    inner: WgpuStorage,
-    left: AtomicU64,
-}
-
-impl Storage for Budget {
-    type Memory = wgpu::Buffer;
-
-    fn allocate(&self, request: &RegionRequest) -> Result<Region, StorageError> {
-        let left = self.left.load(Ordering::SeqCst);
-        if left == 0 {
-            return Err(StorageError::Refused {
-                message: "budget spent".into(),
-            });
-        }
-        self.left.store(left - 1, Ordering::SeqCst);
-        self.inner.allocate(request)
-    }
-
-    fn free(&self, region: Region) -> Result<(), StorageError> {
-        self.inner.free(region)
-    }
-
-    fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
-        self.inner.copy(from, to, bytes)
-    }
-}
-
 #[test]
 fn bad_input_is_a_typed_error_and_leaks_nothing() {
     let Some(ctx) = common::gpu() else { return };
     let ckpt = fixture();
-    let counting = Arc::new(CountingStorage::new(Budget {
+    let counting = Arc::new(CountingStorage::new(common::Budget {
         inner: WgpuStorage::wgpu(&ctx),
         left: AtomicU64::new(3), // the table and two pages (the spare one included)
     }));

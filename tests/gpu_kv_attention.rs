@@ -21,7 +21,7 @@ use wgalloc::kv::{
 };
 use wgalloc::plan::{inject_clobber, Plan};
 use wgalloc::storage::{
-    CountingStorage, PagedStorage, Region, RegionRequest, Storage, StorageError, STORAGE_USAGE,
+    CountingStorage, PagedStorage, RegionRequest, Storage, StorageError, STORAGE_USAGE,
 };
 use wgalloc::{DType, GpuContext, Graph, GraphBuilder, Planner, TensorId};
 
@@ -338,40 +338,11 @@ fn decode_and_prefill_with_one_block_a_page_head_width_32_not_in_place() {
     );
 }
 
-/// A storage that refuses once its budget of allocations is spent.
-struct Budget {
-    inner: WgpuStorage,
-    left: AtomicU64,
-}
-
-impl Storage for Budget {
-    type Memory = wgpu::Buffer;
-
-    fn allocate(&self, request: &RegionRequest) -> Result<Region, StorageError> {
-        let left = self.left.load(Ordering::SeqCst);
-        if left == 0 {
-            return Err(StorageError::Refused {
-                message: "budget spent".into(),
-            });
-        }
-        self.left.store(left - 1, Ordering::SeqCst);
-        self.inner.allocate(request)
-    }
-
-    fn free(&self, region: Region) -> Result<(), StorageError> {
-        self.inner.free(region)
-    }
-
-    fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
-        self.inner.copy(from, to, bytes)
-    }
-}
-
 #[test]
 fn a_storage_that_refuses_a_page_loses_nothing() {
     let Some(ctx) = common::gpu() else { return };
     let config = limits_config(&ctx, 2, 16, 4, 2);
-    let budget = Budget {
+    let budget = common::Budget {
         inner: WgpuStorage::wgpu(&ctx),
         left: AtomicU64::new(3), // the table and two pages
     };

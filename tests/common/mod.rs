@@ -98,3 +98,44 @@ pub fn tiny_model(layers: u64) -> wgalloc::model::ModelConfig {
         seed: 3,
     }
 }
+
+/// A device storage that refuses (`StorageError::Refused`) once its budget of
+/// allocations is spent, to test failure paths.
+pub struct Budget {
+    /// Where the allowed allocations come from.
+    pub inner: wgalloc::device::WgpuStorage,
+    /// Allocations still allowed.
+    pub left: std::sync::atomic::AtomicU64,
+}
+
+impl wgalloc::storage::Storage for Budget {
+    type Memory = wgpu::Buffer;
+
+    fn allocate(
+        &self,
+        request: &wgalloc::storage::RegionRequest,
+    ) -> Result<wgalloc::storage::Region, wgalloc::storage::StorageError> {
+        use std::sync::atomic::Ordering;
+        let left = self.left.load(Ordering::SeqCst);
+        if left == 0 {
+            return Err(wgalloc::storage::StorageError::Refused {
+                message: "budget spent".into(),
+            });
+        }
+        self.left.store(left - 1, Ordering::SeqCst);
+        self.inner.allocate(request)
+    }
+
+    fn free(&self, region: wgalloc::storage::Region) -> Result<(), wgalloc::storage::StorageError> {
+        self.inner.free(region)
+    }
+
+    fn copy(
+        &self,
+        from: &wgalloc::storage::Region,
+        to: &wgalloc::storage::Region,
+        bytes: u64,
+    ) -> Result<(), wgalloc::storage::StorageError> {
+        self.inner.copy(from, to, bytes)
+    }
+}
