@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
+use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::{resolve, Executor, OpCall, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, Role};
 use wgalloc::model::{Forward, ModelConfig};
@@ -242,7 +242,8 @@ fn time_lone_node(ctx: &GpuContext, graph: &Graph, step: usize, reps: usize) -> 
     let storage = ctx.buffer_types().expect("buffer types").storage.desc;
     let plan = plan_graph(&g, &storage).expect("plan");
     let weights = plan_weights(&g, &storage).expect("weight plan");
-    let allocate = |p| allocate_plan(ctx, p, STORAGE_USAGE, &WgpuAllocator).expect("allocate");
+    let allocate =
+        |p| allocate_plan(ctx, p, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("allocate");
     let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
     let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);
     for &id in &inputs {

@@ -15,8 +15,8 @@
 
 use std::collections::HashMap;
 
-use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
-use wgalloc::exec::checksum::prove_memory;
+use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
+use wgalloc::exec::checksum::prove;
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{
     register_op, user_ops, Bind, Executor, KernelParams, TensorMemory, UserOp, PRELUDE_WGSL,
@@ -292,8 +292,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plan: Plan = plan_graph(graph, &storage)?;
     plan.verify(graph)?;
     let weights_plan = plan_weights(graph, &storage)?;
-    let activations: PlannedMemory = allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
-    let weights = allocate_plan(&ctx, &weights_plan, STORAGE_USAGE, &WgpuAllocator)?;
+    let activations: PlannedMemory =
+        allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(&ctx))?;
+    let weights = allocate_plan(
+        &ctx,
+        &weights_plan,
+        STORAGE_USAGE,
+        &WgpuStorage::shared(&ctx),
+    )?;
     let memory = TensorMemory::single(&plan, &activations).with_layer(&weights_plan, &weights);
 
     let mut values = HashMap::new();
@@ -343,7 +349,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "executor: {} dispatches in one pass, {} in place; max |gpu - cpu| = {error:.2e} (max |y| = {scale:.2})",
         run.dispatches, run.inplace_dispatches
     );
-    let proof = prove_memory(&ctx, graph, &plan, &activations)?;
+    let proof = prove(&ctx, graph, &plan, &activations)?;
     println!(
         "  checksum proof: {} ({} checks over {} nodes)",
         if proof.verified() {
@@ -377,7 +383,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "hand-encoded: {} dispatches, swiglu in place: {inplace}; max |gpu - cpu| = {hand_error:.2e}",
         graph.nodes.len()
     );
-    let hand_proof = prove_memory(&ctx, graph, &plan, &activations)?;
+    let hand_proof = prove(&ctx, graph, &plan, &activations)?;
     println!(
         "  checksum proof: {}",
         if hand_proof.verified() {

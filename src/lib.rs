@@ -41,7 +41,7 @@ pub use error::{Error, ErrorKind, Result};
 // The names an engine needs first, at the crate root (each also at its layer's path,
 // where the rest of the layer lives).
 pub use device::GpuContext;
-pub use exec::checksum::prove_plan;
+pub use exec::checksum::prove;
 pub use exec::{Executor, Inputs, TensorMemory};
 pub use graph::{DType, Graph, GraphBuilder, TensorId};
 pub use plan::{plan, Plan, PlanOptions, Planner};

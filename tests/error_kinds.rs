@@ -4,11 +4,10 @@
 
 mod common;
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
-use wgalloc::device::{CallbackAllocator, DeviceError, WgpuAllocator};
-use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
+use wgalloc::device::{BufferStorage, CallbackAllocator, DeviceError, SharedStorage, WgpuStorage};
 use wgalloc::exec::ExecError;
 use wgalloc::graph::{parse_trace, DType, GraphBuilder, TensorId};
 use wgalloc::plan::{PlanError, Planner, TensorAllocator};
@@ -66,22 +65,29 @@ fn small_graph() -> wgalloc::graph::Graph {
 }
 
 #[test]
-fn prove_plan_names_the_kind_of_each_failure_on_the_gpu() {
+fn allocate_and_prove_names_the_kind_of_each_failure_on_the_gpu() {
     let Some(ctx) = common::gpu() else { return };
-    let kernels = ChecksumKernels::new(&ctx).expect("kernels");
     let graph = small_graph();
     let storage = ctx.buffer_types().expect("types").storage.desc;
     let plan = Planner::Ggml.plan_graph(&graph, &storage).expect("plan");
 
     // An allocator that runs out of memory: "does not fit now".
-    let released = Rc::new(Cell::new(0));
+    let released = Arc::new(AtomicUsize::new(0));
     let released_in = released.clone();
     let out_of_memory = CallbackAllocator::new(
         |_, request| Err(DeviceError::OutOfDeviceMemory { size: request.size }),
-        move |_| released_in.set(released_in.get() + 1),
+        move |_| {
+            released_in.fetch_add(1, Ordering::Relaxed);
+        },
     );
-    let error = prove_plan(&ctx, &kernels, &graph, &plan, &out_of_memory).expect_err("oom");
+    let out_of_memory: SharedStorage = Arc::new(BufferStorage::new(&ctx, out_of_memory));
+    let error = common::allocate_and_prove(&ctx, &graph, &plan, &out_of_memory).expect_err("oom");
     assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{error}");
+    assert_eq!(
+        released.load(Ordering::Relaxed),
+        0,
+        "no buffer was handed out"
+    );
 
     // A user callback that fails with its own reason.
     let refusing = CallbackAllocator::new(
@@ -93,22 +99,24 @@ fn prove_plan_names_the_kind_of_each_failure_on_the_gpu() {
         },
         |_| {},
     );
-    let error = prove_plan(&ctx, &kernels, &graph, &plan, &refusing).expect_err("refused");
+    let refusing: SharedStorage = Arc::new(BufferStorage::new(&ctx, refusing));
+    let error = common::allocate_and_prove(&ctx, &graph, &plan, &refusing).expect_err("refused");
     assert_eq!(error.kind(), ErrorKind::Callback, "{error}");
     assert!(error.to_string().contains("pool closed"), "{error}");
 
     // A device whose storage bindings are smaller than a tensor: "never fits".
     let mut small = ctx.clone();
     small.limits.max_storage_buffer_binding_size = 1024;
-    let error = prove_plan(&small, &kernels, &graph, &plan, &WgpuAllocator).expect_err("too big");
+    let wgpu = WgpuStorage::shared(&ctx);
+    let error = common::allocate_and_prove(&small, &graph, &plan, &wgpu).expect_err("too big");
     assert_eq!(error.kind(), ErrorKind::NeverFits, "{error}");
 
     // A plan for another graph: bad input.
     let other = GraphBuilder::new("empty").build().expect("valid");
-    let error = prove_plan(&ctx, &kernels, &other, &plan, &WgpuAllocator).expect_err("mismatch");
+    let error = common::allocate_and_prove(&ctx, &other, &plan, &wgpu).expect_err("mismatch");
     assert_eq!(error.kind(), ErrorKind::BadInput, "{error}");
 
     // And the honest path proves.
-    let report = prove_plan(&ctx, &kernels, &graph, &plan, &WgpuAllocator).expect("proves");
+    let report = common::allocate_and_prove(&ctx, &graph, &plan, &wgpu).expect("proves");
     assert!(report.verified(), "{report}");
 }

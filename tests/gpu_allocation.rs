@@ -1,18 +1,30 @@
 //! `allocate_plan` on a real adapter: chunk sizes and usage, limits checked before
-//! wgpu is called, no leak when a chunk fails, memory returned on drop and release,
-//! and an adopted device keeping the limits its owner asked for.
+//! the storage is asked, no leak when a chunk fails, memory returned to its storage on
+//! drop, and an adopted device keeping the limits its owner asked for.
 
 mod common;
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use wgalloc::device::{
-    allocate_plan, read_buffer_range, BufferAllocator, CallbackAllocator, CountingAllocator,
-    DeviceError, GpuContext, WgpuAllocator, STORAGE_USAGE,
+    allocate_plan, read_buffer_range, BufferAllocator, BufferStorage, CallbackAllocator,
+    DeviceError, GpuContext, SharedStorage, WgpuAllocator, WgpuStorage, STORAGE_USAGE,
 };
 use wgalloc::graph::TensorId;
 use wgalloc::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
+use wgalloc::storage::{CountingStorage, StorageError};
+use wgalloc::ErrorKind;
+
+/// Buffers from `allocator`, counted: the counter, and the same storage as
+/// [`allocate_plan`] takes it.
+fn counted<A: BufferAllocator + Send + Sync + 'static>(
+    ctx: &GpuContext,
+    allocator: A,
+) -> (Arc<CountingStorage<BufferStorage<A>>>, SharedStorage) {
+    let counting = Arc::new(CountingStorage::new(BufferStorage::new(ctx, allocator)));
+    (counting.clone(), counting)
+}
 
 fn buffer(chunks: &[u64]) -> BufferPlan {
     BufferPlan {
@@ -53,8 +65,8 @@ fn every_chunk_gets_a_buffer_rounded_up_to_four_bytes() {
         vec![buffer(&[100, 30]), buffer(&[0])],
         vec![at(0, 0, 0, 96), at(0, 1, 0, 30), None],
     );
-    let counting = CountingAllocator::new(WgpuAllocator);
-    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap();
+    let (counting, storage) = counted(&ctx, WgpuAllocator);
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &storage).unwrap();
     let sizes: Vec<Vec<u64>> = (0..2)
         .map(|b| {
             (0..memory.chunk_count(BufferId(b)))
@@ -77,8 +89,8 @@ fn chunk_above_max_buffer_size_fails_before_wgpu_is_called() {
     let Some(ctx) = common::gpu() else { return };
     let max = ctx.limits.max_buffer_size;
     let p = plan(vec![buffer(&[64]), buffer(&[64, max + 1])], vec![]);
-    let counting = CountingAllocator::new(WgpuAllocator);
-    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap_err();
+    let (counting, storage) = counted(&ctx, WgpuAllocator);
+    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &storage).unwrap_err();
     assert_eq!(
         error,
         DeviceError::ChunkTooLarge {
@@ -114,8 +126,8 @@ fn tensor_above_storage_binding_size_fails_before_wgpu_is_called() {
         vec![buffer(&[64 + size])],
         vec![at(0, 0, 0, 64), at(0, 0, 64, size)],
     );
-    let counting = CountingAllocator::new(WgpuAllocator);
-    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap_err();
+    let (counting, storage) = counted(&ctx, WgpuAllocator);
+    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &storage).unwrap_err();
     assert_eq!(
         error,
         DeviceError::TensorTooLarge {
@@ -133,13 +145,12 @@ fn tensor_above_storage_binding_size_fails_before_wgpu_is_called() {
 #[test]
 fn failing_third_chunk_releases_the_first_two_and_names_the_chunk() {
     let Some(ctx) = common::gpu() else { return };
-    let calls = Rc::new(Cell::new(0u32));
-    let destroyed = Rc::new(RefCell::new(Vec::new()));
+    let calls = Arc::new(AtomicU32::new(0));
+    let destroyed = Arc::new(Mutex::new(Vec::new()));
     let (calls_in, destroyed_in) = (calls.clone(), destroyed.clone());
     let callback = CallbackAllocator::new(
         move |ctx, request| {
-            calls_in.set(calls_in.get() + 1);
-            if calls_in.get() == 3 {
+            if calls_in.fetch_add(1, Ordering::SeqCst) + 1 == 3 {
                 return Err(DeviceError::AllocatorRefused {
                     size: request.size,
                     message: "third chunk refused by test".into(),
@@ -148,34 +159,47 @@ fn failing_third_chunk_releases_the_first_two_and_names_the_chunk() {
             WgpuAllocator.allocate(ctx, request)
         },
         move |buffer| {
-            destroyed_in.borrow_mut().push(buffer.size());
+            destroyed_in.lock().unwrap().push(buffer.size());
             buffer.destroy();
         },
     );
-    let counting = CountingAllocator::new(callback);
+    let (counting, storage) = counted(&ctx, callback);
     let p = plan(vec![buffer(&[64, 128]), buffer(&[256, 512])], vec![]);
-    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap_err();
+    let error = allocate_plan(&ctx, &p, STORAGE_USAGE, &storage).unwrap_err();
+    let refused = DeviceError::AllocatorRefused {
+        size: 256,
+        message: "third chunk refused by test".into(),
+    };
     assert_eq!(
         error,
         DeviceError::ChunkAllocation {
             buffer: 1,
             chunk: 0,
             size: 256,
-            source: Box::new(DeviceError::AllocatorRefused {
-                size: 256,
-                message: "third chunk refused by test".into(),
-            }),
+            source: Box::new(DeviceError::Storage(Box::new(StorageError::Backend {
+                kind: ErrorKind::Callback,
+                message: refused.to_string(),
+            }))),
         }
     );
+    assert_eq!(error.kind(), ErrorKind::Callback);
     let report = counting.report();
     assert_eq!(
-        (report.allocations, report.failures, report.releases),
+        (report.allocations, report.failures, report.frees),
         (2, 1, 2)
     );
-    assert_eq!(report.live_buffers(), 0);
+    assert_eq!(report.live_regions, 0);
     assert_eq!(report.live_bytes, 0);
-    assert_eq!(calls.get(), 3, "allocation stopped at the failing chunk");
-    assert_eq!(*destroyed.borrow(), vec![128, 64], "released last first");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "allocation stopped at the failing chunk"
+    );
+    assert_eq!(
+        *destroyed.lock().unwrap(),
+        vec![128, 64],
+        "released last first"
+    );
 }
 
 #[test]
@@ -183,35 +207,39 @@ fn invalid_usage_is_a_validation_error_not_a_panic() {
     let Some(ctx) = common::gpu() else { return };
     let p = plan(vec![buffer(&[64])], vec![]);
     let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE;
-    let error = allocate_plan(&ctx, &p, usage, &WgpuAllocator).unwrap_err();
+    let error = allocate_plan(&ctx, &p, usage, &WgpuStorage::shared(&ctx)).unwrap_err();
     match error {
         DeviceError::ChunkAllocation { source, .. } => {
+            // wgpu's validation error, as the storage reports it: its kind and message.
             assert!(
-                matches!(*source, DeviceError::Validation { .. }),
+                matches!(&*source, DeviceError::Storage(e)
+                    if matches!(**e, StorageError::Backend { kind: ErrorKind::Device, .. })),
                 "{source:?}"
             );
+            assert!(source.to_string().contains("alidation"), "{source}");
         }
         other => panic!("expected ChunkAllocation, got {other:?}"),
     }
 }
 
 #[test]
-fn release_hands_every_buffer_back_to_the_allocator() {
+fn dropped_memory_hands_every_region_back_to_its_storage() {
     let Some(ctx) = common::gpu() else { return };
     let p = plan(vec![buffer(&[64, 64]), buffer(&[32])], vec![]);
-    let counting = CountingAllocator::new(WgpuAllocator);
-    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap();
-    assert_eq!(counting.report().live_buffers(), 3);
-    memory.release(&counting);
+    let (counting, storage) = counted(&ctx, WgpuAllocator);
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &storage).unwrap();
+    assert_eq!(counting.report().live_regions, 3);
+    drop(memory);
     let report = counting.report();
-    assert_eq!((report.releases, report.live_bytes), (3, 0));
+    assert_eq!((report.frees, report.live_bytes), (3, 0));
+    assert_eq!(counting.inner().live_buffers(), 0);
 }
 
 #[test]
 fn dropped_memory_destroys_its_buffers() {
     let Some(ctx) = common::gpu() else { return };
     let p = plan(vec![buffer(&[64])], vec![]);
-    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &WgpuAllocator).unwrap();
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).unwrap();
     let handle = memory.region(BufferId(0), 0).unwrap().buffer.clone();
     assert!(read_buffer_range(&ctx, &handle, 0, 64).is_ok());
     drop(memory);
@@ -225,13 +253,17 @@ fn buffer_repeating_an_earlier_one_shares_its_memory() {
     let mut repeat = buffer(&[64]);
     repeat.same_as = Some(BufferId(0));
     let p = plan(vec![buffer(&[128]), repeat], vec![]);
-    let counting = CountingAllocator::new(WgpuAllocator);
-    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &counting).unwrap();
+    let (counting, storage) = counted(&ctx, WgpuAllocator);
+    let memory = allocate_plan(&ctx, &p, STORAGE_USAGE, &storage).unwrap();
     assert_eq!(counting.report().allocations, 1);
     assert_eq!(memory.buffer_count(), 1);
     assert_eq!(memory.region(BufferId(1), 0), memory.region(BufferId(0), 0));
-    memory.release(&counting);
-    assert_eq!(counting.report().releases, 1);
+    drop(memory);
+    assert_eq!(
+        counting.report().frees,
+        1,
+        "the shared region goes back once"
+    );
 }
 
 #[test]
@@ -256,13 +288,13 @@ fn adopted_device_keeps_the_default_limits_it_was_created_with() {
     assert_eq!(ctx.buffer_types().unwrap().storage.desc.alignment(), 256);
 
     let fits = plan(vec![buffer(&[1024])], vec![at(0, 0, 256, 512)]);
-    let memory = allocate_plan(&ctx, &fits, STORAGE_USAGE, &WgpuAllocator).unwrap();
+    let memory = allocate_plan(&ctx, &fits, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).unwrap();
     assert_eq!(memory.total_size(), 1024);
 
     let too_big = defaults.max_buffer_size + 4;
     let never = plan(vec![buffer(&[too_big])], vec![]);
     assert_eq!(
-        allocate_plan(&ctx, &never, STORAGE_USAGE, &WgpuAllocator).unwrap_err(),
+        allocate_plan(&ctx, &never, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).unwrap_err(),
         DeviceError::ChunkTooLarge {
             buffer: 0,
             chunk: 0,

@@ -12,10 +12,10 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use wgalloc::device::{
-    allocate_plan, read_buffer_range, write_buffer, GpuContext, PlannedMemory, WgpuAllocator,
+    allocate_plan, read_buffer_range, write_buffer, GpuContext, PlannedMemory, WgpuStorage,
     STORAGE_USAGE,
 };
-use wgalloc::exec::checksum::{checksum_run, ChecksumReport};
+use wgalloc::exec::checksum::{prove, ChecksumReport};
 use wgalloc::graph::{read_trace, DType, Graph, GraphBuilder, Lifetimes, NodeId, TensorId};
 use wgalloc::plan::{inject_clobber, naive_plan, plant_clobber, BufferTypeDesc, Plan, Planner};
 use wgalloc::storage::Region;
@@ -30,8 +30,9 @@ const TRACES: &[&str] = &[
 ];
 
 fn run(ctx: &GpuContext, graph: &Graph, plan: &Plan) -> ChecksumReport {
-    let memory = allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuAllocator).expect("buffers");
-    checksum_run(ctx, graph, plan, &memory).expect("checksum run")
+    let memory =
+        allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("buffers");
+    prove(ctx, graph, plan, &memory).expect("checksum run")
 }
 
 fn storage(ctx: &GpuContext) -> BufferTypeDesc {
@@ -106,7 +107,7 @@ fn chunks_that_are_ranges_of_a_larger_buffer_are_proved_in_place() {
         .collect();
     write_buffer(&ctx, &pool, 0, &vec![0xAB; pool_size as usize]).expect("guard written");
     let memory = PlannedMemory::from_regions(vec![regions]);
-    let report = checksum_run(&ctx, &graph, &plan, &memory).expect("checksum run");
+    let report = prove(&ctx, &graph, &plan, &memory).expect("checksum run");
     assert!(report.verified(), "{report}");
     let before = read_buffer_range(&ctx, &pool, 0, guard).expect("reads");
     let after = read_buffer_range(&ctx, &pool, end, guard).expect("reads");

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Mutex;
 
-use wgalloc::device::{allocate_plan, measure_allocation, WgpuAllocator, STORAGE_USAGE};
+use wgalloc::device::{allocate_plan, measure_allocation, WgpuStorage, STORAGE_USAGE};
 use wgalloc::graph::read_trace;
 use wgalloc::model::{build_gpt, ModelConfig};
 use wgalloc::plan::{naive_size, Planner};
@@ -35,7 +35,7 @@ fn the_driver_reserves_at_least_the_planned_bytes_and_at_most_a_block_more() {
         let planned = plan.total_size();
         let chunks: u64 = plan.buffers.iter().map(|b| b.chunks.len() as u64).sum();
         let (memory, bytes) = measure_allocation(&ctx.device, || {
-            allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator)
+            allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(&ctx))
         })
         .expect("allocate");
         let Some(bytes) = bytes else {

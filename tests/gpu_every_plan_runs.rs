@@ -2,16 +2,15 @@
 //! every planner (`naive`, `ggml`,
 //! `best` and each offline strategy) is planned, verified on the CPU, checked against the
 //! adapter's limits, allocated and proved by the checksum run with zero mismatches,
-//! through [`prove_plan`], the path `wgalloc run` takes. One process and one set of
-//! checksum kernels for all of them.
+//! through allocation and [`wgalloc::prove`], the path `wgalloc run` takes. One process
+//! and one set of checksum kernels (compiled once per device) for all of them.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use wgalloc::device::WgpuAllocator;
-use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
+use wgalloc::device::WgpuStorage;
 use wgalloc::graph::{read_onnx, read_trace, Graph, OnnxOptions};
 use wgalloc::plan::Planner;
 
@@ -50,7 +49,7 @@ fn networks() -> Vec<(String, Graph)> {
 #[test]
 fn every_network_under_every_planner_is_proved_on_the_gpu() {
     let Some(ctx) = common::gpu() else { return };
-    let kernels = ChecksumKernels::new(&ctx).expect("checksum kernels compile");
+    let wgpu = WgpuStorage::shared(&ctx);
     let storage = ctx.buffer_types().expect("buffer types").storage.desc;
     let planners = Planner::all();
     let networks = networks();
@@ -75,7 +74,7 @@ fn every_network_under_every_planner_is_proved_on_the_gpu() {
                 continue;
             }
             let started = Instant::now();
-            match prove_plan(&ctx, &kernels, graph, &plan, &WgpuAllocator) {
+            match common::allocate_and_prove(&ctx, graph, &plan, &wgpu) {
                 Ok(report) if report.verified() && report.nodes == graph.nodes.len() => {
                     runs += 1;
                     println!(

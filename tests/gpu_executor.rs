@@ -14,7 +14,7 @@ mod common;
 
 use std::collections::HashMap;
 
-use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
+use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{ExecError, Executor, RunReport, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, NodeId, TensorId};
@@ -31,7 +31,7 @@ fn storage_type(ctx: &GpuContext) -> BufferTypeDesc {
 
 /// One buffer per planned chunk, through the default allocator.
 fn allocate(ctx: &GpuContext, plan: &Plan) -> PlannedMemory {
-    allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuAllocator).expect("allocate the plan")
+    allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("allocate the plan")
 }
 
 /// The real planner's plan for a small graph, verified.
@@ -406,7 +406,7 @@ fn a_misaligned_offset_is_refused_with_the_device_alignment() {
     }
     // The device check refuses the plan before any buffer exists...
     assert_eq!(
-        allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator).map(|_| ()),
+        allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).map(|_| ()),
         Err(wgalloc::device::DeviceError::MisalignedPlacement {
             tensor: x,
             offset: 4,

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use wgalloc::device::{allocate_plan, PlannedMemory, WgpuAllocator, WgpuStorage};
+use wgalloc::device::{allocate_plan, PlannedMemory, WgpuStorage};
 use wgalloc::exec::cpu_ref::attention_causal;
 use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::kv::{
@@ -87,7 +87,8 @@ fn step_graph(
             "the cache is not planned memory"
         );
     }
-    let memory = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator).expect("activations");
+    let memory =
+        allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("activations");
     (graph, kv, qkv, out, plan, memory)
 }
 
@@ -241,7 +242,7 @@ fn run_chunks<S: Storage<Memory = wgpu::Buffer>>(
     let plan = Planner::from_name("ggml")
         .and_then(|p| p.plan_graph(&graph, &desc))
         .expect("plan");
-    let mem = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator).expect("memory");
+    let mem = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("memory");
     let memory = TensorMemory::single(&plan, &mem);
     for (l, seq) in seqs.iter().enumerate() {
         memory.write_f32(ctx, &graph, x, seq).expect("written");
@@ -378,7 +379,7 @@ fn a_storage_that_refuses_a_page_loses_nothing() {
     let p = Planner::from_name("ggml")
         .and_then(|p| p.plan_graph(&g, &desc))
         .expect("plan");
-    let m = allocate_plan(&ctx, &p, STORAGE_USAGE, &WgpuAllocator).expect("memory");
+    let m = allocate_plan(&ctx, &p, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).expect("memory");
     let seq = values(20 * 3 * config.width() as usize, 3);
     let w = config.width() as usize;
     for t in 0..16usize {

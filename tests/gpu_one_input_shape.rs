@@ -3,7 +3,7 @@
 
 mod common;
 
-use wgalloc::device::{allocate_plan, WgpuAllocator};
+use wgalloc::device::{allocate_plan, WgpuStorage};
 use wgalloc::exec::cpu_ref;
 use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, GraphBuilder};
@@ -56,8 +56,13 @@ fn one_inputs_map_feeds_every_runner_and_they_agree() {
     let storage = gpu.buffer_types().expect("types").storage.desc;
     let plan = plan_graph(&graph, &storage).expect("plan");
     let weight_plan = plan_weights(&graph, &storage).expect("weight plan");
-    let weights =
-        allocate_plan(&gpu, &weight_plan, STORAGE_USAGE, &WgpuAllocator).expect("weights");
+    let weights = allocate_plan(
+        &gpu,
+        &weight_plan,
+        STORAGE_USAGE,
+        &WgpuStorage::shared(&gpu),
+    )
+    .expect("weights");
     let mut stream = Stream::new(&gpu, "one-shape");
     let request = ExecuteRequest::new(&graph, &plan)
         .inputs(&inputs)
@@ -68,7 +73,8 @@ fn one_inputs_map_feeds_every_runner_and_they_agree() {
     let result = stream.take_result(id).expect("result");
     close(&result.output_f32(y).expect("y"), "stream");
 
-    let memory = allocate_plan(&gpu, &plan, STORAGE_USAGE, &WgpuAllocator).expect("alloc");
+    let memory =
+        allocate_plan(&gpu, &plan, STORAGE_USAGE, &WgpuStorage::shared(&gpu)).expect("alloc");
     let tensors = TensorMemory::single(&plan, &memory).with_layer(&weight_plan, &weights);
     tensors.write_inputs(&gpu, &graph, &inputs).expect("write");
     Executor::new(&gpu).run(&graph, &tensors).expect("runs");

@@ -1,6 +1,6 @@
 //! The shared pre-packed weight cache on a real device: each rule of the cache is one
-//! test, with a counting allocator underneath proving that every buffer goes back
-//! exactly once (allocations == releases, no live bytes) on success and failure paths.
+//! test, with a counting storage underneath proving that every buffer goes back
+//! exactly once (allocations == frees, no live bytes) on success and failure paths.
 //!
 //! Tolerance for products: |gpu − cpu| ≤ 1e-4 · (1 + |cpu|).
 //!
@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use product::{product, Prepared, Product};
 use wgalloc::device::{
-    AllocatorReport, BufferAllocator, BufferStorage, ChunkRequest, CountingAllocator, DeviceError,
-    GpuContext, WgpuAllocator, STORAGE_USAGE,
+    BufferAllocator, BufferStorage, ChunkRequest, DeviceError, GpuContext, WgpuAllocator,
+    STORAGE_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::packed as layout;
@@ -29,10 +29,10 @@ use wgalloc::prepack::{
     bind_packed_weights, pack_matmul_weights, BSource, PackFormat, PackedBuffer, PrepackError,
     PrepackKey, PrepackedWeightCache, StoreOutcome,
 };
-use wgalloc::storage::StorageError;
+use wgalloc::storage::{CountingStorage, StorageError, StorageReport};
 use wgalloc::ErrorKind;
 
-type Counting = Arc<CountingAllocator<FailAfter>>;
+type Counting = Arc<CountingStorage<BufferStorage<FailAfter>>>;
 
 /// The default allocator, failing every allocation after the first `ok`.
 #[derive(Debug)]
@@ -64,16 +64,20 @@ impl BufferAllocator for FailAfter {
     }
 }
 
-/// A cache over a counting allocator that succeeds `ok` times.
+/// A cache over a counted storage of buffers from an allocator that succeeds `ok`
+/// times.
 fn counted_cache(ctx: &GpuContext, ok: u64) -> (PrepackedWeightCache, Counting) {
-    let counting = Arc::new(CountingAllocator::new(FailAfter::new(ok)));
-    let storage = Arc::new(BufferStorage::new(ctx, counting.clone()));
-    (PrepackedWeightCache::new(storage), counting)
+    let counting = Arc::new(CountingStorage::new(BufferStorage::new(
+        ctx,
+        FailAfter::new(ok),
+    )));
+    (PrepackedWeightCache::new(counting.clone()), counting)
 }
 
-/// Everything allocated was released exactly once.
-fn assert_all_released(report: AllocatorReport) {
-    assert_eq!(report.allocations, report.releases, "{report:?}");
+/// Everything allocated was freed exactly once.
+fn assert_all_released(report: StorageReport) {
+    assert_eq!(report.allocations, report.frees, "{report:?}");
+    assert_eq!(report.bad_frees, 0, "{report:?}");
     assert_eq!(report.live_bytes, 0, "{report:?}");
 }
 
@@ -216,11 +220,7 @@ fn a_second_node_and_a_second_graph_hit_the_cache_without_packing_again() {
         "running hits the cache too"
     );
     drop(cache);
-    assert_eq!(
-        counting.report().releases,
-        0,
-        "a live layer keeps its weights"
-    );
+    assert_eq!(counting.report().frees, 0, "a live layer keeps its weights");
     drop(layer2);
     assert_all_released(counting.report());
 }
@@ -322,7 +322,7 @@ fn a_store_takes_ownership_and_a_stored_buffer_cannot_be_released_or_stored_agai
         (1, 2, 32)
     );
     alloc.release_packed(a.clone()); // owned by the cache now: ignored
-    assert_eq!(counting.report().releases, 0);
+    assert_eq!(counting.report().frees, 0);
     let again = cache.store(key("v"), vec![a]).expect_err("already stored");
     assert_eq!(again.error, PrepackError::ForeignBuffer { index: 0 });
     let weight = cache.get(&key("w")).expect("a hit");
@@ -331,7 +331,7 @@ fn a_store_takes_ownership_and_a_stored_buffer_cannot_be_released_or_stored_agai
     drop(weight);
     drop((alloc, cache));
     assert_all_released(counting.report());
-    assert_eq!(counting.report().releases, 2);
+    assert_eq!(counting.report().frees, 2);
 }
 
 #[test]
@@ -401,7 +401,7 @@ fn replacing_a_key_frees_the_old_buffers_exactly_once() {
     );
     let report = counting.report();
     assert_eq!(
-        (report.allocations, report.releases),
+        (report.allocations, report.frees),
         (4, 2),
         "old pair released"
     );
@@ -410,13 +410,13 @@ fn replacing_a_key_frees_the_old_buffers_exactly_once() {
     // While a handle uses the data, replacing it defers the release to the handle.
     let held = cache.get(&key("w")).expect("a hit");
     cache.store(key("w"), pack(3.0)).expect("stored");
-    assert_eq!(counting.report().releases, 2, "the handle keeps it valid");
+    assert_eq!(counting.report().frees, 2, "the handle keeps it valid");
     drop(held);
-    assert_eq!(counting.report().releases, 4);
+    assert_eq!(counting.report().frees, 4);
     assert_eq!(cache.stats().replacements, 2);
     drop((alloc, cache));
     assert_all_released(counting.report());
-    assert_eq!(counting.report().releases, 6);
+    assert_eq!(counting.report().frees, 6);
 }
 
 #[test]
@@ -432,11 +432,11 @@ fn dropping_the_cache_frees_everything_once() {
     let clone = cache.clone();
     assert!(clone.same_cache(&cache));
     drop(cache);
-    assert_eq!(counting.report().releases, 0, "a clone keeps the cache");
+    assert_eq!(counting.report().frees, 0, "a clone keeps the cache");
     assert_eq!(clone.len(), 3);
     drop((clone, alloc));
     let report = counting.report();
-    assert_eq!((report.allocations, report.releases), (4, 4));
+    assert_eq!((report.allocations, report.frees), (4, 4));
     assert_all_released(report);
 }
 
@@ -492,7 +492,7 @@ fn the_transformer_shares_one_cached_copy_of_each_weight_across_sessions() {
 
 #[test]
 fn packed_weights_in_sub_ranges_of_shared_pages_match_the_cpu_reference() {
-    use wgalloc::storage::{CountingStorage, PagedStorage};
+    use wgalloc::storage::PagedStorage;
     let Some(ctx) = common::gpu() else { return };
     let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
     let pages = Arc::new(CountingStorage::new(wgalloc::device::WgpuStorage::wgpu(

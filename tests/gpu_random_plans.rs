@@ -9,7 +9,7 @@
 //!
 //! * every planner (`naive`, `ggml`, every offline strategy) plans it, and `verify`
 //!   accepts the plan;
-//! * [`prove_plan`] either refuses it with a "never fits" error exactly when some
+//! * allocating it and proving it ([`wgalloc::prove`]) either refuses it with a "never fits" error exactly when some
 //!   binding exceeds the (tightened) limit, computed here independently of the crate's
 //!   rule, or proves it with zero mismatches.
 //!
@@ -20,12 +20,9 @@
 
 mod common;
 
-use std::sync::OnceLock;
-
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use wgalloc::device::{GpuContext, WgpuAllocator};
-use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
+use wgalloc::device::{GpuContext, WgpuStorage};
 use wgalloc::graph::{write_trace, DType, Graph, GraphBuilder, Role, Tensor, TensorId};
 use wgalloc::plan::offline::Budget;
 use wgalloc::plan::{graph_leaves, BufferTypeDesc, GraphAllocator, Plan, Planner};
@@ -303,11 +300,6 @@ fn largest_binding(graph: &Graph, plan: &Plan) -> u64 {
         .unwrap_or(0)
 }
 
-fn kernels(ctx: &GpuContext) -> &'static ChecksumKernels {
-    static KERNELS: OnceLock<ChecksumKernels> = OnceLock::new();
-    KERNELS.get_or_init(|| ChecksumKernels::new(ctx).expect("checksum kernels compile"))
-}
-
 /// Saves a trace that reproduces the failing case.
 fn save_repro(graph: &Graph, case: &Case, planner: Planner, why: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("random-plan-failure.json");
@@ -351,7 +343,7 @@ fn check_case(ctx: &GpuContext, case: &Case) -> Result<(), TestCaseError> {
             .map_err(|e| fail(format!("{}: verify refused: {e}", planner.name())))?;
         let never_fits =
             largest_binding(&graph, &plan) > device.limits.max_storage_buffer_binding_size;
-        match prove_plan(&device, kernels(ctx), &graph, &plan, &WgpuAllocator) {
+        match common::allocate_and_prove(&device, &graph, &plan, &WgpuStorage::shared(ctx)) {
             Ok(report) if never_fits => {
                 return Err(fail(format!(
                     "{}: a binding exceeds the limit but the plan ran: {report}",

@@ -8,7 +8,7 @@ use std::num::NonZeroU64;
 
 use wgalloc::device::{
     allocate_plan, read_buffer_range, read_tensor, write_tensor, DeviceError, GpuContext,
-    PlannedMemory, WgpuAllocator, STORAGE_USAGE,
+    PlannedMemory, WgpuStorage, STORAGE_USAGE,
 };
 use wgalloc::graph::TensorId;
 use wgalloc::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
@@ -107,7 +107,7 @@ fn run_fill(ctx: &GpuContext, target: &wgpu::Buffer, placement: &Placement, valu
 fn fill_kernel_writes_its_tensor_and_leaves_the_neighbour_alone() {
     let Some(ctx) = common::gpu() else { return };
     let plan = two_tensor_plan(&ctx);
-    let memory = allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator).unwrap();
+    let memory = allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).unwrap();
     let first = plan.placement(TensorId(0)).unwrap();
     let second = plan.placement(TensorId(1)).unwrap();
     let sentinel = vec![0xAB_u8; (LEN * 4) as usize];
@@ -128,7 +128,7 @@ fn fill_kernel_writes_its_tensor_and_leaves_the_neighbour_alone() {
 fn unaligned_readback_returns_exactly_the_bytes_asked_for() {
     let Some(ctx) = common::gpu() else { return };
     let plan = two_tensor_plan(&ctx);
-    let memory = allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator).unwrap();
+    let memory = allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).unwrap();
     let first = plan.placement(TensorId(0)).unwrap();
     let data: Vec<u8> = (0..=255u8).collect();
     write_tensor(&ctx, &memory, TensorId(0), &first, &data).unwrap();

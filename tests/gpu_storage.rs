@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use wgalloc::device::{
-    BufferAllocator, BufferStorage, ChunkRequest, DeviceError, WgpuAllocator, WgpuStorage,
+    BufferAllocator, BufferStorage, ChunkRequest, DeviceError, SharedStorage, WgpuAllocator,
+    WgpuStorage,
 };
-use wgalloc::exec::checksum::{prove_plan_in, ChecksumKernels};
 use wgalloc::graph::read_trace;
 use wgalloc::plan::{BufferTypeDesc, Planner};
 use wgalloc::storage::STORAGE_USAGE;
@@ -36,7 +36,6 @@ fn pages(
 #[test]
 fn every_planner_runs_in_sub_ranges_of_shared_pages() {
     let Some(ctx) = common::gpu() else { return };
-    let kernels = ChecksumKernels::new(&ctx).expect("checksum kernels");
     let buffer_type = ctx.buffer_types().expect("buffer types").storage.desc;
     let traces = ["mobilenet_v2"];
     for name in traces {
@@ -49,8 +48,9 @@ fn every_planner_runs_in_sub_ranges_of_shared_pages() {
             let first = pool
                 .allocate(&RegionRequest::new(4))
                 .expect("a small region");
-            let report = prove_plan_in(&ctx, &kernels, &graph, &plan, pool.clone())
-                .unwrap_or_else(|e| panic!("{name} / {}: {e}", planner.name()));
+            let report =
+                common::allocate_and_prove(&ctx, &graph, &plan, &(pool.clone() as SharedStorage))
+                    .unwrap_or_else(|e| panic!("{name} / {}: {e}", planner.name()));
             assert_eq!(
                 report.mismatches,
                 0,
@@ -71,7 +71,6 @@ fn every_planner_runs_in_sub_ranges_of_shared_pages() {
 #[test]
 fn a_refusing_storage_leaves_nothing_and_keeps_the_kind() {
     let Some(ctx) = common::gpu() else { return };
-    let kernels = ChecksumKernels::new(&ctx).expect("checksum kernels");
     let buffer_type = ctx.buffer_types().expect("buffer types").storage.desc;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/mobilenet_v2.json");
     let graph = read_trace(&path).expect("a shipped trace");
@@ -88,7 +87,7 @@ fn a_refusing_storage_leaves_nothing_and_keeps_the_kind() {
     let inner = Arc::new(CountingStorage::new(BufferStorage::new(&ctx, allocator)));
     let pool =
         Arc::new(PagedStorage::new(inner.clone(), 4096, 256, STORAGE_USAGE).expect("a page pool"));
-    let error = prove_plan_in(&ctx, &kernels, &graph, &plan, pool.clone())
+    let error = common::allocate_and_prove(&ctx, &graph, &plan, &(pool.clone() as SharedStorage))
         .expect_err("the second page is refused");
     assert_eq!(error.kind(), ErrorKind::Callback, "{error}");
     assert_eq!(pool.live_regions(), 0);
@@ -118,7 +117,6 @@ impl BufferAllocator for OneBuffer {
 #[test]
 fn a_plan_in_a_page_larger_than_any_binding_is_proved_over_its_window() {
     let Some(ctx) = common::gpu() else { return };
-    let kernels = ChecksumKernels::new(&ctx).expect("checksum kernels");
     let buffer_type = ctx.buffer_types().expect("buffer types").storage.desc;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/mobilenet_v2.json");
     let graph = read_trace(&path).expect("a shipped trace");
@@ -138,7 +136,8 @@ fn a_plan_in_a_page_larger_than_any_binding_is_proved_over_its_window() {
     let first = pool
         .allocate(&RegionRequest::new(4))
         .expect("a small region");
-    let report = prove_plan_in(&ctx, &kernels, &graph, &plan, pool.clone()).expect("proved");
+    let report = common::allocate_and_prove(&ctx, &graph, &plan, &(pool.clone() as SharedStorage))
+        .expect("proved");
     assert_eq!(report.mismatches, 0, "{:?}", report.first_mismatches);
     pool.free(first).expect("free");
     drop(pool);

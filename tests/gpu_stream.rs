@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wgalloc::device::{
-    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE,
+    allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE,
 };
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{ExecError, TensorMemory};
@@ -291,7 +291,8 @@ impl Net {
     /// The weight in memory of its own (default allocator).
     fn weights(&self, ctx: &GpuContext) -> (Plan, PlannedMemory) {
         let plan = plan_weights(&self.graph, &storage(ctx)).expect("weight plan");
-        let memory = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator).expect("alloc");
+        let memory =
+            allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("alloc");
         TensorMemory::single(&plan, &memory)
             .write_f32(ctx, &self.graph, self.w, &self.w_values)
             .expect("upload w");
@@ -857,8 +858,13 @@ fn the_built_in_transformer_runs_on_a_stream_with_a_pool() {
     let model = build_gpt(&config).expect("model");
     let graph = &model.graph;
     let weight_plan = plan_weights(graph, &storage(&ctx)).expect("weights");
-    let weight_memory =
-        allocate_plan(&ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator).expect("alloc");
+    let weight_memory = allocate_plan(
+        &ctx,
+        &weight_plan,
+        STORAGE_USAGE,
+        &WgpuStorage::shared(&ctx),
+    )
+    .expect("alloc");
     let mut values = HashMap::new();
     {
         let layer = TensorMemory::single(&weight_plan, &weight_memory);
@@ -972,7 +978,8 @@ fn reading_back_a_tensor_in_a_buffer_without_copy_src_is_a_typed_error_and_nothi
     // The weight's memory can be bound and written, but not copied from.
     let weight_plan = plan_weights(&net.graph, &storage(&ctx)).expect("weight plan");
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-    let memory = allocate_plan(&ctx, &weight_plan, usage, &WgpuAllocator).expect("alloc");
+    let memory =
+        allocate_plan(&ctx, &weight_plan, usage, &WgpuStorage::shared(&ctx)).expect("alloc");
     TensorMemory::single(&weight_plan, &memory)
         .write_f32(&ctx, &net.graph, net.w, &net.w_values)
         .expect("upload w");

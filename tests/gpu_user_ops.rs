@@ -14,9 +14,9 @@ mod common;
 use std::collections::HashMap;
 
 use wgalloc::device::{
-    allocate_plan, allocator_report, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE,
+    allocate_plan, allocator_report, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE,
 };
-use wgalloc::exec::checksum::prove_memory;
+use wgalloc::exec::checksum::prove;
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{
     register_op, user_ops, Bind, ExecError, Executor, KernelParams, RegisterError, TensorMemory,
@@ -101,7 +101,8 @@ fn storage(ctx: &GpuContext) -> wgalloc::plan::BufferTypeDesc {
 fn plan_and_allocate(ctx: &GpuContext, graph: &Graph) -> (Plan, PlannedMemory) {
     let plan = plan_graph(graph, &storage(ctx)).expect("plan");
     plan.verify(graph).expect("verifies");
-    let memory = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator).expect("allocate");
+    let memory =
+        allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("allocate");
     (plan, memory)
 }
 
@@ -229,8 +230,13 @@ fn a_user_gelu_inside_the_decoder_keeps_the_logits() {
     assert_eq!(replaced.len(), 2, "one activation per layer");
     let (plan, activations) = plan_and_allocate(&ctx, &graph);
     let weights_plan = plan_weights(&graph, &storage(&ctx)).expect("weight plan");
-    let weights =
-        allocate_plan(&ctx, &weights_plan, STORAGE_USAGE, &WgpuAllocator).expect("weights");
+    let weights = allocate_plan(
+        &ctx,
+        &weights_plan,
+        STORAGE_USAGE,
+        &WgpuStorage::shared(&ctx),
+    )
+    .expect("weights");
     let mem = TensorMemory::single(&plan, &activations).with_layer(&weights_plan, &weights);
     let mut inputs = HashMap::new();
     inputs.insert(model.tokens, TensorData::U32(model.token_ids()));
@@ -363,7 +369,7 @@ fn every_refusal_is_typed_and_leaves_nothing_registered_or_allocated() {
         "a refused run allocates nothing (no parameter buffer, no workspace)"
     );
     drop(mem);
-    memory.release(&WgpuAllocator);
+    drop(memory);
     ctx.device
         .poll(wgpu::PollType::wait_indefinitely())
         .expect("poll");
@@ -513,12 +519,13 @@ fn a_graph_encoded_by_hand_from_regions_matches_and_is_proved() {
     assert_close("hand-encoded", &gpu, &want, 1e-4);
 
     // The proof on the same plan and memory.
-    let report = prove_memory(&ctx, &graph, &plan, &memory).expect("proof runs");
+    let report = prove(&ctx, &graph, &plan, &memory).expect("proof runs");
     assert!(report.verified(), "{report:?}");
     // A plan whose reuse clobbers a live tensor is caught on the same path.
     let mut bad = plan.clone();
     let clobber = wgalloc::plan::inject_clobber(&mut bad, &graph).expect("a pair to clobber");
-    let bad_memory = allocate_plan(&ctx, &bad, STORAGE_USAGE, &WgpuAllocator).expect("alloc");
-    let report = prove_memory(&ctx, &graph, &bad, &bad_memory).expect("proof runs");
+    let bad_memory =
+        allocate_plan(&ctx, &bad, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).expect("alloc");
+    let report = prove(&ctx, &graph, &bad, &bad_memory).expect("proof runs");
     assert!(!report.verified(), "{clobber:?}");
 }

@@ -6,8 +6,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use serde_json::json;
-use wgalloc::device::{no_report_reason, GpuContext, WgpuAllocator};
-use wgalloc::exec::checksum::{prove_plan, ChecksumKernels};
+use wgalloc::device::{
+    allocate_plan, measure_allocation, no_report_reason, GpuContext, WgpuStorage, STORAGE_USAGE,
+};
+use wgalloc::exec::check_plan_against_limits;
+use wgalloc::exec::checksum::prove;
 use wgalloc::plan::{
     inject_clobber, lower_bounds, naive_size, plan, PlanError, PlanOptions, Planner,
     NO_CLOBBER_PAIR,
@@ -64,11 +67,15 @@ pub fn run(args: &RunArgs) -> wgalloc::Result<ExitCode> {
         None
     };
     let plan_verified = plan.verify(&graph).is_ok();
-    let kernels = ChecksumKernels::new(&ctx)?;
-    // The proof allocates the plan's memory once and measures what the driver
-    // allocated and reserved for it.
-    let report = prove_plan(&ctx, &kernels, &graph, &plan, &WgpuAllocator)?;
-    let device_bytes = report.device_bytes;
+    // "Never fits" before anything is allocated; then the plan's memory, once, with
+    // what the driver allocated and reserved for it, and the proof over it.
+    check_plan_against_limits(&plan, &graph, &ctx.limits)?;
+    let storage = WgpuStorage::shared(&ctx);
+    let (memory, device_bytes) = measure_allocation(&ctx.device, || {
+        allocate_plan(&ctx, &plan, STORAGE_USAGE, &storage)
+    })?;
+    let report = prove(&ctx, &graph, &plan, &memory)?;
+    drop(memory);
     let naive = naive_size(&graph);
     let bound = lower_bounds(&graph)?.inplace_aware;
     let planned = plan.total_size();

@@ -1,15 +1,15 @@
-//! Turning a [`Plan`] into real buffers: limits checked first ("never fits"), then one
-//! `wgpu::Buffer` per planned chunk through a [`BufferAllocator`] ("does not fit now"
-//! comes back from the allocator), or one region per chunk from a [`Storage`]
-//! ([`allocate_plan_in`]), with no leak when a chunk fails.
+//! Turning a [`Plan`] into memory, one way for every caller ([`allocate_plan`]): limits
+//! checked first ("never fits"), then one region per planned chunk from a [`Storage`]
+//! ("does not fit now" comes back from the storage), with no leak when a chunk fails.
 
 use std::sync::Arc;
 
-use super::{BufferAllocator, ChunkRequest, DeviceError, GpuContext, PlannedMemory};
+use super::{ChunkRequest, DeviceError, GpuContext, PlannedMemory, SharedStorage};
 use crate::graph::TensorId;
 use crate::plan::{align_up, BufferId, ChunkPlan, Placement, Plan};
-use crate::storage::Region;
-use crate::storage::{RegionRequest, Storage};
+#[cfg(doc)]
+use crate::storage::Storage;
+use crate::storage::{free_last_first, OwnedRegion, Region, RegionRequest};
 
 /// Bytes a chunk is allocated with: its size rounded up to
 /// `wgpu::COPY_BUFFER_ALIGNMENT`, at least 4 (so every buffer can be bound and copied);
@@ -97,99 +97,43 @@ pub fn check_bindings(
     Ok(())
 }
 
-/// Allocates one `wgpu::Buffer` per planned chunk through `allocator`, each of
-/// [`chunk_alloc_size`] bytes with `usage` (normally [`super::STORAGE_USAGE`]). A buffer whose
-/// `same_as` names an earlier buffer with chunks at least as large shares that buffer's
-/// memory.
+/// The one way a plan gets memory: one region per planned chunk from `storage`, each of
+/// [`chunk_alloc_size`] bytes with `usage` (normally [`super::STORAGE_USAGE`]), starting
+/// at a multiple of the device's `min_storage_buffer_offset_alignment`. The storage
+/// decides what a region is: a whole `wgpu::Buffer` from a [`super::WgpuStorage`]
+/// ([`super::WgpuStorage::shared`]) or from a user's [`super::BufferAllocator`] through
+/// a [`super::BufferStorage`], a sub-range of a page from a
+/// [`crate::storage::PagedStorage`], any user [`Storage`]. A buffer whose `same_as`
+/// names an earlier buffer with chunks at least as large shares that buffer's regions.
 ///
 /// Every chunk is checked against `ctx.limits` first, and when `usage` includes
 /// `STORAGE` every placement's reserved size against the storage binding limit (use
-/// [`crate::exec::check_plan_against_limits`] to check exact tensor sizes). If a chunk fails, every
-/// buffer obtained before it is handed back to `allocator` before the error returns.
+/// [`crate::exec::check_plan_against_limits`] to check exact tensor sizes). The memory
+/// keeps the storage and frees its regions back to it when dropped; if a chunk fails,
+/// every region already obtained is freed, last first, before the error returns.
 ///
 /// # Errors
 /// [`DeviceError::ChunkTooLarge`], [`DeviceError::TensorTooLarge`] or
-/// [`DeviceError::BadPlacement`] before wgpu is called;
-/// [`DeviceError::ChunkAllocation`] naming the chunk whose allocation failed, with the
-/// allocator's error (e.g. [`DeviceError::OutOfDeviceMemory`]) inside.
+/// [`DeviceError::BadPlacement`] before the storage is asked;
+/// [`DeviceError::ChunkAllocation`] naming the chunk the storage refused, holding
+/// [`DeviceError::Storage`] with the storage's error (whose kind tells "out of memory
+/// now" from "never fits").
 pub fn allocate_plan(
     ctx: &GpuContext,
     plan: &Plan,
     usage: wgpu::BufferUsages,
-    allocator: &dyn BufferAllocator,
+    storage: &SharedStorage,
 ) -> Result<PlannedMemory, DeviceError> {
-    let (rows, owned) = allocate_rows(
-        plan,
-        &ctx.limits,
-        usage,
-        &mut |request| allocate_one(ctx, request, allocator).map(Region::whole),
-        &mut |region| allocator.release(region.buffer),
-    )?;
-    Ok(PlannedMemory::with_regions(rows, owned, None))
-}
-
-/// [`allocate_plan`] from a [`Storage`]: each chunk is a region the storage hands out
-/// (a whole buffer from a [`super::WgpuStorage`], a sub-range of a page from a
-/// [`crate::storage::PagedStorage`], ...), starting at a multiple of the device's
-/// `min_storage_buffer_offset_alignment`. The memory keeps the storage and frees its
-/// regions back to it when dropped. The same checks run first; on a failure every
-/// region already obtained is freed before the error returns.
-///
-/// # Errors
-/// As [`allocate_plan`]; the storage's refusal is [`DeviceError::ChunkAllocation`]
-/// holding [`DeviceError::Storage`] (or the device's own error).
-pub fn allocate_plan_in(
-    ctx: &GpuContext,
-    plan: &Plan,
-    usage: wgpu::BufferUsages,
-    storage: Arc<dyn Storage<Memory = wgpu::Buffer>>,
-) -> Result<PlannedMemory, DeviceError> {
-    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
-    let (rows, owned) = allocate_rows(
-        plan,
-        &ctx.limits,
-        usage,
-        &mut |request| {
-            let wanted = RegionRequest::new(request.size)
-                .alignment(alignment)
-                .usage(request.usage)
-                .label(request.label())
-                .for_chunk(request.buffer, request.chunk);
-            storage.allocate(&wanted).map_err(DeviceError::from)
-        },
-        &mut |region| {
-            if let Err(e) = storage.free(region) {
-                log::warn!("a storage refused a region it handed out: {e}");
-            }
-        },
-    )?;
-    Ok(PlannedMemory::with_regions(rows, owned, Some(storage)))
-}
-
-type AllocateRegion<'a> = dyn FnMut(&ChunkRequest) -> Result<Region, DeviceError> + 'a;
-type FreeRegion<'a> = dyn FnMut(Region) + 'a;
-
-/// Checks `plan` against `limits` (every chunk; every placement's binding when `usage`
-/// includes `STORAGE`), then obtains one region per chunk (rows that repeat an earlier
-/// buffer share its regions), `owned[buffer]` telling which rows hold their own. On a
-/// failure every region already obtained goes back through `free`, last first.
-fn allocate_rows(
-    plan: &Plan,
-    limits: &wgpu::Limits,
-    usage: wgpu::BufferUsages,
-    allocate: &mut AllocateRegion<'_>,
-    free: &mut FreeRegion<'_>,
-) -> Result<(Vec<Vec<Region>>, Vec<bool>), DeviceError> {
-    check_chunks_against_limits(plan, limits)?;
+    check_chunks_against_limits(plan, &ctx.limits)?;
     if usage.contains(wgpu::BufferUsages::STORAGE) {
-        check_bindings(plan, limits, |_, p| Some((0, p.size)))?;
+        check_bindings(plan, &ctx.limits, |_, p| Some((0, p.size)))?;
     }
+    let alignment = u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(4);
     let mut rows: Vec<Vec<Region>> = Vec::with_capacity(plan.buffers.len());
-    let mut owned: Vec<bool> = Vec::with_capacity(plan.buffers.len());
+    let mut held: Vec<OwnedRegion> = Vec::new();
     for (b, buffer) in plan.buffers.iter().enumerate() {
         if let Some(shared) = shareable(plan, b, &rows) {
             rows.push(shared);
-            owned.push(false);
             continue;
         }
         let mut row = Vec::with_capacity(buffer.chunks.len());
@@ -200,25 +144,31 @@ fn allocate_rows(
                 size: chunk_alloc_size(chunk).unwrap_or(u64::MAX),
                 usage,
             };
-            match allocate(&request) {
-                Ok(created) => row.push(created),
+            let wanted = RegionRequest::new(request.size)
+                .alignment(alignment)
+                .usage(request.usage)
+                .label(request.label())
+                .for_chunk(request.buffer, request.chunk);
+            match OwnedRegion::allocate(Arc::clone(storage), &wanted) {
+                Ok(region) => {
+                    row.push(region.region().clone());
+                    held.push(region);
+                }
                 Err(error) => {
-                    rows.push(row);
-                    owned.push(true);
-                    roll_back(rows, &owned, free);
+                    // Nothing leaks: every region already obtained goes back, last first.
+                    free_last_first(held);
                     return Err(DeviceError::ChunkAllocation {
                         buffer: b,
                         chunk: c,
                         size: request.size,
-                        source: Box::new(error),
+                        source: Box::new(DeviceError::from(error)),
                     });
                 }
             }
         }
         rows.push(row);
-        owned.push(true);
     }
-    Ok((rows, owned))
+    Ok(PlannedMemory::owning(rows, held))
 }
 
 /// Clones of an earlier row's regions when buffer `b` repeats it and every chunk of `b`
@@ -233,45 +183,6 @@ fn shareable(plan: &Plan, b: usize, rows: &[Vec<Region>]) -> Option<Vec<Region>>
             .zip(row)
             .all(|(c, region)| chunk_alloc_size(c).is_some_and(|s| s <= region.size));
     fits.then(|| row.to_vec())
-}
-
-/// One allocation, with the returned buffer checked against the request.
-fn allocate_one(
-    ctx: &GpuContext,
-    request: &ChunkRequest,
-    allocator: &dyn BufferAllocator,
-) -> Result<wgpu::Buffer, DeviceError> {
-    let buffer = allocator.allocate(ctx, request)?;
-    if buffer.size() < request.size {
-        let got = buffer.size();
-        allocator.release(buffer);
-        return Err(DeviceError::ShortBuffer {
-            buffer: request.buffer.0,
-            chunk: request.chunk,
-            expected: request.size,
-            got,
-        });
-    }
-    if !buffer.usage().contains(request.usage) {
-        let has = format!("{:?}", buffer.usage());
-        allocator.release(buffer);
-        return Err(DeviceError::MissingUsage {
-            needed: format!("{:?}", request.usage),
-            has,
-        });
-    }
-    Ok(buffer)
-}
-
-/// Hands every owned region back, last allocated first.
-fn roll_back(rows: Vec<Vec<Region>>, owned: &[bool], free: &mut FreeRegion<'_>) {
-    for (i, row) in rows.into_iter().enumerate().rev() {
-        if owned.get(i).copied().unwrap_or(true) {
-            for region in row.into_iter().rev() {
-                free(region);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

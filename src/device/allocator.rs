@@ -2,12 +2,12 @@
 //!
 //! The default [`WgpuAllocator`] calls `device.create_buffer` inside error scopes, so
 //! running out of memory is an error value, not a panic. Users replace it with their
-//! own callbacks ([`CallbackAllocator`]), the way BNNS lets a graph context take
-//! workspace `realloc`/`free` callbacks and ACL registers an allocator per stream.
-//! [`CountingAllocator`] wraps any allocator and counts what it hands out.
+//! own callbacks ([`CallbackAllocator`]), the way ggml's buffer types allocate whole
+//! buffers. An allocator is a way to make a storage: [`super::BufferStorage`] turns one
+//! into the [`crate::storage::Storage`] that [`super::allocate_plan`] takes (count what
+//! it hands out with a [`crate::storage::CountingStorage`] around it).
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{scope, DeviceError, GpuContext};
 use crate::plan::BufferId;
@@ -35,12 +35,10 @@ impl ChunkRequest {
 
 /// A source of `wgpu::Buffer`s for planned chunks.
 ///
-/// Ownership: [`crate::device::allocate_plan`] calls `allocate` once per chunk. When a
-/// later chunk fails it hands every buffer already obtained back through `release`
-/// before returning the error. A [`crate::device::PlannedMemory`] hands its buffers back
-/// through `release` when the caller calls
-/// [`crate::device::PlannedMemory::release`]; one that is simply dropped destroys its
-/// buffers itself.
+/// Ownership: a [`super::BufferStorage`] over it calls `allocate` once per region it is
+/// asked for and `release` once for every buffer it takes back (a region freed, a
+/// buffer refused for being short or lacking a usage, or every buffer still out when
+/// the storage is dropped).
 pub trait BufferAllocator {
     /// A buffer of at least `request.size` bytes with `request.usage`.
     ///
@@ -97,8 +95,9 @@ impl BufferAllocator for WgpuAllocator {
     }
 }
 
-type AllocateFn = dyn Fn(&GpuContext, &ChunkRequest) -> Result<wgpu::Buffer, DeviceError>;
-type ReleaseFn = dyn Fn(wgpu::Buffer);
+type AllocateFn =
+    dyn Fn(&GpuContext, &ChunkRequest) -> Result<wgpu::Buffer, DeviceError> + Send + Sync;
+type ReleaseFn = dyn Fn(wgpu::Buffer) + Send + Sync;
 
 /// An allocator made of two closures: `allocate` for each chunk and `release` for each
 /// buffer handed back.
@@ -117,8 +116,11 @@ impl CallbackAllocator {
     /// An allocator that calls `allocate` for every chunk and `release` for every buffer
     /// handed back (`release` should destroy the buffer or keep it for reuse).
     pub fn new(
-        allocate: impl Fn(&GpuContext, &ChunkRequest) -> Result<wgpu::Buffer, DeviceError> + 'static,
-        release: impl Fn(wgpu::Buffer) + 'static,
+        allocate: impl Fn(&GpuContext, &ChunkRequest) -> Result<wgpu::Buffer, DeviceError>
+            + Send
+            + Sync
+            + 'static,
+        release: impl Fn(wgpu::Buffer) + Send + Sync + 'static,
     ) -> CallbackAllocator {
         CallbackAllocator {
             allocate: Box::new(allocate),
@@ -141,95 +143,6 @@ impl BufferAllocator for CallbackAllocator {
     }
 }
 
-/// What a [`CountingAllocator`] has seen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AllocatorReport {
-    /// Successful allocations.
-    pub allocations: u64,
-    /// Failed allocations.
-    pub failures: u64,
-    /// Buffers handed back.
-    pub releases: u64,
-    /// Bytes allocated and not yet released (saturating).
-    pub live_bytes: u64,
-}
-
-impl AllocatorReport {
-    /// Buffers allocated and not released.
-    pub fn live_buffers(&self) -> u64 {
-        self.allocations.saturating_sub(self.releases)
-    }
-}
-
-/// Wraps an allocator and counts allocations, failures and releases.
-#[derive(Debug, Default)]
-pub struct CountingAllocator<A> {
-    inner: A,
-    allocations: AtomicU64,
-    failures: AtomicU64,
-    releases: AtomicU64,
-    live_bytes: AtomicU64,
-}
-
-impl<A: BufferAllocator> CountingAllocator<A> {
-    /// Counts what `inner` hands out.
-    pub fn new(inner: A) -> CountingAllocator<A> {
-        CountingAllocator {
-            inner,
-            allocations: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-            releases: AtomicU64::new(0),
-            live_bytes: AtomicU64::new(0),
-        }
-    }
-
-    /// The counts so far.
-    pub fn report(&self) -> AllocatorReport {
-        AllocatorReport {
-            allocations: self.allocations.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-            releases: self.releases.load(Ordering::Relaxed),
-            live_bytes: self.live_bytes.load(Ordering::Relaxed),
-        }
-    }
-}
-
-impl<A: BufferAllocator> BufferAllocator for CountingAllocator<A> {
-    fn allocate(
-        &self,
-        ctx: &GpuContext,
-        request: &ChunkRequest,
-    ) -> Result<wgpu::Buffer, DeviceError> {
-        let result = self.inner.allocate(ctx, request);
-        match &result {
-            Ok(buffer) => {
-                self.allocations.fetch_add(1, Ordering::Relaxed);
-                let size = buffer.size();
-                let _ = self
-                    .live_bytes
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                        Some(v.saturating_add(size))
-                    });
-            }
-            Err(_) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        result
-    }
-
-    fn release(&self, buffer: wgpu::Buffer) {
-        self.releases.fetch_add(1, Ordering::Relaxed);
-        let size = buffer.size();
-        let _ = self
-            .live_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                Some(v.saturating_sub(size))
-            });
-        self.inner.release(buffer);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,22 +156,5 @@ mod tests {
             usage: wgpu::BufferUsages::STORAGE,
         };
         assert_eq!(request.label(), "wgalloc b2 c5");
-    }
-
-    #[test]
-    fn report_counts_live_buffers_without_underflow() {
-        let report = AllocatorReport {
-            allocations: 2,
-            failures: 1,
-            releases: 3,
-            live_bytes: 0,
-        };
-        assert_eq!(report.live_buffers(), 0);
-        let report = AllocatorReport {
-            allocations: 5,
-            releases: 2,
-            ..AllocatorReport::default()
-        };
-        assert_eq!(report.live_buffers(), 3);
     }
 }

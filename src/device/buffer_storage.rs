@@ -7,9 +7,11 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{scoped, BufferAllocator, ChunkRequest, DeviceError, GpuContext, WgpuAllocator};
+use super::{
+    scoped, BufferAllocator, ChunkRequest, DeviceError, GpuContext, SharedStorage, WgpuAllocator,
+};
 use crate::plan::BufferId;
 use crate::storage::{check_copy, Region, RegionRequest, Storage, StorageError};
 
@@ -38,6 +40,13 @@ impl WgpuStorage {
     /// Plain wgpu buffers on `ctx`'s device.
     pub fn wgpu(ctx: &GpuContext) -> WgpuStorage {
         BufferStorage::new(ctx, WgpuAllocator)
+    }
+
+    /// [`WgpuStorage::wgpu`], shared: what [`super::allocate_plan`] takes when plain
+    /// wgpu buffers are wanted (`allocate_plan(&ctx, &plan, STORAGE_USAGE,
+    /// &WgpuStorage::shared(&ctx))`).
+    pub fn shared(ctx: &GpuContext) -> SharedStorage {
+        Arc::new(WgpuStorage::wgpu(ctx))
     }
 }
 

@@ -161,18 +161,6 @@ pub enum DeviceError {
     /// A [`crate::storage::Storage`] refused a region.
     #[error(transparent)]
     Storage(Box<crate::storage::StorageError>),
-    /// An allocator returned a buffer smaller than asked for.
-    #[error("allocator returned {got} bytes for buffer {buffer} chunk {chunk}, {expected} were asked for")]
-    ShortBuffer {
-        /// The plan's buffer index.
-        buffer: usize,
-        /// The chunk inside the buffer.
-        chunk: usize,
-        /// The size asked for.
-        expected: u64,
-        /// The size returned.
-        got: u64,
-    },
     /// A byte range outside a buffer (or overflowing 64 bits).
     #[error("range [{offset}, +{size}) is outside a buffer of {buffer_size} bytes")]
     RangeOutOfBounds {
@@ -223,9 +211,7 @@ impl DeviceError {
             DeviceError::OutOfDeviceMemory { .. } => ErrorKind::OutOfMemory,
             DeviceError::ChunkAllocation { source, .. } => source.kind(),
             DeviceError::Storage(source) => source.kind(),
-            DeviceError::AllocatorRefused { .. } | DeviceError::ShortBuffer { .. } => {
-                ErrorKind::Callback
-            }
+            DeviceError::AllocatorRefused { .. } => ErrorKind::Callback,
             DeviceError::NoAdapter { .. }
             | DeviceError::RequestDevice { .. }
             | DeviceError::BadLimit { .. }

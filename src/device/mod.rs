@@ -1,5 +1,5 @@
 //! Real memory: adapter selection, buffer types from the adapter's limits, allocation
-//! of planned chunks through a replaceable allocator, upload and readback.
+//! of planned chunks from a storage (one path, [`allocate_plan`]), upload and readback.
 
 mod allocation;
 mod allocator;
@@ -14,12 +14,9 @@ mod shared;
 mod transfer;
 
 pub use allocation::{
-    allocate_plan, allocate_plan_in, check_bindings, check_chunks_against_limits, chunk_alloc_size,
+    allocate_plan, check_bindings, check_chunks_against_limits, chunk_alloc_size,
 };
-pub use allocator::{
-    AllocatorReport, BufferAllocator, CallbackAllocator, ChunkRequest, CountingAllocator,
-    WgpuAllocator,
-};
+pub use allocator::{BufferAllocator, CallbackAllocator, ChunkRequest, WgpuAllocator};
 pub use buffer_storage::{copy_region, BufferStorage, WgpuStorage};
 pub use buffer_types::usage_names;
 pub use buffer_types::{

@@ -33,7 +33,7 @@
 //!   the device with their WGSL (checked by naga at registration, [`RegisterError`]),
 //!   run by every executor beside the built-in ops, with a CPU reference for
 //!   [`cpu_ref::evaluate_with`]. Engines that encode their own passes bind
-//!   [`TensorMemory::regions`] and prove the plan with [`checksum::prove_memory`].
+//!   [`TensorMemory::regions`] and prove the plan with [`checksum::prove`].
 //! * Inputs of one node that share bytes (`mul(x, x)`, `add(a, view_of_a)`) are legal:
 //!   the executor stages the later one through its workspace (scratch memory it owns,
 //!   apart from planned memory) with a copy dispatch in the same pass

@@ -12,7 +12,7 @@
 
 use super::{KvError, KvTensors};
 use crate::device::{GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
-use crate::exec::checksum::{ChecksumReport, ChecksumRun};
+use crate::exec::checksum::{prove, ChecksumReport};
 use crate::graph::{DType, Graph, Node, Role, Tensor, TensorId};
 use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
 use crate::storage::Region;
@@ -251,9 +251,7 @@ impl KvProof {
                 rows.resize(self.cache_buffer.0, Vec::new());
                 rows.push(shadow.clone());
                 let memory = PlannedMemory::from_regions(rows);
-                ChecksumRun::new(ctx, &self.graph, &self.plan, &memory)
-                    .and_then(|run| run.run())
-                    .map_err(KvError::from)
+                prove(ctx, &self.graph, &self.plan, &memory).map_err(KvError::from)
             }
         };
         for region in shadow {

@@ -4,7 +4,7 @@
 //! is [`super::ModelSession`]'s job).
 
 use super::{build_gpt, GptModel, ModelConfig};
-use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
+use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
 use crate::exec::{Executor, RunReport, TensorMemory};
 use crate::plan::{lower_bounds, plan, plan_weights, Plan, PlanOptions};
 
@@ -44,8 +44,8 @@ impl Forward {
             &PlanOptions::default(),
         )?;
         let weight_plan = plan_weights(&model.graph, &storage)?;
-        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
-        let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
+        let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
         let lower_bound = lower_bounds(&model.graph)?.inplace_aware;
         let mut executor = Executor::new(ctx);
         executor.build_all_pipelines()?;

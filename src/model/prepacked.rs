@@ -4,8 +4,8 @@
 
 use super::session::LogitsCheck;
 use super::{build_gpt, GptModel, ModelConfig};
-use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
-use crate::exec::checksum::checksum_run;
+use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
+use crate::exec::checksum::prove;
 use crate::exec::{Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
 use crate::plan::{alloc_ctx_tensors, plan_graph, Plan};
@@ -79,7 +79,8 @@ impl PrepackedModel {
         let storage = ctx.buffer_types()?.storage.desc;
         let still_read = packed.weights_still_read();
         let weight_plan = alloc_ctx_tensors(&packed.graph, &still_read, &storage)?;
-        let weight_memory = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let weight_memory =
+            allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
         {
             let memory = TensorMemory::single(&weight_plan, &weight_memory);
             for &id in &still_read {
@@ -121,7 +122,7 @@ impl PrepackedModel {
         let graph = &self.packed.graph;
         let storage = ctx.buffer_types()?.storage.desc;
         let plan = plan_graph(graph, &storage)?;
-        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
         let memory = TensorMemory::single(&plan, &activations)
             .with_layer(&self.weight_plan, &self.weight_memory)
             .with_layer(self.layer.plan(), self.layer.memory());
@@ -131,7 +132,7 @@ impl PrepackedModel {
         let logits = memory.read_f32(ctx, graph, self.model.logits)?;
         let reference = self.model.reference_logits(tokens)?;
         let check = LogitsCheck::of(&logits, &reference);
-        let proof = checksum_run(ctx, graph, &plan, &activations)?;
+        let proof = prove(ctx, graph, &plan, &activations)?;
         Ok(PrepackedModelRun {
             packed_matmuls: self.packed.packed.iter().map(|p| p.nodes.len()).sum(),
             prepack: self.report,

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::{build_gpt, GptModel, ModelConfig};
 use crate::device::{
-    allocate_plan, measure_allocation, DeviceBytes, GpuContext, PlannedMemory, WgpuAllocator,
+    allocate_plan, measure_allocation, DeviceBytes, GpuContext, PlannedMemory, WgpuStorage,
     STORAGE_USAGE,
 };
-use crate::exec::checksum::{checksum_run, ChecksumReport};
+use crate::exec::checksum::{prove, ChecksumReport};
 use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
 use crate::plan::{
     inject_clobber, lower_bounds, naive_size,
@@ -238,7 +238,12 @@ impl ModelSession {
             // A new reservation: release the old buffers before allocating the new ones.
             self.activations = None;
             let (memory, device_bytes) = measure_allocation(&self.ctx.device, || {
-                allocate_plan(&self.ctx, &plan, STORAGE_USAGE, &WgpuAllocator)
+                allocate_plan(
+                    &self.ctx,
+                    &plan,
+                    STORAGE_USAGE,
+                    &WgpuStorage::shared(&self.ctx),
+                )
             })?;
             self.activations = Some(memory);
             self.activation_device_bytes = device_bytes;
@@ -275,7 +280,7 @@ impl ModelSession {
             matches: logits_match,
         } = LogitsCheck::of(&logits, &reference);
 
-        let proof = checksum_run(&self.ctx, graph, &plan, activations)?;
+        let proof = prove(&self.ctx, graph, &plan, activations)?;
         let graph_bytes = Planner::Offline(Strategy::Best)
             .plan_graph(graph, &self.storage)?
             .total_size();
@@ -312,7 +317,7 @@ fn upload_weights(
 ) -> crate::Result<Weights> {
     let model = build_gpt(config)?;
     let plan = plan_weights(&model.graph, storage)?;
-    let memory = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
+    let memory = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
     {
         let layer = TensorMemory::single(&plan, &memory);
         for id in model.weights() {

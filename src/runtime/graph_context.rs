@@ -10,7 +10,7 @@ use super::empty::runnable_nodes;
 use super::execution::{output_tensors, Execution};
 use super::layout::{phase_graph, Layout};
 use super::{MemoryRole, RuntimeError};
-use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
+use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
 use crate::exec::cpu_ref::TensorData;
 use crate::exec::Inputs;
 use crate::exec::{Executor, TensorMemory};
@@ -177,7 +177,7 @@ impl GraphContext {
     ) -> Result<(), RuntimeError> {
         if self.weights.is_none() {
             let plan = plan_weights(&self.graph, storage)?;
-            let memory = allocate_plan(gpu, &plan, STORAGE_USAGE, &WgpuAllocator)?;
+            let memory = allocate_plan(gpu, &plan, STORAGE_USAGE, &WgpuStorage::shared(gpu))?;
             self.weights = Some((plan, memory));
         }
         if let Some((plan, memory)) = &self.weights {

@@ -24,12 +24,14 @@
 mod counting;
 mod error;
 mod host;
+mod owned;
 mod paged;
 mod region;
 
 pub use counting::{CountingStorage, StorageReport};
 pub use error::StorageError;
 pub use host::{HostMemory, HostStorage};
+pub use owned::{free_last_first, OwnedRegion};
 pub use paged::PagedStorage;
 pub use region::{Memory, Region};
 

@@ -92,16 +92,16 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::storage::OwnedRegion;
     use crate::storage::{CountingStorage, HostMemory, HostStorage, RegionRequest, Storage};
-    use crate::stream::registered::HeldRegion;
 
     type Host = Arc<CountingStorage<HostStorage>>;
 
-    fn held(host: &Host, n: usize) -> Vec<HeldRegion<HostMemory>> {
+    fn held(host: &Host, n: usize) -> Vec<OwnedRegion<HostMemory>> {
         (0..n)
             .map(|_| {
                 let region = host.allocate(&RegionRequest::new(64)).expect("region");
-                HeldRegion::new(host.clone(), region)
+                OwnedRegion::new(host.clone(), region)
             })
             .collect()
     }

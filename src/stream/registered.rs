@@ -5,7 +5,7 @@
 //! default is a [`WgpuStorage`] of the stream's own; [`super::Stream::register_storage`]
 //! takes any storage (a page pool, a user's implementation); an ACL-style
 //! [`super::AllocatorDesc`] becomes a [`DescStorage`]. A block taken from any of them
-//! is held in a [`HeldRegion`] whose drop frees it, so a block is freed exactly once
+//! is held in an [`OwnedRegion`] whose drop frees it, so a block is freed exactly once
 //! however an execution ends.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -14,33 +14,7 @@ use super::descriptor::Parts;
 use super::{AllocFailure, BlockAddress, BlockRequest};
 use crate::device::{copy_region, GpuContext, SharedStorage, WgpuStorage};
 use crate::plan::BufferId;
-use crate::storage::{check_copy, Memory, Region, RegionRequest, Storage, StorageError};
-
-/// A region held by a stream: dropping it frees it through its storage.
-pub(crate) struct HeldRegion<M: Memory = wgpu::Buffer> {
-    storage: Arc<dyn Storage<Memory = M>>,
-    region: Option<Region<M>>,
-}
-
-impl<M: Memory> HeldRegion<M> {
-    /// Holds `region`, which `storage` handed out.
-    pub(crate) fn new(storage: Arc<dyn Storage<Memory = M>>, region: Region<M>) -> HeldRegion<M> {
-        HeldRegion {
-            storage,
-            region: Some(region),
-        }
-    }
-}
-
-impl<M: Memory> Drop for HeldRegion<M> {
-    fn drop(&mut self) {
-        if let Some(region) = self.region.take() {
-            if let Err(e) = self.storage.free(region) {
-                log::warn!("a stream's storage refused a block it handed out: {e}");
-            }
-        }
-    }
-}
+use crate::storage::{check_copy, OwnedRegion, Region, RegionRequest, Storage, StorageError};
 
 /// A stream's source of blocks: a storage, and the identity of its owner when it is
 /// shared (registered) rather than the stream's private default.
@@ -95,7 +69,7 @@ impl StreamStorage {
     pub(crate) fn allocate(
         &self,
         request: &BlockRequest,
-    ) -> Result<(HeldRegion, BlockAddress), AllocFailure> {
+    ) -> Result<(OwnedRegion, BlockAddress), AllocFailure> {
         let wanted = RegionRequest::new(request.size)
             .alignment(request.alignment)
             .usage(request.usage)
@@ -106,7 +80,7 @@ impl StreamStorage {
             .for_chunk(BufferId(request.buffer), request.chunk);
         let region = self.storage.allocate(&wanted)?;
         Ok((
-            HeldRegion::new(self.storage.clone(), region.clone()),
+            OwnedRegion::new(self.storage.clone(), region.clone()),
             region,
         ))
     }
@@ -205,7 +179,7 @@ mod tests {
     fn dropping_a_held_region_frees_it_once() {
         let storage = Arc::new(CountingStorage::new(HostStorage::unlimited()));
         let region = storage.allocate(&RegionRequest::new(16)).expect("region");
-        let held = HeldRegion::new(storage.clone(), region.clone());
+        let held = OwnedRegion::new(storage.clone(), region.clone());
         assert_eq!(storage.report().live_regions, 1);
         drop(held);
         let report = storage.report();

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::pending::{Pending, PendingWork};
-use super::registered::{HeldRegion, StreamStorage};
+use super::registered::StreamStorage;
 use super::request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};
 use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
 use crate::device::{
@@ -16,6 +16,7 @@ use crate::device::{
 use crate::exec::{check_plan_against_limits, Executor, RunReport, TensorMemory};
 use crate::graph::TensorId;
 use crate::plan::Plan;
+use crate::storage::OwnedRegion;
 use crate::storage::Region;
 use crate::storage::Storage;
 
@@ -64,7 +65,7 @@ pub struct Stream {
     executor: Executor,
     allocator: StreamStorage,
     next_execution: u64,
-    pending: PendingWork<HeldRegion, StreamStorage, Submission>,
+    pending: PendingWork<OwnedRegion, StreamStorage, Submission>,
     last_submission: Option<wgpu::SubmissionIndex>,
     results: HashMap<ExecutionId, ExecutionResult>,
 }
@@ -179,7 +180,7 @@ impl Stream {
             Some(key) => Some(busy::claim(key, self.id, &self.name)?),
             None => None,
         };
-        let mut blocks: Vec<HeldRegion> = Vec::new();
+        let mut blocks: Vec<OwnedRegion> = Vec::new();
         let result = self.allocate_and_submit(request, &allocator, &mut blocks);
         match result {
             Ok((report, readbacks, block_bytes, index)) => {
@@ -219,7 +220,7 @@ impl Stream {
         &mut self,
         request: &ExecuteRequest<'_>,
         allocator: &StreamStorage,
-        blocks: &mut Vec<HeldRegion>,
+        blocks: &mut Vec<OwnedRegion>,
     ) -> Result<Submitted, SubmitFailure> {
         let not_queued = |e: StreamError| (e, false);
         let queued = |e: StreamError| (e, true);
@@ -254,7 +255,7 @@ impl Stream {
         &self,
         plan: &Plan,
         allocator: &StreamStorage,
-        blocks: &mut Vec<HeldRegion>,
+        blocks: &mut Vec<OwnedRegion>,
     ) -> Result<Vec<Vec<Region>>, StreamError> {
         let alignment = u64::from(self.ctx.limits.min_storage_buffer_offset_alignment.max(1));
         let mut regions = Vec::with_capacity(plan.buffers.len());

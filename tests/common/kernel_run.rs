@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
+use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
@@ -37,7 +37,8 @@ pub fn run_both(
     weights
         .verify_placed(graph)
         .expect("the weight plan verifies");
-    let allocate = |p| allocate_plan(ctx, p, STORAGE_USAGE, &WgpuAllocator).expect("allocate");
+    let allocate =
+        |p| allocate_plan(ctx, p, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("allocate");
     let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
     let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);
     for (&id, data) in values {

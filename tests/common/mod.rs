@@ -139,3 +139,18 @@ impl wgalloc::storage::Storage for Budget {
         self.inner.copy(from, to, bytes)
     }
 }
+
+/// What `wgalloc run` does with a plan: its limits checked ("never fits" before any
+/// allocation), its memory from `storage` (the one allocation path), the proof over
+/// that memory; the memory goes back to the storage before this returns.
+pub fn allocate_and_prove(
+    ctx: &GpuContext,
+    graph: &wgalloc::Graph,
+    plan: &wgalloc::Plan,
+    storage: &wgalloc::device::SharedStorage,
+) -> wgalloc::Result<wgalloc::exec::checksum::ChecksumReport> {
+    wgalloc::exec::check_plan_against_limits(plan, graph, &ctx.limits)?;
+    let memory =
+        wgalloc::device::allocate_plan(ctx, plan, wgalloc::device::STORAGE_USAGE, storage)?;
+    Ok(wgalloc::prove(ctx, graph, plan, &memory)?)
+}

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuAllocator, STORAGE_USAGE};
+use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::TensorMemory;
 use wgalloc::graph::{DType, Graph, GraphBuilder, GraphError, TensorId};
 use wgalloc::plan::{alloc_ctx_tensors, plan_graph, Plan};
@@ -88,7 +88,7 @@ impl Prepared {
         };
         let prepare = started.elapsed();
         let plan = plan_graph(&graph, &storage)?;
-        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
         let read: Vec<TensorId> = values
             .keys()
             .copied()
@@ -97,7 +97,7 @@ impl Prepared {
             })
             .collect();
         let weight_plan = alloc_ctx_tensors(&graph, &read, &storage)?;
-        let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
         let prepared = Prepared {
             graph,
             plan,

@@ -29,10 +29,10 @@ const PARAMS_SIZE: u64 = 64;
 const HEADER_SIZE: u64 = (SUMS_BASE as u64) * 4;
 
 /// The checksum run's bind-group layout and pipelines, compiled once per device and
-/// shared by every [`ChecksumRun`] made with [`ChecksumRun::with_kernels`] (compiling
+/// shared by every [`ChecksumRun`] (compiling
 /// them is most of a small run's cost on a software adapter).
 #[derive(Debug, Clone)]
-pub struct ChecksumKernels {
+pub(crate) struct ChecksumKernels {
     layout: wgpu::BindGroupLayout,
     reduce: wgpu::ComputePipeline,
     write: wgpu::ComputePipeline,
@@ -88,7 +88,7 @@ impl ChecksumKernels {
 
 /// A prepared checksum run of one graph over one plan's memory.
 #[derive(Debug)]
-pub struct ChecksumRun<'a> {
+pub(crate) struct ChecksumRun<'a> {
     ctx: &'a GpuContext,
     graph: &'a Graph,
     schedule: Schedule,
@@ -118,28 +118,15 @@ fn check_limit(what: &str, needed: u64, limit: u64) -> Result<(), ExecError> {
 }
 
 impl<'a> ChecksumRun<'a> {
-    /// Predicts the run on the CPU, lays it out and builds everything the GPU needs.
+    /// Predicts the run on the CPU, lays it out and builds everything the GPU needs, with
+    /// `kernels` compiled once per device ([`ChecksumKernels::new`]).
     ///
     /// # Errors
     /// [`ExecError::ChecksumLimit`] when the device has too few storage bindings per
     /// stage, or a chunk buffer or table exceeds a binding; the errors of
     /// [`Prediction::of`] and of the layout ([`ExecError::ChecksumPlacement`] for a
     /// tensor outside its memory); [`ExecError::Gpu`] when wgpu reports an error.
-    pub fn new(
-        ctx: &'a GpuContext,
-        graph: &'a Graph,
-        plan: &Plan,
-        memory: &PlannedMemory,
-    ) -> Result<ChecksumRun<'a>, ExecError> {
-        let kernels = ChecksumKernels::new(ctx)?;
-        ChecksumRun::with_kernels(ctx, &kernels, graph, plan, memory)
-    }
-
-    /// [`ChecksumRun::new`] with kernels compiled earlier on the same device.
-    ///
-    /// # Errors
-    /// As [`ChecksumRun::new`].
-    pub fn with_kernels(
+    pub(crate) fn new(
         ctx: &'a GpuContext,
         kernels: &ChecksumKernels,
         graph: &'a Graph,
@@ -313,11 +300,6 @@ impl<'a> ChecksumRun<'a> {
         })
     }
 
-    /// Number of dispatches one run records.
-    pub fn dispatches(&self) -> usize {
-        self.schedule.dispatches.len()
-    }
-
     /// Runs the graph once on the GPU: clears the state, records every dispatch into
     /// one compute pass, submits once, waits and reads back the mismatch records.
     ///
@@ -382,22 +364,8 @@ impl<'a> ChecksumRun<'a> {
             encode_time,
             gpu_time,
             wall_time,
-            device_bytes: None,
         })
     }
-}
-
-/// Runs the checksum run of `graph` over `plan`'s `memory` once (see [`ChecksumRun`]).
-///
-/// # Errors
-/// Those of [`ChecksumRun::new`] and [`ChecksumRun::run`].
-pub fn checksum_run(
-    ctx: &GpuContext,
-    graph: &Graph,
-    plan: &Plan,
-    memory: &PlannedMemory,
-) -> Result<ChecksumReport, ExecError> {
-    ChecksumRun::new(ctx, graph, plan, memory)?.run()
 }
 
 fn bind_group_layout(device: &wgpu::Device) -> wgpu::BindGroupLayout {

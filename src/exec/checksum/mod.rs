@@ -26,7 +26,8 @@ mod prove;
 mod report;
 mod schedule;
 
-pub use gpu::{checksum_run, ChecksumKernels, ChecksumRun, CHECKSUM_WGSL};
+pub use gpu::CHECKSUM_WGSL;
+pub(crate) use gpu::{ChecksumKernels, ChecksumRun};
 pub use predict::Prediction;
-pub use prove::{prove_memory, prove_plan, prove_plan_in};
+pub use prove::prove;
 pub use report::{ChecksumReport, Mismatch};

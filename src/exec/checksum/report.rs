@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::device::DeviceBytes;
 use crate::graph::{Graph, NodeId, TensorId};
 
 /// One tensor whose memory did not hold the predicted checksum when a node read it.
@@ -88,10 +87,6 @@ pub struct ChecksumReport {
     pub gpu_time: Option<Duration>,
     /// Time from submit until the results were read back.
     pub wall_time: Duration,
-    /// What the driver allocated and reserved for the proved memory, when
-    /// [`super::prove_plan`] allocated it on a backend with an allocator report (Vulkan,
-    /// DX12); `None` from [`super::ChecksumRun::run`] over memory the caller allocated.
-    pub device_bytes: Option<DeviceBytes>,
 }
 
 impl ChecksumReport {

@@ -17,7 +17,7 @@
 //!
 //! To encode passes yourself instead, take each planned tensor's bindable region from
 //! [`crate::exec::TensorMemory::regions`] and prove the plan afterwards with
-//! [`crate::exec::checksum::prove_memory`] (see the README and
+//! [`crate::exec::checksum::prove`] (see the README and
 //! `examples/custom_op.rs`).
 
 mod error;

@@ -15,10 +15,9 @@ use super::readback::Readback;
 use super::step_graph::{build_step_graph, head_pieces, LogitRows, StepAttention, StepGraph};
 use super::{check_tokens, CheckpointError, Gpt2Config, Gpt2Weights};
 use crate::device::{
-    allocate_plan, GpuContext, PlannedMemory, SharedStorage, WgpuAllocator, WgpuStorage,
-    STORAGE_USAGE,
+    allocate_plan, GpuContext, PlannedMemory, SharedStorage, WgpuStorage, STORAGE_USAGE,
 };
-use crate::exec::checksum::{checksum_run, ChecksumReport};
+use crate::exec::checksum::{prove, ChecksumReport};
 use crate::exec::{Executor, TensorMemory};
 use crate::kv::{prove_step, CachePlant, DeviceKvCache, KvConfig, KvProof, KvReport};
 use crate::plan::{alloc_ctx_tensors, lower_bounds, plan, BufferTypeDesc, Plan, PlanOptions};
@@ -242,7 +241,8 @@ impl GpuGpt2 {
         let probe = build_step_graph(config, 1, StepAttention::Recompute, &pieces, LogitRows::All)?;
         let ids = probe.weights.all();
         let weight_plan = alloc_ctx_tensors(&probe.graph, &ids, &storage)?;
-        let weight_memory = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
+        let weight_memory =
+            allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
         {
             let memory = TensorMemory::single(&weight_plan, &weight_memory);
             for (ids, layer) in probe.weights.layers.iter().zip(&weights.layers) {
@@ -403,7 +403,7 @@ impl GpuGpt2 {
                 &self.ctx,
                 &plan,
                 STORAGE_USAGE,
-                &WgpuAllocator,
+                &WgpuStorage::shared(&self.ctx),
             )?);
             self.activation_bytes = plan.total_size();
             created += 1;
@@ -575,7 +575,7 @@ impl GpuGpt2 {
                 Some(kv) => {
                     prove_step(&self.ctx, &bucket.step.graph, kv, &bucket.plan, activations)?
                 }
-                None => checksum_run(&self.ctx, &bucket.step.graph, &bucket.plan, activations)?,
+                None => prove(&self.ctx, &bucket.step.graph, &bucket.plan, activations)?,
             };
             out.push((*key, report));
         }
