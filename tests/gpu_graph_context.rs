@@ -406,9 +406,63 @@ fn copy_prefix_of_a_block_whose_size_is_not_a_multiple_of_4_copies_whole_words()
     });
     let live = [1u8, 2, 3, 4, 5, 6, 7, 8];
     gpu.queue.write_buffer(&old, 0, &live);
-    wgalloc::runtime::copy_prefix(&gpu, &old, &new, 10).expect("copies 8 bytes");
+    wgalloc::runtime::copy_prefix(&gpu, &Region::whole(old), &Region::whole(new.clone()), 10)
+        .expect("copies 8 bytes");
     let copied = wgalloc::device::read_buffer_range(&gpu, &new, 0, 8).expect("reads");
     assert_eq!(copied, live);
+}
+
+#[test]
+fn copy_prefix_moves_ranges_of_a_larger_buffer_at_their_offsets() {
+    let gpu = require_gpu!();
+    // A user's pool: blocks are ranges of one buffer, none at offset 0.
+    let pool = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("user pool"),
+        size: 2048,
+        usage: wgalloc::device::STORAGE_USAGE,
+        mapped_at_creation: false,
+    });
+    let zeros = vec![0u8; 2048];
+    gpu.queue.write_buffer(&pool, 0, &zeros);
+    let head: Vec<u8> = (100..116).collect();
+    gpu.queue.write_buffer(&pool, 0, &head);
+    let live: Vec<u8> = (1..=16).collect();
+    gpu.queue.write_buffer(&pool, 256, &live);
+    let old = Region {
+        buffer: pool.clone(),
+        offset: 256,
+        size: 16,
+    };
+    let new = Region {
+        buffer: pool.clone(),
+        offset: 1024,
+        size: 64,
+    };
+    wgalloc::runtime::copy_prefix(&gpu, &old, &new, 16).expect("copies 16 bytes");
+    let read = |offset, len| wgalloc::device::read_buffer_range(&gpu, &pool, offset, len);
+    assert_eq!(
+        read(1024, 16).expect("reads"),
+        live,
+        "the old block's bytes"
+    );
+    assert_eq!(
+        read(0, 16).expect("reads"),
+        head,
+        "offset 0 is not the block"
+    );
+    assert_eq!(
+        read(1040, 16).expect("reads"),
+        vec![0; 16],
+        "only the prefix"
+    );
+    // A block running past its buffer is refused, not copied.
+    let past = Region {
+        buffer: pool.clone(),
+        offset: 2040,
+        size: 64,
+    };
+    let error = wgalloc::runtime::copy_prefix(&gpu, &old, &past, 16).expect_err("past the end");
+    assert!(error.message.contains("past the end"), "{}", error.message);
 }
 
 /// x → count_positive → compact(x) bounded by `len` → scale by 2: a bounded
@@ -592,12 +646,13 @@ fn copy_prefix_into_a_block_of_another_device_is_a_typed_error_not_a_panic() {
     };
     let old = gpu.device.create_buffer(&desc("old block"));
     let foreign = other.device.create_buffer(&desc("block of another device"));
+    let (old, foreign) = (Region::whole(old), Region::whole(foreign));
     let error = wgalloc::runtime::copy_prefix(&gpu, &old, &foreign, 32)
         .expect_err("another device's block");
     assert!(error.message.contains("32 bytes"), "{}", error.message);
     // The device is still fine afterwards.
     let same = gpu.device.create_buffer(&desc("same device"));
-    wgalloc::runtime::copy_prefix(&gpu, &old, &same, 32).expect("copies");
+    wgalloc::runtime::copy_prefix(&gpu, &old, &Region::whole(same), 32).expect("copies");
 }
 
 #[test]

@@ -139,11 +139,15 @@ impl<A: BufferAllocator> Drop for BufferStorage<A> {
 }
 
 /// Copies `bytes` bytes from the start of `from` to the start of `to` on the device
-/// and submits the copy, inside error scopes. Nothing is submitted for 0 bytes.
+/// and submits the copy, inside error scopes. Nothing is submitted for 0 bytes. Two
+/// ranges of one buffer (a user's pool, a page of a [`crate::storage::PagedStorage`])
+/// are copied through a scratch buffer, since wgpu copies only between two buffers;
+/// the ranges may then even overlap (the bytes move as `memmove` moves them).
 ///
 /// # Errors
 /// [`DeviceError::Validation`] when wgpu refuses the copy (a buffer without the copy
-/// usages, of another device, or a range past a buffer's end).
+/// usages, of another device, or a range past a buffer's end);
+/// [`DeviceError::OutOfDeviceMemory`] when the scratch buffer cannot be made.
 pub fn copy_region(
     ctx: &GpuContext,
     from: &Region,
@@ -159,7 +163,21 @@ pub fn copy_region(
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("wgalloc region copy"),
             });
-        encoder.copy_buffer_to_buffer(&from.buffer, from.offset, &to.buffer, to.offset, bytes);
-        ctx.queue.submit([encoder.finish()]);
+        if from.buffer == to.buffer {
+            let scratch = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc region copy scratch"),
+                size: bytes,
+                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            encoder.copy_buffer_to_buffer(&from.buffer, from.offset, &scratch, 0, bytes);
+            encoder.copy_buffer_to_buffer(&scratch, 0, &to.buffer, to.offset, bytes);
+            ctx.queue.submit([encoder.finish()]);
+            // Dropped, not destroyed: wgpu frees it once the submitted copy has run.
+            drop(scratch);
+        } else {
+            encoder.copy_buffer_to_buffer(&from.buffer, from.offset, &to.buffer, to.offset, bytes);
+            ctx.queue.submit([encoder.finish()]);
+        }
     })
 }

@@ -8,7 +8,7 @@ use super::entry::CacheStorage;
 use super::{PackedBuffer, PrepackError};
 use crate::device::{write_buffer, DeviceError, GpuContext, WgpuStorage};
 use crate::plan::align_up;
-use crate::storage::{Memory, Region, RegionRequest, Storage, StorageError};
+use crate::storage::{Memory, OwnedRegion, Region, RegionRequest, Storage, StorageError};
 
 /// The allocator a cache hands to kernels that pack weights: it allocates regions from
 /// the cache's storage and tags each as the cache's own, so that only such regions can
@@ -166,24 +166,28 @@ impl<M: Memory> Storage for CacheAllocator<M> {
     type Memory = M;
 
     fn allocate(&self, request: &RegionRequest) -> Result<Region<M>, StorageError> {
-        let region = self.storage()?.allocate(request)?;
-        self.shared.lock().outstanding.push(region.clone());
+        let storage = self.storage()?;
+        let owned = OwnedRegion::allocate(Arc::clone(storage), request)?;
+        let region = owned.region().clone();
+        self.shared.lock().outstanding.push(owned);
         Ok(region)
     }
 
     fn free(&self, region: Region<M>) -> Result<(), StorageError> {
-        let was_outstanding = {
+        let owned = {
             let mut state = self.shared.lock();
-            let at = state.outstanding.iter().position(|o| *o == region);
-            at.map(|i| state.outstanding.swap_remove(i)).is_some()
+            let at = state.outstanding.iter().position(|o| *o.region() == region);
+            at.map(|i| state.outstanding.swap_remove(i))
         };
-        if !was_outstanding {
+        let Some(owned) = owned else {
             return Err(StorageError::UnknownRegion {
                 offset: region.offset,
                 size: region.size,
             });
-        }
-        self.storage()?.free(region)
+        };
+        // Freed here, outside the cache's lock, with the storage's answer.
+        let storage = Arc::clone(owned.storage());
+        storage.free(owned.into_region())
     }
 
     fn copy(&self, from: &Region<M>, to: &Region<M>, bytes: u64) -> Result<(), StorageError> {

@@ -24,14 +24,14 @@ use super::{
     CacheAllocator, CacheStats, Lookup, PackedBuffer, PackedWeight, PrepackError, PrepackKey,
     StoreError, StoreOutcome,
 };
-use crate::storage::{Memory, Region};
+use crate::storage::{Memory, OwnedRegion};
 
 /// The cache's state behind its mutex.
 pub(super) struct State<M: Memory> {
     entries: HashMap<PrepackKey, Arc<PackedWeight<M>>>,
     /// Regions the allocator handed out that are neither stored nor handed back (few
-    /// at a time: a list).
-    pub(super) outstanding: Vec<Region<M>>,
+    /// at a time: a list), each owned until then.
+    pub(super) outstanding: Vec<OwnedRegion<M>>,
     stats: CacheStats,
     /// Packed buffers asked for so far (labels them).
     pub(super) requests: usize,
@@ -65,15 +65,10 @@ impl<M: Memory> Shared<M> {
 impl<M: Memory> Drop for Shared<M> {
     fn drop(&mut self) {
         let state = std::mem::take(&mut *self.lock());
-        // Entries free their regions as they drop (or when their last handle does).
+        // Entries free their regions as they drop (or when their last handle does),
+        // then the regions handed out and never stored.
         drop(state.entries);
-        if let Some(storage) = self.storage.get() {
-            for region in state.outstanding {
-                if let Err(e) = storage.free(region) {
-                    log::warn!("the cache's storage refused a region it handed out: {e}");
-                }
-            }
-        }
+        drop(state.outstanding);
     }
 }
 
@@ -163,18 +158,19 @@ impl<M: Memory> PrepackedWeightCache<M> {
             state.stats.refused_stores += 1;
             return Err(StoreError { error, buffers });
         }
-        let Some(storage) = self.shared.storage.get().cloned() else {
-            // Nothing was ever allocated, so every buffer is foreign (check_store
-            // refused it above); kept for completeness.
-            return Err(StoreError {
-                error: PrepackError::ForeignBuffer { index: 0 },
-                buffers,
-            });
-        };
-        state
-            .outstanding
-            .retain(|o| buffers.iter().all(|b| b.region() != o));
-        let weight = Arc::new(PackedWeight::new(key.clone(), buffers, storage));
+        // Each buffer is outstanding (check_store saw to it): its owner moves into the
+        // weight, in the buffers' order.
+        let held = buffers
+            .iter()
+            .filter_map(|b| {
+                let at = state
+                    .outstanding
+                    .iter()
+                    .position(|o| o.region() == b.region())?;
+                Some(state.outstanding.swap_remove(at))
+            })
+            .collect();
+        let weight = Arc::new(PackedWeight::new(key.clone(), buffers, held));
         let old = state.entries.insert(key, weight);
         state.stats.stores += 1;
         if old.is_some() {
@@ -300,7 +296,7 @@ impl<M: Memory> PrepackedWeightCache<M> {
 fn check_store<M: Memory>(
     key: &PrepackKey,
     buffers: &[PackedBuffer<M>],
-    outstanding: &[Region<M>],
+    outstanding: &[OwnedRegion<M>],
 ) -> Result<(), PrepackError> {
     if buffers.is_empty() {
         return Err(PrepackError::NoBuffers {
@@ -324,7 +320,7 @@ fn check_store<M: Memory>(
         {
             return Err(PrepackError::DuplicateBuffer { index, first });
         }
-        if !outstanding.contains(b.region()) {
+        if !outstanding.iter().any(|o| o.region() == b.region()) {
             return Err(PrepackError::ForeignBuffer { index });
         }
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::PrepackError;
 use super::PrepackKey;
-use crate::storage::{Memory, Region, Storage};
+use crate::storage::{Memory, OwnedRegion, Region, Storage};
 
 /// The storage underneath a cache: where packed buffers come from and go back to.
 pub type CacheStorage<M = wgpu::Buffer> = Arc<dyn Storage<Memory = M>>;
@@ -64,7 +64,9 @@ impl<M: Memory> PackedBuffer<M> {
 pub struct PackedWeight<M: Memory = wgpu::Buffer> {
     key: PrepackKey,
     buffers: Vec<PackedBuffer<M>>,
-    storage: CacheStorage<M>,
+    /// The owners of the buffers' regions (in the same order): dropping the weight
+    /// frees each once.
+    held: Vec<OwnedRegion<M>>,
 }
 
 impl<M: Memory> fmt::Debug for PackedWeight<M> {
@@ -77,17 +79,14 @@ impl<M: Memory> fmt::Debug for PackedWeight<M> {
 }
 
 impl<M: Memory> PackedWeight<M> {
-    /// The data of `key`, freed to `storage` when dropped.
+    /// The data of `key`, whose regions `held` owns (freed to their storage when the
+    /// weight is dropped).
     pub(super) fn new(
         key: PrepackKey,
         buffers: Vec<PackedBuffer<M>>,
-        storage: CacheStorage<M>,
+        held: Vec<OwnedRegion<M>>,
     ) -> PackedWeight<M> {
-        PackedWeight {
-            key,
-            buffers,
-            storage,
-        }
+        PackedWeight { key, buffers, held }
     }
 
     /// The key it is stored under.
@@ -102,19 +101,9 @@ impl<M: Memory> PackedWeight<M> {
 
     /// Bytes of memory it holds (its regions' sizes).
     pub fn bytes(&self) -> u64 {
-        self.buffers
+        self.held
             .iter()
-            .fold(0u64, |acc, b| acc.saturating_add(b.region.size))
-    }
-}
-
-impl<M: Memory> Drop for PackedWeight<M> {
-    fn drop(&mut self) {
-        for buffer in self.buffers.drain(..) {
-            if let Err(e) = self.storage.free(buffer.region) {
-                log::warn!("the cache's storage refused a packed buffer: {e}");
-            }
-        }
+            .fold(0u64, |acc, r| acc.saturating_add(r.region().size))
     }
 }
 

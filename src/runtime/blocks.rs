@@ -1,26 +1,27 @@
 //! The blocks of a graph context's workspace or outputs: one region per planned chunk,
-//! grown through the `realloc` callback (or the default storage) with live bytes kept.
+//! grown through one storage's `realloc` (the default `WgpuStorage`, or the user's
+//! callbacks adapted onto the storage trait) with live bytes kept.
 //!
 //! The growth rules live in [`grow_chunk`], generic over the memory a region lies in,
 //! so they are tested on host memory ([`crate::storage::HostStorage`]) as well as on a
 //! device.
 
-use std::sync::Arc;
-
-use super::callbacks::{Allocation, ReallocRequest};
+use super::callbacks::Allocation;
 use super::layout::Layout;
 use super::{CallbackError, MemoryRole, RuntimeError};
-use crate::device::{GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
-use crate::storage::{realloc_region, Memory, Region, RegionRequest, Storage};
+use crate::device::{GpuContext, PlannedMemory, SharedStorage, STORAGE_USAGE};
+use crate::plan::BufferId;
+use crate::storage::{Memory, Region, RegionRequest, Storage, StorageError};
 
 /// The blocks of one kind of memory, and where they come from.
 pub(super) struct Blocks {
     pub(super) role: MemoryRole,
-    pub(super) allocation: Allocation,
+    allocation: Allocation,
     /// One region per chunk; `None` where none is held.
     pub(super) chunks: Vec<Option<Region>>,
-    /// The storage default-allocated blocks come from (made on the first growth).
-    default_storage: Option<Arc<WgpuStorage>>,
+    /// The storage of the current setting ([`Allocation::storage`]), made on the first
+    /// growth: every block comes from it and goes back to it.
+    storage: Option<SharedStorage>,
 }
 
 impl Blocks {
@@ -29,8 +30,19 @@ impl Blocks {
             role,
             allocation: Allocation::Default,
             chunks: Vec::new(),
-            default_storage: None,
+            storage: None,
         }
+    }
+
+    /// Where the blocks come from.
+    pub(super) fn allocation(&self) -> &Allocation {
+        &self.allocation
+    }
+
+    /// A new setting (the caller has forgotten the old setting's blocks).
+    pub(super) fn set_allocation(&mut self, allocation: Allocation) {
+        self.allocation = allocation;
+        self.storage = None;
     }
 
     /// Bytes of the blocks held.
@@ -38,23 +50,22 @@ impl Blocks {
         held_bytes(&self.chunks)
     }
 
-    /// Forgets every block: under the default allocation they go back to the default
-    /// storage; under user callbacks they are the callbacks' (their free-all is called
-    /// by the caller).
+    /// Forgets every block, each given back to the storage it came from: the default
+    /// storage frees it; the callbacks' storage takes nothing back (their free-all,
+    /// called by the caller, does).
     pub(super) fn forget(&mut self) {
         let blocks: Vec<Region> = self.chunks.drain(..).flatten().collect();
-        if matches!(self.allocation, Allocation::Default) {
-            if let Some(storage) = &self.default_storage {
-                for block in blocks {
-                    if let Err(e) = storage.free(block) {
-                        log::warn!("the default storage refused its own block: {e}");
-                    }
+        if let Some(storage) = &self.storage {
+            for block in blocks {
+                if let Err(e) = storage.free(block) {
+                    log::warn!("a context's storage refused its own block: {e}");
                 }
             }
         }
     }
 
-    /// Makes chunk `c`'s block at least `size` bytes, keeping its first `used` bytes.
+    /// Makes chunk `c`'s block at least `size` bytes, keeping its first `used` bytes,
+    /// through the storage's `realloc` (one way for the default and for callbacks).
     pub(super) fn grow(
         &mut self,
         gpu: &GpuContext,
@@ -64,36 +75,23 @@ impl Blocks {
         other: &Blocks,
     ) -> Result<(), RuntimeError> {
         let role = self.role;
-        let default_storage = match &self.allocation {
-            Allocation::Default => Some(
-                self.default_storage
-                    .get_or_insert_with(|| Arc::new(WgpuStorage::wgpu(gpu)))
-                    .clone(),
-            ),
-            Allocation::User { .. } => None,
-        };
-        let allocation = &self.allocation;
-        let realloc = |old: Option<Region>, used: u64| match (allocation, &default_storage) {
-            (Allocation::User { realloc, user, .. }, _) => realloc(ReallocRequest {
-                gpu,
-                user: user.as_ref(),
-                role,
-                chunk,
-                old,
-                old_used: used,
-                new_size: size,
-                usage: STORAGE_USAGE,
-            }),
-            (Allocation::Default, Some(storage)) => {
-                realloc_region(storage.as_ref(), old, used, &RegionRequest::new(size))
-                    .map_err(|(e, _)| CallbackError::new(e.to_string()))
-            }
-            (Allocation::Default, None) => Err(CallbackError::new("no default storage")),
+        let storage = self
+            .storage
+            .get_or_insert_with(|| self.allocation.storage(gpu, role))
+            .clone();
+        let request = RegionRequest::new(size)
+            .usage(STORAGE_USAGE)
+            .for_chunk(BufferId(0), chunk);
+        let realloc = |old: Option<Region>, used: u64| {
+            storage
+                .realloc(old, used, &request)
+                .map_err(|(e, _old)| match e {
+                    StorageError::Refused { message } => CallbackError::new(message),
+                    other => CallbackError::new(other.to_string()),
+                })
         };
         let discard = |region: Region| {
-            if let Some(storage) = &default_storage {
-                let _ = storage.free(region);
-            }
+            let _ = storage.free(region);
         };
         grow_chunk(
             &mut self.chunks,
@@ -233,6 +231,7 @@ mod tests {
     use super::*;
     use crate::runtime::BlockPool;
     use crate::storage::{CountingStorage, HostMemory, HostStorage};
+    use std::sync::Arc;
 
     type Pool = Arc<BlockPool<CountingStorage<HostStorage>>>;
 
@@ -259,7 +258,7 @@ mod tests {
             grow,
             &[],
             MemoryRole::Output,
-            |old, used| pool.realloc_region(old, used, size, STORAGE_USAGE),
+            |old, used| pool.realloc_block(old, used, size, STORAGE_USAGE),
             |_| {},
         )
     }
@@ -393,12 +392,12 @@ mod tests {
             .allocate(&RegionRequest::new(8))
             .expect("foreign");
         let block = pool
-            .realloc_region(Some(foreign.clone()), 0, 16, STORAGE_USAGE)
+            .realloc_block(Some(foreign.clone()), 0, 16, STORAGE_USAGE)
             .expect("new block, the foreign one not taken");
         // Keeping bytes of a block the storage does not hold is refused, and the new
         // block goes back.
         assert!(pool
-            .realloc_region(Some(foreign), 8, 16, STORAGE_USAGE)
+            .realloc_block(Some(foreign), 8, 16, STORAGE_USAGE)
             .is_err());
         assert_eq!(pool.outstanding(), 1);
         assert_eq!(pool.stats().unknown_releases, 1);

@@ -13,9 +13,9 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{CallbackError, MemoryRole, RuntimeError};
-use crate::device::{copy_region, GpuContext};
+use crate::device::{copy_region, GpuContext, SharedStorage, WgpuStorage};
 use crate::storage::Region;
-use crate::storage::{prefix_words, RegionRequest, Storage};
+use crate::storage::{check_copy, move_region, prefix_words, RegionRequest, Storage, StorageError};
 
 /// The user context passed unchanged to every call of a callback pair. Two settings
 /// share one when their `Arc`s point to the same value ([`Arc::ptr_eq`]).
@@ -61,16 +61,20 @@ pub type ReallocFn = Box<dyn Fn(ReallocRequest<'_>) -> Result<Region, CallbackEr
 /// A `free_all` callback: releases every block its `realloc` handed out.
 pub type FreeAllFn = Box<dyn Fn(Option<&UserContext>) + Send + Sync>;
 
+/// A user's callback pair and its context, shared by the setting and the storage that
+/// adapts it.
+pub(crate) struct UserCallbacks {
+    realloc: ReallocFn,
+    free_all: FreeAllFn,
+    user: Option<UserContext>,
+}
+
 /// Where one kind of a context's memory comes from.
 pub(crate) enum Allocation {
     /// Plain wgpu buffers the context creates, copies and destroys itself.
     Default,
     /// The user's callbacks.
-    User {
-        realloc: ReallocFn,
-        free_all: FreeAllFn,
-        user: Option<UserContext>,
-    },
+    User(Arc<UserCallbacks>),
 }
 
 impl Allocation {
@@ -83,11 +87,11 @@ impl Allocation {
     ) -> Result<Allocation, RuntimeError> {
         match (realloc, free_all) {
             (None, None) => Ok(Allocation::Default),
-            (Some(realloc), Some(free_all)) => Ok(Allocation::User {
+            (Some(realloc), Some(free_all)) => Ok(Allocation::User(Arc::new(UserCallbacks {
                 realloc,
                 free_all,
                 user,
-            }),
+            }))),
             (realloc, free_all) => Err(RuntimeError::HalfSetCallbacks {
                 role,
                 realloc_given: realloc.is_some(),
@@ -99,7 +103,7 @@ impl Allocation {
     /// The user context, if user callbacks with one are set.
     pub(crate) fn user(&self) -> Option<&UserContext> {
         match self {
-            Allocation::User { user, .. } => user.as_ref(),
+            Allocation::User(callbacks) => callbacks.user.as_ref(),
             Allocation::Default => None,
         }
     }
@@ -114,55 +118,122 @@ impl Allocation {
 
     /// Calls `free_all` (user callbacks only).
     pub(crate) fn free_all(&self) {
-        if let Allocation::User { free_all, user, .. } = self {
-            free_all(user.as_ref());
+        if let Allocation::User(callbacks) = self {
+            (callbacks.free_all)(callbacks.user.as_ref());
+        }
+    }
+
+    /// The storage blocks of `role` come from under this setting: the default's
+    /// `WgpuStorage`, or the user's pair adapted onto the storage trait
+    /// ([`CallbackStorage`]), so a context's blocks grow one way.
+    pub(crate) fn storage(&self, gpu: &GpuContext, role: MemoryRole) -> SharedStorage {
+        match self {
+            Allocation::Default => WgpuStorage::shared(gpu),
+            Allocation::User(callbacks) => Arc::new(CallbackStorage {
+                gpu: gpu.clone(),
+                role,
+                callbacks: Arc::clone(callbacks),
+            }),
         }
     }
 }
 
-/// Copies the first `len` bytes (rounded up to 4, at most `old`'s size rounded down
-/// to 4, since copies move whole 4-byte words) of `old` into `new` and submits the
-/// copy. Nothing is submitted when `len` is 0 or the two are the
-/// same buffer.
+/// A BNNS-style `realloc`/`free_all` pair as a [`Storage`]: `realloc` passes the old
+/// block to the user's callback (which copies the live bytes, or grows the block in
+/// place); `allocate` is a `realloc` with no old block; `free` takes nothing back,
+/// since every block stays the callbacks' until their `free_all` (the graph context
+/// calls it by its free-all rule); `copy` copies between regions on the device.
+pub(crate) struct CallbackStorage {
+    gpu: GpuContext,
+    role: MemoryRole,
+    callbacks: Arc<UserCallbacks>,
+}
+
+impl Storage for CallbackStorage {
+    type Memory = wgpu::Buffer;
+
+    fn allocate(&self, request: &RegionRequest) -> Result<Region, StorageError> {
+        self.realloc(None, 0, request).map_err(|(e, _)| e)
+    }
+
+    fn free(&self, _region: Region) -> Result<(), StorageError> {
+        Ok(())
+    }
+
+    fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
+        check_copy(from, to, bytes)?;
+        copy_region(&self.gpu, from, to, bytes).map_err(StorageError::from)
+    }
+
+    fn realloc(
+        &self,
+        old: Option<Region>,
+        keep: u64,
+        request: &RegionRequest,
+    ) -> Result<Region, (StorageError, Option<Region>)> {
+        let call = ReallocRequest {
+            gpu: &self.gpu,
+            user: self.callbacks.user.as_ref(),
+            role: self.role,
+            chunk: request.for_chunk.map_or(0, |(_, chunk)| chunk),
+            old: old.clone(),
+            old_used: keep,
+            new_size: request.size,
+            usage: request.usage,
+        };
+        (self.callbacks.realloc)(call)
+            .map_err(|e| (StorageError::Refused { message: e.message }, old))
+    }
+}
+
+/// Copies the first `len` bytes of the region `old` (rounded up to whole 4-byte words,
+/// at most `old`'s whole words) to the start of the region `new`, at their offsets in
+/// their buffers, and submits the copy: what a `realloc` callback does with the live
+/// bytes when it moves a block, whether its blocks are whole buffers or ranges of a
+/// larger one. Nothing is submitted when `len` is 0 or `new` is `old` itself.
 ///
 /// # Errors
-/// [`CallbackError`] when `new` is too small or either buffer lacks the copy usage,
-/// or when wgpu refuses the copy (e.g. a buffer of another device): the copy runs
-/// inside error scopes, so wgpu's error comes back in the message instead of
-/// panicking.
+/// [`CallbackError`] when `new` is too small, either region runs past its buffer, a
+/// buffer lacks the copy usage, an offset is not a multiple of 4, or wgpu refuses the
+/// copy (e.g. a buffer of another device): the copy runs inside error scopes, so
+/// wgpu's error comes back in the message instead of panicking.
 pub fn copy_prefix(
     gpu: &GpuContext,
-    old: &wgpu::Buffer,
-    new: &wgpu::Buffer,
+    old: &Region,
+    new: &Region,
     len: u64,
 ) -> Result<(), CallbackError> {
     if len == 0 || old == new {
         return Ok(());
     }
-    let bytes = prefix_words(len, old.size());
+    let bytes = prefix_words(len, old.size);
     if bytes == 0 {
         return Ok(());
     }
-    if bytes > new.size() {
+    if !old.is_inside_buffer() || !new.is_inside_buffer() {
+        return Err(CallbackError::new(
+            "a block runs past the end of its buffer",
+        ));
+    }
+    check_copy(old, new, bytes)
+        .map_err(|e| CallbackError::new(format!("cannot keep the live bytes: {e}")))?;
+    if !old.offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+        || !new.offset.is_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+    {
         return Err(CallbackError::new(format!(
-            "cannot keep {bytes} bytes in a block of {}",
-            new.size()
+            "block offsets {} and {} must be multiples of 4 to copy",
+            old.offset, new.offset
         )));
     }
-    if !old.usage().contains(wgpu::BufferUsages::COPY_SRC)
-        || !new.usage().contains(wgpu::BufferUsages::COPY_DST)
+    if !old.buffer.usage().contains(wgpu::BufferUsages::COPY_SRC)
+        || !new.buffer.usage().contains(wgpu::BufferUsages::COPY_DST)
     {
         return Err(CallbackError::new("copy needs COPY_SRC and COPY_DST"));
     }
     // Inside error scopes: a block wgpu refuses (e.g. one made on another device)
     // becomes this error instead of reaching wgpu's panicking default handler.
-    copy_region(
-        gpu,
-        &Region::whole(old.clone()),
-        &Region::whole(new.clone()),
-        bytes,
-    )
-    .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
+    copy_region(gpu, old, new, bytes)
+        .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
 }
 
 /// What a [`BlockPool`] has done.
@@ -242,7 +313,7 @@ impl<S: Storage + 'static> BlockPool<S> {
     /// # Errors
     /// [`CallbackError`] with the storage's message when it fails (the old block is
     /// then kept as it is, still outstanding), or when the copy cannot be made.
-    pub fn realloc_region(
+    pub fn realloc_block(
         &self,
         old: Option<Region<S::Memory>>,
         old_used: u64,
@@ -255,24 +326,14 @@ impl<S: Storage + 'static> BlockPool<S> {
             stats.last_size = new_size;
         }
         let request = RegionRequest::new(new_size).usage(usage);
-        let block = self
-            .storage
-            .allocate(&request)
-            .map_err(|e| CallbackError::new(e.to_string()))?;
-        lock(&self.outstanding).push(block.clone());
-        if let Some(old) = old {
-            let bytes = prefix_words(old_used, old.size)
-                .min(block.size - block.size % wgpu::COPY_BUFFER_ALIGNMENT);
-            if bytes > 0 {
-                if let Err(e) = self.storage.copy(&old, &block, bytes) {
-                    self.give_back(block);
-                    return Err(CallbackError::new(format!(
-                        "copying {bytes} bytes into the new block: {e}"
-                    )));
-                }
-            }
+        // The one move of a realloc; the old block goes back through the pool, which
+        // counts a block it never handed out instead of passing it on.
+        let block = move_region(&self.storage, old, old_used, &request, |old| {
             self.give_back(old);
-        }
+            Ok(())
+        })
+        .map_err(|(e, _old)| CallbackError::new(e.to_string()))?;
+        lock(&self.outstanding).push(block.clone());
         Ok(block)
     }
 
@@ -292,9 +353,9 @@ impl<S: Storage<Memory = wgpu::Buffer> + 'static> BlockPool<S> {
     /// The `realloc` of the pair, for a graph context.
     ///
     /// # Errors
-    /// As [`BlockPool::realloc_region`].
+    /// As [`BlockPool::realloc_block`].
     pub fn realloc(&self, request: ReallocRequest<'_>) -> Result<Region, CallbackError> {
-        self.realloc_region(
+        self.realloc_block(
             request.old,
             request.old_used,
             request.new_size,

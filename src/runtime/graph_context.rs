@@ -104,7 +104,7 @@ impl GraphContext {
     ) -> Result<(), RuntimeError> {
         let allocation = Allocation::from_parts(MemoryRole::Workspace, realloc, free_all, user)?;
         self.release(MemoryRole::Workspace);
-        self.workspace.allocation = allocation;
+        self.workspace.set_allocation(allocation);
         Ok(())
     }
 
@@ -122,7 +122,7 @@ impl GraphContext {
     ) -> Result<(), RuntimeError> {
         let allocation = Allocation::from_parts(MemoryRole::Output, realloc, free_all, user)?;
         self.release(MemoryRole::Output);
-        self.outputs.allocation = allocation;
+        self.outputs.set_allocation(allocation);
         Ok(())
     }
 
@@ -141,14 +141,14 @@ impl GraphContext {
     fn release(&mut self, role: MemoryRole) {
         let shared = self
             .workspace
-            .allocation
-            .shares_user_with(&self.outputs.allocation);
+            .allocation()
+            .shares_user_with(self.outputs.allocation());
         let (mine, other) = match role {
             MemoryRole::Workspace => (&mut self.workspace, &mut self.outputs),
             MemoryRole::Output => (&mut self.outputs, &mut self.workspace),
         };
         mine.forget();
-        mine.allocation.free_all();
+        mine.allocation().free_all();
         if shared {
             other.forget();
         }
@@ -413,8 +413,8 @@ impl Drop for GraphContext {
     fn drop(&mut self) {
         let shared = self
             .workspace
-            .allocation
-            .shares_user_with(&self.outputs.allocation);
+            .allocation()
+            .shares_user_with(self.outputs.allocation());
         self.release(MemoryRole::Workspace);
         if !shared {
             self.release(MemoryRole::Output);

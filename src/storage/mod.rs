@@ -16,8 +16,10 @@
 //!
 //! The allocation shapes of the seeds are adapters onto this trait:
 //! [`crate::device::BufferAllocator`] (whole buffers, ggml's buffer types) through
-//! [`crate::device::BufferStorage`]; BNNS-style `realloc`/`free_all` callbacks through
-//! [`crate::runtime::BlockPool`] and [`realloc_region`]; ACL-style allocators
+//! [`crate::device::BufferStorage`]; BNNS-style `realloc`/`free_all` callbacks, whose
+//! `realloc` a graph context reaches through [`Storage::realloc`] as it reaches the
+//! default storage's ([`crate::runtime::BlockPool`] makes such a pair of any storage);
+//! ACL-style allocators
 //! registered per stream ([`crate::stream::Stream::register_storage`]); and the weight
 //! cache's allocator ([`crate::prepack::PrepackedWeightCache::new`] over a `CacheStorage`).
 
@@ -155,6 +157,23 @@ pub trait Storage: Send + Sync {
         to: &Region<Self::Memory>,
         bytes: u64,
     ) -> Result<(), StorageError>;
+
+    /// C's `realloc`: a region for `request` holding the first `keep` bytes of `old`
+    /// (`None`: a plain allocation), `old` given back unless it is the region returned.
+    /// The default is [`realloc_region`] (allocate, copy, free); an adapter of a
+    /// `realloc` callback passes `old` to the callback, which may grow it in place.
+    ///
+    /// # Errors
+    /// As [`realloc_region`]: the error, with `old` still allocated beside it.
+    #[allow(clippy::type_complexity)]
+    fn realloc(
+        &self,
+        old: Option<Region<Self::Memory>>,
+        keep: u64,
+        request: &RegionRequest,
+    ) -> Result<Region<Self::Memory>, (StorageError, Option<Region<Self::Memory>>)> {
+        realloc_region(self, old, keep, request)
+    }
 }
 
 impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
@@ -175,6 +194,15 @@ impl<S: Storage + ?Sized> Storage for std::sync::Arc<S> {
         bytes: u64,
     ) -> Result<(), StorageError> {
         (**self).copy(from, to, bytes)
+    }
+
+    fn realloc(
+        &self,
+        old: Option<Region<Self::Memory>>,
+        keep: u64,
+        request: &RegionRequest,
+    ) -> Result<Region<Self::Memory>, (StorageError, Option<Region<Self::Memory>>)> {
+        (**self).realloc(old, keep, request)
     }
 }
 
@@ -203,17 +231,15 @@ pub fn prefix_words(keep: u64, old_size: u64) -> u64 {
         .min(old_size - old_size % wgpu::COPY_BUFFER_ALIGNMENT)
 }
 
-/// C's `realloc` on any storage: a region for `request` holding the first `keep`
-/// bytes of `old` (rounded up to whole words, at most `old`'s size), then `old` freed.
-/// `old` itself comes back when it is already large enough and aligned; with no `old`
-/// it is a plain allocation.
+/// C's `realloc` on any storage: `old` itself when it is already large enough, aligned
+/// and of the usage asked for; otherwise [`move_region`] with `old` freed to `storage`.
+/// With no `old` it is a plain allocation.
 ///
 /// On error `old` is returned beside it, untouched and still allocated, and nothing
 /// new stays allocated.
 ///
 /// # Errors
-/// The storage's error from `allocate`, `copy` or `free`, with `old` (when it was
-/// not freed yet).
+/// The storage's error from `allocate`, `copy` or `free`, with `old`.
 #[allow(clippy::type_complexity)]
 pub fn realloc_region<S: Storage + ?Sized>(
     storage: &S,
@@ -229,20 +255,45 @@ pub fn realloc_region<S: Storage + ?Sized>(
             return Ok(old.clone());
         }
     }
+    move_region(storage, old, keep, request, |old| storage.free(old))
+}
+
+/// The moving half of a `realloc`, the one copy of it (the default allocation of a
+/// graph context and a [`crate::runtime::BlockPool`] both use it): a new region for
+/// `request` from `storage`, the first `keep` bytes of `old` copied into it (whole
+/// words, at most either region's whole words, at their offsets), then `old` handed
+/// to `free_old` (which frees it, or counts a block its owner never handed out).
+///
+/// On error `old` comes back beside it, still allocated, and the new region has gone
+/// back to `storage`: a failed copy or a refused free leaks nothing.
+///
+/// # Errors
+/// The storage's error from `allocate` or `copy`, or `free_old`'s.
+#[allow(clippy::type_complexity)]
+pub fn move_region<S: Storage + ?Sized>(
+    storage: &S,
+    old: Option<Region<S::Memory>>,
+    keep: u64,
+    request: &RegionRequest,
+    free_old: impl FnOnce(Region<S::Memory>) -> Result<(), StorageError>,
+) -> Result<Region<S::Memory>, (StorageError, Option<Region<S::Memory>>)> {
     let new = storage.allocate(request).map_err(|e| (e, old.clone()))?;
     let Some(old) = old else {
         return Ok(new);
     };
-    let bytes = prefix_words(keep, old.size).min(new.size);
+    // A failure to give the new region back would be a bug of the storage, reported by
+    // its own accounting; the caller's error is the first one.
+    let bytes = prefix_words(keep, old.size).min(new.size - new.size % wgpu::COPY_BUFFER_ALIGNMENT);
     if bytes > 0 {
         if let Err(e) = storage.copy(&old, &new, bytes) {
-            // The new region is ours to give back; a failure to do so would be a bug
-            // of the storage, reported by its own accounting.
             let _ = storage.free(new);
             return Err((e, Some(old)));
         }
     }
-    storage.free(old).map_err(|e| (e, None))?;
+    if let Err(e) = free_old(old.clone()) {
+        let _ = storage.free(new);
+        return Err((e, Some(old)));
+    }
     Ok(new)
 }
 
@@ -291,6 +342,28 @@ mod tests {
             realloc_region(&host, Some(old.clone()), 64, &RegionRequest::new(16)).expect("same");
         assert_eq!(same, old);
         assert_eq!(host.report().allocations, 1);
+    }
+
+    #[test]
+    fn a_refused_free_of_the_old_region_gives_the_new_one_back() {
+        let host = HostStorage::unlimited();
+        let foreign = HostStorage::unlimited()
+            .allocate(&RegionRequest::new(8))
+            .expect("a region of another storage");
+        let (error, back) =
+            realloc_region(&host, Some(foreign.clone()), 0, &RegionRequest::new(32))
+                .expect_err("the old region is not this storage's");
+        assert!(
+            matches!(error, StorageError::UnknownRegion { .. }),
+            "{error}"
+        );
+        assert_eq!(back, Some(foreign));
+        let report = host.report();
+        assert_eq!(
+            (report.allocations, report.live_regions),
+            (1, 0),
+            "{report:?}"
+        );
     }
 
     #[test]
