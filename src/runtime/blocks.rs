@@ -6,7 +6,7 @@
 //! so they are tested on host memory ([`crate::storage::HostStorage`]) as well as on a
 //! device.
 
-use super::callbacks::Allocation;
+use super::callbacks::BlockSource;
 use super::layout::Layout;
 use super::{CallbackError, MemoryRole, RuntimeError};
 use crate::device::{GpuContext, PlannedMemory, SharedStorage, STORAGE_USAGE};
@@ -16,10 +16,10 @@ use crate::storage::{Memory, Region, RegionRequest, Storage, StorageError};
 /// The blocks of one kind of memory, and where they come from.
 pub(super) struct Blocks {
     pub(super) role: MemoryRole,
-    allocation: Allocation,
+    allocation: BlockSource,
     /// One region per chunk; `None` where none is held.
     pub(super) chunks: Vec<Option<Region>>,
-    /// The storage of the current setting ([`Allocation::storage`]), made on the first
+    /// The storage of the current setting ([`BlockSource::storage`]), made on the first
     /// growth: every block comes from it and goes back to it.
     storage: Option<SharedStorage>,
 }
@@ -28,19 +28,19 @@ impl Blocks {
     pub(super) fn new(role: MemoryRole) -> Blocks {
         Blocks {
             role,
-            allocation: Allocation::Default,
+            allocation: BlockSource::Default,
             chunks: Vec::new(),
             storage: None,
         }
     }
 
     /// Where the blocks come from.
-    pub(super) fn allocation(&self) -> &Allocation {
+    pub(super) fn allocation(&self) -> &BlockSource {
         &self.allocation
     }
 
     /// A new setting (the caller has forgotten the old setting's blocks).
-    pub(super) fn set_allocation(&mut self, allocation: Allocation) {
+    pub(super) fn set_allocation(&mut self, allocation: BlockSource) {
         self.allocation = allocation;
         self.storage = None;
     }

@@ -1,5 +1,5 @@
-//! Allocation callbacks of a graph context: a `realloc` and a `free_all` with a user
-//! context, for the workspace and for the outputs ([`Allocation`]), and
+//! BlockSource callbacks of a graph context: a `realloc` and a `free_all` with a user
+//! context, for the workspace and for the outputs ([`BlockSource`]), and
 //! [`BlockPool`], which turns any [`Storage`](crate::storage::Storage) into such a pair.
 //!
 //! Ownership follows C's `realloc`: every block `realloc` returns is the callback's
@@ -70,24 +70,24 @@ pub(crate) struct UserCallbacks {
 }
 
 /// Where one kind of a context's memory comes from.
-pub(crate) enum Allocation {
+pub(crate) enum BlockSource {
     /// Plain wgpu buffers the context creates, copies and destroys itself.
     Default,
     /// The user's callbacks.
     User(Arc<UserCallbacks>),
 }
 
-impl Allocation {
+impl BlockSource {
     /// Both callbacks: user allocation; neither: the default; one: an error.
     pub(crate) fn from_parts(
         role: MemoryRole,
         realloc: Option<ReallocFn>,
         free_all: Option<FreeAllFn>,
         user: Option<UserContext>,
-    ) -> Result<Allocation, RuntimeError> {
+    ) -> Result<BlockSource, RuntimeError> {
         match (realloc, free_all) {
-            (None, None) => Ok(Allocation::Default),
-            (Some(realloc), Some(free_all)) => Ok(Allocation::User(Arc::new(UserCallbacks {
+            (None, None) => Ok(BlockSource::Default),
+            (Some(realloc), Some(free_all)) => Ok(BlockSource::User(Arc::new(UserCallbacks {
                 realloc,
                 free_all,
                 user,
@@ -103,13 +103,13 @@ impl Allocation {
     /// The user context, if user callbacks with one are set.
     pub(crate) fn user(&self) -> Option<&UserContext> {
         match self {
-            Allocation::User(callbacks) => callbacks.user.as_ref(),
-            Allocation::Default => None,
+            BlockSource::User(callbacks) => callbacks.user.as_ref(),
+            BlockSource::Default => None,
         }
     }
 
     /// Whether both are user callbacks with the same user context.
-    pub(crate) fn shares_user_with(&self, other: &Allocation) -> bool {
+    pub(crate) fn shares_user_with(&self, other: &BlockSource) -> bool {
         match (self.user(), other.user()) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,
@@ -118,7 +118,7 @@ impl Allocation {
 
     /// Calls `free_all` (user callbacks only).
     pub(crate) fn free_all(&self) {
-        if let Allocation::User(callbacks) = self {
+        if let BlockSource::User(callbacks) = self {
             (callbacks.free_all)(callbacks.user.as_ref());
         }
     }
@@ -128,8 +128,8 @@ impl Allocation {
     /// ([`CallbackStorage`]), so a context's blocks grow one way.
     pub(crate) fn storage(&self, gpu: &GpuContext, role: MemoryRole) -> SharedStorage {
         match self {
-            Allocation::Default => WgpuStorage::shared(gpu),
-            Allocation::User(callbacks) => Arc::new(CallbackStorage {
+            BlockSource::Default => WgpuStorage::shared(gpu),
+            BlockSource::User(callbacks) => Arc::new(CallbackStorage {
                 gpu: gpu.clone(),
                 role,
                 callbacks: Arc::clone(callbacks),

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::blocks::{grow, Blocks};
-use super::callbacks::{Allocation, FreeAllFn, ReallocFn, UserContext};
+use super::callbacks::{BlockSource, FreeAllFn, ReallocFn, UserContext};
 use super::empty::runnable_nodes;
 use super::execution::{output_tensors, Execution};
 use super::layout::{phase_graph, Layout};
@@ -102,7 +102,7 @@ impl GraphContext {
         free_all: Option<FreeAllFn>,
         user: Option<UserContext>,
     ) -> Result<(), RuntimeError> {
-        let allocation = Allocation::from_parts(MemoryRole::Workspace, realloc, free_all, user)?;
+        let allocation = BlockSource::from_parts(MemoryRole::Workspace, realloc, free_all, user)?;
         self.release(MemoryRole::Workspace);
         self.workspace.set_allocation(allocation);
         Ok(())
@@ -120,7 +120,7 @@ impl GraphContext {
         free_all: Option<FreeAllFn>,
         user: Option<UserContext>,
     ) -> Result<(), RuntimeError> {
-        let allocation = Allocation::from_parts(MemoryRole::Output, realloc, free_all, user)?;
+        let allocation = BlockSource::from_parts(MemoryRole::Output, realloc, free_all, user)?;
         self.release(MemoryRole::Output);
         self.outputs.set_allocation(allocation);
         Ok(())

@@ -1,5 +1,5 @@
 //! [`PagedStorage`]: regions cut from larger pages of another storage, with the
-//! planner's own best-fit free-block allocator ([`DynamicAllocator`]) keeping the
+//! planner's own best-fit free-block allocator ([`FreeBlockAllocator`]) keeping the
 //! books. On a device it hands out sub-ranges of a few large `wgpu::Buffer`s, so many
 //! small regions cost one buffer; on the host it tests the same rules.
 
@@ -10,10 +10,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 #[cfg(test)]
 use super::Memory;
 use super::{Region, RegionRequest, Storage, StorageError};
-use crate::plan::DynamicAllocator;
+use crate::plan::FreeBlockAllocator;
 
 struct PagedState<M> {
-    books: DynamicAllocator,
+    books: FreeBlockAllocator,
     /// `pages[chunk]`: the page backing the books' chunk, `None` until needed (or after
     /// an oversized chunk's one region was freed).
     pages: Vec<Option<Region<M>>>,
@@ -61,7 +61,7 @@ impl<S: Storage> PagedStorage<S> {
         if alignment < wgpu::COPY_BUFFER_ALIGNMENT {
             return Err(StorageError::BadAlignment { alignment });
         }
-        let books = DynamicAllocator::new(alignment, page_size).map_err(|_| {
+        let books = FreeBlockAllocator::new(alignment, page_size).map_err(|_| {
             if alignment.is_power_of_two() {
                 StorageError::TooLarge {
                     size: page_size,

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use wgalloc_plan::graph::synthetic::random_graph;
 use wgalloc_plan::graph::{Graph, Lifetimes, TensorId};
 use wgalloc_plan::plan::{
-    graph_leaves, lower_bounds, plan_graph, BufferTypeDesc, DynamicAllocator, GraphAllocator, Plan,
-    PlanError,
+    graph_leaves, lower_bounds, plan_graph, BufferTypeDesc, FreeBlockAllocator, GraphAllocator,
+    Plan, PlanError,
 };
 
 const MAX_NODES: usize = 24;
@@ -165,7 +165,7 @@ proptest! {
     fn dynamic_allocator_never_hands_out_overlapping_live_blocks(
         ops in prop::collection::vec((any::<bool>(), 1u64..200, any::<u16>()), 1..80),
     ) {
-        let mut a = DynamicAllocator::new(8, 256).expect("valid");
+        let mut a = FreeBlockAllocator::new(8, 256).expect("valid");
         let mut live: Vec<(usize, u64, u64)> = Vec::new();
         for (is_alloc, size, which) in ops {
             if is_alloc || live.is_empty() {

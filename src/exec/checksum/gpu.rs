@@ -133,30 +133,14 @@ impl<'a> ChecksumRun<'a> {
         plan: &Plan,
         memory: &PlannedMemory,
     ) -> Result<ChecksumRun<'a>, ExecError> {
-        let limits = &ctx.limits;
         check_limit(
             "storage buffers per shader stage",
             u64::from(FIXED_STORAGE_BUFFERS) + SLOTS as u64,
-            u64::from(limits.max_storage_buffers_per_shader_stage),
+            u64::from(ctx.limits.max_storage_buffers_per_shader_stage),
         )?;
-        let binding_limit = limits.max_storage_buffer_binding_size;
-        let windows = BufferWindows::of(memory, limits)?;
-        let unique = &windows.windows;
-        let mut chunk_buffer: Vec<Vec<usize>> = Vec::new();
-        let mut chunk_span: Vec<Vec<(u64, u64)>> = Vec::new();
-        for regions in memory.regions() {
-            let mut row = Vec::with_capacity(regions.len());
-            let mut spans = Vec::with_capacity(regions.len());
-            for region in regions {
-                let i = windows.index_of(&region.buffer);
-                row.push(i);
-                // Offsets inside the window bound for the buffer.
-                spans.push((region.offset - unique[i].offset, region.size));
-            }
-            chunk_buffer.push(row);
-            chunk_span.push(spans);
-        }
-        let buffer_sizes: Vec<u64> = unique.iter().map(|w| w.size).collect();
+        let windows = BufferWindows::of(memory, &ctx.limits)?;
+        let (chunk_buffer, chunk_span) = windows.chunks_of(memory);
+        let buffer_sizes: Vec<u64> = windows.windows.iter().map(|w| w.size).collect();
         let prediction = Prediction::of(graph)?;
         let schedule = Schedule::build(
             graph,
@@ -168,123 +152,20 @@ impl<'a> ChecksumRun<'a> {
             },
             &prediction,
         )?;
-        let table_bytes = (schedule.table.len().max(1) as u64).saturating_mul(4);
-        check_limit("checksum table", table_bytes, binding_limit)?;
-        let state_bytes = (u64::from(SUMS_BASE) + u64::from(schedule.reads)).saturating_mul(4);
-        check_limit("checksum state", state_bytes, binding_limit)?;
-        let param_stride = PARAMS_SIZE.max(u64::from(limits.min_uniform_buffer_offset_alignment));
-        let params_bytes = param_stride.saturating_mul(schedule.dispatches.len().max(1) as u64);
-        check_limit("checksum parameters", params_bytes, limits.max_buffer_size)?;
-
-        let device = &ctx.device;
-        let layout = &kernels.layout;
+        let sizes = RunSizes::of(&schedule, &ctx.limits)?;
+        let objects = scoped(&ctx.device, 0, || {
+            RunObjects::create(ctx, kernels, &schedule, &windows, &sizes)
+        })
+        .map_err(gpu_error("preparing the checksum run"))?;
+        let RunObjects {
+            state,
+            readback,
+            bind_groups,
+            dispatch_group,
+            timer,
+        } = objects;
         let (reduce, write) = (kernels.reduce.clone(), kernels.write.clone());
-        let prepared = scoped(device, 0, || {
-            let mut param_bytes = vec![0u8; params_bytes as usize];
-            for (i, d) in schedule.dispatches.iter().enumerate() {
-                let at = i * param_stride as usize;
-                param_bytes[at..at + PARAMS_SIZE as usize]
-                    .copy_from_slice(bytemuck::cast_slice(&d.params));
-            }
-            let params = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("wgalloc checksum params"),
-                contents: &param_bytes,
-                usage: wgpu::BufferUsages::UNIFORM,
-            });
-            let mut table_words = schedule.table.clone();
-            if table_words.is_empty() {
-                table_words.push(0);
-            }
-            let table = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("wgalloc checksum table"),
-                contents: bytemuck::cast_slice(&table_words),
-                usage: wgpu::BufferUsages::STORAGE,
-            });
-            let state = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgalloc checksum state"),
-                size: state_bytes,
-                usage: wgpu::BufferUsages::STORAGE
-                    | wgpu::BufferUsages::COPY_SRC
-                    | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let readback = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("wgalloc checksum readback"),
-                size: HEADER_SIZE,
-                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            let dummies: Vec<wgpu::Buffer> = (0..SLOTS)
-                .map(|_| {
-                    device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("wgalloc checksum empty slot"),
-                        size: 16,
-                        usage: wgpu::BufferUsages::STORAGE,
-                        mapped_at_creation: false,
-                    })
-                })
-                .collect();
-            let mut bind_groups = Vec::new();
-            let mut group_of: HashMap<[Option<usize>; SLOTS], usize> = HashMap::new();
-            let mut dispatch_group = Vec::with_capacity(schedule.dispatches.len());
-            for d in &schedule.dispatches {
-                let index = *group_of.entry(d.slots).or_insert_with(|| {
-                    let mut entries = vec![
-                        wgpu::BindGroupEntry {
-                            binding: 0,
-                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                buffer: &params,
-                                offset: 0,
-                                size: wgpu::BufferSize::new(PARAMS_SIZE),
-                            }),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 1,
-                            resource: table.as_entire_binding(),
-                        },
-                        wgpu::BindGroupEntry {
-                            binding: 2,
-                            resource: state.as_entire_binding(),
-                        },
-                    ];
-                    for (s, slot) in d.slots.iter().enumerate() {
-                        let resource = match slot.and_then(|u| unique.get(u)) {
-                            Some(window) => match window.binding() {
-                                Some(binding) => wgpu::BindingResource::Buffer(binding),
-                                None => dummies[s].as_entire_binding(),
-                            },
-                            None => dummies[s].as_entire_binding(),
-                        };
-                        entries.push(wgpu::BindGroupEntry {
-                            binding: 3 + s as u32,
-                            resource,
-                        });
-                    }
-                    bind_groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
-                        label: Some("wgalloc checksum"),
-                        layout,
-                        entries: &entries,
-                    }));
-                    bind_groups.len() - 1
-                });
-                dispatch_group.push(index);
-            }
-            let timer = PassTimer::new(ctx);
-            (
-                params,
-                table,
-                state,
-                readback,
-                dummies,
-                bind_groups,
-                dispatch_group,
-                timer,
-            )
-        });
-        let (params, table, state, readback, dummies, bind_groups, dispatch_group, timer) =
-            prepared.map_err(gpu_error("preparing the checksum run"))?;
-        // The bind groups hold their buffers; the layout objects are kept alive by them.
-        let _ = (params, table, dummies);
+        let param_stride = sizes.param_stride;
         Ok(ChecksumRun {
             ctx,
             graph,
@@ -414,6 +295,182 @@ fn read_words(ctx: &GpuContext, buffer: &wgpu::Buffer) -> Result<Vec<u32>, ExecE
     Ok(bytemuck::pod_collect_to_vec::<u8, u32>(&bytes))
 }
 
+/// The sizes of a run's own buffers, each checked against the device's limits.
+struct RunSizes {
+    table_bytes: u64,
+    state_bytes: u64,
+    param_stride: u64,
+    params_bytes: u64,
+}
+
+impl RunSizes {
+    fn of(schedule: &Schedule, limits: &wgpu::Limits) -> Result<RunSizes, ExecError> {
+        let binding_limit = limits.max_storage_buffer_binding_size;
+        let table_bytes = (schedule.table.len().max(1) as u64).saturating_mul(4);
+        check_limit("checksum table", table_bytes, binding_limit)?;
+        let state_bytes = (u64::from(SUMS_BASE) + u64::from(schedule.reads)).saturating_mul(4);
+        check_limit("checksum state", state_bytes, binding_limit)?;
+        let param_stride = PARAMS_SIZE.max(u64::from(limits.min_uniform_buffer_offset_alignment));
+        let params_bytes = param_stride.saturating_mul(schedule.dispatches.len().max(1) as u64);
+        check_limit("checksum parameters", params_bytes, limits.max_buffer_size)?;
+        Ok(RunSizes {
+            table_bytes,
+            state_bytes,
+            param_stride,
+            params_bytes,
+        })
+    }
+}
+
+/// What a run keeps on the device: its state and readback buffers, one bind group per
+/// distinct set of bound windows (each holds the parameter, table and empty-slot
+/// buffers it binds), and which group each dispatch uses.
+struct RunObjects {
+    state: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    bind_groups: Vec<wgpu::BindGroup>,
+    dispatch_group: Vec<usize>,
+    timer: Option<PassTimer>,
+}
+
+impl RunObjects {
+    /// Creates them (call inside error scopes: wgpu reports failures there).
+    fn create(
+        ctx: &GpuContext,
+        kernels: &ChecksumKernels,
+        schedule: &Schedule,
+        windows: &BufferWindows,
+        sizes: &RunSizes,
+    ) -> RunObjects {
+        let device = &ctx.device;
+        let params = params_buffer(device, schedule, sizes);
+        let mut table_words = schedule.table.clone();
+        if table_words.is_empty() {
+            table_words.push(0);
+        }
+        debug_assert_eq!(table_words.len() as u64 * 4, sizes.table_bytes);
+        let table = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("wgalloc checksum table"),
+            contents: bytemuck::cast_slice(&table_words),
+            usage: wgpu::BufferUsages::STORAGE,
+        });
+        let state = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgalloc checksum state"),
+            size: sizes.state_bytes,
+            usage: wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let readback = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgalloc checksum readback"),
+            size: HEADER_SIZE,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let fixed = FixedBindings {
+            params: &params,
+            table: &table,
+            state: &state,
+        };
+        let (bind_groups, dispatch_group) =
+            bind_groups(device, &kernels.layout, schedule, windows, &fixed);
+        RunObjects {
+            state,
+            readback,
+            bind_groups,
+            dispatch_group,
+            timer: PassTimer::new(ctx),
+        }
+    }
+}
+
+/// Every dispatch's parameters in one uniform buffer, one per `param_stride` bytes.
+fn params_buffer(device: &wgpu::Device, schedule: &Schedule, sizes: &RunSizes) -> wgpu::Buffer {
+    let mut param_bytes = vec![0u8; sizes.params_bytes as usize];
+    for (i, d) in schedule.dispatches.iter().enumerate() {
+        let at = i * sizes.param_stride as usize;
+        param_bytes[at..at + PARAMS_SIZE as usize].copy_from_slice(bytemuck::cast_slice(&d.params));
+    }
+    device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some("wgalloc checksum params"),
+        contents: &param_bytes,
+        usage: wgpu::BufferUsages::UNIFORM,
+    })
+}
+
+/// The buffers every bind group of a run binds at 0, 1 and 2.
+struct FixedBindings<'b> {
+    params: &'b wgpu::Buffer,
+    table: &'b wgpu::Buffer,
+    state: &'b wgpu::Buffer,
+}
+
+/// One bind group per distinct set of windows the dispatches bind (a slot no window
+/// fills binds a small empty buffer), and the group of each dispatch.
+fn bind_groups(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+    schedule: &Schedule,
+    windows: &BufferWindows,
+    fixed: &FixedBindings<'_>,
+) -> (Vec<wgpu::BindGroup>, Vec<usize>) {
+    let empty: Vec<wgpu::Buffer> = (0..SLOTS)
+        .map(|_| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("wgalloc checksum empty slot"),
+                size: 16,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        })
+        .collect();
+    let mut groups = Vec::new();
+    let mut group_of: HashMap<[Option<usize>; SLOTS], usize> = HashMap::new();
+    let mut dispatch_group = Vec::with_capacity(schedule.dispatches.len());
+    for d in &schedule.dispatches {
+        let index = *group_of.entry(d.slots).or_insert_with(|| {
+            let mut entries = vec![
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: fixed.params,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(PARAMS_SIZE),
+                    }),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: fixed.table.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: fixed.state.as_entire_binding(),
+                },
+            ];
+            for (s, slot) in d.slots.iter().enumerate() {
+                let window = slot.and_then(|u| windows.windows.get(u));
+                let resource = match window.and_then(Region::binding) {
+                    Some(binding) => wgpu::BindingResource::Buffer(binding),
+                    None => empty[s].as_entire_binding(),
+                };
+                entries.push(wgpu::BindGroupEntry {
+                    binding: 3 + s as u32,
+                    resource,
+                });
+            }
+            groups.push(device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("wgalloc checksum"),
+                layout,
+                entries: &entries,
+            }));
+            groups.len() - 1
+        });
+        dispatch_group.push(index);
+    }
+    (groups, dispatch_group)
+}
+
 /// The part of each buffer a checksum run binds: per distinct buffer of the memory, one
 /// window from the first chunk's start (rounded down to the storage offset alignment)
 /// to the last chunk's end (rounded up to whole words), so a chunk that is a sub-range
@@ -460,6 +517,25 @@ impl BufferWindows {
             })
             .collect::<Result<Vec<Region>, ExecError>>()?;
         Ok(BufferWindows { windows })
+    }
+
+    /// For each chunk of `memory` (`[buffer][chunk]`), the window it lies in and its
+    /// span (offset inside that window, size).
+    #[allow(clippy::type_complexity)]
+    fn chunks_of(&self, memory: &PlannedMemory) -> (Vec<Vec<usize>>, Vec<Vec<(u64, u64)>>) {
+        memory
+            .regions()
+            .iter()
+            .map(|regions| {
+                regions
+                    .iter()
+                    .map(|region| {
+                        let i = self.index_of(&region.buffer);
+                        (i, (region.offset - self.windows[i].offset, region.size))
+                    })
+                    .unzip()
+            })
+            .unzip()
     }
 
     /// The window of `buffer` (every buffer of the memory has one).

@@ -3,7 +3,7 @@
 //! models.
 
 mod builder;
-mod dynamic;
+mod dynamic_len;
 mod error;
 pub mod extent;
 mod facts;

@@ -146,7 +146,7 @@ pub enum PlanError {
         /// The alignment.
         alignment: u64,
     },
-    /// A `free` that does not match a live allocation of the dynamic allocator.
+    /// A `free` that does not match a live allocation of the free-block allocator.
     #[error("bad free of {size} bytes at offset {offset} of chunk {chunk}: {problem}")]
     BadFree {
         /// The chunk named.

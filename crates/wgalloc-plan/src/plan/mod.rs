@@ -4,7 +4,7 @@
 //! * [`BufferTypeDesc`]: alignment and max size of a kind of memory.
 //! * [`TensorAllocator`]: a linear (bump) allocator inside one buffer of fixed
 //!   capacity (ggml's `tallocr`); running out is [`PlanError::OutOfSpace`].
-//! * [`DynamicAllocator`]: the best-fit free-block allocator over chunks of at most
+//! * [`FreeBlockAllocator`]: the best-fit free-block allocator over chunks of at most
 //!   the max size, with per-chunk high-water marks (ggml's dynamic allocator without
 //!   its caps). Reusable for any interval problem.
 //! * [`GraphAllocator`] and [`plan_graph`]: the graph planner with ggml-alloc's
@@ -41,9 +41,9 @@
 mod bounds;
 mod buffer_type;
 mod context;
-mod dynamic;
 mod error;
 mod fault;
+mod free_blocks;
 mod graph_alloc;
 mod intervals;
 mod naive;
@@ -59,8 +59,8 @@ pub mod offline;
 pub use bounds::{lower_bounds, naive_size, LowerBounds};
 pub use buffer_type::{align_up, BufferTypeDesc};
 pub use context::{alloc_ctx_tensors, plan_weights, CONTEXT_PLANNER};
-pub use dynamic::{Allocation, DynamicAllocator};
 pub use error::PlanError;
+pub use free_blocks::{ChunkRange, FreeBlockAllocator};
 // Fault injection: the CLI's --inject-clobber and the tests that show the proofs
 // catch a clobber.
 pub use fault::{inject_clobber, plant_clobber, Clobber, NO_PAIR as NO_CLOBBER_PAIR};

@@ -5,8 +5,8 @@ use std::fmt;
 
 use super::offline::{interval_ranges, plan_graph_offline_with, plan_ranges_to, Budget, Strategy};
 use super::{
-    naive_plan, plan_graph, BufferTypeDesc, DynamicAllocator, IntervalPlan, IntervalProblem, Plan,
-    PlanError,
+    naive_plan, plan_graph, BufferTypeDesc, FreeBlockAllocator, IntervalPlan, IntervalProblem,
+    Plan, PlanError,
 };
 use crate::graph::{Graph, TensorId};
 
@@ -162,9 +162,9 @@ impl Planner {
 
 /// ggml's walk over an interval problem: in time order, buffers ending at a time are
 /// freed before those starting then are placed (file order among equals), each by the
-/// dynamic allocator's best fit.
+/// free-block allocator's best fit.
 fn online_walk(problem: &IntervalProblem, alignment: u64) -> Result<(Vec<u64>, u64), PlanError> {
-    let mut allocator = DynamicAllocator::new(alignment, u64::MAX)?;
+    let mut allocator = FreeBlockAllocator::new(alignment, u64::MAX)?;
     let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(problem.intervals.len() * 2);
     for (i, iv) in problem.intervals.iter().enumerate() {
         events.push((iv.lower, true, i));

@@ -1,5 +1,5 @@
 //! The ggml-alloc walk: one pass over the nodes in execution order that places every
-//! planned tensor with a [`DynamicAllocator`] per buffer, frees each tensor after its
+//! planned tensor with a [`FreeBlockAllocator`] per buffer, frees each tensor after its
 //! last reader and lets in-place nodes take over their dying first input.
 //!
 //! Rules (ggml's `gallocr` semantics, with the differences noted):
@@ -17,7 +17,7 @@
 //!   "no views left" in a form that also catches a transposed view read alongside).
 //! * Views share their root's placement; weights are not placed.
 
-use super::{BufferId, BufferTypeDesc, ChunkPlan, DynamicAllocator, Placement, PlanError};
+use super::{BufferId, BufferTypeDesc, ChunkPlan, FreeBlockAllocator, Placement, PlanError};
 use crate::graph::{
     Graph, GraphFacts, Role, TensorId, K_HAS_PRODUCER, K_VIEW, ROLE_MASK, ROLE_OUTPUT, ROLE_WEIGHT,
 };
@@ -201,7 +201,7 @@ struct Walk<'a> {
     facts: GraphFacts,
     prep: Prep,
     canonical: &'a [usize],
-    allocators: Vec<DynamicAllocator>,
+    allocators: Vec<FreeBlockAllocator>,
     placements: Vec<Option<Placement>>,
     inplace: Vec<(TensorId, TensorId)>,
 }
@@ -226,7 +226,7 @@ pub(crate) fn walk(
         canonical,
         allocators: buffer_types
             .iter()
-            .map(DynamicAllocator::for_buffer_type)
+            .map(FreeBlockAllocator::for_buffer_type)
             .collect(),
         placements: vec![None; n],
         inplace: Vec::new(),

@@ -1,4 +1,4 @@
-//! [`DynamicAllocator`]: the free-block allocator used while planning (ggml's dynamic
+//! [`FreeBlockAllocator`]: the free-block allocator used while planning (ggml's dynamic
 //! tensor allocator, without its fixed caps).
 //!
 //! Memory is a list of chunks, each at most `max_size` bytes. Inside a chunk, the
@@ -50,7 +50,7 @@ struct Chunk {
 /// Where an allocation landed: `[offset, offset + size)` of chunk `chunk`; `size` is
 /// the requested size rounded up to the alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Allocation {
+pub struct ChunkRange {
     /// The chunk.
     pub chunk: usize,
     /// Byte offset inside the chunk (a multiple of the alignment).
@@ -63,8 +63,8 @@ pub struct Allocation {
 /// each chunk's high-water mark. Pure bookkeeping: it hands out offsets, no memory.
 ///
 /// ```
-/// use wgalloc_plan::plan::DynamicAllocator;
-/// let mut a = DynamicAllocator::new(16, 1024).unwrap();
+/// use wgalloc_plan::plan::FreeBlockAllocator;
+/// let mut a = FreeBlockAllocator::new(16, 1024).unwrap();
 /// let x = a.alloc(100).unwrap();
 /// let y = a.alloc(50).unwrap();
 /// assert_eq!((x.offset, x.size, y.offset), (0, 112, 112));
@@ -74,7 +74,7 @@ pub struct Allocation {
 /// assert_eq!(a.high_water(0), Some(176));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DynamicAllocator {
+pub struct FreeBlockAllocator {
     alignment: u64,
     max_size: u64,
     chunks: Vec<Chunk>,
@@ -82,7 +82,7 @@ pub struct DynamicAllocator {
     holes: usize,
 }
 
-impl DynamicAllocator {
+impl FreeBlockAllocator {
     /// An empty allocator.
     ///
     /// # Errors
@@ -95,7 +95,7 @@ impl DynamicAllocator {
         if max_size == 0 {
             return Err(PlanError::BadMaxSize { max_size });
         }
-        Ok(DynamicAllocator {
+        Ok(FreeBlockAllocator {
             alignment,
             max_size,
             chunks: Vec::new(),
@@ -105,7 +105,7 @@ impl DynamicAllocator {
 
     /// An empty allocator with a buffer type's alignment and max size.
     pub fn for_buffer_type(buffer_type: &BufferTypeDesc) -> Self {
-        DynamicAllocator {
+        FreeBlockAllocator {
             alignment: buffer_type.alignment(),
             max_size: buffer_type.max_size,
             chunks: Vec::new(),
@@ -128,7 +128,7 @@ impl DynamicAllocator {
     ///
     /// # Errors
     /// [`PlanError::AlignOverflow`] if rounding `size` up overflows 64 bits.
-    pub fn alloc(&mut self, size: u64) -> Result<Allocation, PlanError> {
+    pub fn alloc(&mut self, size: u64) -> Result<ChunkRange, PlanError> {
         let Some(size) = align_up(size.max(1), self.alignment) else {
             return Err(PlanError::AlignOverflow {
                 size,
@@ -150,7 +150,7 @@ impl DynamicAllocator {
     }
 
     /// The smallest hole that holds `size` bytes, cut from its start.
-    fn take_best_hole(&mut self, size: u64) -> Option<Allocation> {
+    fn take_best_hole(&mut self, size: u64) -> Option<ChunkRange> {
         let mut best: Option<(u64, usize, usize)> = None;
         for (c, chunk) in self.chunks.iter().enumerate() {
             for (h, hole) in chunk.holes.iter().enumerate() {
@@ -177,7 +177,7 @@ impl DynamicAllocator {
             hole.offset += size;
             hole.size -= size;
         }
-        Some(Allocation {
+        Some(ChunkRange {
             chunk: c,
             offset,
             size,
@@ -185,7 +185,7 @@ impl DynamicAllocator {
     }
 
     /// The tail of the chunk whose high-water mark rises least.
-    fn take_best_tail(&mut self, size: u64) -> Option<Allocation> {
+    fn take_best_tail(&mut self, size: u64) -> Option<ChunkRange> {
         let mut best: Option<(u64, u64, usize)> = None;
         for (c, chunk) in self.chunks.iter().enumerate() {
             if chunk.oversized || self.max_size - chunk.top < size {
@@ -204,14 +204,14 @@ impl DynamicAllocator {
         chunk.live.insert(offset, size);
         chunk.top += size;
         chunk.high_water = chunk.high_water.max(chunk.top);
-        Some(Allocation {
+        Some(ChunkRange {
             chunk: c,
             offset,
             size,
         })
     }
 
-    fn new_chunk(&mut self, size: u64, oversized: bool) -> Allocation {
+    fn new_chunk(&mut self, size: u64, oversized: bool) -> ChunkRange {
         self.chunks.push(Chunk {
             holes: Vec::new(),
             top: size,
@@ -219,7 +219,7 @@ impl DynamicAllocator {
             oversized,
             live: BTreeMap::from([(0, size)]),
         });
-        Allocation {
+        ChunkRange {
             chunk: self.chunks.len() - 1,
             offset: 0,
             size,
@@ -227,7 +227,7 @@ impl DynamicAllocator {
     }
 
     /// Gives back `[offset, offset + size)` of `chunk` (size as passed to or returned
-    /// by [`DynamicAllocator::alloc`]; it is rounded up the same way). The block merges
+    /// by [`FreeBlockAllocator::alloc`]; it is rounded up the same way). The block merges
     /// with free neighbours. Freeing an oversized chunk's allocation keeps the chunk
     /// reserved for it.
     ///
@@ -390,14 +390,14 @@ impl DynamicAllocator {
 mod tests {
     use super::*;
 
-    fn alloc(a: &mut DynamicAllocator, size: u64) -> (usize, u64) {
+    fn alloc(a: &mut FreeBlockAllocator, size: u64) -> (usize, u64) {
         let x = a.alloc(size).expect("alloc");
         (x.chunk, x.offset)
     }
 
     #[test]
     fn sizes_are_rounded_up_to_the_alignment() {
-        let mut a = DynamicAllocator::new(32, 1 << 20).expect("valid");
+        let mut a = FreeBlockAllocator::new(32, 1 << 20).expect("valid");
         assert_eq!(a.alloc(1).expect("a").size, 32);
         assert_eq!(a.alloc(0).expect("a").size, 32);
         assert_eq!(a.alloc(64).expect("a").size, 64);
@@ -406,7 +406,7 @@ mod tests {
 
     #[test]
     fn freed_hole_is_preferred_to_exact_fit_tail() {
-        let mut a = DynamicAllocator::new(1, 1000).expect("valid");
+        let mut a = FreeBlockAllocator::new(1, 1000).expect("valid");
         let x = a.alloc(64).expect("x");
         let _y = a.alloc(32).expect("y");
         let z = a.alloc(32).expect("z");
@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn smallest_fitting_hole_wins_over_earlier_larger_one() {
-        let mut a = DynamicAllocator::new(1, 1000).expect("valid");
+        let mut a = FreeBlockAllocator::new(1, 1000).expect("valid");
         let blocks: Vec<_> = [100, 10, 50, 10, 30, 10]
             .iter()
             .map(|&s| a.alloc(s).expect("alloc"))
@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn neighbouring_free_blocks_merge_and_are_reused() {
-        let mut a = DynamicAllocator::new(1, 1000).expect("valid");
+        let mut a = FreeBlockAllocator::new(1, 1000).expect("valid");
         let p: Vec<_> = (0..4).map(|_| a.alloc(10).expect("alloc")).collect();
         a.free(0, p[0].offset, 10).expect("free");
         a.free(0, p[2].offset, 10).expect("free");
@@ -452,7 +452,7 @@ mod tests {
 
     #[test]
     fn freeing_the_top_block_returns_it_to_the_tail() {
-        let mut a = DynamicAllocator::new(1, 1000).expect("valid");
+        let mut a = FreeBlockAllocator::new(1, 1000).expect("valid");
         let x = a.alloc(10).expect("x");
         let y = a.alloc(10).expect("y");
         let z = a.alloc(10).expect("z");
@@ -468,7 +468,7 @@ mod tests {
 
     #[test]
     fn more_than_one_chunk_of_tensors_opens_a_second_chunk() {
-        let mut a = DynamicAllocator::new(1, 100).expect("valid");
+        let mut a = FreeBlockAllocator::new(1, 100).expect("valid");
         assert_eq!(alloc(&mut a, 60), (0, 0));
         assert_eq!(alloc(&mut a, 60), (1, 0));
         assert_eq!(alloc(&mut a, 40), (0, 60));
@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn tail_goes_to_the_chunk_whose_high_water_rises_least() {
-        let mut a = DynamicAllocator::new(1, 100).expect("valid");
+        let mut a = FreeBlockAllocator::new(1, 100).expect("valid");
         let x = a.alloc(90).expect("x"); // chunk 0
         let _y = a.alloc(50).expect("y"); // chunk 1
         a.free(0, x.offset, x.size).expect("free"); // chunk 0 empty, high water 90
@@ -489,7 +489,7 @@ mod tests {
 
     #[test]
     fn tensor_larger_than_max_size_gets_an_oversized_chunk() {
-        let mut a = DynamicAllocator::new(4, 100).expect("valid");
+        let mut a = FreeBlockAllocator::new(4, 100).expect("valid");
         assert_eq!(alloc(&mut a, 10), (0, 0));
         let big = a.alloc(250).expect("big");
         assert_eq!((big.chunk, big.offset, big.size), (1, 0, 252));
@@ -508,7 +508,7 @@ mod tests {
 
     #[test]
     fn a_free_that_overlaps_live_blocks_without_matching_one_is_refused() {
-        let mut a = DynamicAllocator::new(8, 100).expect("valid");
+        let mut a = FreeBlockAllocator::new(8, 100).expect("valid");
         let x = a.alloc(16).expect("x");
         let y = a.alloc(16).expect("y");
         let _z = a.alloc(16).expect("z");
@@ -530,7 +530,7 @@ mod tests {
 
     #[test]
     fn a_bad_free_is_an_error_not_a_panic() {
-        let mut a = DynamicAllocator::new(8, 100).expect("valid");
+        let mut a = FreeBlockAllocator::new(8, 100).expect("valid");
         let x = a.alloc(16).expect("x");
         let _y = a.alloc(16).expect("y");
         assert!(matches!(
@@ -552,7 +552,7 @@ mod tests {
 
     #[test]
     fn no_fixed_cap_on_chunks_or_free_blocks() {
-        let mut a = DynamicAllocator::new(1, 64).expect("valid");
+        let mut a = FreeBlockAllocator::new(1, 64).expect("valid");
         let blocks: Vec<_> = (0..2000).map(|_| a.alloc(16).expect("alloc")).collect();
         assert_eq!(a.chunk_count(), 500);
         for b in blocks.iter().step_by(2) {
