@@ -45,8 +45,7 @@
 pub mod graph;
 mod kind;
 pub mod plan;
-#[cfg(any(test, feature = "testing"))]
-mod seeded;
+pub mod seeded;
 
 pub use graph::{
     parse_onnx, parse_trace, read_onnx, read_trace, DType, Graph, GraphBuilder, GraphError, NodeId,

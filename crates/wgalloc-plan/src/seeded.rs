@@ -1,12 +1,29 @@
-//! SplitMix64: the one small deterministic generator the crate's seeded generators
-//! (synthetic graphs, generated interval instances, training-step workloads) draw from,
-//! so that a seed gives the same instance on every machine, with no dependency.
+//! [`SeededRng`], SplitMix64: the one small deterministic generator of wgalloc. The
+//! planner's seeded generators (synthetic graphs, generated interval instances,
+//! training-step workloads) and the runtime's seeded models and test data draw from
+//! it, so that a seed gives the same instance and the same weights on every machine
+//! and release, with no dependency.
 
-/// SplitMix64 over a 64-bit state (the seed).
+/// SplitMix64 over a 64-bit state (the seed). Also known inside the crate as `Rng`.
 #[derive(Debug, Clone)]
-pub(crate) struct Rng(pub(crate) u64);
+pub struct Rng(pub(crate) u64);
 
 impl Rng {
+    /// A generator for this seed (any seed, zero included).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.next()
+    }
+
+    /// Uniform in `[-1, 1)` (24 random bits).
+    pub fn next_signed(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
     /// The next 64 random bits.
     pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -17,7 +34,7 @@ impl Rng {
     }
 
     /// A number in `0..n` (`0` when `n` is 0).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 
@@ -51,5 +68,11 @@ mod tests {
         assert!((0..1000).all(|_| r.below(10) < 10));
         assert_eq!(r.below(0), 0);
         assert_eq!(r.pick::<u8>(&[]), None);
+        let mut s = Rng::new(9);
+        assert!((0..1000).all(|_| (-1.0..1.0).contains(&s.next_signed())));
+        assert_eq!(Rng::new(5).next_u64(), Rng(5).next());
     }
 }
+
+/// The name the runtime and users know the generator by.
+pub use Rng as SeededRng;
