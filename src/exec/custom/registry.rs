@@ -1,16 +1,18 @@
 //! [`UserOps`]: a set of checked user ops (no GPU needed), and the per-device set that
 //! [`register_op`] fills: every executor on the device runs its ops, with pipelines
-//! compiled once at registration.
+//! compiled once at registration. The set belongs to the `wgpu::Device`: every
+//! [`GpuContext`] over the same device (clones, and each [`GpuContext::adopt`] of it)
+//! sees the same ops.
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use super::error::RegisterError;
 use super::op::{Bind, UserOp};
 use super::validate::{self, Checked, CheckedEntry};
 use crate::device::{scoped, GpuContext};
-use crate::exec::kernels::SharedRegistry;
 use crate::exec::ops::Op;
 use crate::exec::pipeline::compute_pipeline;
 
@@ -118,21 +120,83 @@ impl UserOps {
     }
 }
 
+/// One entry point's pipeline and the bind-group layout naga's reflection gave it.
+#[derive(Debug, Clone)]
+pub(crate) struct UserPipeline {
+    /// The pipeline.
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    /// Its layout: the parameter block (dynamic offset) and storage buffers at their
+    /// reflected bindings and access.
+    pub(crate) layout: wgpu::BindGroupLayout,
+}
+
 /// The compiled pipelines of one registered op.
 #[derive(Debug, Clone)]
 pub(crate) struct UserPipelines {
     /// Out of place.
-    pub(crate) out_of_place: wgpu::ComputePipeline,
+    pub(crate) out_of_place: UserPipeline,
     /// In place, when the op has an in-place entry point.
-    pub(crate) inplace: Option<wgpu::ComputePipeline>,
+    pub(crate) inplace: Option<UserPipeline>,
 }
 
-/// A device's user ops and their pipelines ([`crate::device::DeviceShared`]).
+/// A device's user ops and their pipelines.
 #[derive(Debug, Default)]
 struct DeviceOps(Mutex<(UserOps, HashMap<u64, UserPipelines>)>);
 
+/// The slot of a context's [`crate::device::DeviceShared`] that points at its device's
+/// ops.
+struct DeviceOpsSlot(Arc<DeviceOps>);
+
+/// Every device with user ops, to give each new context over one of them the same
+/// set. Entries whose ops no context holds any more are dropped at the next lookup.
+static DEVICES: Mutex<Vec<(wgpu::Device, Weak<DeviceOps>)>> = Mutex::new(Vec::new());
+
 fn device_ops(ctx: &GpuContext) -> Arc<DeviceOps> {
-    ctx.shared.get_or_init(DeviceOps::default)
+    let slot = ctx.shared.get_or_init(|| {
+        let mut devices = DEVICES.lock().unwrap_or_else(PoisonError::into_inner);
+        devices.retain(|(_, ops)| ops.strong_count() > 0);
+        let known = devices
+            .iter()
+            .find(|(device, _)| *device == ctx.device)
+            .and_then(|(_, ops)| ops.upgrade());
+        DeviceOpsSlot(known.unwrap_or_else(|| {
+            let ops = Arc::new(DeviceOps::default());
+            devices.push((ctx.device.clone(), Arc::downgrade(&ops)));
+            ops
+        }))
+    });
+    slot.0.clone()
+}
+
+/// The bind-group layout of a reflected entry point.
+fn entry_layout(device: &wgpu::Device, entry: &CheckedEntry) -> wgpu::BindGroupLayout {
+    let params = entry.params.map(|p| wgpu::BindGroupLayoutEntry {
+        binding: p.binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: true,
+            min_binding_size: NonZeroU64::new(p.size),
+        },
+        count: None,
+    });
+    let storage = entry.storage.iter().map(|s| wgpu::BindGroupLayoutEntry {
+        binding: s.binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage {
+                read_only: s.read_only,
+            },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    });
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = params.into_iter().chain(storage).collect();
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("wgalloc user op"),
+        entries: &entries,
+    })
 }
 
 /// Refuses an entry point whose `@workgroup_size` exceeds the device's limits.
@@ -167,13 +231,15 @@ fn check_workgroup_size(
 }
 
 /// Registers `op` on `ctx`'s device: checks it with naga and against the device's
-/// limits, then compiles its pipelines (inside error scopes). From then on every
-/// executor on the device (model sessions, graph contexts, streams included) runs
+/// limits and features, then compiles its pipelines (inside error scopes). From then
+/// on every executor on the device (sessions, model sessions, graph contexts, streams
+/// included, and those of any other [`GpuContext`] over the same `wgpu::Device`) runs
 /// nodes whose op has this name, beside the built-in ops and in the same pass.
 ///
 /// # Errors
 /// Every error of [`UserOps::register`] (a name taken on this device included),
-/// [`RegisterError::WorkgroupSizeTooLarge`], and [`RegisterError::Device`] when wgpu
+/// [`RegisterError::WorkgroupSizeTooLarge`], [`RegisterError::MissingFeature`] (an
+/// `f16` kernel on a device without `SHADER_F16`), and [`RegisterError::Device`] when wgpu
 /// refuses the module or a pipeline. On any error nothing is registered and no
 /// pipeline is kept.
 pub fn register_op(ctx: &GpuContext, op: UserOp) -> Result<(), RegisterError> {
@@ -185,32 +251,29 @@ pub fn register_op(ctx: &GpuContext, op: UserOp) -> Result<(), RegisterError> {
     if let Some(entry) = &checked.inplace {
         check_workgroup_size(&op, entry, &ctx.limits)?;
     }
+    if checked.f16 && !ctx.device.features().contains(wgpu::Features::SHADER_F16) {
+        return Err(RegisterError::MissingFeature {
+            op: op.name.clone(),
+            what: "f16",
+            feature: "wgpu::Features::SHADER_F16",
+        });
+    }
     let device = &ctx.device;
-    let registry = SharedRegistry::of(ctx);
-    let layouts = registry.with(|r| {
-        let out = r.layout(device, op.bindings.len());
-        let inplace = op
-            .inplace
-            .as_ref()
-            .map(|(_, map)| r.layout(device, map.len()));
-        (out, inplace)
-    });
     let built = scoped(device, 0, || {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(&op.name),
             source: wgpu::ShaderSource::Wgsl(checked.source.as_str().into()),
         });
-        let pipeline = |entry: &str, layout: &wgpu::BindGroupLayout| {
-            compute_pipeline(device, &module, entry, layout, &[])
-        };
-        let out_of_place = pipeline(&checked.entry.name, &layouts.0);
-        let inplace = match (&checked.inplace, &layouts.1) {
-            (Some(entry), Some(layout)) => Some(pipeline(&entry.name, layout)),
-            _ => None,
+        let pipeline = |entry: &CheckedEntry| {
+            let layout = entry_layout(device, entry);
+            UserPipeline {
+                pipeline: compute_pipeline(device, &module, &entry.name, &layout, &[]),
+                layout,
+            }
         };
         UserPipelines {
-            out_of_place,
-            inplace,
+            out_of_place: pipeline(&checked.entry),
+            inplace: checked.inplace.as_ref().map(pipeline),
         }
     });
     let built = built.map_err(|source| RegisterError::Device {
