@@ -166,7 +166,7 @@ pub enum ExecError {
     },
     /// The output was placed over the first input but the op has no in-place kernel.
     #[error(
-        "node {node}: op {op:?} has no in-place kernel but its output shares its input's memory"
+        "node {node}: op {op:?} has no in-place kernel, but the node is marked in place (its output may share input 0's memory): clear the node's in-place flag or give the op an in-place entry point"
     )]
     NoInPlaceKernel {
         /// The node's step.

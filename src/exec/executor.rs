@@ -248,6 +248,49 @@ impl Executor {
         ops::supports(op) || custom::device_op(&self.ctx, op).is_some()
     }
 
+    /// Checks every node of `graph` against the kernels this executor runs, before
+    /// anything is planned or allocated: each op is built in or registered on the
+    /// device, takes the node's inputs and shapes (the op's own shape check, parameter
+    /// block and grid included), and has an in-place kernel when the node is marked
+    /// in place (the planner may put such a node's output over its input 0).
+    /// [`crate::session::Session::new`] runs it first; [`Executor::run`] finds the
+    /// same problems only after planning and allocation.
+    ///
+    /// # Errors
+    /// [`ExecError::NoKernel`], [`ExecError::WrongArity`], [`ExecError::BadShape`],
+    /// [`ExecError::NoInPlaceKernel`], [`ExecError::TooManyWorkgroups`] and the other
+    /// per-node errors of [`crate::exec::resolve`].
+    pub fn check_graph(&self, graph: &Graph) -> Result<(), ExecError> {
+        let max_groups = self.ctx.limits.max_compute_workgroups_per_dimension;
+        for (step, node) in graph.nodes.iter().enumerate() {
+            let node_id = u32::try_from(step).unwrap_or(u32::MAX);
+            let has_inplace = if Op::parse(&node.op).is_some() {
+                let call = ops::resolve(graph, step)?;
+                kernels::select(&call, true).is_some()
+            } else {
+                let (op, _) = custom::device_op(&self.ctx, &node.op).ok_or_else(|| {
+                    ExecError::NoKernel {
+                        node: NodeId(node_id),
+                        op: node.op.clone(),
+                    }
+                })?;
+                let call = custom::resolve_user(graph, step, &op)?;
+                custom::grid(&op, &call, node_id, max_groups, false)?;
+                if node.inplace && op.op.has_inplace() {
+                    custom::grid(&op, &call, node_id, max_groups, true)?;
+                }
+                op.op.has_inplace()
+            };
+            if node.inplace && !has_inplace {
+                return Err(ExecError::NoInPlaceKernel {
+                    node: NodeId(node_id),
+                    op: node.op.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The device context.
     pub fn context(&self) -> &GpuContext {
         &self.ctx
