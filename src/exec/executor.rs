@@ -268,12 +268,11 @@ impl Executor {
                 let call = ops::resolve(graph, step)?;
                 kernels::select(&call, true).is_some()
             } else {
-                let (op, _) = custom::device_op(&self.ctx, &node.op).ok_or_else(|| {
-                    ExecError::NoKernel {
+                let (op, _) =
+                    custom::device_op(&self.ctx, &node.op).ok_or_else(|| ExecError::NoKernel {
                         node: NodeId(node_id),
                         op: node.op.clone(),
-                    }
-                })?;
+                    })?;
                 let call = custom::resolve_user(graph, step, &op)?;
                 custom::grid(&op, &call, node_id, max_groups, false)?;
                 if node.inplace && op.op.has_inplace() {
@@ -460,7 +459,13 @@ impl Executor {
             ),
             Target::User(op, _, call) => {
                 let grid = custom::grid(op, call, node_id, max_groups, inplace)?;
-                let uses_params = matches!(&kernel, Pipe::User { params: Some(_), .. });
+                let uses_params = matches!(
+                    &kernel,
+                    Pipe::User {
+                        params: Some(_),
+                        ..
+                    }
+                );
                 let offset = match (&call.params, uses_params) {
                     (Some(block), true) => Some(packer.push_bytes(block)?),
                     _ => None,
@@ -497,7 +502,10 @@ impl Executor {
         })?;
         // The parameter block's binding and size, then each storage binding's number.
         let (params, numbers): (Option<(u32, u64)>, Vec<u32>) = match &p.kernel {
-            Pipe::Builtin(_) => (Some((0, PARAMS_SIZE)), (1..=p.bindings.len() as u32).collect()),
+            Pipe::Builtin(_) => (
+                Some((0, PARAMS_SIZE)),
+                (1..=p.bindings.len() as u32).collect(),
+            ),
             Pipe::User {
                 params, storage, ..
             } => (*params, storage.clone()),
@@ -515,10 +523,14 @@ impl Executor {
         };
         let group = self.bind_groups.get_or_create(key, || {
             let uniform = params.map(|(binding, size)| (binding, uniform, 0, size));
-            let storage = p.bindings.iter().zip(&numbers).filter_map(|(b, &n)| match b {
-                Bound::Planned(r) => Some((n, r.buffer, r.key.offset, r.key.size)),
-                Bound::Workspace(slot) => workspace.map(|w| (n, w, slot.offset, slot.size)),
-            });
+            let storage = p
+                .bindings
+                .iter()
+                .zip(&numbers)
+                .filter_map(|(b, &n)| match b {
+                    Bound::Planned(r) => Some((n, r.buffer, r.key.offset, r.key.size)),
+                    Bound::Workspace(slot) => workspace.map(|w| (n, w, slot.offset, slot.size)),
+                });
             let entries: Vec<wgpu::BindGroupEntry<'_>> = uniform
                 .into_iter()
                 .chain(storage)

@@ -198,7 +198,9 @@ impl UniformPacker {
             max: u64::from(u32::MAX),
         })?;
         self.bytes.extend_from_slice(block);
-        let strides = padded_block(block.len() as u64).div_ceil(self.stride).max(1);
+        let strides = padded_block(block.len() as u64)
+            .div_ceil(self.stride)
+            .max(1);
         let padded = offset.saturating_add(strides.saturating_mul(self.stride));
         self.bytes
             .resize(usize::try_from(padded).unwrap_or(usize::MAX), 0);

@@ -143,7 +143,11 @@ impl Session {
     ///
     /// # Errors
     /// As [`Session::with_storage`].
-    pub fn new(ctx: &GpuContext, graph: Graph, options: &PlanOptions) -> Result<Session, SessionError> {
+    pub fn new(
+        ctx: &GpuContext,
+        graph: Graph,
+        options: &PlanOptions,
+    ) -> Result<Session, SessionError> {
         Session::with_storage(ctx, graph, options, Arc::new(WgpuStorage::wgpu(ctx)))
     }
 
@@ -238,12 +242,17 @@ impl Session {
 
     /// Both memories as the executor sees them: the activations, then the weights.
     pub fn memory(&self) -> TensorMemory<'_> {
-        TensorMemory::single(&self.plan, &self.activations).with_layer(&self.weights_plan, &self.weights)
+        TensorMemory::single(&self.plan, &self.activations)
+            .with_layer(&self.weights_plan, &self.weights)
     }
 
     /// The tensor named `name`.
     pub fn tensor(&self, name: &str) -> Option<TensorId> {
-        self.graph.tensors.iter().find(|t| t.name == name).map(|t| t.id)
+        self.graph
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.id)
     }
 
     /// Writes an input's or weight's bytes (what `dtype` and shape say: 4 bytes per
@@ -253,13 +262,10 @@ impl Session {
     /// [`SessionError::NotWritable`] for a tensor the graph computes;
     /// [`SessionError::Exec`] for an unknown tensor or a wrong byte count.
     pub fn write_bytes(&mut self, tensor: TensorId, bytes: &[u8]) -> Result<(), SessionError> {
-        let t = self
-            .graph
-            .tensor(tensor)
-            .ok_or(ExecError::UnknownTensor {
-                node: crate::graph::NodeId(u32::MAX),
-                tensor,
-            })?;
+        let t = self.graph.tensor(tensor).ok_or(ExecError::UnknownTensor {
+            node: crate::graph::NodeId(u32::MAX),
+            tensor,
+        })?;
         let root = t.view_of.is_none();
         if !root || !matches!(t.role, Role::Input | Role::Weight) {
             return Err(SessionError::NotWritable {

@@ -175,8 +175,9 @@ impl RegisterError {
     /// allows never fits it; wgpu's refusals keep their kind; the rest is bad input.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            RegisterError::WorkgroupSizeTooLarge { .. }
-            | RegisterError::MissingFeature { .. } => ErrorKind::NeverFits,
+            RegisterError::WorkgroupSizeTooLarge { .. } | RegisterError::MissingFeature { .. } => {
+                ErrorKind::NeverFits
+            }
             RegisterError::Device { source, .. } => source.kind(),
             _ => ErrorKind::BadInput,
         }

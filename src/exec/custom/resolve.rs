@@ -263,12 +263,8 @@ mod tests {
         let mut ops = UserOps::new();
         ops.register(swiglu("few").workgroups(|s| Ok([s.output_len() / 256, 1, 1])))
             .expect("registers");
-        ops.register(
-            swiglu("loops")
-                .workgroups(|_| Ok([1, 1, 1]))
-                .strided(),
-        )
-        .expect("registers");
+        ops.register(swiglu("loops").workgroups(|_| Ok([1, 1, 1])).strided())
+            .expect("registers");
         let g = graph(&[4, 100], &[4, 100]);
         let call = resolve_user(&g, 0, ops.get("few").expect("few")).expect("resolves");
         match grid(ops.get("few").expect("few"), &call, 0, 65535, false) {

@@ -228,9 +228,7 @@ fn check_entry(
                 op: op.name.clone(),
                 group: 0,
                 binding: slot.binding,
-                problem: format!(
-                    "{bind:?} is written: declare it var<storage, read_write>"
-                ),
+                problem: format!("{bind:?} is written: declare it var<storage, read_write>"),
             });
         }
     }
@@ -564,7 +562,10 @@ fn axpy_flat(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_inde
         let bindings: Vec<u32> = checked.entry.storage.iter().map(|s| s.binding).collect();
         // The map's entries follow the @binding order: x is 2nd, y 1st.
         assert_eq!(bindings, vec![2, 7, 9]);
-        assert_eq!(checked.entry.params.map(|p| (p.binding, p.size)), Some((5, 16)));
+        assert_eq!(
+            checked.entry.params.map(|p| (p.binding, p.size)),
+            Some((5, 16))
+        );
         let block = checked.params.expect("a parameter block");
         let shapes = OpShapes::new(vec![vec![8], vec![8]], vec![8], vec![2.5]);
         let bytes = (block.bytes)(&shapes).expect("bytes");
