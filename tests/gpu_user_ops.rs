@@ -481,10 +481,7 @@ fn a_graph_encoded_by_hand_from_regions_matches_and_is_proved() {
             binding,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                // `up` (binding 2) is declared `read`.
-                ty: wgpu::BufferBindingType::Storage {
-                    read_only: binding == 2,
-                },
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
                 has_dynamic_offset: false,
                 min_binding_size: None,
             },

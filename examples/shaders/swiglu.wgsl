@@ -16,7 +16,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> gate: array<f32>;
-@group(0) @binding(2) var<storage, read> up: array<f32>;
+@group(0) @binding(2) var<storage, read_write> up: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 fn swiglu_of(g: f32, u: f32) -> f32 {

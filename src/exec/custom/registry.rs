@@ -184,9 +184,8 @@ fn entry_layout(device: &wgpu::Device, entry: &CheckedEntry) -> wgpu::BindGroupL
         binding: s.binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage {
-                read_only: s.read_only,
-            },
+            // Compiled read_write (see validate::bind_read_write).
+            ty: wgpu::BufferBindingType::Storage { read_only: false },
             has_dynamic_offset: false,
             min_binding_size: None,
         },

@@ -247,6 +247,69 @@ fn check_entry(
     })
 }
 
+/// The source wgalloc compiles: the op's, with every `var<storage, ..>` declared
+/// `read_write`. Planned tensors share buffers, and WebGPU forbids binding one buffer
+/// read-only and writable in one dispatch, so every storage binding is bound
+/// `read_write`; naga has already checked that the op writes none it declared `read`.
+/// Comments are copied as they are.
+pub(crate) fn bind_read_write(source: &str) -> String {
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let bytes = source.as_bytes();
+    let mut out = String::with_capacity(source.len() + 64);
+    let mut i = 0;
+    let mut copied = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(b"//") {
+            i += source[i..].find('\n').unwrap_or(source.len() - i);
+            continue;
+        }
+        if bytes[i..].starts_with(b"/*") {
+            let mut depth = 0usize;
+            while i < bytes.len() {
+                if bytes[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if bytes[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            continue;
+        }
+        let at_var = bytes[i..].starts_with(b"var")
+            && (i == 0 || !ident(bytes[i - 1]))
+            && bytes.get(i + 3).is_none_or(|&c| !ident(c));
+        if at_var {
+            let after = i + 3;
+            let open = after + source[after..].len() - source[after..].trim_start().len();
+            if bytes.get(open) == Some(&b'<') {
+                if let Some(close) = source[open..].find('>').map(|k| open + k) {
+                    let space = source[open + 1..close]
+                        .split(',')
+                        .next()
+                        .unwrap_or("")
+                        .trim();
+                    if space == "storage" {
+                        out.push_str(&source[copied..i]);
+                        out.push_str("var<storage, read_write>");
+                        copied = close + 1;
+                        i = close + 1;
+                        continue;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    out.push_str(&source[copied..]);
+    out
+}
+
 /// The parameter block: the op's own (its size must be the WGSL type's), or the
 /// [`KernelParams`] default for a WGSL block of exactly that layout, or none.
 fn check_params(
@@ -378,6 +441,21 @@ pub(super) fn check(op: &UserOp) -> Result<Checked, RegisterError> {
     }
     let entries: Vec<&CheckedEntry> = std::iter::once(&entry).chain(inplace.as_ref()).collect();
     let params = check_params(op, &module, &entries)?;
+    let source = bind_read_write(&source);
+    let compiled = naga::front::wgsl::parse_str(&source)
+        .map_err(|e| e.message().to_string())
+        .and_then(|module| {
+            Validator::new(ValidationFlags::all(), Capabilities::SHADER_FLOAT16)
+                .validate(&module)
+                .map_err(|e| error_chain(e.as_inner()))
+        });
+    if let Err(message) = compiled {
+        return Err(RegisterError::Invalid {
+            op: op.name.clone(),
+            message: format!("with its storage bound read_write: {message}"),
+            at: None,
+        });
+    }
     Ok(Checked {
         f16,
         source,
@@ -475,16 +553,18 @@ pub(crate) mod tests {
 
     #[test]
     fn read_bindings_are_reflected_and_a_read_only_output_is_refused() {
-        let checked = check(&swiglu("rw")).expect("valid");
+        let checked = check(&axpy("axpy")).expect("valid");
         let access: Vec<(u32, bool)> = checked
             .entry
             .storage
             .iter()
             .map(|s| (s.binding, s.read_only))
             .collect();
-        assert_eq!(access, vec![(1, false), (2, true), (3, false)]);
+        assert_eq!(access, vec![(2, true), (7, true), (9, false)]);
+        assert_eq!(checked.source.matches("read_write").count(), 3);
+        let swiglu = check(&swiglu("rw")).expect("valid");
         assert_eq!(
-            checked.entry.params,
+            swiglu.entry.params,
             Some(ParamsSlot {
                 binding: 0,
                 size: 32
@@ -497,21 +577,10 @@ pub(crate) mod tests {
             register(UserOp::new("ro", read_out, "swiglu", 2)),
             Err(RegisterError::Invalid { .. })
         ));
-        let out_on_read = swiglu("oor").bindings(&[Bind::Input(0), Bind::Output, Bind::Input(1)]);
+        let out_on_read = axpy("axpy").bindings(&[Bind::Output, Bind::Input(0), Bind::Input(1)]);
         assert!(matches!(
             register(out_on_read),
             Err(RegisterError::BadBinding { binding: 2, ref problem, .. }) if problem.contains("read_write")
-        ));
-        // In place, input 0 is written.
-        let read_gate = SWIGLU.replace("read_write> gate", "read> gate");
-        assert!(matches!(
-            register(
-                UserOp::new("rog", read_gate, "swiglu", 2)
-                    .inplace("swiglu_inplace", &[Bind::Input(0), Bind::Input(1)])
-            ),
-            Err(RegisterError::Parse { .. })
-                | Err(RegisterError::Invalid { .. })
-                | Err(RegisterError::BadBinding { binding: 1, .. })
         ));
         let group = SWIGLU.replace("@group(0) @binding(2)", "@group(1) @binding(2)");
         assert!(matches!(
@@ -599,6 +668,22 @@ fn axpy_flat(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_inde
         ));
         register(axpy("axpy_flat").workgroups(|s| Ok([s.output_len().div_ceil(64), 1, 1])))
             .expect("an explicit grid");
+    }
+
+    #[test]
+    fn read_storage_is_compiled_read_write_and_comments_are_kept() {
+        let source = "// var<storage, read> in a comment
+/* var<storage> /* nested */ still a comment */
+@group(0) @binding(1) var<storage> a: array<f32>;
+@group(0) @binding(2) var <storage , read> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@group(0) @binding(0) var<uniform> u: vec4<u32>;
+fn f() { var<function> avar: f32 = 1.0; }
+";
+        let out = bind_read_write(source);
+        assert_eq!(out.matches("var<storage, read_write>").count(), 3, "{out}");
+        assert!(out.starts_with("// var<storage, read> in a comment\n/* var<storage> /* nested */"));
+        assert!(out.contains("var<uniform> u") && out.contains("var<function> avar"));
     }
 
     #[test]
