@@ -25,7 +25,10 @@ fn every_run_of_the_forward_pass_computes_the_reference_logits() {
                     && ids.offset < p.offset + p.size
             })
     });
-    assert!(reused, "the plan reuses the ids' bytes (else this test checks nothing)");
+    assert!(
+        reused,
+        "the plan reuses the ids' bytes (else this test checks nothing)"
+    );
     let reference = forward
         .model()
         .reference_logits(forward.model().token_ids())

@@ -13,7 +13,7 @@ pub enum ExecError {
     /// An op with no kernel: not built in, and no user op of that name is registered
     /// on the device ([`crate::exec::register_op`]).
     #[error(
-        "node {node}: no kernel for op {op:?} (not built in, and not registered on this device)"
+        "node {node}: no kernel for op {op:?}: not built in, and not registered on this GpuContext (user ops belong to the context they are registered on and its clones; a context from another GpuContext::adopt of the same wgpu::Device starts with none)"
     )]
     NoKernel {
         /// The node's step.

@@ -1,13 +1,16 @@
 //! [`UserOps`]: a set of checked user ops (no GPU needed), and the per-device set that
 //! [`register_op`] fills: every executor on the device runs its ops, with pipelines
-//! compiled once at registration. The set belongs to the `wgpu::Device`: every
-//! [`GpuContext`] over the same device (clones, and each [`GpuContext::adopt`] of it)
-//! sees the same ops.
+//! compiled once at registration. The set belongs to the [`GpuContext`] it was
+//! registered on and its clones, not to the `wgpu::Device`: wgpu gives no way to tell
+//! that two device handles are one device (a device's id is unique only within its
+//! wgpu instance, and pipelines of another instance's device would crash wgpu), so a
+//! context from another [`GpuContext::adopt`] of the same device starts with no user
+//! ops. Adopt a device once and clone the context.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::error::RegisterError;
 use super::op::{Bind, UserOp};
@@ -139,33 +142,12 @@ pub(crate) struct UserPipelines {
     pub(crate) inplace: Option<UserPipeline>,
 }
 
-/// A device's user ops and their pipelines.
+/// A context's user ops and their pipelines ([`crate::device::DeviceShared`]).
 #[derive(Debug, Default)]
 struct DeviceOps(Mutex<(UserOps, HashMap<u64, UserPipelines>)>);
 
-/// The slot of a context's [`crate::device::DeviceShared`] that points at its device's
-/// ops.
-struct DeviceOpsSlot(Arc<DeviceOps>);
-
-/// Every device with user ops, to give each new context over one of them the same
-/// set. Entries whose ops no context holds any more are dropped at the next lookup.
-static DEVICES: Mutex<Vec<(wgpu::Device, Weak<DeviceOps>)>> = Mutex::new(Vec::new());
-
 fn device_ops(ctx: &GpuContext) -> Arc<DeviceOps> {
-    let slot = ctx.shared.get_or_init(|| {
-        let mut devices = DEVICES.lock().unwrap_or_else(PoisonError::into_inner);
-        devices.retain(|(_, ops)| ops.strong_count() > 0);
-        let known = devices
-            .iter()
-            .find(|(device, _)| *device == ctx.device)
-            .and_then(|(_, ops)| ops.upgrade());
-        DeviceOpsSlot(known.unwrap_or_else(|| {
-            let ops = Arc::new(DeviceOps::default());
-            devices.push((ctx.device.clone(), Arc::downgrade(&ops)));
-            ops
-        }))
-    });
-    slot.0.clone()
+    ctx.shared.get_or_init(DeviceOps::default)
 }
 
 /// The bind-group layout of a reflected entry point.
@@ -231,9 +213,12 @@ fn check_workgroup_size(
 
 /// Registers `op` on `ctx`'s device: checks it with naga and against the device's
 /// limits and features, then compiles its pipelines (inside error scopes). From then
-/// on every executor on the device (sessions, model sessions, graph contexts, streams
-/// included, and those of any other [`GpuContext`] over the same `wgpu::Device`) runs
-/// nodes whose op has this name, beside the built-in ops and in the same pass.
+/// on every executor made from `ctx` or a clone of it (sessions, model sessions, graph
+/// contexts, streams included) runs nodes whose op has this name, beside the built-in
+/// ops and in the same pass. A context from another [`GpuContext::adopt`] of the same
+/// `wgpu::Device` does not see it (wgpu gives no way to tell that two device handles
+/// are one device): its executors refuse such nodes with
+/// [`crate::exec::ExecError::NoKernel`], which says so. Adopt once, clone the context.
 ///
 /// # Errors
 /// Every error of [`UserOps::register`] (a name taken on this device included),
@@ -284,7 +269,7 @@ pub fn register_op(ctx: &GpuContext, op: UserOp) -> Result<(), RegisterError> {
     Ok(())
 }
 
-/// The user ops registered on `ctx`'s device (a snapshot), e.g. for
+/// The user ops registered on `ctx` and its clones (a snapshot), e.g. for
 /// [`crate::exec::cpu_ref::evaluate_with`].
 pub fn user_ops(ctx: &GpuContext) -> UserOps {
     let shared = device_ops(ctx);
