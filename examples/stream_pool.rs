@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuAllocator, STORAGE_USAGE};
+use wgalloc::device::{allocate_plan_in, GpuContext, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::model::{build_gpt, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights};
@@ -87,7 +87,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let graph = &model.graph;
     let storage = ctx.buffer_types()?.storage.desc;
     let weight_plan = plan_weights(graph, &storage)?;
-    let weights = allocate_plan(&ctx, &weight_plan, STORAGE_USAGE, &WgpuAllocator)?;
+    let weights = allocate_plan_in(
+        &ctx,
+        &weight_plan,
+        STORAGE_USAGE,
+        std::sync::Arc::new(WgpuStorage::wgpu(&ctx)),
+    )?;
     for w in model.weights() {
         TensorMemory::single(&weight_plan, &weights).write_f32(
             &ctx,
@@ -146,7 +151,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     b.synchronize()?;
 
     let mut executor = Executor::new(&ctx);
-    let act = allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuAllocator)?;
+    let act = allocate_plan_in(
+        &ctx,
+        &plan,
+        STORAGE_USAGE,
+        std::sync::Arc::new(WgpuStorage::wgpu(&ctx)),
+    )?;
     let memory = TensorMemory::single(&plan, &act).with_layer(&weight_plan, &weights);
     memory.write_u32(&ctx, graph, model.tokens, &tokens)?;
     executor.run(graph, &memory)?;
