@@ -413,17 +413,19 @@ pub(super) fn check(op: &UserOp) -> Result<Checked, RegisterError> {
         at: in_op_source(e.location(&source)),
     })?;
     // A module that validates only with `f16` needs SHADER_F16 on the device.
-    let plain = Validator::new(ValidationFlags::all(), Capabilities::empty()).validate(&module);
-    let f16 = plain.is_err();
-    let info = plain
-        .or_else(|_| {
-            Validator::new(ValidationFlags::all(), Capabilities::SHADER_FLOAT16).validate(&module)
-        })
-        .map_err(|e| RegisterError::Invalid {
-            op: op.name.clone(),
-            message: error_chain(e.as_inner()),
-            at: in_op_source(e.location(&source)),
-        })?;
+    let validate = |capabilities| {
+        Validator::new(ValidationFlags::all(), capabilities)
+            .validate(&module)
+            .map_err(|e| RegisterError::Invalid {
+                op: op.name.clone(),
+                message: error_chain(e.as_inner()),
+                at: in_op_source(e.location(&source)),
+            })
+    };
+    let (info, f16) = match validate(Capabilities::empty()) {
+        Ok(info) => (info, false),
+        Err(_) => (validate(Capabilities::SHADER_FLOAT16)?, true),
+    };
     let entry = check_entry(op, &module, &info, &op.entry, &op.bindings, false)?;
     let inplace = match &op.inplace {
         Some((name, map)) => Some(check_entry(op, &module, &info, name, map, true)?),
