@@ -18,69 +18,55 @@ use wgalloc::{GpuContext, PlanOptions, Session};
 /// The engine's kernels: plain WGSL, each entry point declaring its own bindings.
 const KERNELS: &str = include_str!("shaders/engine.wgsl");
 /// Rows of x.
-const SEQ: usize = 64;
+const SEQ: u64 = 64;
 /// Width of x.
-const D: usize = 256;
+const D: u64 = 256;
 /// Hidden width.
-const F: usize = 1024;
+const F: u64 = 1024;
 /// Residual layers.
 const LAYERS: usize = 3;
 
-/// What the engine gets back: the output, planned bytes, naive bytes, the proof.
-struct Outcome {
-    y: Vec<f32>,
-    planned: u64,
-    naive: u64,
-    proved: bool,
-}
+/// What the engine gets back: the output, planned bytes, naive bytes, whether the
+/// proof verified.
+struct Outcome(Vec<f32>, u64, u64, bool);
 
-/// The whole wgalloc side: 40 lines or fewer.
+/// The whole wgalloc side (with the three `use` lines and `GpuContext::adopt` in
+/// [`engine_device`]: 40 lines).
 fn mlp_on_wgalloc(ctx: &GpuContext, x: &[f32], w: &[Vec<f32>]) -> wgalloc::Result<Outcome> {
-    let dims = |s: &OpShapes| -> Result<[u32; 4], wgalloc::exec::ShapeError> {
+    let matmul = UserOp::new("eng_matmul", KERNELS, "matmul", 2).params(|s: &OpShapes| {
         let ([m, k], [_, n]) = (s.dims(0)?, s.dims(1)?);
         Ok([OpShapes::u32(m)?, OpShapes::u32(k)?, OpShapes::u32(n)?, 0])
-    };
-    register_op(
-        ctx,
-        UserOp::new("eng_matmul", KERNELS, "matmul", 2).params(dims),
-    )?;
-    let relu = UserOp::new("eng_relu", KERNELS, "relu", 1);
-    register_op(ctx, relu.inplace("relu_inplace", &[Bind::Input(0)]))?;
-    let add = UserOp::new("eng_add", KERNELS, "add", 2);
-    register_op(
-        ctx,
-        add.inplace("add_inplace", &[Bind::Input(0), Bind::Input(1)]),
-    )?;
-
-    let (seq, d, f) = (SEQ as u64, D as u64, F as u64);
+    });
+    let (one, two) = ([Bind::Input(0)], [Bind::Input(0), Bind::Input(1)]);
+    let relu = UserOp::new("eng_relu", KERNELS, "relu", 1).inplace("relu_inplace", &one);
+    let add = UserOp::new("eng_add", KERNELS, "add", 2).inplace("add_inplace", &two);
+    for op in [matmul, relu, add] {
+        register_op(ctx, op)?;
+    }
     let mut b = GraphBuilder::new("residual-mlp");
-    let input = b.input("x", DType::F32, &[seq, d]);
+    let input = b.input("x", DType::F32, &[SEQ, D]);
     let (mut h, mut weights) = (input, Vec::new());
     for l in 0..LAYERS {
-        let w1 = b.weight(format!("w1.{l}"), DType::F32, &[d, f]);
-        let w2 = b.weight(format!("w2.{l}"), DType::F32, &[f, d]);
-        let up = b.node("eng_matmul", &[h, w1], &[seq, f], false);
-        let act = b.node("eng_relu", &[up], &[seq, f], true);
-        let down = b.node("eng_matmul", &[act, w2], &[seq, d], false);
-        h = b.node("eng_add", &[down, h], &[seq, d], true);
+        let w1 = b.weight(format!("w1.{l}"), DType::F32, &[D, F]);
+        let w2 = b.weight(format!("w2.{l}"), DType::F32, &[F, D]);
+        let up = b.node("eng_matmul", &[h, w1], &[SEQ, F], false);
+        let act = b.node("eng_relu", &[up], &[SEQ, F], true);
+        let down = b.node("eng_matmul", &[act, w2], &[SEQ, D], false);
+        h = b.node("eng_add", &[down, h], &[SEQ, D], true);
         weights.extend([w1, w2]);
     }
     b.mark_output(h);
     let graph = b.build()?;
     let naive = wgalloc::plan::naive_size(&graph);
-
     let mut session = Session::new(ctx, graph, &PlanOptions::default())?;
     for (&id, values) in weights.iter().zip(w) {
         session.write(id, values)?;
     }
     session.write(input, x)?;
     session.run()?;
-    Ok(Outcome {
-        y: session.read(h)?,
-        planned: session.plan().total_size(),
-        naive,
-        proved: session.prove()?.verified(),
-    })
+    let (y, planned) = (session.read(h)?, session.plan().total_size());
+    let proved = session.prove()?.verified();
+    Ok(Outcome(y, planned, naive, proved))
 }
 
 /// The engine's own device (here: the first adapter, with its own limits).
@@ -127,13 +113,14 @@ fn matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
 
 /// The same MLP on the CPU.
 fn mlp_on_cpu(x: &[f32], w: &[Vec<f32>]) -> Vec<f32> {
+    let (seq, d, f) = (SEQ as usize, D as usize, F as usize);
     let mut h = x.to_vec();
     for pair in w.chunks(2) {
-        let act: Vec<f32> = matmul(&h, &pair[0], SEQ, D, F)
+        let act: Vec<f32> = matmul(&h, &pair[0], seq, d, f)
             .into_iter()
             .map(|v| v.max(0.0))
             .collect();
-        let down = matmul(&act, &pair[1], SEQ, F, D);
+        let down = matmul(&act, &pair[1], seq, f, d);
         h.iter_mut().zip(down).for_each(|(h, v)| *h += v);
     }
     h
@@ -144,28 +131,31 @@ fn mlp_on_cpu(x: &[f32], w: &[Vec<f32>]) -> Vec<f32> {
 pub fn run() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = engine_device()?;
     println!("adapter: {}", wgalloc::device::describe_adapter(&ctx.info));
-    let x = values(SEQ * D, 1, 1.0);
+    let x = values((SEQ * D) as usize, 1, 1.0);
     let w: Vec<Vec<f32>> = (0..2 * LAYERS)
         .map(|i| {
             let (rows, cols) = if i % 2 == 0 { (D, F) } else { (F, D) };
-            values(rows * cols, 2 + i as u64, 1.0 / (rows as f32).sqrt())
+            values(
+                (rows * cols) as usize,
+                2 + i as u64,
+                1.0 / (rows as f32).sqrt(),
+            )
         })
         .collect();
-    let out = mlp_on_wgalloc(&ctx, &x, &w)?;
+    let Outcome(y, planned, naive, proved) = mlp_on_wgalloc(&ctx, &x, &w)?;
     let cpu = mlp_on_cpu(&x, &w);
     let scale = cpu.iter().fold(1f32, |m, v| m.max(v.abs()));
-    let error = out
-        .y
+    let error = y
         .iter()
         .zip(&cpu)
         .fold(0f32, |m, (g, c)| m.max((g - c).abs()));
     println!(
         "activations: {} B planned ({} B naive); max |gpu - cpu| = {error:.2e} (max |y| {scale:.2}); proof: {}",
-        out.planned,
-        out.naive,
-        if out.proved { "verified" } else { "FAILED" }
+        planned,
+        naive,
+        if proved { "verified" } else { "FAILED" }
     );
-    if out.y.len() != cpu.len() || error > 1e-4 * scale || !out.proved {
+    if y.len() != cpu.len() || error > 1e-4 * scale || !proved {
         return Err("the GPU result differs from the CPU or the proof failed".into());
     }
     Ok(())

@@ -75,6 +75,24 @@ fn the_engine_example_matches_the_cpu_and_is_proved() {
 }
 
 #[test]
+fn the_engine_examples_wgalloc_side_is_at_most_40_lines() {
+    let source = include_str!("../examples/engine_mlp.rs");
+    let uses = source
+        .lines()
+        .filter(|l| l.starts_with("use wgalloc"))
+        .count();
+    let adopt = source.matches("GpuContext::adopt(").count();
+    let start = source.find("fn mlp_on_wgalloc").expect("the function");
+    let end = start + source[start..].find("\n}\n").expect("its end") + 2;
+    let body = source[start..end]
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count();
+    assert!(uses == 3 && adopt == 1, "{uses} use lines, {adopt} adopt");
+    assert!(uses + adopt + body <= 40, "{} lines", uses + adopt + body);
+}
+
+#[test]
 fn a_16x16_matmul_without_a_grid_writes_every_row() {
     let Some(ctx) = common::gpu() else { return };
     register_op(&ctx, matmul("s_matmul16")).expect("registers");
