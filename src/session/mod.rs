@@ -90,6 +90,12 @@ pub enum SessionError {
         /// Whether it was written before an earlier run consumed it.
         since_run: bool,
     },
+    /// The graph has no tensor of this id.
+    #[error("tensor {tensor} is not in the session's graph")]
+    UnknownTensor {
+        /// The id given.
+        tensor: TensorId,
+    },
     /// Only graph inputs and weights are written; other tensors are computed.
     #[error("tensor {tensor} ({name}) is a {role}, not an input or weight: the run computes it")]
     NotWritable {
@@ -110,9 +116,9 @@ impl SessionError {
             SessionError::Device(e) => e.kind(),
             SessionError::Exec(e) => e.kind(),
             SessionError::Proof(e) => e.kind(),
-            SessionError::NotWritten { .. } | SessionError::NotWritable { .. } => {
-                ErrorKind::BadInput
-            }
+            SessionError::NotWritten { .. }
+            | SessionError::NotWritable { .. }
+            | SessionError::UnknownTensor { .. } => ErrorKind::BadInput,
         }
     }
 }
@@ -259,8 +265,8 @@ impl Session {
     /// `f32` or `u32` element).
     ///
     /// # Errors
-    /// [`SessionError::NotWritable`] for a tensor the graph computes;
-    /// [`SessionError::Exec`] for an unknown tensor or a wrong byte count.
+    /// [`SessionError::UnknownTensor`]; [`SessionError::NotWritable`] for a tensor the
+    /// graph computes; [`SessionError::Exec`] for a wrong byte count.
     pub fn write_bytes(&mut self, tensor: TensorId, bytes: &[u8]) -> Result<(), SessionError> {
         let t = self.graph.tensor(tensor).ok_or(ExecError::UnknownTensor {
             node: crate::graph::NodeId(u32::MAX),
