@@ -2,6 +2,9 @@
 //! `h = silu(gate) * up`, `y = h·Wd`) whose SwiGLU is a user op registered with its
 //! WGSL, an in-place entry point and a CPU reference.
 //!
+//! (For a graph of your own ops end to end with less code, see `examples/engine_mlp.rs`
+//! and its `Session`.)
+//!
 //! 1. The executor runs it beside the built-in matmuls in one pass on planned memory
 //!    (in place over `gate`, as the plan asks), checked against the CPU reference and
 //!    proved by the checksum run.
@@ -18,16 +21,14 @@ use std::collections::HashMap;
 use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::checksum::prove;
 use wgalloc::exec::cpu_ref::{self, TensorData};
-use wgalloc::exec::{
-    register_op, user_ops, Bind, Executor, KernelParams, TensorMemory, UserOp, PRELUDE_WGSL,
-};
+use wgalloc::exec::{register_op, user_ops, Bind, Executor, KernelParams, TensorMemory, UserOp};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
-use wgalloc::plan::{plan_graph, plan_weights, Plan};
+use wgalloc::plan::{plan, plan_weights, Plan, PlanOptions};
 use wgalloc::storage::Region;
 
 /// The user op: `out = silu(gate) * up`, out of place (`swiglu`) and in place over
-/// `gate` (`swiglu_inplace`). The prelude in front declares `params` at binding 0 and
-/// `grid_element`.
+/// `gate` (`swiglu_inplace`): a WGSL module of its own (its parameter block at binding
+/// 0, its buffers at 1..=3).
 const SWIGLU: &str = include_str!("shaders/swiglu.wgsl");
 
 /// The hand-encoded path's own matmul (one thread per output element): an engine's
@@ -71,13 +72,11 @@ fn swiglu_op() -> UserOp {
     UserOp::new("swiglu", SWIGLU, "swiglu", 2)
         .inplace("swiglu_inplace", &[Bind::Input(0), Bind::Input(1)])
         .check(|s| {
-            if s.inputs[0] == s.inputs[1] && s.inputs[0] == s.output {
+            let (gate, up) = (s.input(0)?, s.input(1)?);
+            if gate == up && gate == s.output() {
                 Ok(())
             } else {
-                Err(format!(
-                    "gate {:?}, up {:?} and out {:?} differ",
-                    s.inputs[0], s.inputs[1], s.output
-                ))
+                Err(format!("gate {gate:?}, up {up:?} and out {:?} differ", s.output()).into())
             }
         })
         .cpu(|inputs, _| {
@@ -196,7 +195,6 @@ fn encode_by_hand(
     let three = layout(device, 3);
     let two = layout(device, 2);
     let matmul = pipeline(device, MATMUL, "naive_matmul", &three);
-    let swiglu_source = format!("{PRELUDE_WGSL}{SWIGLU}");
     let mut dispatches = Vec::new();
     let mut inplace = false;
     for node in &blk.graph.nodes {
@@ -219,7 +217,7 @@ fn encode_by_hand(
                 bound.push(node.output);
                 ("swiglu", &three)
             };
-            let pipe = pipeline(device, &swiglu_source, entry, group_layout);
+            let pipe = pipeline(device, SWIGLU, entry, group_layout);
             (
                 pipe,
                 group_layout,
@@ -289,17 +287,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let blk = block(seq, d, f)?;
     let graph = &blk.graph;
     let storage = ctx.buffer_types()?.storage.desc;
-    let plan: Plan = plan_graph(graph, &storage)?;
+    let plan: Plan = plan(
+        graph,
+        std::slice::from_ref(&storage),
+        &PlanOptions::default(),
+    )?;
     plan.verify(graph)?;
     let weights_plan = plan_weights(graph, &storage)?;
-    let activations: PlannedMemory =
-        allocate_plan(&ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(&ctx))?;
-    let weights = allocate_plan(
-        &ctx,
-        &weights_plan,
-        STORAGE_USAGE,
-        &WgpuStorage::shared(&ctx),
-    )?;
+    let buffers = WgpuStorage::shared(&ctx);
+    let activations: PlannedMemory = allocate_plan(&ctx, &plan, STORAGE_USAGE, &buffers)?;
+    let weights = allocate_plan(&ctx, &weights_plan, STORAGE_USAGE, &buffers)?;
     let memory = TensorMemory::single(&plan, &activations).with_layer(&weights_plan, &weights);
 
     let mut values = HashMap::new();

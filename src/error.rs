@@ -46,6 +46,9 @@ pub enum Error {
     /// The pre-packed weight cache refused a store, a pack or a packed graph.
     #[error(transparent)]
     Prepack(#[from] crate::prepack::PrepackError),
+    /// A session could not be made or could not run.
+    #[error(transparent)]
+    Session(#[from] crate::session::SessionError),
 }
 
 impl From<crate::exec::RegisterError> for Error {
@@ -71,6 +74,7 @@ impl Error {
             Error::Stream(e) => e.kind(),
             Error::Runtime(e) => e.kind(),
             Error::Prepack(e) => e.kind(),
+            Error::Session(e) => e.kind(),
             Error::Io { .. } => ErrorKind::Io,
         }
     }

@@ -34,6 +34,7 @@ pub mod model;
 pub mod prepack;
 pub mod report;
 pub mod runtime;
+pub mod session;
 pub mod storage;
 
 pub use error::{Error, ErrorKind, Result};
@@ -45,5 +46,6 @@ pub use exec::checksum::prove;
 pub use exec::{Executor, Inputs, TensorMemory};
 pub use graph::{DType, Graph, GraphBuilder, TensorId};
 pub use plan::{plan, Plan, PlanOptions, Planner};
+pub use session::Session;
 pub use storage::{Region, Storage};
 pub mod stream;

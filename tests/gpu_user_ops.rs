@@ -20,7 +20,7 @@ use wgalloc::exec::checksum::prove;
 use wgalloc::exec::cpu_ref::{self, TensorData};
 use wgalloc::exec::{
     register_op, user_ops, Bind, ExecError, Executor, KernelParams, RegisterError, TensorMemory,
-    UserOp, PRELUDE_WGSL,
+    UserOp,
 };
 use wgalloc::graph::{DType, Graph, GraphBuilder, NodeId, TensorId};
 use wgalloc::model::build_gpt;
@@ -30,6 +30,7 @@ use wgalloc::plan::{plan_graph, plan_weights, Plan};
 const SWIGLU: &str = include_str!("../examples/shaders/swiglu.wgsl");
 
 /// GELU (tanh form), out of place and in place: a stand-in for the built-in `gelu`.
+/// Its parameter block has `KernelParams`' layout, which wgalloc fills by default.
 const GELU: &str = "struct Params {
     len: u32,
     unused0: u32,
@@ -41,6 +42,7 @@ const GELU: &str = "struct Params {
     unused6: f32,
 }
 
+@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
@@ -72,10 +74,10 @@ fn swiglu(name: &str) -> UserOp {
     UserOp::new(name, SWIGLU, "swiglu", 2)
         .inplace("swiglu_inplace", &[Bind::Input(0), Bind::Input(1)])
         .check(|s| {
-            if s.inputs[0] == s.inputs[1] && s.inputs[0] == s.output {
+            if s.input(0)? == s.input(1)? && s.input(0)? == s.output() {
                 Ok(())
             } else {
-                Err(format!("gate, up and out differ: {s:?}"))
+                Err(format!("gate, up and out differ: {s:?}").into())
             }
         })
         .cpu(|inputs, _| {
@@ -90,7 +92,7 @@ fn swiglu(name: &str) -> UserOp {
 fn user_gelu(name: &str) -> UserOp {
     UserOp::new(name, GELU, "gelu_out", 1)
         .inplace("gelu_in", &[Bind::Input(0)])
-        .workgroups(|s| [s.output_len().div_ceil(64), 1, 1])
+        .workgroups(|s| Ok([s.output_len().div_ceil(64), 1, 1]))
         .cpu(|inputs, _| inputs[0].iter().map(|&v| cpu_ref::gelu(v)).collect())
 }
 
@@ -98,11 +100,15 @@ fn storage(ctx: &GpuContext) -> wgalloc::plan::BufferTypeDesc {
     ctx.buffer_types().expect("buffer types").storage.desc
 }
 
+/// Memory for `plan` from plain wgpu buffers.
+fn allocate(ctx: &GpuContext, plan: &Plan) -> PlannedMemory {
+    allocate_plan(ctx, plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("allocate")
+}
+
 fn plan_and_allocate(ctx: &GpuContext, graph: &Graph) -> (Plan, PlannedMemory) {
     let plan = plan_graph(graph, &storage(ctx)).expect("plan");
     plan.verify(graph).expect("verifies");
-    let memory =
-        allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("allocate");
+    let memory = allocate(ctx, &plan);
     (plan, memory)
 }
 
@@ -230,13 +236,7 @@ fn a_user_gelu_inside_the_decoder_keeps_the_logits() {
     assert_eq!(replaced.len(), 2, "one activation per layer");
     let (plan, activations) = plan_and_allocate(&ctx, &graph);
     let weights_plan = plan_weights(&graph, &storage(&ctx)).expect("weight plan");
-    let weights = allocate_plan(
-        &ctx,
-        &weights_plan,
-        STORAGE_USAGE,
-        &WgpuStorage::shared(&ctx),
-    )
-    .expect("weights");
+    let weights = allocate(&ctx, &weights_plan);
     let mem = TensorMemory::single(&plan, &activations).with_layer(&weights_plan, &weights);
     let mut inputs = HashMap::new();
     inputs.insert(model.tokens, TensorData::U32(model.token_ids()));
@@ -288,7 +288,7 @@ fn every_refusal_is_typed_and_leaves_nothing_registered_or_allocated() {
     let before = driver_bytes(&ctx);
 
     // Registration refusals.
-    let broken = SWIGLU.replace("let i = grid_element", "let i = grid_element(");
+    let broken = SWIGLU.replace("let i = id.x;", "let i = id.x(;");
     match register_op(&ctx, UserOp::new("bad_wgsl", broken, "swiglu", 2)) {
         Err(RegisterError::Parse { at: Some(at), .. }) => assert!(at.line > 1, "{at}"),
         other => panic!("expected a parse error with a position, got {other:?}"),
@@ -350,7 +350,7 @@ fn every_refusal_is_typed_and_leaves_nothing_registered_or_allocated() {
         "{message}"
     );
     let max = ctx.limits.max_compute_workgroups_per_dimension;
-    let wide = swiglu("too_wide").workgroups(move |_| [1, u64::from(max) + 1, 1]);
+    let wide = swiglu("too_wide").workgroups(move |_| Ok([1, u64::from(max) + 1, 1]));
     register_op(&ctx, wide).expect("registers");
     let (graph, _) = swiglu_graph("too_wide", 4, 64, false);
     let error = exec.run(&graph, &mem).expect_err("grid over the limit");
@@ -458,11 +458,11 @@ fn a_graph_encoded_by_hand_from_regions_matches_and_is_proved() {
     for (id, v) in [a, bb, c, d, e].into_iter().zip(&inputs) {
         mem.write_f32(&ctx, &graph, id, v).expect("write");
     }
-    // Your own pipeline: the same WGSL with the prelude in front, your own layout.
+    // Your own pipeline: the same WGSL module, your own layout.
     let device = &ctx.device;
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("hand swiglu"),
-        source: wgpu::ShaderSource::Wgsl(format!("{PRELUDE_WGSL}{SWIGLU}").into()),
+        source: wgpu::ShaderSource::Wgsl(SWIGLU.into()),
     });
     let mut entries = vec![wgpu::BindGroupLayoutEntry {
         binding: 0,
@@ -524,8 +524,7 @@ fn a_graph_encoded_by_hand_from_regions_matches_and_is_proved() {
     // A plan whose reuse clobbers a live tensor is caught on the same path.
     let mut bad = plan.clone();
     let clobber = wgalloc::plan::inject_clobber(&mut bad, &graph).expect("a pair to clobber");
-    let bad_memory =
-        allocate_plan(&ctx, &bad, STORAGE_USAGE, &WgpuStorage::shared(&ctx)).expect("alloc");
+    let bad_memory = allocate(&ctx, &bad);
     let report = prove(&ctx, &graph, &bad, &bad_memory).expect("proof runs");
     assert!(!report.verified(), "{clobber:?}");
 }

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   wgalloc-plan:  kind ─► graph ─► plan
-//!   wgalloc:       storage ─► device ─► exec ─► model / runtime / stream / prepack / report ─► error
+//!   wgalloc:       storage ─► device ─► exec ─► model / runtime / stream / prepack / report / session ─► error
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ fn rank(layer: &str) -> Option<u32> {
         "storage" => 3,
         "device" => 4,
         "exec" => 5,
-        "model" | "runtime" | "stream" | "prepack" | "report" | "kv" => 6,
+        "model" | "runtime" | "stream" | "prepack" | "report" | "kv" | "session" => 6,
         "error" => 7,
         _ => return None,
     })

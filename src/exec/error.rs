@@ -13,7 +13,7 @@ pub enum ExecError {
     /// An op with no kernel: not built in, and no user op of that name is registered
     /// on the device ([`crate::exec::register_op`]).
     #[error(
-        "node {node}: no kernel for op {op:?} (not built in, and not registered on this device)"
+        "node {node}: no kernel for op {op:?}: not built in, and not registered on this GpuContext (user ops belong to the context they are registered on and its clones; a context from another GpuContext::adopt of the same wgpu::Device starts with none)"
     )]
     NoKernel {
         /// The node's step.
@@ -166,7 +166,7 @@ pub enum ExecError {
     },
     /// The output was placed over the first input but the op has no in-place kernel.
     #[error(
-        "node {node}: op {op:?} has no in-place kernel but its output shares its input's memory"
+        "node {node}: op {op:?} has no in-place kernel, but the node is marked in place (its output may share input 0's memory): clear the node's in-place flag or give the op an in-place entry point"
     )]
     NoInPlaceKernel {
         /// The node's step.

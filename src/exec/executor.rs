@@ -10,7 +10,7 @@ use super::bindings::{BindGroupCache, BindGroupKey, BindingKey};
 use super::custom::{self, Registered, UserCall, UserPipelines};
 use super::kernels::{self, Kernel, PipelineKey, SharedRegistry};
 use super::ops::{self, Op, OpCall};
-use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
+use super::params::{padded_block, KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{TensorMemory, TensorRange};
 use super::timer::PassTimer;
 use super::workspace::{self, Slot, Workspace};
@@ -53,7 +53,8 @@ pub struct RunReport {
 struct Dispatch {
     pipeline: wgpu::ComputePipeline,
     group: wgpu::BindGroup,
-    offset: u32,
+    /// The parameter block's dynamic offset (`None`: a user kernel without one).
+    offset: Option<u32>,
     grid: [u32; 3],
 }
 
@@ -101,10 +102,12 @@ enum Pipe {
     User {
         /// The op's id and entry.
         key: PipelineKey,
-        /// Its pipeline.
-        pipeline: wgpu::ComputePipeline,
-        /// Its storage bindings.
-        storage: usize,
+        /// Its pipeline and layout.
+        pipeline: custom::UserPipeline,
+        /// Its parameter block's binding and bound size, if it has one.
+        params: Option<(u32, u64)>,
+        /// Its storage bindings, in map order.
+        storage: Vec<u32>,
     },
 }
 
@@ -127,7 +130,7 @@ enum Target {
 struct PreparedDispatch<'a> {
     kernel: Pipe,
     bindings: Vec<Bound<'a>>,
-    offset: u32,
+    offset: Option<u32>,
     grid: [u32; 3],
 }
 
@@ -149,7 +152,7 @@ fn select(target: &Target, inplace: bool, out: usize) -> Option<(Pipe, Vec<usize
             kernels::select(call, inplace).map(|(k, order)| (Pipe::Builtin(k), order.to_vec()))
         }
         Target::User(op, pipelines, _) => {
-            let (_, map) = op.entry(inplace)?;
+            let (entry, map) = op.entry(inplace)?;
             let pipeline = if inplace {
                 pipelines.inplace.clone()?
             } else {
@@ -167,7 +170,8 @@ fn select(target: &Target, inplace: bool, out: usize) -> Option<(Pipe, Vec<usize
                 Pipe::User {
                     key,
                     pipeline,
-                    storage: map.len(),
+                    params: entry.params.map(|p| (p.binding, padded_block(p.size))),
+                    storage: entry.storage.iter().map(|s| s.binding).collect(),
                 },
                 order,
             ))
@@ -242,6 +246,48 @@ impl Executor {
     /// device ([`crate::exec::register_op`]).
     pub fn runs(&self, op: &str) -> bool {
         ops::supports(op) || custom::device_op(&self.ctx, op).is_some()
+    }
+
+    /// Checks every node of `graph` against the kernels this executor runs, before
+    /// anything is planned or allocated: each op is built in or registered on the
+    /// device, takes the node's inputs and shapes (the op's own shape check, parameter
+    /// block and grid included), and has an in-place kernel when the node is marked
+    /// in place (the planner may put such a node's output over its input 0).
+    /// [`crate::session::Session::new`] runs it first; [`Executor::run`] finds the
+    /// same problems only after planning and allocation.
+    ///
+    /// # Errors
+    /// [`ExecError::NoKernel`], [`ExecError::WrongArity`], [`ExecError::BadShape`],
+    /// [`ExecError::NoInPlaceKernel`], [`ExecError::TooManyWorkgroups`] and the other
+    /// per-node errors of [`crate::exec::resolve`].
+    pub fn check_graph(&self, graph: &Graph) -> Result<(), ExecError> {
+        let max_groups = self.ctx.limits.max_compute_workgroups_per_dimension;
+        for (step, node) in graph.nodes.iter().enumerate() {
+            let node_id = u32::try_from(step).unwrap_or(u32::MAX);
+            let has_inplace = if Op::parse(&node.op).is_some() {
+                let call = ops::resolve(graph, step)?;
+                kernels::select(&call, true).is_some()
+            } else {
+                let (op, _) =
+                    custom::device_op(&self.ctx, &node.op).ok_or_else(|| ExecError::NoKernel {
+                        node: NodeId(node_id),
+                        op: node.op.clone(),
+                    })?;
+                let call = custom::resolve_user(graph, step, &op)?;
+                custom::grid(&op, &call, node_id, max_groups, false)?;
+                if node.inplace && op.op.has_inplace() {
+                    custom::grid(&op, &call, node_id, max_groups, true)?;
+                }
+                op.op.has_inplace()
+            };
+            if node.inplace && !has_inplace {
+                return Err(ExecError::NoInPlaceKernel {
+                    node: NodeId(node_id),
+                    op: node.op.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The device context.
@@ -390,7 +436,7 @@ impl Executor {
             copies.push(PreparedDispatch {
                 kernel: Pipe::Builtin(Kernel::CopyWords),
                 bindings: vec![Bound::Planned(ranges[i]), Bound::Workspace(slot)],
-                offset: packer.push(&KernelParams::copy(small))?,
+                offset: Some(packer.push(&KernelParams::copy(small))?),
                 grid: kernels::copy_workgroups(
                     words,
                     node_id,
@@ -406,16 +452,27 @@ impl Executor {
             })
             .collect();
         let max_groups = limits.max_compute_workgroups_per_dimension;
-        let (grid, params) = match &target {
+        let (grid, offset) = match &target {
             Target::Builtin(call) => (
                 kernels::workgroups(call, node_id, max_groups)?,
-                KernelParams::for_call(call),
+                Some(packer.push(&KernelParams::for_call(call))?),
             ),
             Target::User(op, _, call) => {
-                (custom::grid(op, call, node_id, max_groups)?, call.params)
+                let grid = custom::grid(op, call, node_id, max_groups, inplace)?;
+                let uses_params = matches!(
+                    &kernel,
+                    Pipe::User {
+                        params: Some(_),
+                        ..
+                    }
+                );
+                let offset = match (&call.params, uses_params) {
+                    (Some(block), true) => Some(packer.push_bytes(block)?),
+                    _ => None,
+                };
+                (grid, offset)
             }
         };
-        let offset = packer.push(&params)?;
         Ok(Prepared {
             copies,
             node: PreparedDispatch {
@@ -441,10 +498,18 @@ impl Executor {
                 let pipeline = r.pipeline(device, *kernel)?;
                 Ok::<_, ExecError>((pipeline, r.layout(device, kernel.storage_bindings())))
             }
-            Pipe::User {
-                pipeline, storage, ..
-            } => Ok((pipeline.clone(), r.layout(device, *storage))),
+            Pipe::User { pipeline, .. } => Ok((pipeline.pipeline.clone(), pipeline.layout.clone())),
         })?;
+        // The parameter block's binding and size, then each storage binding's number.
+        let (params, numbers): (Option<(u32, u64)>, Vec<u32>) = match &p.kernel {
+            Pipe::Builtin(_) => (
+                Some((0, PARAMS_SIZE)),
+                (1..=p.bindings.len() as u32).collect(),
+            ),
+            Pipe::User {
+                params, storage, ..
+            } => (*params, storage.clone()),
+        };
         let workspace = self.workspace.buffer();
         let staged = p.bindings.iter().any(|b| matches!(b, Bound::Workspace(_)));
         if staged && workspace.is_none() {
@@ -457,16 +522,20 @@ impl Executor {
             ranges: p.bindings.iter().map(Bound::key).collect(),
         };
         let group = self.bind_groups.get_or_create(key, || {
-            let uniform = (uniform, 0, PARAMS_SIZE);
-            let storage = p.bindings.iter().filter_map(|b| match b {
-                Bound::Planned(r) => Some((r.buffer, r.key.offset, r.key.size)),
-                Bound::Workspace(slot) => workspace.map(|w| (w, slot.offset, slot.size)),
-            });
-            let entries: Vec<wgpu::BindGroupEntry<'_>> = std::iter::once(uniform)
+            let uniform = params.map(|(binding, size)| (binding, uniform, 0, size));
+            let storage = p
+                .bindings
+                .iter()
+                .zip(&numbers)
+                .filter_map(|(b, &n)| match b {
+                    Bound::Planned(r) => Some((n, r.buffer, r.key.offset, r.key.size)),
+                    Bound::Workspace(slot) => workspace.map(|w| (n, w, slot.offset, slot.size)),
+                });
+            let entries: Vec<wgpu::BindGroupEntry<'_>> = uniform
+                .into_iter()
                 .chain(storage)
-                .enumerate()
-                .map(|(i, (buffer, offset, size))| wgpu::BindGroupEntry {
-                    binding: i as u32,
+                .map(|(binding, buffer, offset, size)| wgpu::BindGroupEntry {
+                    binding,
                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                         buffer,
                         offset,
@@ -570,7 +639,7 @@ impl Executor {
             });
             for d in dispatches {
                 pass.set_pipeline(&d.pipeline);
-                pass.set_bind_group(0, &d.group, &[d.offset]);
+                pass.set_bind_group(0, &d.group, d.offset.as_slice());
                 pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
             }
         }

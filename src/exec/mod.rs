@@ -58,8 +58,8 @@ mod workspace;
 
 pub use bindings::RangeKey;
 pub use custom::{
-    register_op, user_ops, Bind, OpShapes, RegisterError, SourcePos, UserOp, UserOps,
-    DEFAULT_WORKGROUP_THREADS, PRELUDE_WGSL,
+    register_op, user_ops, Bind, OpShapes, RegisterError, ShapeError, SourcePos, UserOp, UserOps,
+    PRELUDE_WGSL,
 };
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};

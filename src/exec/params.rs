@@ -144,6 +144,12 @@ impl KernelParams {
     }
 }
 
+/// Bytes a parameter block of `size` bytes is bound with: rounded up to 16 (a
+/// uniform binding's granularity), at least 16.
+pub fn padded_block(size: u64) -> u64 {
+    size.max(1).div_ceil(16).saturating_mul(16)
+}
+
 /// Packs one [`KernelParams`] per dispatch into a byte block, each at a multiple of the
 /// device's `min_uniform_buffer_offset_alignment`, for use with dynamic offsets.
 #[derive(Debug, Clone)]
@@ -177,14 +183,27 @@ impl UniformPacker {
     /// [`ExecError::UniformOffsetOverflow`] when the offset no longer fits the 32-bit
     /// dynamic offset wgpu takes.
     pub fn push(&mut self, params: &KernelParams) -> Result<u32, ExecError> {
+        self.push_bytes(bytemuck::bytes_of(params))
+    }
+
+    /// Appends a block of any length (a user op's own parameters), padded to whole
+    /// strides and to [`padded_block`] bytes, and returns its dynamic offset.
+    ///
+    /// # Errors
+    /// As [`UniformPacker::push`].
+    pub fn push_bytes(&mut self, block: &[u8]) -> Result<u32, ExecError> {
         let offset = self.bytes.len() as u64;
         let small = u32::try_from(offset).map_err(|_| ExecError::UniformOffsetOverflow {
             offset,
             max: u64::from(u32::MAX),
         })?;
-        self.bytes.extend_from_slice(bytemuck::bytes_of(params));
-        let padded = usize::try_from(offset.saturating_add(self.stride)).unwrap_or(usize::MAX);
-        self.bytes.resize(padded, 0);
+        self.bytes.extend_from_slice(block);
+        let strides = padded_block(block.len() as u64)
+            .div_ceil(self.stride)
+            .max(1);
+        let padded = offset.saturating_add(strides.saturating_mul(self.stride));
+        self.bytes
+            .resize(usize::try_from(padded).unwrap_or(usize::MAX), 0);
         Ok(small)
     }
 

@@ -1,9 +1,12 @@
 //! [`Forward`]: the built-in decoder's forward pass alone, for benchmarks: weights
 //! packed and uploaded once, activations planned by the default (offline `best`)
-//! planner and allocated once, and then only the executor's pass per call (no CPU reference, no proof: that
-//! is [`super::ModelSession`]'s job).
+//! planner and allocated once, and then the token ids written and the executor's pass
+//! per call (no CPU reference, no proof: that is [`super::ModelSession`]'s job). The
+//! ids are written before every run: the plan reuses their bytes once the embedding
+//! has read them, so a run leaves something else there.
 
 use super::{build_gpt, GptModel, ModelConfig};
+
 use crate::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
 use crate::exec::{Executor, RunReport, TensorMemory};
 use crate::plan::{lower_bounds, plan, plan_weights, Plan, PlanOptions};
@@ -18,6 +21,8 @@ pub struct Forward {
     weights: PlannedMemory,
     executor: Executor,
     lower_bound: u64,
+    /// The token ids, written before each run.
+    tokens: Vec<u32>,
 }
 
 impl std::fmt::Debug for Forward {
@@ -30,7 +35,7 @@ impl std::fmt::Debug for Forward {
 
 impl Forward {
     /// Builds the model, plans and allocates its activations, packs and uploads its
-    /// weights and tokens, and builds every pipeline.
+    /// weights, and builds every pipeline.
     ///
     /// # Errors
     /// Configuration, planning, allocation, upload and pipeline errors.
@@ -44,13 +49,16 @@ impl Forward {
             &PlanOptions::default(),
         )?;
         let weight_plan = plan_weights(&model.graph, &storage)?;
-        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
-        let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
+        let storage = WgpuStorage::shared(ctx);
+        let activations = allocate_plan(ctx, &plan, STORAGE_USAGE, &storage)?;
+        let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &storage)?;
         let lower_bound = lower_bounds(&model.graph)?.inplace_aware;
         let mut executor = Executor::new(ctx);
         executor.build_all_pipelines()?;
+        let tokens = model.token_ids();
         let forward = Forward {
             ctx: ctx.clone(),
+            tokens,
             model,
             plan,
             weight_plan,
@@ -65,8 +73,6 @@ impl Forward {
             for id in forward.model.weights() {
                 memory.write_f32(ctx, graph, id, &forward.model.weight_values(id))?;
             }
-            let tokens = forward.model.token_ids();
-            memory.write_u32(ctx, graph, forward.model.tokens, &tokens)?;
         }
         Ok(forward)
     }
@@ -76,14 +82,17 @@ impl Forward {
             .with_layer(&self.weight_plan, &self.weights)
     }
 
-    /// Runs the forward pass once: one encoder, one pass, one submit, waits.
+    /// Runs the forward pass once: writes the token ids (a run reuses their bytes),
+    /// then one encoder, one pass, one submit, waits.
     ///
     /// # Errors
-    /// The executor's errors.
+    /// Upload and executor errors.
     pub fn run(&mut self) -> crate::Result<RunReport> {
         let memory = TensorMemory::single(&self.plan, &self.activations)
             .with_layer(&self.weight_plan, &self.weights);
-        Ok(self.executor.run(&self.model.graph, &memory)?)
+        let graph = &self.model.graph;
+        memory.write_u32(&self.ctx, graph, self.model.tokens, &self.tokens)?;
+        Ok(self.executor.run(graph, &memory)?)
     }
 
     /// The logits of the last run, read back.
@@ -99,6 +108,11 @@ impl Forward {
     /// The model (graph, weights, tokens).
     pub fn model(&self) -> &GptModel {
         &self.model
+    }
+
+    /// The activation plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
     }
 
     /// Bytes of the activation plan.

@@ -6,8 +6,7 @@ use thiserror::Error;
 use crate::device::DeviceError;
 use wgalloc_plan::ErrorKind;
 
-/// Where in the op's own WGSL source a problem is (1-based; the prelude joined in
-/// front of it is not counted).
+/// Where in the op's own WGSL source a problem is (1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SourcePos {
     /// Line in the op's source.
@@ -84,8 +83,9 @@ pub enum RegisterError {
         /// `@binding`s of group 0 the entry point uses, beyond the parameter block.
         found: Vec<u32>,
     },
-    /// A binding the executor cannot bind: not group 0, not `var<storage, read_write>`,
-    /// or something other than the parameter block at binding 0.
+    /// A binding the executor cannot bind: not in group 0, neither a `var<uniform>` nor
+    /// a `var<storage>` buffer, a second `var<uniform>`, or a tensor the entry point
+    /// writes (the output, input 0 in place) declared `read`.
     #[error("user op {op:?}: @group({group}) @binding({binding}): {problem}")]
     BadBinding {
         /// The op.
@@ -97,8 +97,10 @@ pub enum RegisterError {
         /// What is wrong.
         problem: String,
     },
-    /// The WGSL `Params` struct does not have the layout of
-    /// [`crate::exec::KernelParams`] (4 × u32 then 4 × f32, 32 bytes).
+    /// The parameter block does not match: the Rust type given to
+    /// [`crate::exec::UserOp::params`] and the WGSL `var<uniform>` differ in size, one
+    /// is missing, or the WGSL declares one (other than [`crate::exec::KernelParams`]'
+    /// layout) and no values were given.
     #[error("user op {op:?}: {problem}")]
     BadParams {
         /// The op.
@@ -133,6 +135,31 @@ pub enum RegisterError {
         /// `max_compute_invocations_per_workgroup`.
         max_invocations: u32,
     },
+    /// The op gives no grid ([`crate::exec::UserOp::workgroups`]) and the entry point
+    /// takes no `@builtin(global_invocation_id)`, so wgalloc cannot derive one that
+    /// covers the output.
+    #[error(
+        "user op {op:?}: entry point {entry:?} takes no @builtin(global_invocation_id), so no grid can be derived from its @workgroup_size: give one with UserOp::workgroups"
+    )]
+    NoGrid {
+        /// The op.
+        op: String,
+        /// The entry point.
+        entry: String,
+    },
+    /// The WGSL needs a device feature the device was not created with (`f16` needs
+    /// `wgpu::Features::SHADER_F16`, which the adapter may or may not offer).
+    #[error(
+        "user op {op:?}: its WGSL uses {what}, the device was created without {feature}: create it with that feature where the adapter offers it (adapter.features())"
+    )]
+    MissingFeature {
+        /// The op.
+        op: String,
+        /// What the WGSL uses.
+        what: &'static str,
+        /// The wgpu feature it needs.
+        feature: &'static str,
+    },
     /// wgpu refused the shader module or a pipeline (after naga accepted it).
     #[error("user op {op:?}: the device refused its pipeline: {source}")]
     Device {
@@ -148,7 +175,9 @@ impl RegisterError {
     /// allows never fits it; wgpu's refusals keep their kind; the rest is bad input.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            RegisterError::WorkgroupSizeTooLarge { .. } => ErrorKind::NeverFits,
+            RegisterError::WorkgroupSizeTooLarge { .. } | RegisterError::MissingFeature { .. } => {
+                ErrorKind::NeverFits
+            }
             RegisterError::Device { source, .. } => source.kind(),
             _ => ErrorKind::BadInput,
         }

@@ -27,11 +27,11 @@ mod resolve;
 mod validate;
 
 pub use error::{RegisterError, SourcePos};
-pub use op::{Bind, OpShapes, UserOp, DEFAULT_WORKGROUP_THREADS};
+pub use op::{Bind, OpShapes, ShapeError, UserOp};
 pub use registry::{register_op, user_ops, UserOps};
 pub use validate::PRELUDE_WGSL;
 
-pub(crate) use registry::{device_op, Registered, UserPipelines};
+pub(crate) use registry::{device_op, Registered, UserPipeline, UserPipelines};
 pub(crate) use resolve::{apply_cpu, grid, resolve_user, UserCall};
 
 /// Test helpers shared by the unit tests of exec (a SwiGLU op).

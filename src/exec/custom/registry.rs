@@ -1,8 +1,14 @@
 //! [`UserOps`]: a set of checked user ops (no GPU needed), and the per-device set that
 //! [`register_op`] fills: every executor on the device runs its ops, with pipelines
-//! compiled once at registration.
+//! compiled once at registration. The set belongs to the [`GpuContext`] it was
+//! registered on and its clones, not to the `wgpu::Device`: wgpu gives no way to tell
+//! that two device handles are one device (a device's id is unique only within its
+//! wgpu instance, and pipelines of another instance's device would crash wgpu), so a
+//! context from another [`GpuContext::adopt`] of the same device starts with no user
+//! ops. Adopt a device once and clone the context.
 
 use std::collections::HashMap;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -10,7 +16,6 @@ use super::error::RegisterError;
 use super::op::{Bind, UserOp};
 use super::validate::{self, Checked, CheckedEntry};
 use crate::device::{scoped, GpuContext};
-use crate::exec::kernels::SharedRegistry;
 use crate::exec::ops::Op;
 use crate::exec::pipeline::compute_pipeline;
 
@@ -118,21 +123,61 @@ impl UserOps {
     }
 }
 
+/// One entry point's pipeline and the bind-group layout naga's reflection gave it.
+#[derive(Debug, Clone)]
+pub(crate) struct UserPipeline {
+    /// The pipeline.
+    pub(crate) pipeline: wgpu::ComputePipeline,
+    /// Its layout: the parameter block (dynamic offset) and storage buffers at their
+    /// reflected bindings and access.
+    pub(crate) layout: wgpu::BindGroupLayout,
+}
+
 /// The compiled pipelines of one registered op.
 #[derive(Debug, Clone)]
 pub(crate) struct UserPipelines {
     /// Out of place.
-    pub(crate) out_of_place: wgpu::ComputePipeline,
+    pub(crate) out_of_place: UserPipeline,
     /// In place, when the op has an in-place entry point.
-    pub(crate) inplace: Option<wgpu::ComputePipeline>,
+    pub(crate) inplace: Option<UserPipeline>,
 }
 
-/// A device's user ops and their pipelines ([`crate::device::DeviceShared`]).
+/// A context's user ops and their pipelines ([`crate::device::DeviceShared`]).
 #[derive(Debug, Default)]
 struct DeviceOps(Mutex<(UserOps, HashMap<u64, UserPipelines>)>);
 
 fn device_ops(ctx: &GpuContext) -> Arc<DeviceOps> {
     ctx.shared.get_or_init(DeviceOps::default)
+}
+
+/// The bind-group layout of a reflected entry point.
+fn entry_layout(device: &wgpu::Device, entry: &CheckedEntry) -> wgpu::BindGroupLayout {
+    let params = entry.params.map(|p| wgpu::BindGroupLayoutEntry {
+        binding: p.binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Uniform,
+            has_dynamic_offset: true,
+            min_binding_size: NonZeroU64::new(p.size),
+        },
+        count: None,
+    });
+    let storage = entry.storage.iter().map(|s| wgpu::BindGroupLayoutEntry {
+        binding: s.binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            // Compiled read_write (see validate::bind_read_write).
+            ty: wgpu::BufferBindingType::Storage { read_only: false },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    });
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = params.into_iter().chain(storage).collect();
+    device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("wgalloc user op"),
+        entries: &entries,
+    })
 }
 
 /// Refuses an entry point whose `@workgroup_size` exceeds the device's limits.
@@ -167,13 +212,18 @@ fn check_workgroup_size(
 }
 
 /// Registers `op` on `ctx`'s device: checks it with naga and against the device's
-/// limits, then compiles its pipelines (inside error scopes). From then on every
-/// executor on the device (model sessions, graph contexts, streams included) runs
-/// nodes whose op has this name, beside the built-in ops and in the same pass.
+/// limits and features, then compiles its pipelines (inside error scopes). From then
+/// on every executor made from `ctx` or a clone of it (sessions, model sessions, graph
+/// contexts, streams included) runs nodes whose op has this name, beside the built-in
+/// ops and in the same pass. A context from another [`GpuContext::adopt`] of the same
+/// `wgpu::Device` does not see it (wgpu gives no way to tell that two device handles
+/// are one device): its executors refuse such nodes with
+/// [`crate::exec::ExecError::NoKernel`], which says so. Adopt once, clone the context.
 ///
 /// # Errors
 /// Every error of [`UserOps::register`] (a name taken on this device included),
-/// [`RegisterError::WorkgroupSizeTooLarge`], and [`RegisterError::Device`] when wgpu
+/// [`RegisterError::WorkgroupSizeTooLarge`], [`RegisterError::MissingFeature`] (an
+/// `f16` kernel on a device without `SHADER_F16`), and [`RegisterError::Device`] when wgpu
 /// refuses the module or a pipeline. On any error nothing is registered and no
 /// pipeline is kept.
 pub fn register_op(ctx: &GpuContext, op: UserOp) -> Result<(), RegisterError> {
@@ -185,32 +235,29 @@ pub fn register_op(ctx: &GpuContext, op: UserOp) -> Result<(), RegisterError> {
     if let Some(entry) = &checked.inplace {
         check_workgroup_size(&op, entry, &ctx.limits)?;
     }
+    if checked.f16 && !ctx.device.features().contains(wgpu::Features::SHADER_F16) {
+        return Err(RegisterError::MissingFeature {
+            op: op.name.clone(),
+            what: "f16",
+            feature: "wgpu::Features::SHADER_F16",
+        });
+    }
     let device = &ctx.device;
-    let registry = SharedRegistry::of(ctx);
-    let layouts = registry.with(|r| {
-        let out = r.layout(device, op.bindings.len());
-        let inplace = op
-            .inplace
-            .as_ref()
-            .map(|(_, map)| r.layout(device, map.len()));
-        (out, inplace)
-    });
     let built = scoped(device, 0, || {
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(&op.name),
             source: wgpu::ShaderSource::Wgsl(checked.source.as_str().into()),
         });
-        let pipeline = |entry: &str, layout: &wgpu::BindGroupLayout| {
-            compute_pipeline(device, &module, entry, layout, &[])
-        };
-        let out_of_place = pipeline(&checked.entry.name, &layouts.0);
-        let inplace = match (&checked.inplace, &layouts.1) {
-            (Some(entry), Some(layout)) => Some(pipeline(&entry.name, layout)),
-            _ => None,
+        let pipeline = |entry: &CheckedEntry| {
+            let layout = entry_layout(device, entry);
+            UserPipeline {
+                pipeline: compute_pipeline(device, &module, &entry.name, &layout, &[]),
+                layout,
+            }
         };
         UserPipelines {
-            out_of_place,
-            inplace,
+            out_of_place: pipeline(&checked.entry),
+            inplace: checked.inplace.as_ref().map(pipeline),
         }
     });
     let built = built.map_err(|source| RegisterError::Device {
@@ -222,7 +269,7 @@ pub fn register_op(ctx: &GpuContext, op: UserOp) -> Result<(), RegisterError> {
     Ok(())
 }
 
-/// The user ops registered on `ctx`'s device (a snapshot), e.g. for
+/// The user ops registered on `ctx` and its clones (a snapshot), e.g. for
 /// [`crate::exec::cpu_ref::evaluate_with`].
 pub fn user_ops(ctx: &GpuContext) -> UserOps {
     let shared = device_ops(ctx);

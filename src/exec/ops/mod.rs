@@ -21,7 +21,13 @@ use super::ExecError;
 use crate::graph::{Graph, Node, NodeId};
 use check::{Checker, NodeView, F32S};
 
-/// Every op the executor and the CPU reference run.
+/// Every op the executor and the CPU reference run (rustdoc does not show a slice's
+/// value, so here they are): `copy`, `scale`, `relu`, `gelu`, `silu`, `add`, `mul`,
+/// `softmax`, `softmax_causal`, `layer_norm`, `rms_norm`, `matmul`, `matmul_bt`,
+/// `embedding`, `rope`, `count_positive`, `compact`, `matmul_packed`, `matmul_gelu`,
+/// `matmul_add`, `attention_causal`, `kv_self`, `kv_attend`, `kv_attend_out`,
+/// `matmul_bias`, `matmul_bias_gelu`, `matmul_add_bias`. Other names are user ops
+/// ([`crate::exec::UserOp`]).
 pub const SUPPORTED_OPS: &[&str] = &[
     "copy",
     "scale",

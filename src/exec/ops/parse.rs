@@ -132,6 +132,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_doc_of_supported_ops_names_every_op() {
+        let source = include_str!("mod.rs");
+        let doc: String = source
+            .split("pub const SUPPORTED_OPS")
+            .next()
+            .and_then(|before| before.rsplit("\n\n").next())
+            .unwrap_or_default()
+            .to_string();
+        let names: Vec<&str> = doc
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|n| !n.contains(':'))
+            .collect();
+        assert_eq!(names, super::super::SUPPORTED_OPS, "{doc}");
+    }
+
+    #[test]
     fn every_supported_name_parses_and_prints_back() {
         for &name in super::super::SUPPORTED_OPS {
             let op = Op::parse(name).unwrap_or_else(|| panic!("{name} does not parse"));

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::offline::{plan_graph_offline_n, Budget, Strategy};
+use super::offline::{plan_graph_offline_n, Budget};
 use super::{
     BufferTypeDesc, GraphAllocator, IntervalPlan, IntervalProblem, Plan, PlanError, Planner,
 };
@@ -22,7 +22,8 @@ pub struct BufferIds {
 }
 
 /// How to plan a graph. `PlanOptions::default()` is the CLI's default: the `best`
-/// planner, every tensor in buffer 0, no capacity, no time limit (deterministic).
+/// planner ([`Planner::BEST`]), every tensor in buffer 0, no capacity, no time limit
+/// (deterministic).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanOptions {
     /// The planner (`--planner`).
@@ -46,7 +47,7 @@ pub struct PlanOptions {
 impl Default for PlanOptions {
     fn default() -> PlanOptions {
         PlanOptions {
-            planner: Planner::Offline(Strategy::Best),
+            planner: Planner::BEST,
             buffer_ids: None,
             time_limit: None,
             capacity: None,
@@ -102,7 +103,9 @@ impl PlanOptions {
     }
 }
 
-/// Plans `graph` over `buffer_types` (buffer id = position) as `options` say: one buffer
+/// Plans `graph` over `buffer_types` (buffer id = position) as `options` say: the one
+/// entry point for planning a graph, whatever the planner (`PlanOptions::default()`:
+/// [`Planner::BEST`]; [`super::plan_graph`] is ggml's walk alone). One buffer
 /// (the first type) without buffer ids, several as ggml's `reserve_n` with them. The
 /// `naive` planner takes no buffer ids (every tensor gets memory of its own in buffer 0).
 ///
@@ -232,7 +235,7 @@ mod tests {
             nodes: (0..graph.nodes.len()).map(|s| s % 2).collect(),
             leaves: vec![1; graph_leaves(&graph).len()],
         };
-        for planner in [Planner::Ggml, Planner::Offline(Strategy::Best)] {
+        for planner in [Planner::Ggml, Planner::BEST] {
             let p = plan(
                 &graph,
                 &types(2),

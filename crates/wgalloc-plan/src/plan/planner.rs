@@ -1,5 +1,11 @@
 //! [`Planner`]: every planner wgalloc has, chosen by name (the CLI's `--planner`), for
 //! graphs and for lifetime-interval problems.
+//!
+//! **Naming.** Plan a graph with [`crate::plan::plan`] and [`crate::plan::PlanOptions`]:
+//! the one entry point, whatever the planner. [`Planner::BEST`] (the offline `best`
+//! strategy, never above ggml's walk) is the default of [`Planner::default`],
+//! `PlanOptions::default()` and the CLI. [`crate::plan::plan_graph`] is not the general
+//! entry: it is ggml's walk alone, what [`Planner::Ggml`] runs.
 
 use std::fmt;
 
@@ -10,7 +16,7 @@ use super::{
 };
 use crate::graph::{Graph, TensorId};
 
-/// A planner.
+/// A planner. The default is [`Planner::BEST`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Planner {
     /// ggml-alloc's walk in execution order (best-fit free blocks, in place over dying
@@ -23,9 +29,21 @@ pub enum Planner {
     Offline(Strategy),
 }
 
+impl Default for Planner {
+    /// [`Planner::BEST`].
+    fn default() -> Planner {
+        Planner::BEST
+    }
+}
+
 impl Planner {
-    /// Every planner: `ggml`, `naive`, then the offline strategies (`best`, the default
-    /// of [`crate::plan::PlanOptions`], among them).
+    /// The default planner (`best`): the offline search with every strategy, which
+    /// also runs ggml's walk and keeps the smaller verified plan. What
+    /// `PlanOptions::default()`, [`Planner::default`] and the CLI use.
+    pub const BEST: Planner = Planner::Offline(Strategy::Best);
+
+    /// Every planner: `ggml`, `naive`, then the offline strategies (`best`,
+    /// [`Planner::BEST`], the default, among them).
     pub fn all() -> Vec<Planner> {
         let mut all = vec![Planner::Ggml, Planner::Naive];
         all.extend(Strategy::ALL.iter().copied().map(Planner::Offline));
@@ -64,7 +82,8 @@ impl Planner {
             .join(", ")
     }
 
-    /// Plans `graph` in one buffer of `buffer_type`.
+    /// Plans `graph` in one buffer of `buffer_type` with this planner (the entry point
+    /// with every option is [`crate::plan::plan`]).
     ///
     /// # Errors
     /// Whatever the planner returns ([`PlanError::InvalidGraph`], size overflows).
@@ -217,6 +236,15 @@ impl fmt::Display for Planner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn best_is_the_default_everywhere_and_by_name() {
+        assert_eq!(Planner::default(), Planner::BEST);
+        assert_eq!(crate::plan::PlanOptions::default().planner, Planner::BEST);
+        assert_eq!(Planner::from_name("best"), Ok(Planner::BEST));
+        assert_eq!(Planner::BEST.name(), "best");
+        assert!(Planner::all().contains(&Planner::BEST));
+    }
 
     fn example() -> IntervalProblem {
         IntervalProblem::parse_csv(
