@@ -31,6 +31,7 @@ mod prepared;
 mod repair;
 mod search;
 mod skyline;
+mod sweep;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod workload;
@@ -393,9 +394,15 @@ fn greedy_orders(
                 return;
             }
         }
+        // The first placement always completes; later ones give up at the deadline.
+        let deadline = match (goal, best.as_ref()) {
+            (Some(goal), Some(_)) => goal.budget.deadline,
+            _ => None,
+        };
         let (order, fit) = greedy_order(p, strategy);
-        let (offsets, peak) = greedy::place(p, index, &order, fit);
-        keep_lower(best, (offsets, peak, strategy));
+        if let Some((offsets, peak)) = greedy::place_until(p, index, &order, fit, deadline) {
+            keep_lower(best, (offsets, peak, strategy));
+        }
     }
 }
 
@@ -403,6 +410,10 @@ fn greedy_orders(
 /// about 180 per item on iopddl_S_1, at about 0.1 us each), on top of
 /// [`SKYLINE_WORK_FLOOR`].
 const SKYLINE_WORK_PER_ITEM: u64 = 192;
+
+/// Heap pops per item the first skyline order may spend after the sweep (on top of
+/// [`SKYLINE_WORK_FLOOR`]): iopddl_S_1 takes about 180.
+const FIRST_ORDER_WORK_PER_ITEM: u64 = 256;
 
 /// Heap pops the skyline orders of one run may always spend (a few hundred ms).
 const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
@@ -418,10 +429,19 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u6
     for which in skyline::ORDERS {
         let limits = match best.as_ref() {
             None => skyline::Limits::NONE,
-            Some(b) if goal.done(b.1) || work == 0 => break,
+            Some(b) if goal.done(b.1) || (first_pops.is_some() && work == 0) => break,
+            // The first order after the sweep gets a budget of its own (on long
+            // lifetimes an item comes out of the heap again each time its floor
+            // rises, so its pops have no bound in n alone).
             Some(b) => skyline::Limits {
                 stop_at: b.1,
-                work,
+                work: if first_pops.is_some() {
+                    work
+                } else {
+                    SKYLINE_WORK_FLOOR.saturating_add(
+                        FIRST_ORDER_WORK_PER_ITEM.saturating_mul(p.items.len() as u64),
+                    )
+                },
                 deadline: goal.budget.deadline,
             },
         };
@@ -463,6 +483,9 @@ fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option
     keep_lower(best, (offsets, peak, Strategy::Skyline));
 }
 
+/// Above this many items `best` places by the O(n log n) sweep first.
+const SWEEP_FIRST_ITEMS: usize = 20_000;
+
 /// Above this many overlapping pairs `best` skips the greedy orders: each costs a
 /// visit per pair (about a second on iopddl_S_1's 43 million) and the skyline does
 /// better there.
@@ -470,14 +493,38 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
+///
+/// On large instances (more than [`SWEEP_FIRST_ITEMS`] items or [`GREEDY_MAX_PAIRS`]
+/// overlapping pairs) the O(n log n) sweep ([`sweep::place`]) goes first, so that a
+/// plan exists at once and every later placement may give up at the deadline; there
+/// the greedy orders run only with a deadline (each given up if it passes), as their
+/// O(n L log L) cost (L buffers live at a time) has no bound in n alone. Without a
+/// deadline every phase has a work budget linear in the item count (times the
+/// logarithms of its structures), so the default plan of a million buffers takes
+/// seconds.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
     let started = Instant::now();
     let mut best: Option<Placement> = None;
-    let index = OverlapIndex::new(p);
-    if p.overlap_pairs() <= GREEDY_MAX_PAIRS {
-        greedy_orders(p, &index, Some(goal), &mut best);
+    let pairs = p.overlap_pairs();
+    let large = p.items.len() > SWEEP_FIRST_ITEMS || pairs > GREEDY_MAX_PAIRS;
+    if large {
+        let (offsets, peak) = sweep::place(p);
+        log::debug!("sweep: {peak} in {:?}", started.elapsed());
+        keep_lower(&mut best, (offsets, peak, Strategy::Best));
+    }
+    // The overlap index (O(n log T) memory) is built only for what uses it.
+    let mut index: Option<OverlapIndex> = None;
+    if pairs <= GREEDY_MAX_PAIRS {
+        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+        greedy_orders(p, index, Some(goal), &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
+    if pairs > GREEDY_MAX_PAIRS && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
+        if goal.budget.deadline.is_some() {
+            let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+            greedy_orders(p, index, Some(goal), &mut best);
+        }
+    }
     if !searchable(p) {
         // Too large for the search: repair the peak's column instead.
         column_repair(p, goal, skyline_pops, &mut best);
@@ -512,7 +559,8 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
         return (start, start_peak, start_by);
     }
     let started = Instant::now();
-    let (climbed, climbed_peak) = climb(p, &index, start.clone(), goal);
+    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+    let (climbed, climbed_peak) = climb(p, index, start.clone(), goal);
     log::debug!(
         "climb from {start_peak} to {climbed_peak} in {:?}",
         started.elapsed()
