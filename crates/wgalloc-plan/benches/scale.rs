@@ -78,7 +78,7 @@ fn generate(family: &str, n: usize, seed: u64) -> IntervalProblem {
         };
         if family == "bursts" {
             // Bursts of 1-64 allocations at one step, a quiet stretch after each.
-            if rng.next() % 16 == 0 {
+            if rng.next().is_multiple_of(16) {
                 t += 1 + rng.next() % 64;
             }
         } else {

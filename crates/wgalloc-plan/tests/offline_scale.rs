@@ -30,7 +30,7 @@ fn generated(n: usize, seed: u64, life: u64, spread: u32, gap: u64) -> IntervalP
     let intervals = (0..n)
         .map(|i| {
             t += if gap == 0 {
-                u64::from(next() % 8 == 0)
+                u64::from(next().is_multiple_of(8))
             } else {
                 gap
             };

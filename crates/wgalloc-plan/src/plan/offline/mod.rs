@@ -519,11 +519,14 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
         greedy_orders(p, index, Some(goal), &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
-    if pairs > GREEDY_MAX_PAIRS && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
-        if goal.budget.deadline.is_some() {
-            let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-            greedy_orders(p, index, Some(goal), &mut best);
-        }
+    // With a deadline, the greedy orders too where they are costly (each given up if
+    // it passes).
+    if pairs > GREEDY_MAX_PAIRS
+        && goal.budget.deadline.is_some()
+        && best.as_ref().is_some_and(|b| !goal.done(b.1))
+    {
+        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+        greedy_orders(p, index, Some(goal), &mut best);
     }
     if !searchable(p) {
         // Too large for the search: repair the peak's column instead.
