@@ -98,6 +98,23 @@ fn generate(family: &str, n: usize, seed: u64) -> IntervalProblem {
     }
 }
 
+/// The planner's debug log on stderr, with the time since the start.
+struct StderrLog(Instant);
+
+impl log::Log for StderrLog {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if record.target().starts_with("wgalloc_plan") {
+            eprintln!("[{:8.3}] {}", self.0.elapsed().as_secs_f64(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
 /// This process's resident peak in MiB (`VmHWM`), if the system reports it.
 fn resident_peak_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -274,6 +291,12 @@ fn import() {
 }
 
 fn main() {
+    if std::env::var_os("WGALLOC_SCALE_LOG").is_some() {
+        let logger = Box::leak(Box::new(StderrLog(Instant::now())));
+        if log::set_logger(logger).is_ok() {
+            log::set_max_level(log::LevelFilter::Debug);
+        }
+    }
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")

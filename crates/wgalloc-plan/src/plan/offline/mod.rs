@@ -411,6 +411,24 @@ fn greedy_orders(
 /// [`SKYLINE_WORK_FLOOR`].
 const SKYLINE_WORK_PER_ITEM: u64 = 192;
 
+/// Items that get the full per-item pop budgets; each item beyond gets
+/// 1/[`TAIL_SHARE`] of them, so that a default plan of a million buffers takes seconds.
+const FULL_ITEMS: u64 = 32_768;
+
+/// See [`FULL_ITEMS`].
+const TAIL_SHARE: u64 = 64;
+
+/// The heap pops a skyline phase may spend: [`SKYLINE_WORK_FLOOR`], plus `per_item`
+/// for each of the first [`FULL_ITEMS`] items and `per_item / TAIL_SHARE` for each
+/// further one: deterministic, linear in n.
+fn pops_for(p: &Prepared, per_item: u64) -> u64 {
+    let n = p.items.len() as u64;
+    let full = n.min(FULL_ITEMS);
+    SKYLINE_WORK_FLOOR
+        .saturating_add(per_item.saturating_mul(full))
+        .saturating_add((per_item / TAIL_SHARE).saturating_mul(n - full))
+}
+
 /// Heap pops per item the first skyline order may spend after the sweep (on top of
 /// [`SKYLINE_WORK_FLOOR`]): iopddl_S_1 takes about 180.
 const FIRST_ORDER_WORK_PER_ITEM: u64 = 256;
@@ -423,8 +441,7 @@ const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
 /// holds nothing yet; later ones give up once they peak at the best so far. Returns the
 /// heap pops the first order spent (0 if none ran).
 fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u64 {
-    let mut work = SKYLINE_WORK_FLOOR
-        .saturating_add(SKYLINE_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    let mut work = pops_for(p, SKYLINE_WORK_PER_ITEM);
     let mut first_pops = None;
     for which in skyline::ORDERS {
         let limits = match best.as_ref() {
@@ -438,17 +455,26 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u6
                 work: if first_pops.is_some() {
                     work
                 } else {
-                    SKYLINE_WORK_FLOOR.saturating_add(
-                        FIRST_ORDER_WORK_PER_ITEM.saturating_mul(p.items.len() as u64),
-                    )
+                    pops_for(p, FIRST_ORDER_WORK_PER_ITEM)
                 },
                 deadline: goal.budget.deadline,
             },
         };
+        let started = Instant::now();
         let order = which.order(p);
         let (placed, spent) = skyline::place_within(p, &order, &limits);
+        log::debug!(
+            "skyline {which:?}: {:?} with {spent} pops in {:?}",
+            placed.as_ref().map(|x| x.1),
+            started.elapsed()
+        );
         work = work.saturating_sub(spent);
+        let first = first_pops.is_none();
         first_pops.get_or_insert(spent);
+        if first && placed.is_none() && spent >= pops_for(p, FIRST_ORDER_WORK_PER_ITEM) {
+            // The first order ran out of pops: the others (no cheaper) would too.
+            break;
+        }
         if let Some((offsets, peak)) = placed {
             keep_lower(best, (offsets, peak, Strategy::Skyline));
         }
@@ -469,8 +495,7 @@ fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option
     let Some((offsets, peak, _)) = best.as_ref() else {
         return;
     };
-    let work = SKYLINE_WORK_FLOOR
-        .saturating_add(REPAIR_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    let work = pops_for(p, REPAIR_WORK_PER_ITEM);
     if goal.done(*peak) || skyline_pops > work {
         return;
     }
@@ -479,7 +504,12 @@ fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option
         work,
         deadline: goal.budget.deadline,
     };
-    let (offsets, peak, _) = repair::repair(p, offsets.clone(), *peak, &budget);
+    let started = Instant::now();
+    let (offsets, peak, spent) = repair::repair(p, offsets.clone(), *peak, &budget);
+    log::debug!(
+        "column repair: {peak} with {spent} pops in {:?}",
+        started.elapsed()
+    );
     keep_lower(best, (offsets, peak, Strategy::Skyline));
 }
 
