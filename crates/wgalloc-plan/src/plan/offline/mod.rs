@@ -69,27 +69,43 @@ pub struct LiveRange {
 #[non_exhaustive]
 pub enum Strategy {
     /// Largest first, each at the lowest offset free of the buffers live with it.
+    /// O(n log T + P + n L log L) for P overlapping pairs and L buffers live with one
+    /// (overlaps from a static segment-tree index, no per-pair lists; the placed ones
+    /// sorted by offset per buffer): linear in n at a fixed live-set size, not
+    /// O(n log n) when L grows with n.
     GreedySize,
     /// Largest first, each in the smallest free gap that holds it (TFLite's variant).
+    /// Cost as [`Strategy::GreedySize`].
     GreedySizeBestFit,
     /// Buffers live at the busiest steps first (by the total size live at the buffer's
-    /// busiest step), then by size.
+    /// busiest step), then by size. The order in O(n log n + T log T) (a sparse table
+    /// over the live profile); placement as [`Strategy::GreedySize`].
     GreedyBreadth,
-    /// Longest lifetime first, then by size.
+    /// Longest lifetime first, then by size. Cost as [`Strategy::GreedySize`].
     GreedyLifetime,
     /// Largest conflict first (total size of the buffers live with it), then by size.
+    /// The order in O(n log n) (prefix sums over starts and ends); placement as
+    /// [`Strategy::GreedySize`].
     GreedyConflict,
     /// Lowest floor first: repeatedly places, among the buffers whose floor (the top
     /// of the highest buffer already placed in their lifetime) is lowest, the first of
     /// a static order, on that floor; several static orders (area, MiniMalloc's TAW,
     /// TWA and WAT, latest end, size, earliest start) in turn, keeping the lowest peak.
-    /// Needs no overlap lists, so it is the fast strategy on large instances.
+    /// Needs no overlap lists: a heap pop costs O(log n) plus a range maximum over
+    /// the item's sections (O(log T) in a tree, or O(64 + len / 64) in two levels of
+    /// blocks beyond 2^17 sections); an item is popped again each time its floor
+    /// rises, so the pops per item grow with how often the floors under a lifetime
+    /// rise (about 180 on iopddl_S_1, hundreds on long malloc-like lifetimes). Every
+    /// order after the first gives up at a shared pop budget linear in n.
     Skyline,
     /// Bounded exact search over canonical solutions, aiming at the lower bound, then
-    /// at capacities between it and the best greedy peak.
+    /// at capacities between it and the best greedy peak. Exponential in the worst
+    /// case, bounded by [`Budget::search_work`]; not run above 3,000 items.
     Search,
     /// Seeded local search from the best greedy placement: lifts the highest items
-    /// around the peak and places them back, keeping changes that lower it.
+    /// around the peak and places them back, keeping changes that lower it. A move
+    /// costs O(n + overlaps of the moved items); moves are bounded by
+    /// [`Budget::climb_work`].
     Climb,
     /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
     /// and stops at the first plan at the lower bound (or within the capacity, see
@@ -100,6 +116,16 @@ pub enum Strategy {
     /// that sets the peak first); the climb runs there and after a search on a tiling
     /// (most sections full at the lower bound), not after other searches (their
     /// bisection leaves it nothing) nor when its budget allows fewer than 1,024 moves.
+    ///
+    /// Above 20,000 items or 4 million overlapping pairs an O(n log n) sweep
+    /// (start order, smallest free gap of the live set, kept in ordered sets of free
+    /// gaps) places everything first, so that a plan exists at once; the skyline and
+    /// the column repair then run within pop budgets at most linear in n, and with a
+    /// deadline every phase gives up once it passes (checked every 64 greedy
+    /// placements, every 4,096 heap pops, before every search probe and climb move),
+    /// returning the lowest plan so far. Up to those sizes it runs every strategy above
+    /// that it does not skip and is never above any of them on the instances of
+    /// `tests/offline_scale.rs`.
     Best,
 }
 
