@@ -120,7 +120,9 @@ pub enum Strategy {
     /// Above 20,000 items or 4 million overlapping pairs an O(n log n) sweep
     /// (start order, smallest free gap of the live set, kept in ordered sets of free
     /// gaps) places everything first, so that a plan exists at once; the skyline and
-    /// the column repair then run within pop budgets at most linear in n, and with a
+    /// the column repair then run within pop budgets at most linear in n (with a
+    /// deadline, the skyline's first order has the deadline as its only budget, and the
+    /// greedy orders run after the skyline where they are costly), and with a
     /// deadline every phase gives up once it passes (checked every 64 greedy
     /// placements, every 4,096 heap pops, before every search probe and climb move),
     /// returning the lowest plan so far. Up to those sizes it runs every strategy above
@@ -486,6 +488,9 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u6
                 stop_at: b.1,
                 work: if first_pops.is_some() {
                     work
+                } else if goal.budget.deadline.is_some() {
+                    // With a deadline, the deadline is its budget.
+                    u64::MAX
                 } else {
                     pops_for(p, FIRST_ORDER_WORK_PER_ITEM)
                 },
