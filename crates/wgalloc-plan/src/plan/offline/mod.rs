@@ -99,11 +99,14 @@ pub enum Strategy {
     /// order after the first gives up at a shared pop budget linear in n.
     Skyline,
     /// Bounded exact search over canonical solutions, aiming at the lower bound, then
-    /// at capacities between it and the best greedy peak. Exponential in the worst
+    /// at capacities between it and the best peak of the placements `best` starts
+    /// from (greedy orders, skyline). Exponential in the worst
     /// case, bounded by [`Budget::search_work`]; not run above 3,000 items.
     Search,
-    /// Seeded local search from the best greedy placement: lifts the highest items
-    /// around the peak and places them back, keeping changes that lower it. A move
+    /// Seeded local search from the placement `best` starts from (greedy orders,
+    /// skyline): lifts the highest items around the peak and places them back,
+    /// keeping changes that lower it. Where `best` would not climb (the search ran on
+    /// a non-tiling, or the budget allows too few moves) it returns that placement. A move
     /// costs O(n + overlaps of the moved items); moves are bounded by
     /// [`Budget::climb_work`].
     Climb,
@@ -359,15 +362,26 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
             best.unwrap_or_else(|| (Vec::new(), 0, strategy))
         }
         Strategy::Search => {
-            let index = OverlapIndex::new(p);
-            let (offsets, peak, _) = best_greedy(p, &index);
+            let mut index = None;
+            let Some((offsets, peak, _)) = start(p, goal, &mut index) else {
+                return (Vec::new(), 0, strategy);
+            };
+            if goal.done(peak) {
+                return (offsets, peak, strategy);
+            }
             let (offsets, peak) = search_below(p, offsets, peak, goal);
             (offsets, peak, strategy)
         }
         Strategy::Climb => {
-            let index = OverlapIndex::new(p);
-            let (offsets, _, _) = best_greedy(p, &index);
-            let (offsets, peak) = climb(p, &index, offsets, goal);
+            let mut index = None;
+            let Some((offsets, peak, _)) = start(p, goal, &mut index) else {
+                return (Vec::new(), 0, strategy);
+            };
+            if goal.done(peak) || !climb_applies(p, goal) {
+                return (offsets, peak, strategy);
+            }
+            let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+            let (offsets, peak) = climb(p, index, offsets, goal);
             (offsets, peak, strategy)
         }
         Strategy::Best => best(p, goal),
@@ -399,13 +413,6 @@ fn keep_lower(best: &mut Option<Placement>, candidate: Placement) {
     if best.as_ref().is_none_or(|b| candidate.1 < b.1) {
         *best = Some(candidate);
     }
-}
-
-/// Every greedy strategy; the lowest peak (first on ties), with its strategy.
-fn best_greedy(p: &Prepared, index: &OverlapIndex) -> Placement {
-    let mut best = None;
-    greedy_orders(p, index, None, &mut best);
-    best.unwrap_or_else(|| (Vec::new(), 0, Strategy::GreedySize))
 }
 
 /// The greedy orders in turn into `best`, stopping once `goal` (if any) is reached or
@@ -570,6 +577,53 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 /// logarithms of its structures), so the default plan of a million buffers takes
 /// seconds.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
+    let mut index: Option<OverlapIndex> = None;
+    let Some((offsets, peak, strategy)) = start(p, goal, &mut index) else {
+        return (Vec::new(), 0, Strategy::Best);
+    };
+    if goal.done(peak) {
+        return (offsets, peak, strategy);
+    }
+    let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
+    let (start, start_peak, start_by) = if searched_peak < peak {
+        (searched, searched_peak, Strategy::Search)
+    } else {
+        (offsets.clone(), peak, strategy)
+    };
+    if goal.done(start_peak) || !climb_applies(p, goal) {
+        return (start, start_peak, start_by);
+    }
+    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+    let started = Instant::now();
+    let mut best = (start.clone(), start_peak, start_by);
+    let (climbed, climbed_peak) = climb(p, index, start, goal);
+    log::debug!(
+        "climb from {start_peak} to {climbed_peak} in {:?}",
+        started.elapsed()
+    );
+    keep_lower_placement(&mut best, (climbed, climbed_peak, Strategy::Climb));
+    // The climb strategy climbs from the placement before the search: where the
+    // search lowered it, that climb runs too, so that `best` is never above it.
+    if start_peak < peak && !goal.done(best.1) {
+        let (climbed, climbed_peak) = climb(p, index, offsets, goal);
+        keep_lower_placement(&mut best, (climbed, climbed_peak, Strategy::Climb));
+    }
+    best
+}
+
+/// Keeps `candidate` in `best` if it peaks lower (ties: the earlier one stays).
+fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
+    if candidate.1 < best.1 {
+        *best = candidate;
+    }
+}
+
+/// The placement `best`, [`Strategy::Search`] and [`Strategy::Climb`] start from: on
+/// large instances the sweep, then the greedy orders (where affordable), the skyline
+/// orders, with a deadline the costly greedy orders, and on instances too large for
+/// the search the column repair; the lowest of them. `index` is built if a greedy
+/// order needs it. `None` only for an instance with no items.
+fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<Placement> {
     let started = Instant::now();
     let mut best: Option<Placement> = None;
     let pairs = p.overlap_pairs();
@@ -580,7 +634,6 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
         keep_lower(&mut best, (offsets, peak, Strategy::Best));
     }
     // The overlap index (O(n log T) memory) is built only for what uses it.
-    let mut index: Option<OverlapIndex> = None;
     if pairs <= GREEDY_MAX_PAIRS {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
         greedy_orders(p, index, Some(goal), &mut best);
@@ -599,47 +652,28 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
         // Too large for the search: repair the peak's column instead.
         column_repair(p, goal, skyline_pops, &mut best);
     }
-    let Some((offsets, peak, strategy)) = best else {
-        return (Vec::new(), 0, Strategy::Best);
-    };
-    if goal.done(peak) {
-        return (offsets, peak, strategy);
+    if let Some((_, peak, strategy)) = best.as_ref() {
+        log::debug!(
+            "greedy orders and skyline: {peak} by {strategy} in {:?}",
+            started.elapsed()
+        );
     }
-    log::debug!(
-        "greedy orders and skyline: {peak} by {strategy} in {:?}",
-        started.elapsed()
-    );
-    let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
-    let (start, start_peak, start_by) = if searched_peak < peak {
-        (searched, searched_peak, Strategy::Search)
-    } else {
-        (offsets, peak, strategy)
-    };
-    // Where the search ran, its bisection probed every capacity down to within 0.1%
-    // of its best peak with far more work than the climb gets: after it the climb
-    // lowered no peak on dsa D and J without a capacity (0.55-0.66 s for nothing). On
-    // a tiling (most sections full at the bound) the probes above the bound run
-    // without corner turns and stay far above it; there the climb lowered 7 of 71
-    // generated tilings without a capacity by 0.08-0.6%, so it still runs there.
-    if goal.done(start_peak) || (searchable(p) && !p.mostly_full_at(p.lower_bound)) {
-        return (start, start_peak, start_by);
-    }
-    if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
-        // Too few moves to matter (a move costs at least two scans of the items).
-        return (start, start_peak, start_by);
-    }
-    let started = Instant::now();
-    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-    let (climbed, climbed_peak) = climb(p, index, start.clone(), goal);
-    log::debug!(
-        "climb from {start_peak} to {climbed_peak} in {:?}",
-        started.elapsed()
-    );
-    if climbed_peak < start_peak {
-        (climbed, climbed_peak, Strategy::Climb)
-    } else {
-        (start, start_peak, start_by)
-    }
+    best
+}
+
+/// Whether the local search runs after the search (in `best`) or at all
+/// ([`Strategy::Climb`]). Where the search ran, its bisection probed every capacity
+/// down to within 0.1% of its best peak with far more work than the climb gets: after
+/// it the climb lowered no peak on dsa D and J without a capacity (0.55-0.66 s for
+/// nothing). On a tiling (most sections full at the bound) the probes above the bound
+/// run without corner turns and stay far above it; there the climb lowered 7 of 71
+/// generated tilings without a capacity by 0.08-0.6%, so it still runs there. It does
+/// not run either when its budget allows fewer than [`CLIMB_MIN_MOVES`] moves (a move
+/// costs at least two scans of the items).
+fn climb_applies(p: &Prepared, goal: &Goal) -> bool {
+    let after_search = searchable(p) && !p.mostly_full_at(p.lower_bound);
+    let enough = goal.budget.climb_work / CLIMB_MIN_MOVES >= 2 * p.items.len() as u64;
+    !after_search && enough
 }
 
 /// `best` skips the local search when its budget allows fewer moves than this: on
