@@ -5,6 +5,8 @@
 //! Overlaps come from the static [`OverlapIndex`], so placing an item costs time
 //! proportional to the items live with it (O(n log T + overlapping pairs), not O(n^2)).
 
+use std::time::Instant;
+
 use super::index::OverlapIndex;
 use super::prepared::{Item, Prepared};
 
@@ -144,23 +146,44 @@ pub(crate) enum Fit {
 
 /// Places the items in `order`, each in a gap free of the placed items live with it
 /// (chosen by `fit`). Returns offsets per item position and the peak.
+///
+/// O(n log T + overlapping pairs + sum over items of k log k), k the placed items live
+/// with an item: on n buffers with about L live at a time, O(n L log L).
 pub(crate) fn place(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
 ) -> (Vec<u64>, u64) {
+    place_until(p, index, order, fit, None).unwrap_or_else(|| (vec![0; p.items.len()], 0))
+}
+
+/// How often (in items placed) [`place_until`] looks at the clock.
+const CLOCK_EVERY: usize = 64;
+
+/// [`place`] that gives up (`None`) once `deadline` has passed, looked at every
+/// [`CLOCK_EVERY`] items.
+pub(crate) fn place_until(
+    p: &Prepared,
+    index: &OverlapIndex,
+    order: &[usize],
+    fit: Fit,
+    deadline: Option<Instant>,
+) -> Option<(Vec<u64>, u64)> {
     let mut offsets = vec![0u64; p.items.len()];
     let mut placed = vec![false; p.items.len()];
     let mut busy: Vec<(u64, u64)> = Vec::new();
     let mut peak = 0u64;
-    for &i in order {
+    for (k, &i) in order.iter().enumerate() {
+        if k % CLOCK_EVERY == CLOCK_EVERY - 1 && deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
         let offset = fit_among_placed(p, index, &offsets, &placed, i, fit, &mut busy).0;
         offsets[i] = offset;
         placed[i] = true;
         peak = peak.max(offset.saturating_add(p.items[i].size));
     }
-    (offsets, peak)
+    Some((offsets, peak))
 }
 
 /// The offset `fit` picks for item `i` among the placed items live with it, and the

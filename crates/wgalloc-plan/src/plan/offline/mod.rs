@@ -31,6 +31,7 @@ mod prepared;
 mod repair;
 mod search;
 mod skyline;
+mod sweep;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod workload;
@@ -68,27 +69,46 @@ pub struct LiveRange {
 #[non_exhaustive]
 pub enum Strategy {
     /// Largest first, each at the lowest offset free of the buffers live with it.
+    /// O(n log T + P + n L log L) for P overlapping pairs and L buffers live with one
+    /// (overlaps from a static segment-tree index, no per-pair lists; the placed ones
+    /// sorted by offset per buffer): linear in n at a fixed live-set size, not
+    /// O(n log n) when L grows with n.
     GreedySize,
     /// Largest first, each in the smallest free gap that holds it (TFLite's variant).
+    /// Cost as [`Strategy::GreedySize`].
     GreedySizeBestFit,
     /// Buffers live at the busiest steps first (by the total size live at the buffer's
-    /// busiest step), then by size.
+    /// busiest step), then by size. The order in O(n log n + T log T) (a sparse table
+    /// over the live profile); placement as [`Strategy::GreedySize`].
     GreedyBreadth,
-    /// Longest lifetime first, then by size.
+    /// Longest lifetime first, then by size. Cost as [`Strategy::GreedySize`].
     GreedyLifetime,
     /// Largest conflict first (total size of the buffers live with it), then by size.
+    /// The order in O(n log n) (prefix sums over starts and ends); placement as
+    /// [`Strategy::GreedySize`].
     GreedyConflict,
     /// Lowest floor first: repeatedly places, among the buffers whose floor (the top
     /// of the highest buffer already placed in their lifetime) is lowest, the first of
     /// a static order, on that floor; several static orders (area, MiniMalloc's TAW,
     /// TWA and WAT, latest end, size, earliest start) in turn, keeping the lowest peak.
-    /// Needs no overlap lists, so it is the fast strategy on large instances.
+    /// Needs no overlap lists: a heap pop costs O(log n) plus a range maximum over
+    /// the item's sections (O(log T) in a tree, or O(64 + len / 64) in two levels of
+    /// blocks beyond 2^17 sections); an item is popped again each time its floor
+    /// rises, so the pops per item grow with how often the floors under a lifetime
+    /// rise (about 180 on iopddl_S_1, hundreds on long malloc-like lifetimes). Every
+    /// order after the first gives up at a shared pop budget linear in n.
     Skyline,
     /// Bounded exact search over canonical solutions, aiming at the lower bound, then
-    /// at capacities between it and the best greedy peak.
+    /// at capacities between it and the best peak of the placements `best` starts
+    /// from (greedy orders, skyline). Exponential in the worst
+    /// case, bounded by [`Budget::search_work`]; not run above 3,000 items.
     Search,
-    /// Seeded local search from the best greedy placement: lifts the highest items
-    /// around the peak and places them back, keeping changes that lower it.
+    /// Seeded local search from the placement `best` starts from (greedy orders,
+    /// skyline): lifts the highest items around the peak and places them back,
+    /// keeping changes that lower it. Where `best` would not climb (the search ran on
+    /// a non-tiling, or the budget allows too few moves) it returns that placement. A move
+    /// costs O(n + overlaps of the moved items); moves are bounded by
+    /// [`Budget::climb_work`].
     Climb,
     /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
     /// and stops at the first plan at the lower bound (or within the capacity, see
@@ -99,6 +119,18 @@ pub enum Strategy {
     /// that sets the peak first); the climb runs there and after a search on a tiling
     /// (most sections full at the lower bound), not after other searches (their
     /// bisection leaves it nothing) nor when its budget allows fewer than 1,024 moves.
+    ///
+    /// Above 20,000 items or 4 million overlapping pairs an O(n log n) sweep
+    /// (start order, smallest free gap of the live set, kept in ordered sets of free
+    /// gaps) places everything first, so that a plan exists at once; the skyline and
+    /// the column repair then run within pop budgets at most linear in n (with a
+    /// deadline, the skyline's first order has the deadline as its only budget, and the
+    /// greedy orders run after the skyline where they are costly), and with a
+    /// deadline every phase gives up once it passes (checked every 64 greedy
+    /// placements, every 4,096 heap pops, before every search probe and climb move),
+    /// returning the lowest plan so far. Up to those sizes it runs every strategy above
+    /// that it does not skip and is never above any of them on the instances of
+    /// `tests/offline_scale.rs`.
     Best,
 }
 
@@ -330,15 +362,26 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
             best.unwrap_or_else(|| (Vec::new(), 0, strategy))
         }
         Strategy::Search => {
-            let index = OverlapIndex::new(p);
-            let (offsets, peak, _) = best_greedy(p, &index);
+            let mut index = None;
+            let Some((offsets, peak, _)) = start(p, goal, &mut index) else {
+                return (Vec::new(), 0, strategy);
+            };
+            if goal.done(peak) {
+                return (offsets, peak, strategy);
+            }
             let (offsets, peak) = search_below(p, offsets, peak, goal);
             (offsets, peak, strategy)
         }
         Strategy::Climb => {
-            let index = OverlapIndex::new(p);
-            let (offsets, _, _) = best_greedy(p, &index);
-            let (offsets, peak) = climb(p, &index, offsets, goal);
+            let mut index = None;
+            let Some((offsets, peak, _)) = start(p, goal, &mut index) else {
+                return (Vec::new(), 0, strategy);
+            };
+            if goal.done(peak) || !climb_applies(p, goal) {
+                return (offsets, peak, strategy);
+            }
+            let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+            let (offsets, peak) = climb(p, index, offsets, goal);
             (offsets, peak, strategy)
         }
         Strategy::Best => best(p, goal),
@@ -372,13 +415,6 @@ fn keep_lower(best: &mut Option<Placement>, candidate: Placement) {
     }
 }
 
-/// Every greedy strategy; the lowest peak (first on ties), with its strategy.
-fn best_greedy(p: &Prepared, index: &OverlapIndex) -> Placement {
-    let mut best = None;
-    greedy_orders(p, index, None, &mut best);
-    best.unwrap_or_else(|| (Vec::new(), 0, Strategy::GreedySize))
-}
-
 /// The greedy orders in turn into `best`, stopping once `goal` (if any) is reached or
 /// its deadline has passed (checked between placements, after the first).
 fn greedy_orders(
@@ -393,9 +429,15 @@ fn greedy_orders(
                 return;
             }
         }
+        // The first placement always completes; later ones give up at the deadline.
+        let deadline = match (goal, best.as_ref()) {
+            (Some(goal), Some(_)) => goal.budget.deadline,
+            _ => None,
+        };
         let (order, fit) = greedy_order(p, strategy);
-        let (offsets, peak) = greedy::place(p, index, &order, fit);
-        keep_lower(best, (offsets, peak, strategy));
+        if let Some((offsets, peak)) = greedy::place_until(p, index, &order, fit, deadline) {
+            keep_lower(best, (offsets, peak, strategy));
+        }
     }
 }
 
@@ -403,6 +445,34 @@ fn greedy_orders(
 /// about 180 per item on iopddl_S_1, at about 0.1 us each), on top of
 /// [`SKYLINE_WORK_FLOOR`].
 const SKYLINE_WORK_PER_ITEM: u64 = 192;
+
+/// Items that get the full per-item pop budgets. Beyond, a heap pop costs more (the
+/// heap and heights leave the caches: about 7 us a pop at a million items on a loaded
+/// 2-core machine, 0.6 us on iopddl_S_1), so the full share is spread over the items
+/// (it shrinks as `FULL_ITEMS / n`) and each further item adds `1 / TAIL_SHARE` of the
+/// per-item budget: a default plan of a million buffers takes seconds, with the
+/// skyline completing only where its floors rarely rise (few buffers live at once).
+const FULL_ITEMS: u64 = 32_768;
+
+/// See [`FULL_ITEMS`].
+const TAIL_SHARE: u64 = 128;
+
+/// The heap pops a skyline phase may spend: [`SKYLINE_WORK_FLOOR`], plus `per_item`
+/// for each item up to [`FULL_ITEMS`] items, that share shrinking as `FULL_ITEMS / n`
+/// beyond, plus `per_item / TAIL_SHARE` for each item beyond: deterministic, at most
+/// linear in n.
+fn pops_for(p: &Prepared, per_item: u64) -> u64 {
+    let n = p.items.len() as u64;
+    let full = n.min(FULL_ITEMS);
+    let shared = per_item.saturating_mul(full).saturating_mul(full) / n.max(1);
+    SKYLINE_WORK_FLOOR
+        .saturating_add(shared)
+        .saturating_add((per_item / TAIL_SHARE).saturating_mul(n - full))
+}
+
+/// Heap pops per item the first skyline order may spend after the sweep (on top of
+/// [`SKYLINE_WORK_FLOOR`]): iopddl_S_1 takes about 180.
+const FIRST_ORDER_WORK_PER_ITEM: u64 = 256;
 
 /// Heap pops the skyline orders of one run may always spend (a few hundred ms).
 const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
@@ -412,23 +482,43 @@ const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
 /// holds nothing yet; later ones give up once they peak at the best so far. Returns the
 /// heap pops the first order spent (0 if none ran).
 fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u64 {
-    let mut work = SKYLINE_WORK_FLOOR
-        .saturating_add(SKYLINE_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    let mut work = pops_for(p, SKYLINE_WORK_PER_ITEM);
     let mut first_pops = None;
     for which in skyline::ORDERS {
         let limits = match best.as_ref() {
             None => skyline::Limits::NONE,
-            Some(b) if goal.done(b.1) || work == 0 => break,
+            Some(b) if goal.done(b.1) || (first_pops.is_some() && work == 0) => break,
+            // The first order after the sweep gets a budget of its own (on long
+            // lifetimes an item comes out of the heap again each time its floor
+            // rises, so its pops have no bound in n alone).
             Some(b) => skyline::Limits {
                 stop_at: b.1,
-                work,
+                work: if first_pops.is_some() {
+                    work
+                } else if goal.budget.deadline.is_some() {
+                    // With a deadline, the deadline is its budget.
+                    u64::MAX
+                } else {
+                    pops_for(p, FIRST_ORDER_WORK_PER_ITEM)
+                },
                 deadline: goal.budget.deadline,
             },
         };
+        let started = Instant::now();
         let order = which.order(p);
         let (placed, spent) = skyline::place_within(p, &order, &limits);
+        log::debug!(
+            "skyline {which:?}: {:?} with {spent} pops in {:?}",
+            placed.as_ref().map(|x| x.1),
+            started.elapsed()
+        );
         work = work.saturating_sub(spent);
+        let first = first_pops.is_none();
         first_pops.get_or_insert(spent);
+        if first && placed.is_none() && spent >= pops_for(p, FIRST_ORDER_WORK_PER_ITEM) {
+            // The first order ran out of pops: the others (no cheaper) would too.
+            break;
+        }
         if let Some((offsets, peak)) = placed {
             keep_lower(best, (offsets, peak, Strategy::Skyline));
         }
@@ -449,8 +539,7 @@ fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option
     let Some((offsets, peak, _)) = best.as_ref() else {
         return;
     };
-    let work = SKYLINE_WORK_FLOOR
-        .saturating_add(REPAIR_WORK_PER_ITEM.saturating_mul(p.items.len() as u64));
+    let work = pops_for(p, REPAIR_WORK_PER_ITEM);
     if goal.done(*peak) || skyline_pops > work {
         return;
     }
@@ -459,9 +548,17 @@ fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option
         work,
         deadline: goal.budget.deadline,
     };
-    let (offsets, peak, _) = repair::repair(p, offsets.clone(), *peak, &budget);
+    let started = Instant::now();
+    let (offsets, peak, spent) = repair::repair(p, offsets.clone(), *peak, &budget);
+    log::debug!(
+        "column repair: {peak} with {spent} pops in {:?}",
+        started.elapsed()
+    );
     keep_lower(best, (offsets, peak, Strategy::Skyline));
 }
+
+/// Above this many items `best` places by the O(n log n) sweep first.
+const SWEEP_FIRST_ITEMS: usize = 20_000;
 
 /// Above this many overlapping pairs `best` skips the greedy orders: each costs a
 /// visit per pair (about a second on iopddl_S_1's 43 million) and the skyline does
@@ -470,58 +567,113 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
+///
+/// On large instances (more than [`SWEEP_FIRST_ITEMS`] items or [`GREEDY_MAX_PAIRS`]
+/// overlapping pairs) the O(n log n) sweep ([`sweep::place`]) goes first, so that a
+/// plan exists at once and every later placement may give up at the deadline; there
+/// the greedy orders run only with a deadline (each given up if it passes), as their
+/// O(n L log L) cost (L buffers live at a time) has no bound in n alone. Without a
+/// deadline every phase has a work budget linear in the item count (times the
+/// logarithms of its structures), so the default plan of a million buffers takes
+/// seconds.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
-    let started = Instant::now();
-    let mut best: Option<Placement> = None;
-    let index = OverlapIndex::new(p);
-    if p.overlap_pairs() <= GREEDY_MAX_PAIRS {
-        greedy_orders(p, &index, Some(goal), &mut best);
-    }
-    let skyline_pops = skyline_orders(p, goal, &mut best);
-    if !searchable(p) {
-        // Too large for the search: repair the peak's column instead.
-        column_repair(p, goal, skyline_pops, &mut best);
-    }
-    let Some((offsets, peak, strategy)) = best else {
+    let mut index: Option<OverlapIndex> = None;
+    let Some((offsets, peak, strategy)) = start(p, goal, &mut index) else {
         return (Vec::new(), 0, Strategy::Best);
     };
     if goal.done(peak) {
         return (offsets, peak, strategy);
     }
-    log::debug!(
-        "greedy orders and skyline: {peak} by {strategy} in {:?}",
-        started.elapsed()
-    );
     let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
     let (start, start_peak, start_by) = if searched_peak < peak {
         (searched, searched_peak, Strategy::Search)
     } else {
-        (offsets, peak, strategy)
+        (offsets.clone(), peak, strategy)
     };
-    // Where the search ran, its bisection probed every capacity down to within 0.1%
-    // of its best peak with far more work than the climb gets: after it the climb
-    // lowered no peak on dsa D and J without a capacity (0.55-0.66 s for nothing). On
-    // a tiling (most sections full at the bound) the probes above the bound run
-    // without corner turns and stay far above it; there the climb lowered 7 of 71
-    // generated tilings without a capacity by 0.08-0.6%, so it still runs there.
-    if goal.done(start_peak) || (searchable(p) && !p.mostly_full_at(p.lower_bound)) {
+    if goal.done(start_peak) || !climb_applies(p, goal) {
         return (start, start_peak, start_by);
     }
-    if goal.budget.climb_work / CLIMB_MIN_MOVES < 2 * p.items.len() as u64 {
-        // Too few moves to matter (a move costs at least two scans of the items).
-        return (start, start_peak, start_by);
-    }
+    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
     let started = Instant::now();
-    let (climbed, climbed_peak) = climb(p, &index, start.clone(), goal);
+    let mut best = (start.clone(), start_peak, start_by);
+    let (climbed, climbed_peak) = climb(p, index, start, goal);
     log::debug!(
         "climb from {start_peak} to {climbed_peak} in {:?}",
         started.elapsed()
     );
-    if climbed_peak < start_peak {
-        (climbed, climbed_peak, Strategy::Climb)
-    } else {
-        (start, start_peak, start_by)
+    keep_lower_placement(&mut best, (climbed, climbed_peak, Strategy::Climb));
+    // The climb strategy climbs from the placement before the search: where the
+    // search lowered it, that climb runs too, so that `best` is never above it.
+    if start_peak < peak && !goal.done(best.1) {
+        let (climbed, climbed_peak) = climb(p, index, offsets, goal);
+        keep_lower_placement(&mut best, (climbed, climbed_peak, Strategy::Climb));
     }
+    best
+}
+
+/// Keeps `candidate` in `best` if it peaks lower (ties: the earlier one stays).
+fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
+    if candidate.1 < best.1 {
+        *best = candidate;
+    }
+}
+
+/// The placement `best`, [`Strategy::Search`] and [`Strategy::Climb`] start from: on
+/// large instances the sweep, then the greedy orders (where affordable), the skyline
+/// orders, with a deadline the costly greedy orders, and on instances too large for
+/// the search the column repair; the lowest of them. `index` is built if a greedy
+/// order needs it. `None` only for an instance with no items.
+fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<Placement> {
+    let started = Instant::now();
+    let mut best: Option<Placement> = None;
+    let pairs = p.overlap_pairs();
+    let large = p.items.len() > SWEEP_FIRST_ITEMS || pairs > GREEDY_MAX_PAIRS;
+    if large {
+        let (offsets, peak) = sweep::place(p);
+        log::debug!("sweep: {peak} in {:?}", started.elapsed());
+        keep_lower(&mut best, (offsets, peak, Strategy::Best));
+    }
+    // The overlap index (O(n log T) memory) is built only for what uses it.
+    if pairs <= GREEDY_MAX_PAIRS {
+        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+        greedy_orders(p, index, Some(goal), &mut best);
+    }
+    let skyline_pops = skyline_orders(p, goal, &mut best);
+    // With a deadline, the greedy orders too where they are costly (each given up if
+    // it passes).
+    if pairs > GREEDY_MAX_PAIRS
+        && goal.budget.deadline.is_some()
+        && best.as_ref().is_some_and(|b| !goal.done(b.1))
+    {
+        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+        greedy_orders(p, index, Some(goal), &mut best);
+    }
+    if !searchable(p) {
+        // Too large for the search: repair the peak's column instead.
+        column_repair(p, goal, skyline_pops, &mut best);
+    }
+    if let Some((_, peak, strategy)) = best.as_ref() {
+        log::debug!(
+            "greedy orders and skyline: {peak} by {strategy} in {:?}",
+            started.elapsed()
+        );
+    }
+    best
+}
+
+/// Whether the local search runs after the search (in `best`) or at all
+/// ([`Strategy::Climb`]). Where the search ran, its bisection probed every capacity
+/// down to within 0.1% of its best peak with far more work than the climb gets: after
+/// it the climb lowered no peak on dsa D and J without a capacity (0.55-0.66 s for
+/// nothing). On a tiling (most sections full at the bound) the probes above the bound
+/// run without corner turns and stay far above it; there the climb lowered 7 of 71
+/// generated tilings without a capacity by 0.08-0.6%, so it still runs there. It does
+/// not run either when its budget allows fewer than [`CLIMB_MIN_MOVES`] moves (a move
+/// costs at least two scans of the items).
+fn climb_applies(p: &Prepared, goal: &Goal) -> bool {
+    let after_search = searchable(p) && !p.mostly_full_at(p.lower_bound);
+    let enough = goal.budget.climb_work / CLIMB_MIN_MOVES >= 2 * p.items.len() as u64;
+    !after_search && enough
 }
 
 /// `best` skips the local search when its budget allows fewer moves than this: on

@@ -20,9 +20,51 @@ use std::time::Instant;
 use super::greedy::{self, Key, Order};
 use super::prepared::Prepared;
 
+/// Heights per section, for the skyline: range maximum and range raise. Up to
+/// [`TREE_SECTIONS`] sections a tree ([`TreeHeights`], O(log T) an operation, its
+/// arrays small enough to stay in cache); beyond, two levels of blocks
+/// ([`BlockHeights`], adjacent entries only), which on the long lifetimes of large
+/// traces took a quarter of the tree's time a heap pop.
+pub(crate) enum Heights {
+    /// Up to [`TREE_SECTIONS`] sections.
+    Tree(TreeHeights),
+    /// More sections.
+    Blocks(BlockHeights),
+}
+
+/// See [`Heights`].
+const TREE_SECTIONS: usize = 1 << 17;
+
+impl Heights {
+    /// All heights zero over `sections` sections.
+    pub fn new(sections: usize) -> Heights {
+        if sections <= TREE_SECTIONS {
+            Heights::Tree(TreeHeights::new(sections))
+        } else {
+            Heights::Blocks(BlockHeights::new(sections))
+        }
+    }
+
+    /// The largest height over sections `[a, b)` (`a < b <= sections`).
+    pub fn max_in(&self, a: usize, b: usize) -> u64 {
+        match self {
+            Heights::Tree(h) => h.max_in(a, b),
+            Heights::Blocks(h) => h.max_in(a, b),
+        }
+    }
+
+    /// Raises sections `[a, b)` (`a < b <= sections`) to at least `height`.
+    pub fn raise(&mut self, a: usize, b: usize, height: u64) {
+        match self {
+            Heights::Tree(h) => h.raise(a, b, height),
+            Heights::Blocks(h) => h.raise(a, b, height),
+        }
+    }
+}
+
 /// Heights per section: range maximum and range raise in O(log T), bottom-up with no
 /// pushing down (heights only rise).
-pub(crate) struct Heights {
+pub(crate) struct TreeHeights {
     /// Leaves (a power of two, at least the section count); leaf `s` is node
     /// `leaves + s`, the root node 1.
     leaves: usize,
@@ -34,29 +76,29 @@ pub(crate) struct Heights {
     max: Vec<u64>,
     /// The heights again, for short ranges (up to [`FLAT_SPAN`] sections), which read
     /// them here instead of walking the tree: section `s` has height
-    /// `max(flat[s], block[s / BLOCK])`. A raise writes the sections of the blocks it
-    /// covers in part and the tags of those it covers whole: O(BLOCK + length / BLOCK).
+    /// `max(flat[s], block[s / TREE_BLOCK])`. A raise writes the sections of the blocks it
+    /// covers in part and the tags of those it covers whole: O(TREE_BLOCK + length / TREE_BLOCK).
     flat: Vec<u64>,
     /// A height every section of the block has reached.
     block: Vec<u64>,
 }
 
-/// Ranges up to this many sections read [`Heights::flat`] instead of the tree.
+/// Ranges up to this many sections read [`TreeHeights::flat`] instead of the tree.
 const FLAT_SPAN: usize = 16;
 
 /// Sections per block of [`Heights::block`].
-const BLOCK: usize = 64;
+const TREE_BLOCK: usize = 64;
 
-impl Heights {
+impl TreeHeights {
     /// All heights zero over `sections` sections.
-    pub fn new(sections: usize) -> Heights {
+    pub fn new(sections: usize) -> TreeHeights {
         let leaves = sections.max(1).next_power_of_two();
-        Heights {
+        TreeHeights {
             leaves,
             tag: vec![0; 2 * leaves],
             max: vec![0; 2 * leaves],
             flat: vec![0; leaves],
-            block: vec![0; leaves.div_ceil(BLOCK)],
+            block: vec![0; leaves.div_ceil(TREE_BLOCK)],
         }
     }
 
@@ -65,8 +107,8 @@ impl Heights {
         if b - a <= FLAT_SPAN {
             let sections = self.flat[a..b].iter().copied().max().unwrap_or(0);
             return sections
-                .max(self.block[a / BLOCK])
-                .max(self.block[(b - 1) / BLOCK]);
+                .max(self.block[a / TREE_BLOCK])
+                .max(self.block[(b - 1) / TREE_BLOCK]);
         }
         // Every node that covers part of [a, b) and more is an ancestor of the leaf of
         // `a` or of `b - 1`: their tags hold for a section in range.
@@ -89,14 +131,14 @@ impl Heights {
 
     /// Raises sections `[a, b)` (`a < b <= sections`) to at least `height`.
     pub fn raise(&mut self, a: usize, b: usize, height: u64) {
-        let (first, last) = (a.div_ceil(BLOCK), b / BLOCK);
+        let (first, last) = (a.div_ceil(TREE_BLOCK), b / TREE_BLOCK);
         if first >= last {
             // No whole block: the sections one by one (at most two blocks' worth).
             self.flat[a..b]
                 .iter_mut()
                 .for_each(|h| *h = (*h).max(height));
         } else {
-            let (head, tail) = (a..first * BLOCK, last * BLOCK..b);
+            let (head, tail) = (a..first * TREE_BLOCK, last * TREE_BLOCK..b);
             for s in head.chain(tail) {
                 self.flat[s] = self.flat[s].max(height);
             }
@@ -147,6 +189,113 @@ impl Heights {
             u >>= 1;
         }
         best
+    }
+}
+
+/// Heights per section: range maximum and range raise in two levels of blocks
+/// ([`BLOCK`] sections, and super-blocks of [`BLOCK`] blocks), each level holding the
+/// largest height in it and a height all of it has reached (heights only rise, so
+/// nothing is pushed down). An operation on `len` sections touches at most
+/// `4 * BLOCK + len / BLOCK^2` entries, all in runs of adjacent ones: on the long
+/// lifetimes of large traces far fewer cache misses than the walks of a tree.
+pub(crate) struct BlockHeights {
+    /// Height raised at each section by raises that covered it only in part of its
+    /// block.
+    flat: Vec<u64>,
+    /// A height every section of the block has reached.
+    block_tag: Vec<u64>,
+    /// The largest height in the block, but for super-block tags.
+    block_max: Vec<u64>,
+    /// A height every section of the super-block has reached.
+    super_tag: Vec<u64>,
+    /// The largest height in the super-block.
+    super_max: Vec<u64>,
+}
+
+/// Sections per block, and blocks per super-block.
+const BLOCK: usize = 64;
+
+/// Sections per super-block.
+const SUPER: usize = BLOCK * BLOCK;
+
+impl BlockHeights {
+    /// All heights zero over `sections` sections.
+    pub fn new(sections: usize) -> BlockHeights {
+        let sections = sections.max(1);
+        let blocks = sections.div_ceil(BLOCK);
+        let supers = sections.div_ceil(SUPER);
+        BlockHeights {
+            flat: vec![0; sections],
+            block_tag: vec![0; blocks],
+            block_max: vec![0; blocks],
+            super_tag: vec![0; supers],
+            super_max: vec![0; supers],
+        }
+    }
+
+    /// The largest height over sections `[a, b)` inside one block.
+    fn max_in_block(&self, a: usize, b: usize) -> u64 {
+        let flat = self.flat[a..b].iter().copied().max().unwrap_or(0);
+        flat.max(self.block_tag[a / BLOCK])
+            .max(self.super_tag[a / SUPER])
+    }
+
+    /// Raises sections `[a, b)` inside one block.
+    fn raise_in_block(&mut self, a: usize, b: usize, height: u64) {
+        self.flat[a..b]
+            .iter_mut()
+            .for_each(|h| *h = (*h).max(height));
+        self.block_max[a / BLOCK] = self.block_max[a / BLOCK].max(height);
+        self.super_max[a / SUPER] = self.super_max[a / SUPER].max(height);
+    }
+
+    /// The largest height over sections `[a, b)` (`a < b <= sections`).
+    pub fn max_in(&self, a: usize, b: usize) -> u64 {
+        let head = b.min(a.next_multiple_of(BLOCK));
+        let mut best = self.max_in_block(a, head);
+        let mut s = head;
+        // Whole super-blocks where they fit, else whole blocks.
+        while s + BLOCK <= b {
+            if s.is_multiple_of(SUPER) && s + SUPER <= b {
+                best = best.max(self.super_max[s / SUPER]);
+                s += SUPER;
+            } else {
+                best = best
+                    .max(self.block_max[s / BLOCK])
+                    .max(self.super_tag[s / SUPER]);
+                s += BLOCK;
+            }
+        }
+        if s < b {
+            best = best.max(self.max_in_block(s, b));
+        }
+        best
+    }
+
+    /// Raises sections `[a, b)` (`a < b <= sections`) to at least `height`.
+    pub fn raise(&mut self, a: usize, b: usize, height: u64) {
+        let head = b.min(a.next_multiple_of(BLOCK));
+        if a < head {
+            self.raise_in_block(a, head, height);
+        }
+        let mut s = head;
+        while s + BLOCK <= b {
+            if s.is_multiple_of(SUPER) && s + SUPER <= b {
+                let k = s / SUPER;
+                self.super_tag[k] = self.super_tag[k].max(height);
+                self.super_max[k] = self.super_max[k].max(height);
+                s += SUPER;
+            } else {
+                let k = s / BLOCK;
+                self.block_tag[k] = self.block_tag[k].max(height);
+                self.block_max[k] = self.block_max[k].max(height);
+                self.super_max[s / SUPER] = self.super_max[s / SUPER].max(height);
+                s += BLOCK;
+            }
+        }
+        if s < b {
+            self.raise_in_block(s, b, height);
+        }
     }
 }
 
@@ -297,6 +446,28 @@ mod tests {
     }
 
     #[test]
+    fn heights_match_a_plain_array_across_super_blocks() {
+        let mut rng = crate::plan::offline::improve::SplitMix64::new(8);
+        for _ in 0..20 {
+            let sections = 1 + rng.below(3 * SUPER);
+            let mut h = BlockHeights::new(sections);
+            let mut plain = vec![0u64; sections];
+            for _ in 0..60 {
+                let a = rng.below(sections);
+                let b = a + 1 + rng.below(sections - a);
+                let expected = plain[a..b].iter().copied().max().unwrap_or(0);
+                assert_eq!(h.max_in(a, b), expected, "[{a}, {b}) of {sections}");
+                let top = expected + 1 + rng.below(9) as u64;
+                h.raise(a, b, top);
+                plain[a..b].iter_mut().for_each(|x| *x = top);
+                for s in [a, b - 1, (a + b) / 2] {
+                    assert_eq!(h.max_in(s, s + 1), plain[s]);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn lowest_floor_goes_first_whatever_the_order() {
         // Item 1 is first in the order but item 0 starts on the lower floor.
         let p = Prepared::new(&[r(0, 2, 4), r(1, 3, 4), r(4, 6, 2)], 1).expect("valid");
@@ -355,7 +526,7 @@ mod tests {
             for _ in 0..30 {
                 // A short range too (read from the flat heights).
                 let a = rng.below(sections);
-                let b = (a + 1 + rng.below(FLAT_SPAN)).min(sections);
+                let b = (a + 1 + rng.below(16)).min(sections);
                 let expected = plain[a..b].iter().copied().max().unwrap_or(0);
                 assert_eq!(h.max_in(a, b), expected, "short [{a}, {b})");
                 let a = rng.below(sections);

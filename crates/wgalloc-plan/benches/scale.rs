@@ -1,0 +1,322 @@
+//! The offline planners at scale: generated malloc-like instances of 10k, 100k and 1M
+//! buffers in several families, each planned in a child process of its own so that
+//! the resident peak (`VmHWM`) is that run's; plus the shared instances (dsa CSVs and
+//! traces) with `best`, and the import time of a 1M-row CSV.
+//!
+//! ```text
+//! cargo bench -p wgalloc-plan --bench scale                 # the scaling table
+//! cargo bench -p wgalloc-plan --bench scale -- sizes 10000,100000 planners best,ggml
+//! cargo bench -p wgalloc-plan --bench scale -- families malloc,bursts
+//! cargo bench -p wgalloc-plan --bench scale -- shared DIR... # *.csv and *.json in DIRs
+//! cargo bench -p wgalloc-plan --bench scale -- import        # 1M-row CSV import
+//! ```
+//!
+//! `time-limit S` plans with `--time-limit S` (seconds). Instances come from a fixed
+//! seed: the same table on every machine but for the times.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use wgalloc_plan::plan::offline::graph_live_ranges;
+use wgalloc_plan::plan::{Interval, IntervalProblem, PlanOptions, Planner};
+use wgalloc_plan::{plan, plan_intervals, read_trace, BufferTypeDesc};
+
+/// SplitMix64, for the generated instances.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// A standard normal (Box-Muller).
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// Log-normal with median `median` and log-deviation `sigma`.
+    fn log_normal(&mut self, median: f64, sigma: f64) -> f64 {
+        median * (sigma * self.normal()).exp()
+    }
+}
+
+/// The generated families.
+const FAMILIES: [&str; 5] = ["malloc", "narrow", "wide", "few-sizes", "bursts"];
+
+/// A malloc-like trace of `n` buffers of family `family`, one allocation per time step
+/// (bursts: groups of allocations at one step), log-normal sizes clamped to 16 B-4 MiB
+/// and log-normal lifetimes whose mean sets how many buffers are live at once.
+fn generate(family: &str, n: usize, seed: u64) -> IntervalProblem {
+    let mut rng = Rng(seed ^ 0xA11C_0C00 ^ (n as u64) << 20);
+    // Mean live count = mean lifetime (one allocation per step); a log-normal's mean is
+    // median * exp(sigma^2 / 2).
+    let (live, sigma_t) = match family {
+        "narrow" => (100.0, 1.0),
+        "wide" => (20_000.0, 1.2),
+        _ => (2_000.0, 1.5),
+    };
+    let median_t = live / (sigma_t * sigma_t / 2.0f64).exp();
+    let few = [64u64, 256, 4096, 65_536, 262_144, 1 << 20, 3 << 20, 4 << 20];
+    let mut intervals = Vec::with_capacity(n);
+    let mut t = 0u64;
+    for i in 0..n {
+        let size = if family == "few-sizes" {
+            few[(rng.next() % few.len() as u64) as usize]
+        } else {
+            (rng.log_normal(2048.0, 2.0) as u64).clamp(16, 4 << 20)
+        };
+        if family == "bursts" {
+            // Bursts of 1-64 allocations at one step, a quiet stretch after each.
+            if rng.next().is_multiple_of(16) {
+                t += 1 + rng.next() % 64;
+            }
+        } else {
+            t += 1;
+        }
+        let lifetime = (rng.log_normal(median_t, sigma_t) as u64).max(1);
+        intervals.push(Interval {
+            id: i.to_string(),
+            lower: t,
+            upper: t + lifetime,
+            size,
+        });
+    }
+    IntervalProblem {
+        name: format!("{family}-{n}"),
+        intervals,
+    }
+}
+
+/// The planner's debug log on stderr, with the time since the start.
+struct StderrLog(Instant);
+
+impl log::Log for StderrLog {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if record.target().starts_with("wgalloc_plan") {
+            eprintln!("[{:8.3}] {}", self.0.elapsed().as_secs_f64(), record.args());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// This process's resident peak in MiB (`VmHWM`), if the system reports it.
+fn resident_peak_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn planner_named(name: &str) -> Planner {
+    Planner::from_name(name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn options(planner: &str, limit: Option<f64>) -> PlanOptions {
+    let options = PlanOptions::with_planner(planner_named(planner));
+    match limit {
+        Some(s) => options.time_limit(Duration::from_secs_f64(s)),
+        None => options,
+    }
+}
+
+/// Child: plans one generated instance and prints `peak bound seconds resident_mib`.
+fn child(family: &str, n: usize, planner: &str, limit: Option<f64>) {
+    let problem = generate(family, n, 26);
+    let bound = problem.lower_bound();
+    let started = Instant::now();
+    let plan = plan_intervals(&problem, 1, &options(planner, limit)).expect("plans");
+    let secs = started.elapsed().as_secs_f64();
+    let resident = resident_peak_mib().unwrap_or(f64::NAN);
+    let valid = problem.verify(&plan).is_ok();
+    println!(
+        "{} {bound} {secs} {resident} {valid} {}",
+        plan.peak, plan.planner
+    );
+}
+
+fn list(args: &[String], key: &str) -> Option<Vec<String>> {
+    let at = args.iter().position(|a| a == key)?;
+    Some(args.get(at + 1)?.split(',').map(str::to_string).collect())
+}
+
+fn table(args: &[String]) {
+    let sizes: Vec<usize> = list(args, "sizes")
+        .map(|v| v.iter().filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000]);
+    let families =
+        list(args, "families").unwrap_or_else(|| FAMILIES.iter().map(|s| s.to_string()).collect());
+    let planners = list(args, "planners")
+        .unwrap_or_else(|| vec!["best".into(), "greedy-size".into(), "ggml".into()]);
+    let limit = list(args, "time-limit").and_then(|v| v[0].parse::<f64>().ok());
+    let me = std::env::current_exe().expect("own path");
+    println!(
+        "| instance | buffers | planner | peak / bound | time (s) | resident (MiB) | found by |"
+    );
+    println!("| --- | ---: | --- | ---: | ---: | ---: | --- |");
+    for &n in &sizes {
+        for family in &families {
+            for planner in &planners {
+                let mut cmd = Command::new(&me);
+                cmd.args(["child", family, &n.to_string(), planner]);
+                if let Some(s) = limit {
+                    cmd.arg(s.to_string());
+                }
+                let out = cmd.output().expect("child runs");
+                let text = String::from_utf8_lossy(&out.stdout);
+                let f: Vec<&str> = text.split_whitespace().collect();
+                if f.len() < 6 {
+                    println!("| {family} | {n} | {planner} | failed: {text} |");
+                    continue;
+                }
+                let peak: f64 = f[0].parse().unwrap_or(f64::NAN);
+                let bound: f64 = f[1].parse().unwrap_or(f64::NAN);
+                let secs: f64 = f[2].parse().unwrap_or(f64::NAN);
+                let mib: f64 = f[3].parse().unwrap_or(f64::NAN);
+                let valid = if f[4] == "true" { "" } else { " INVALID" };
+                println!(
+                    "| {family} | {n} | {planner} | {:.5} | {secs:.2} | {mib:.0} | {}{valid} |",
+                    peak / bound,
+                    f[5]
+                );
+            }
+        }
+    }
+}
+
+fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == ext))
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// The shared instances in `dirs` with `planners` (default `best`): peak, bound, time.
+fn shared(dirs: &[String], planners: &[String]) {
+    println!("| instance | planner | bound | peak | % above | ms |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    for dir in dirs {
+        let dir = Path::new(dir);
+        for path in files(dir, "csv") {
+            let Ok(problem) = IntervalProblem::read_csv(&path) else {
+                continue;
+            };
+            let bound = problem.lower_bound();
+            for planner in planners {
+                let started = Instant::now();
+                let plan = plan_intervals(&problem, 1, &options(planner, None)).expect("plans");
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                assert!(problem.verify(&plan).is_ok(), "{} invalid", problem.name);
+                println!(
+                    "| {} | {planner} | {bound} | {} | {:.3} | {ms:.1} |",
+                    problem.name,
+                    plan.peak,
+                    (plan.peak as f64 / bound as f64 - 1.0) * 100.0
+                );
+            }
+        }
+        for path in files(dir, "json") {
+            let Ok(graph) = read_trace(&path) else {
+                continue;
+            };
+            let Ok(live) = graph_live_ranges(&graph) else {
+                continue;
+            };
+            for alignment in [1u64, 32] {
+                let bt = BufferTypeDesc::new("storage", alignment, 1 << 40).expect("type");
+                let bound = live.live_peak(alignment).expect("bound");
+                for planner in planners {
+                    let started = Instant::now();
+                    let plan = plan(&graph, std::slice::from_ref(&bt), &options(planner, None))
+                        .expect("plans");
+                    let ms = started.elapsed().as_secs_f64() * 1e3;
+                    let total = plan.total_size();
+                    println!(
+                        "| {} a{alignment} | {planner} | {bound} | {total} | {:.3} | {ms:.1} |",
+                        graph.name,
+                        (total as f64 / bound as f64 - 1.0) * 100.0
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Writes a 1M-row CSV of the malloc family and times its import.
+fn import() {
+    let problem = generate("malloc", 1_000_000, 26);
+    let mut text = String::with_capacity(32 << 20);
+    text.push_str("id,lower,upper,size\n");
+    for iv in &problem.intervals {
+        text.push_str(&format!(
+            "{},{},{},{}\n",
+            iv.id, iv.lower, iv.upper, iv.size
+        ));
+    }
+    let path = std::env::temp_dir().join(format!("wgalloc-scale-{}.csv", std::process::id()));
+    std::fs::write(&path, &text).expect("writes");
+    for _ in 0..3 {
+        let started = Instant::now();
+        let read = IntervalProblem::read_csv(&path).expect("reads");
+        let secs = started.elapsed().as_secs_f64();
+        assert_eq!(read.intervals.len(), 1_000_000);
+        println!(
+            "import of {} rows ({} MiB): {secs:.3} s",
+            read.intervals.len(),
+            text.len() >> 20
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+fn main() {
+    if std::env::var_os("WGALLOC_SCALE_LOG").is_some() {
+        let logger = Box::leak(Box::new(StderrLog(Instant::now())));
+        if log::set_logger(logger).is_ok() {
+            log::set_max_level(log::LevelFilter::Debug);
+        }
+    }
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    match args.first().map(String::as_str) {
+        Some("child") => {
+            let n = args[2].parse().expect("size");
+            let limit = args.get(4).and_then(|s| s.parse().ok());
+            child(&args[1], n, &args[3], limit);
+        }
+        Some("shared") => {
+            let planners = list(&args, "planners").unwrap_or_else(|| vec!["best".into()]);
+            let dirs: Vec<String> = args[1..]
+                .iter()
+                .take_while(|a| *a != "planners")
+                .cloned()
+                .collect();
+            shared(&dirs, &planners);
+        }
+        Some("import") => import(),
+        _ => table(&args),
+    }
+}

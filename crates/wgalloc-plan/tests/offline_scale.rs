@@ -1,0 +1,126 @@
+//! The offline planners at scale: `best` never above any of its strategies on
+//! generated instances of many sizes and shapes, and `--time-limit` honoured when it is
+//! ten times smaller than the unlimited run.
+
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use wgalloc_plan::plan::offline::{Budget, Strategy};
+use wgalloc_plan::plan::{plan_intervals, Interval, IntervalProblem, PlanOptions, Planner};
+
+/// Small budgets, so that a case takes milliseconds.
+const QUICK: Budget = Budget {
+    deadline: None,
+    search_work: 2_000_000,
+    climb_work: 1_000_000,
+};
+
+/// A malloc-like trace: `n` buffers, one allocation every `gap` steps (bursts when
+/// `gap` is 0: a new step every 8th), sizes from a few classes or spread over
+/// `16 << 0..spread`, lifetimes up to `life` steps.
+fn generated(n: usize, seed: u64, life: u64, spread: u32, gap: u64) -> IntervalProblem {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut t = 0u64;
+    let intervals = (0..n)
+        .map(|i| {
+            t += if gap == 0 {
+                u64::from(next().is_multiple_of(8))
+            } else {
+                gap
+            };
+            let size = 16u64 << (next() % u64::from(spread.max(1)));
+            let size = size + next() % size;
+            let lifetime = 1 + next() % life.max(1);
+            Interval {
+                id: i.to_string(),
+                lower: t,
+                upper: t + lifetime,
+                size,
+            }
+        })
+        .collect();
+    IntervalProblem {
+        name: format!("generated-{n}-{seed}"),
+        intervals,
+    }
+}
+
+fn run(problem: &IntervalProblem, planner: Planner, options: PlanOptions) -> u64 {
+    let plan = plan_intervals(problem, 1, &PlanOptions { planner, ..options })
+        .unwrap_or_else(|e| panic!("{} {}: {e}", problem.name, planner.name()));
+    problem
+        .verify(&plan)
+        .unwrap_or_else(|e| panic!("{} {}: {e}", problem.name, planner.name()));
+    plan.peak
+}
+
+/// Every strategy `best` runs or starts from on instances of this size.
+const STRATEGIES: [Strategy; 8] = [
+    Strategy::GreedySize,
+    Strategy::GreedySizeBestFit,
+    Strategy::GreedyBreadth,
+    Strategy::GreedyLifetime,
+    Strategy::GreedyConflict,
+    Strategy::Skyline,
+    Strategy::Search,
+    Strategy::Climb,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn best_is_never_above_any_of_its_strategies(
+        n in prop_oneof![1usize..40, 40usize..300, 300usize..1_500],
+        seed in any::<u64>(),
+        life in prop_oneof![1u64..8, 8u64..200, 200u64..2_000],
+        spread in 1u32..18,
+        gap in 0u64..3,
+    ) {
+        let problem = generated(n, seed, life, spread, gap);
+        let options = PlanOptions::default().budget(QUICK);
+        let best = run(&problem, Planner::Offline(Strategy::Best), options.clone());
+        prop_assert!(best >= problem.lower_bound());
+        for strategy in STRATEGIES {
+            let peak = run(&problem, Planner::Offline(strategy), options.clone());
+            prop_assert!(best <= peak, "{}: best {} > {} {}", problem.name, best, strategy, peak);
+        }
+    }
+}
+
+#[test]
+fn time_limit_holds_when_ten_times_below_the_unlimited_run() {
+    // Large enough for `best` to spend a while without a limit (sweep, skyline orders,
+    // column repair), long lifetimes so that the skyline's heap works hard.
+    let problem = generated(25_000, 26, 6_000, 16, 1);
+    let best = Planner::Offline(Strategy::Best);
+    let started = Instant::now();
+    let unlimited = run(&problem, best, PlanOptions::default());
+    let full = started.elapsed();
+    let limit = full / 10;
+    let started = Instant::now();
+    let limited = run(&problem, best, PlanOptions::default().time_limit(limit));
+    let took = started.elapsed();
+    eprintln!("unlimited {full:?} ({unlimited}), limit {limit:?}: {took:?} ({limited})");
+    // Generous: the limit plus half of the unlimited run's time (import and
+    // verification are outside both).
+    assert!(
+        took < limit + full / 2,
+        "asked {limit:?}, took {took:?} (unlimited {full:?})"
+    );
+    assert!(limited >= problem.lower_bound() && unlimited >= problem.lower_bound());
+    // A limit already past still gives a valid plan at once.
+    let started = Instant::now();
+    run(
+        &problem,
+        best,
+        PlanOptions::default().time_limit(Duration::ZERO),
+    );
+    assert!(started.elapsed() < full / 2 + Duration::from_millis(50));
+}
