@@ -30,6 +30,15 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
+fn median_usize(mut v: Vec<usize>) -> usize {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -81,12 +90,10 @@ fn main() {
         .collect();
     let host = median(decode_steps.iter().map(|s| s.host_time).collect());
     let encode = median(decode_steps.iter().map(|s| s.encode_time).collect());
-    let wall = median(
-        decode_steps
-            .iter()
-            .map(|s| s.host_time + s.wait_time)
-            .collect(),
-    );
+    let submit = median(decode_steps.iter().map(|s| s.submit_time).collect());
+    let ahead = median(decode_steps.iter().map(|s| s.encode_ahead_time).collect());
+    let dispatches = median_usize(decode_steps.iter().map(|s| s.dispatches).collect());
+    let wall = median(decode_steps.iter().map(|s| s.wall_time()).collect());
     let gpu_time = decode_steps
         .iter()
         .filter_map(|s| s.gpu_time)
@@ -137,16 +144,22 @@ fn main() {
     println!();
     println!("| decode step after warm-up (median) | value |");
     println!("| --- | ---: |");
+    println!("| dispatches | {dispatches} |");
     println!(
-        "| host before submit | {:.1} us |",
-        host.as_secs_f64() * 1e6
+        "| host, lookup to submit (the step's overhead) | {:.1} us |",
+        us(host)
     );
     println!(
-        "| of which the executor's encode | {:.1} us |",
-        encode.as_secs_f64() * 1e6
+        "| of which the executor (parameters, the pass) | {:.1} us |",
+        us(encode)
+    );
+    println!("| of which the submit | {:.1} us |", us(submit));
+    println!(
+        "| the next pass recorded ahead, during the device's work | {:.1} us |",
+        us(ahead)
     );
     println!(
-        "| whole step (host + submit to done) | {:.2} ms |",
+        "| whole step (host, then submit to done) | {:.2} ms |",
         ms(wall)
     );
     println!(

@@ -59,3 +59,38 @@ fn bias_epilogues_match_cpu_in_place_and_out_of_place() {
         }
     }
 }
+
+/// `layer_norm_matmul_bias(_gelu)`: a layer norm in the tiled matmul's prologue (one
+/// dispatch for GPT-2's ln_1 + QKV and ln_2 + up projection), against the CPU
+/// reference (the norm in f64, then the product), on both register tiles and with one
+/// row (a decode step).
+#[test]
+fn norm_prologue_matches_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    for (m, k, n) in [(1, 64, 192), (5, 8, 12), (70, 32, 136), (3, 768, 80)] {
+        for op in ["layer_norm_matmul_bias", "layer_norm_matmul_bias_gelu"] {
+            let mut b = GraphBuilder::new(op);
+            let x = b.input("x", DType::F32, &[m, k]);
+            let gain = b.weight("gain", DType::F32, &[k]);
+            let beta = b.weight("beta", DType::F32, &[k]);
+            let w = b.weight("w", DType::F32, &[k, n]);
+            let bias = b.weight("bias", DType::F32, &[n]);
+            b.node_with_params(op, &[x, gain, beta, w, bias], &[m, n], false, &[1e-3]);
+            let g = b.build().expect("valid");
+            let mut values = HashMap::new();
+            // Rows with an offset, so that the mean matters.
+            let rows: Vec<f32> = random(m * k, (m * k) as usize, 1.0)
+                .iter()
+                .enumerate()
+                .map(|(i, v)| v * 3.0 + (i / k as usize) as f32)
+                .collect();
+            values.insert(x, TensorData::F32(rows));
+            values.insert(gain, TensorData::F32(random(k + 3, k as usize, 1.0)));
+            values.insert(beta, TensorData::F32(random(k + 5, k as usize, 0.5)));
+            values.insert(w, TensorData::F32(random(k * n + 1, (k * n) as usize, 1.0)));
+            values.insert(bias, TensorData::F32(random(n + 7, n as usize, 2.0)));
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
+            assert_close(&format!("{op} {m}x{k}x{n}"), &gpu, &cpu, 1e-4);
+        }
+    }
+}

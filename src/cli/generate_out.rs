@@ -152,7 +152,7 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
     let warm = Counts::of(steady.iter().copied());
     let host = median(steady.iter().map(|s| s.host_time).collect());
     let encode = median(steady.iter().map(|s| s.encode_time).collect());
-    let step_wall = median(steady.iter().map(|s| s.host_time + s.wait_time).collect());
+    let step_wall = median(steady.iter().map(|s| s.wall_time()).collect());
     let gpu = median(steady.iter().filter_map(|s| s.gpu_time).collect());
     let m = &f.memory;
     if as_json {
@@ -427,6 +427,8 @@ mod tests {
             pipelines_built: 0,
             host_time: Duration::ZERO,
             encode_time: Duration::ZERO,
+            submit_time: Duration::ZERO,
+            encode_ahead_time: Duration::ZERO,
             wait_time: Duration::ZERO,
             gpu_time: None,
             readback_time: Duration::ZERO,

@@ -329,6 +329,29 @@ pub fn apply(
                     .collect(),
             }
         }
+        OpCall::NormMatmul {
+            m,
+            k,
+            n,
+            gelu: with_gelu,
+            eps,
+        } => {
+            let normed = layer_norm(
+                float(0, u(m) * u(k))?,
+                float(1, u(k))?,
+                float(2, u(k))?,
+                eps,
+            );
+            let mut product = matmul(&normed, float(3, u(k) * u(n))?, u(m), u(k), u(n), false);
+            let row = float(4, u(n))?;
+            for (i, p) in product.iter_mut().enumerate() {
+                *p += row[i % u(n).max(1)];
+                if with_gelu {
+                    *p = gelu(*p);
+                }
+            }
+            product
+        }
         OpCall::Attention {
             seq,
             heads,

@@ -42,11 +42,13 @@ pub enum Shader {
     KvSelf,
     /// `shaders/kv_attend.wgsl` (the state over one page of the paged KV cache).
     KvAttend,
+    /// `shaders/matmul_norm.wgsl` (a layer norm in the tiled matmul's prologue).
+    MatmulNorm,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 15] = [
+    pub const ALL: [Shader; 16] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -62,6 +64,7 @@ impl Shader {
         Shader::Attention,
         Shader::KvSelf,
         Shader::KvAttend,
+        Shader::MatmulNorm,
     ];
 
     /// The file name under `shaders/`.
@@ -82,6 +85,7 @@ impl Shader {
             Shader::Attention => "attention.wgsl",
             Shader::KvSelf => "kv_self.wgsl",
             Shader::KvAttend => "kv_attend.wgsl",
+            Shader::MatmulNorm => "matmul_norm.wgsl",
         }
     }
 
@@ -114,6 +118,7 @@ impl Shader {
             Shader::Attention => with_prelude!("attention.wgsl"),
             Shader::KvSelf => with_prelude!("kv_self.wgsl"),
             Shader::KvAttend => with_prelude!("kv_attend.wgsl"),
+            Shader::MatmulNorm => with_prelude!("matmul_norm.wgsl"),
         }
     }
 }
@@ -182,6 +187,9 @@ pub enum Kernel {
     KvAttend,
     /// `(state, qkv, table, page, out)`: continued and normalised into `out [n, d]`.
     KvAttendOut,
+    /// `(x, w, out, bias, gain, beta)`: `out = layer_norm(x)·w + bias`, plain or GELU
+    /// epilogue, register-tiled.
+    MatmulNormBias(MatmulTile),
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -280,6 +288,7 @@ impl Kernel {
             Kernel::KvAttendInPlace => (Shader::KvAttend, "kv_attend_inplace"),
             Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
             Kernel::KvAttendOut => (Shader::KvAttend, "kv_attend_out"),
+            Kernel::MatmulNormBias(_) => (Shader::MatmulNorm, "matmul_norm_bias"),
         }
     }
 
@@ -292,7 +301,8 @@ impl Kernel {
             | Kernel::MatmulTiledBias(t)
             | Kernel::MatmulTiledAccBias(t)
             | Kernel::MatmulTiledAccToBias(t)
-            | Kernel::MatmulBtTiled(t) => t.constants().to_vec(),
+            | Kernel::MatmulBtTiled(t)
+            | Kernel::MatmulNormBias(t) => t.constants().to_vec(),
             _ => Vec::new(),
         }
     }
@@ -309,6 +319,7 @@ impl Kernel {
             | Kernel::MatmulTiledBias(_)
             | Kernel::MatmulTiledAccBias(_) => 4,
             Kernel::MatmulTiledAccToBias(_) => 5,
+            Kernel::MatmulNormBias(_) => 6,
             Kernel::Unary
             | Kernel::BinaryInPlace
             | Kernel::Softmax
@@ -327,7 +338,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 37] = [
+    pub const ALL: [Kernel; 39] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -365,6 +376,8 @@ impl Kernel {
         Kernel::MatmulTiledAccBias(MatmulTile::Rows4),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows8),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows4),
+        Kernel::MatmulNormBias(MatmulTile::Rows8),
+        Kernel::MatmulNormBias(MatmulTile::Rows4),
     ];
 }
 
@@ -445,6 +458,10 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
                 (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
+        (&OpCall::NormMatmul { m, n, .. }, false) => (
+            Kernel::MatmulNormBias(MatmulTile::choose(m, n)),
+            &[0, 3, 5, 4, 1, 2],
+        ),
         (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),
         (OpCall::KvSelf { .. }, false) => (Kernel::KvSelf, &[0, 1]),
         (
@@ -550,7 +567,7 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
             let gx = u64::from(n).div_ceil(ATTENTION_QUERIES);
             return grid_2d(gx, u64::from(heads), node, max_per_dimension);
         }
-        OpCall::MatmulFused { m, n, .. } => {
+        OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
             let tile = MatmulTile::choose(m, n);
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
             let gy = u64::from(m).div_ceil(u64::from(tile.rows()));

@@ -50,6 +50,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "matmul_bias",
     "matmul_bias_gelu",
     "matmul_add_bias",
+    "layer_norm_matmul_bias",
+    "layer_norm_matmul_bias_gelu",
 ];
 
 /// The most elements `count_positive` and `compact` take: their count is a whole
@@ -246,6 +248,22 @@ pub enum OpCall {
         /// (`matmul_bias`, `matmul_bias_gelu`, `matmul_add_bias`).
         bias: bool,
     },
+    /// `(x [m, k], gain [k], beta [k], w [k, n], bias [n]) → out [m, n]`: a layer norm
+    /// of `x`'s rows fused into the prologue of a matmul with a bias
+    /// (`layer_norm_matmul_bias`), GELU in the epilogue when `gelu`
+    /// (`layer_norm_matmul_bias_gelu`). `k` and `n` are multiples of 4.
+    NormMatmul {
+        /// Rows of `x`.
+        m: u32,
+        /// Inner dimension (the normalised width).
+        k: u32,
+        /// Columns of the result.
+        n: u32,
+        /// GELU (tanh form) after the bias.
+        gelu: bool,
+        /// The norm's epsilon (`params[0]`, default [`DEFAULT_EPS`]).
+        eps: f32,
+    },
     /// `qkv [seq, 3·heads·head_dim] → out [seq, heads·head_dim]`: causal multi-head
     /// attention, row `t` of `qkv` holding `q | k | v`, each split into heads.
     Attention {
@@ -353,6 +371,8 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         Op::MatmulBias => matmul::fused(&view, Epilogue::Plain, true),
         Op::MatmulBiasGelu => matmul::fused(&view, Epilogue::Gelu, true),
         Op::MatmulAddBias => matmul::fused(&view, Epilogue::Residual, true),
+        Op::NormMatmulBias => matmul::norm_fused(&view, false),
+        Op::NormMatmulBiasGelu => matmul::norm_fused(&view, true),
         Op::AttentionCausal => matmul::attention(&view),
         Op::KvSelf => kv::self_attention(&view),
         Op::KvAttend => kv::attend(&view, false),

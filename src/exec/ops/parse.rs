@@ -53,10 +53,15 @@ pub enum Op {
     KvAttend,
     /// `kv_attend_out`: as `kv_attend`, then normalised into the attention output.
     KvAttendOut,
+    /// `layer_norm_matmul_bias`: `layer_norm(x)·w + bias`, the norm in the matmul's
+    /// prologue.
+    NormMatmulBias,
+    /// `layer_norm_matmul_bias_gelu`: `gelu(layer_norm(x)·w + bias)`.
+    NormMatmulBiasGelu,
 }
 
 /// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
-const TABLE: [(&str, Op); 27] = [
+const TABLE: [(&str, Op); 29] = [
     ("copy", Op::Unary(UnaryOp::Copy)),
     ("scale", Op::Unary(UnaryOp::Scale)),
     ("relu", Op::Unary(UnaryOp::Relu)),
@@ -89,6 +94,8 @@ const TABLE: [(&str, Op); 27] = [
     ("matmul_bias", Op::MatmulBias),
     ("matmul_bias_gelu", Op::MatmulBiasGelu),
     ("matmul_add_bias", Op::MatmulAddBias),
+    ("layer_norm_matmul_bias", Op::NormMatmulBias),
+    ("layer_norm_matmul_bias_gelu", Op::NormMatmulBiasGelu),
 ];
 
 impl Op {
@@ -123,6 +130,7 @@ impl Op {
             | Op::MatmulGelu => 2,
             Op::LayerNorm | Op::MatmulAdd | Op::MatmulBias | Op::MatmulBiasGelu => 3,
             Op::KvAttend | Op::KvAttendOut | Op::MatmulAddBias => 4,
+            Op::NormMatmulBias | Op::NormMatmulBiasGelu => 5,
         }
     }
 }

@@ -137,12 +137,21 @@ pub struct StepReport {
     pub bind_groups_created: usize,
     /// Pipelines built during this step.
     pub pipelines_built: usize,
-    /// Host time before the submit: bucket lookup (and planning when `planned`), the
-    /// cache's table and the input written, the pass recorded.
+    /// Host time of the step up to and including its submit: bucket lookup (and
+    /// planning when `planned`), the cache's table and the input written, the pass
+    /// recorded (or taken ready-made, see `encode_ahead_time`), the submit.
     pub host_time: Duration,
-    /// Of `host_time`, the executor's encode time.
+    /// Of `host_time`, the executor's encode time (its parameter write and the pass
+    /// recorded, or the pass recorded ahead taken).
     pub encode_time: Duration,
-    /// Wall time from submit until the device finished.
+    /// Of `host_time`, the `queue.submit` call.
+    pub submit_time: Duration,
+    /// Host time after the submit, while the device ran the step, recording the
+    /// bucket's next pass (which the bucket's next step submits without encoding): off
+    /// the step's critical path, not part of `host_time`.
+    pub encode_ahead_time: Duration,
+    /// Wall time from submit until the device finished (the submit and the ahead
+    /// encoding included).
     pub wait_time: Duration,
     /// GPU time of the pass (timestamp queries), when the device has them.
     pub gpu_time: Option<Duration>,
@@ -150,6 +159,14 @@ pub struct StepReport {
     pub readback_time: Duration,
     /// Dispatches recorded.
     pub dispatches: usize,
+}
+
+impl StepReport {
+    /// The step's wall time: its host time, then from the submit until the device
+    /// finished.
+    pub fn wall_time(&self) -> Duration {
+        (self.host_time + self.wait_time).saturating_sub(self.submit_time)
+    }
 }
 
 /// Memory of a [`GpuGpt2`].
@@ -539,8 +556,10 @@ impl GpuGpt2 {
             buffers_created,
             bind_groups_created: run.bind_groups_created,
             pipelines_built,
-            host_time: before_run + run.encode_time,
+            host_time: before_run + run.encode_time + run.submit_time,
             encode_time: run.encode_time,
+            submit_time: run.submit_time,
+            encode_ahead_time: run.encode_ahead_time,
             wait_time: run.wait_time,
             gpu_time: run.gpu_time,
             readback_time,

@@ -164,9 +164,20 @@ pub fn build_step_graph(
     let mut x = input;
     for (l, w) in weights.layers.iter().enumerate() {
         let [g1, b1, attn_w, attn_b, proj_w, proj_b, g2, b2, fc_w, fc_b, fcp_w, fcp_b] = *w;
-        let h = b.node_with_params("layer_norm", &[x, g1, b1], &[n, d], false, &[eps]);
-        b.rename(h, format!("h{l}.ln_1"));
-        let qkv = linear(&mut b, h, attn_w, attn_b, [n, 3 * d], fused_out);
+        // ln_1 in the QKV projection's prologue where the widths allow.
+        let qkv = if fused_out {
+            b.node_with_params(
+                "layer_norm_matmul_bias",
+                &[x, g1, b1, attn_w, attn_b],
+                &[n, 3 * d],
+                false,
+                &[eps],
+            )
+        } else {
+            let h = b.node_with_params("layer_norm", &[x, g1, b1], &[n, d], false, &[eps]);
+            b.rename(h, format!("h{l}.ln_1"));
+            linear(&mut b, h, attn_w, attn_b, [n, 3 * d], false)
+        };
         b.rename(qkv, format!("h{l}.qkv"));
         let attn = match &kv {
             Some(kv) => kv
@@ -186,10 +197,17 @@ pub fn build_step_graph(
         b.rename(attn, format!("h{l}.attn"));
         x = residual(&mut b, x, attn, proj_w, proj_b, [n, d], fused_out);
         b.rename(x, format!("h{l}.resid1"));
-        let h2 = b.node_with_params("layer_norm", &[x, g2, b2], &[n, d], false, &[eps]);
+        // ln_2 in the up projection's prologue, GELU in its epilogue.
         let act = if fused_up {
-            b.node("matmul_bias_gelu", &[h2, fc_w, fc_b], &[n, inner], false)
+            b.node_with_params(
+                "layer_norm_matmul_bias_gelu",
+                &[x, g2, b2, fc_w, fc_b],
+                &[n, inner],
+                false,
+                &[eps],
+            )
         } else {
+            let h2 = b.node_with_params("layer_norm", &[x, g2, b2], &[n, d], false, &[eps]);
             let up = linear(&mut b, h2, fc_w, fc_b, [n, inner], false);
             b.node("gelu", &[up], &[n, inner], true)
         };
