@@ -354,6 +354,25 @@ impl GpuGpt2 {
         }
     }
 
+    /// The ggml-style worst-case reservation for this model as it runs: its largest
+    /// chunk ([`GpuOptions::prefill_chunk`], at most the longest context) at the longest
+    /// context its cache holds, planned with the ggml planner ([`super::worst_case`]),
+    /// to set beside [`MemoryReport::activation_bytes`].
+    ///
+    /// # Errors
+    /// Planning errors.
+    pub fn worst_case(&self) -> crate::Result<super::WorstCase> {
+        let context = self.max_context();
+        super::worst_case(
+            &self.config,
+            self.kv.config(),
+            &self.pieces,
+            self.options.prefill_chunk.clamp(1, context),
+            context,
+            &self.storage,
+        )
+    }
+
     /// `wte[token] + wpe[position]` for the tokens at positions `past..`.
     fn embed(&self, past: usize, tokens: &[u32]) -> Vec<f32> {
         let d = self.config.n_embd;
