@@ -217,6 +217,9 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
                 "kv_pages": m.kv.pages,
                 "kv_tokens": m.kv.tokens,
                 "activation_bytes": m.activation_bytes,
+                "planned_device_bytes": m.planned_device_bytes,
+                "driver_allocated_bytes": m.driver_bytes.map(|b| b.0),
+                "driver_reserved_bytes": m.driver_bytes.map(|b| b.1),
                 "buckets": buckets,
                 "ggml_worst_case": f.worst_case,
             },
@@ -327,6 +330,15 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
         );
     }
     print_worst_case(&f.worst_case, m.activation_bytes);
+    let driver = m
+        .driver_bytes
+        .map_or(String::new(), |(allocated, reserved)| {
+            format!("; the driver: {allocated} B allocated in {reserved} B of memory blocks")
+        });
+    println!(
+        "device   {} B planned (weights + kv cache + activations){driver}",
+        m.planned_device_bytes
+    );
 }
 
 /// The ggml-style worst case beside `ours` (bytes of activations).

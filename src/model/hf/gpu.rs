@@ -184,6 +184,13 @@ pub struct MemoryReport {
     pub activation_bytes: u64,
     /// Each bucket's plan against its bound.
     pub buckets: Vec<BucketReport>,
+    /// Bytes planned on the device in all: weights, the KV cache's pages and table,
+    /// the activation reservation.
+    pub planned_device_bytes: u64,
+    /// What the driver allocated for every buffer of the device (wgpu's allocator
+    /// report, where the backend has one: Vulkan, DX12), and what its memory blocks
+    /// reserve.
+    pub driver_bytes: Option<(u64, u64)>,
 }
 
 /// GPT-2 on a device (see the module docs).
@@ -333,11 +340,18 @@ impl GpuGpt2 {
 
     /// Weights, cache and activations.
     pub fn memory_report(&self) -> MemoryReport {
+        let kv = self.kv.report();
         MemoryReport {
+            planned_device_bytes: self.weight_plan.total_size()
+                + kv.reserved_bytes
+                + kv.table_bytes
+                + self.activation_bytes,
+            driver_bytes: crate::device::allocator_report(&self.ctx.device)
+                .map(|r| (r.total_allocated_bytes, r.total_reserved_bytes)),
             weight_bytes: self.weight_plan.total_size(),
             host_embedding_bytes: 4 * (self.wte.len() + self.wpe.len()) as u64,
             head_pieces: self.pieces.len(),
-            kv: self.kv.report(),
+            kv,
             activation_bytes: self.activation_bytes,
             buckets: self
                 .buckets
