@@ -523,9 +523,12 @@ impl Executor {
     }
 
     /// [`Executor::run`] that keeps what it recorded under `key` and, on a later call
-    /// with the same key, only encodes and submits it again: no node is resolved, no
-    /// range looked up, no bind group looked up or created (the steady decode step of
-    /// a generation loop). The recording is redone when the memory's ids
+    /// with the same key, only submits it again: no node is resolved, no range looked
+    /// up, no bind group looked up or created (the steady decode step of a generation
+    /// loop). After each submit the key's next pass is encoded while the device runs
+    /// this one ([`RunReport::encode_ahead_time`]), so the next call submits without
+    /// encoding; the parameters are written again only when another run used the
+    /// uniform buffer since. The recording is redone when the memory's ids
     /// ([`TensorMemory::memory_key`]), the node count, the executor's uniform buffer or
     /// its workspace changed.
     ///
