@@ -1,11 +1,12 @@
 //! [`StepGraph`]: one step of GPT-2 as a wgalloc graph, for `rows` new tokens, built
-//! from the executor's ops: layer norms with gain and bias, Conv1D projections with
-//! their bias in the matmul's epilogue (`matmul_bias`, `matmul_bias_gelu` for the MLP's
-//! up projection with `gelu_new`, the tanh form, and `matmul_add_bias` adding the
-//! output projections to the residual in place) where the widths are multiples of 4,
-//! else a `matmul`, a bias `add` and `gelu` in place; and attention either over the KV cache's pages (`kv_self`,
-//! `kv_attend`..., [`KvTensors::attention`]) or, for a full recompute of a sequence,
-//! `attention_causal` over the chunk alone.
+//! from the executor's ops. Where the widths are multiples of 4: `ln_1` and `ln_2` in
+//! the prologue of the projection after them (`layer_norm_matmul_bias` for QKV,
+//! `layer_norm_matmul_bias_gelu` for the MLP's up projection with `gelu_new`, the tanh
+//! form: no norm dispatched or stored), `matmul_add_bias` adding the output
+//! projections to the residual in place; else `layer_norm`, a `matmul`, a bias `add`
+//! and `gelu` in place. `ln_f` is a `layer_norm`. Attention runs either over the KV
+//! cache's pages (`kv_self`, `kv_attend`..., [`KvTensors::attention`]) or, for a full
+//! recompute of a sequence, `attention_causal` over the chunk alone.
 //!
 //! The token and position embeddings are looked up on the host (the step's input is
 //! `wte[token] + wpe[position]`, `[rows, n_embd]`): the embedding table of a real
