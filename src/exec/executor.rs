@@ -621,14 +621,18 @@ impl Executor {
         });
         self.uniform_owner = Some(key);
         let (index, poll, [encode_time, submit_time, encode_ahead_time, wait_time]) = done;
+        if let Some(error) = device_error {
+            // A pass recorded while the device failed is not kept.
+            if let Some(recorded) = self.recorded.get_mut(&key) {
+                recorded.ahead = None;
+            }
+            return Err(ExecError::Device(error));
+        }
         let Some(recorded) = self.recorded.get(&key) else {
             return Err(ExecError::Device(DeviceError::Internal {
                 message: "no recording under this key".into(),
             }));
         };
-        if let Some(error) = device_error {
-            return Err(ExecError::Device(error));
-        }
         if let Some(poll) = poll {
             poll.map_err(|e| DeviceError::Poll {
                 message: e.to_string(),
