@@ -217,8 +217,9 @@ fn after_warm_up_a_decode_step_plans_and_creates_nothing() {
     assert_eq!(decode.len(), 19);
     // A steady step's pass was recorded ahead, during the step before: its host part
     // is the lookup, the writes and the submit; it reports its GPU time. Per layer: the
-    // fused ln_1 + QKV, kv_self, one kv_attend per page slot, the output projection,
-    // the fused ln_2 + up projection, the down projection; then ln_f and the head.
+    // fused ln_1 + QKV, one attention node per page slot (the first with the chunk's
+    // own keys), the output projection, the fused ln_2 + up projection, the down
+    // projection; then ln_f and the head.
     let c = &ckpt.config;
     for s in &decode {
         assert!(s.submit_time <= s.host_time, "{s:?}");
@@ -229,7 +230,7 @@ fn after_warm_up_a_decode_step_plans_and_creates_nothing() {
         };
         assert_eq!(
             s.dispatches,
-            c.n_layer * (5 + slots as usize) + 1 + memory_pieces(&gpu),
+            c.n_layer * (4 + slots as usize) + 1 + memory_pieces(&gpu),
             "{s:?}"
         );
     }

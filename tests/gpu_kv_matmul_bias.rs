@@ -94,3 +94,40 @@ fn norm_prologue_matches_cpu() {
         }
     }
 }
+
+/// `kv_self_attend` and `kv_self_attend_out` (a chunk's own keys and the first cache
+/// page in one kernel) against their CPU reference (`kv_self`, then the page): 3
+/// queries after 4 cached tokens in two blocks of one page, the chunk's rows appended
+/// to the same page.
+#[test]
+fn self_and_first_page_in_one_kernel_match_cpu() {
+    let Some(ctx) = common::gpu() else { return };
+    let (n, heads, hd, bt) = (3u64, 2u64, 16u64, 4u32);
+    let d = heads * hd;
+    let block_words = 2 * u64::from(bt) * d; // one layer: K rows then V rows
+    for (op, shape) in [
+        ("kv_self_attend", vec![n, heads, hd + 4]),
+        ("kv_self_attend_out", vec![n, d]),
+    ] {
+        let mut b = GraphBuilder::new(op);
+        let qkv = b.input("qkv", DType::F32, &[n, 3 * d]);
+        let table = b.weight("table", DType::U32, &[8]);
+        let page = b.weight("page", DType::F32, &[2 * block_words]);
+        b.node_with_params(op, &[qkv, table, page], &shape, false, &[2.0, 0.0, 0.0]);
+        let g = b.build().expect("valid");
+        let mut values = HashMap::new();
+        values.insert(
+            qkv,
+            TensorData::F32(random(n * 3 * d, (n * 3 * d) as usize, 1.0)),
+        );
+        // past 4, 2 blocks mapped, 4 tokens a block; block b at word b * block_words.
+        let words = vec![4, 2, bt, 0, 0, 0, 0, block_words as u32];
+        values.insert(table, TensorData::U32(words));
+        values.insert(
+            page,
+            TensorData::F32(random(77, (2 * block_words) as usize, 1.0)),
+        );
+        let (gpu, cpu) = run_both(&ctx, &g, &values);
+        assert_close(op, &gpu, &cpu, 1e-4);
+    }
+}

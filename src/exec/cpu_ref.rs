@@ -411,6 +411,40 @@ pub fn apply(
                 next
             }
         }
+        OpCall::KvSelfAttend {
+            n,
+            heads,
+            head_dim,
+            layer,
+            page,
+            scale,
+            normalize,
+        } => {
+            let dims = super::cpu_kv::KvDims {
+                n: u(n),
+                heads: u(heads),
+                head_dim: u(head_dim),
+                layer: u(layer),
+                scale,
+            };
+            let qkv = float(0, u(n) * 3 * u(heads) * u(head_dim))?;
+            let table = match inputs.get(1) {
+                Some(TensorData::U32(t)) => t.as_slice(),
+                _ => return Err(bad("input 1 must be the u32 block table".to_string())),
+            };
+            let page_values = inputs
+                .get(2)
+                .and_then(|d| d.as_f32())
+                .ok_or_else(|| bad("input 2 is not an f32 value".to_string()))?;
+            let mut state = super::cpu_kv::kv_self(qkv, u(n), u(heads), u(head_dim), scale);
+            super::cpu_kv::kv_attend_page(&dims, &mut state, qkv, table, page, page_values)
+                .map_err(bad)?;
+            if normalize {
+                super::cpu_kv::normalize(&dims, &state)
+            } else {
+                state
+            }
+        }
         OpCall::MatmulPacked { m, k, n } => {
             let packed_len = super::packed::packed_len(u64::from(k), u64::from(n))
                 .map_err(|e| bad(e.to_string()))?;

@@ -44,11 +44,13 @@ pub enum Shader {
     KvAttend,
     /// `shaders/matmul_norm.wgsl` (a layer norm in the tiled matmul's prologue).
     MatmulNorm,
+    /// `shaders/kv_self_attend.wgsl` (a chunk's own keys and the first cache page).
+    KvSelfAttend,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 16] = [
+    pub const ALL: [Shader; 17] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -65,6 +67,7 @@ impl Shader {
         Shader::KvSelf,
         Shader::KvAttend,
         Shader::MatmulNorm,
+        Shader::KvSelfAttend,
     ];
 
     /// The file name under `shaders/`.
@@ -86,6 +89,7 @@ impl Shader {
             Shader::KvSelf => "kv_self.wgsl",
             Shader::KvAttend => "kv_attend.wgsl",
             Shader::MatmulNorm => "matmul_norm.wgsl",
+            Shader::KvSelfAttend => "kv_self_attend.wgsl",
         }
     }
 
@@ -119,6 +123,7 @@ impl Shader {
             Shader::KvSelf => with_prelude!("kv_self.wgsl"),
             Shader::KvAttend => with_prelude!("kv_attend.wgsl"),
             Shader::MatmulNorm => with_prelude!("matmul_norm.wgsl"),
+            Shader::KvSelfAttend => with_prelude!("kv_self_attend.wgsl"),
         }
     }
 }
@@ -190,6 +195,10 @@ pub enum Kernel {
     /// `(x, w, out, bias, gain, beta)`: `out = layer_norm(x)·w + bias`, plain or GELU
     /// epilogue, register-tiled.
     MatmulNormBias(MatmulTile),
+    /// `(qkv, table, page, out)`: a chunk's own keys, then one cache page: the state.
+    KvSelfAttend,
+    /// `(qkv, table, page, out)`: as [`Kernel::KvSelfAttend`], normalised into `out [n, d]`.
+    KvSelfAttendOut,
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -289,6 +298,8 @@ impl Kernel {
             Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
             Kernel::KvAttendOut => (Shader::KvAttend, "kv_attend_out"),
             Kernel::MatmulNormBias(_) => (Shader::MatmulNorm, "matmul_norm_bias"),
+            Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),
+            Kernel::KvSelfAttendOut => (Shader::KvSelfAttend, "kv_self_attend_out"),
         }
     }
 
@@ -312,7 +323,7 @@ impl Kernel {
         match self {
             Kernel::UnaryInPlace | Kernel::SoftmaxInPlace | Kernel::RopeInPlace => 1,
             Kernel::Attention | Kernel::KvSelf => 2,
-            Kernel::KvAttendInPlace => 4,
+            Kernel::KvAttendInPlace | Kernel::KvSelfAttend | Kernel::KvSelfAttendOut => 4,
             Kernel::KvAttend | Kernel::KvAttendOut => 5,
             Kernel::MatmulTiled(_) | Kernel::MatmulTiledAcc(_) | Kernel::MatmulBtTiled(_) => 3,
             Kernel::MatmulTiledAccTo(_)
@@ -338,7 +349,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 39] = [
+    pub const ALL: [Kernel; 41] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -378,6 +389,8 @@ impl Kernel {
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows4),
         Kernel::MatmulNormBias(MatmulTile::Rows8),
         Kernel::MatmulNormBias(MatmulTile::Rows4),
+        Kernel::KvSelfAttend,
+        Kernel::KvSelfAttendOut,
     ];
 }
 
@@ -463,6 +476,14 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
             &[0, 3, 5, 4, 1, 2],
         ),
         (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),
+        (OpCall::KvSelfAttend { normalize, .. }, false) => (
+            if *normalize {
+                Kernel::KvSelfAttendOut
+            } else {
+                Kernel::KvSelfAttend
+            },
+            &[0, 1, 2, 3],
+        ),
         (OpCall::KvSelf { .. }, false) => (Kernel::KvSelf, &[0, 1]),
         (
             OpCall::KvAttend {
@@ -563,7 +584,8 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         OpCall::CountPositive { .. } | OpCall::Compact { .. } => 1,
         OpCall::Attention { seq: n, heads, .. }
         | OpCall::KvSelf { n, heads, .. }
-        | OpCall::KvAttend { n, heads, .. } => {
+        | OpCall::KvAttend { n, heads, .. }
+        | OpCall::KvSelfAttend { n, heads, .. } => {
             let gx = u64::from(n).div_ceil(ATTENTION_QUERIES);
             return grid_2d(gx, u64::from(heads), node, max_per_dimension);
         }

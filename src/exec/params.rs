@@ -121,6 +121,15 @@ impl KernelParams {
                 page,
                 scale,
                 ..
+            }
+            | OpCall::KvSelfAttend {
+                n,
+                heads,
+                head_dim,
+                layer,
+                page,
+                scale,
+                ..
             } => {
                 // The page number rides in a float slot (exact: resolve keeps it <= 2^24).
                 return KernelParams {

@@ -5,7 +5,8 @@
 //! form: no norm dispatched or stored), `matmul_add_bias` adding the output
 //! projections to the residual in place; else `layer_norm`, a `matmul`, a bias `add`
 //! and `gelu` in place. `ln_f` is a `layer_norm`. Attention runs either over the KV
-//! cache's pages (`kv_self`, `kv_attend`..., [`KvTensors::attention`]) or, for a full
+//! cache's pages (`kv_self_attend`, `kv_attend`..., [`KvTensors::attention`]: one node
+//! per page) or, for a full
 //! recompute of a sequence, `attention_causal` over the chunk alone.
 //!
 //! The token and position embeddings are looked up on the host (the step's input is
