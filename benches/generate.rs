@@ -2,13 +2,18 @@
 //! 50257, 1024 positions, seeded weights) on planned memory and the paged KV cache:
 //! a prefill of 128 tokens (chunks of 64), then 64 greedy decode steps, on the adapter
 //! wgpu finds. Prints tokens/s, the host overhead of a decode step after warm-up (bucket
-//! lookup, input and block-table writes, recording the pass: everything before the
-//! submit) against the whole step, what steps created after warm-up, the activations
+//! lookup, input and block-table writes, the parameters, the pass, the submit: the
+//! host's part of the step's critical path; the pass is recorded ahead, while the
+//! device runs the step before, and that time is printed apart) against the whole
+//! step, the dispatches, what steps created after warm-up, the activations
 //! of every bucket against their lower bound, and the activations beside one
-//! ggml-style worst-case reservation.
+//! ggml-style worst-case reservation (the step graph at the largest chunk and the
+//! longest context, planned with the ggml planner).
 //!
 //! `WGALLOC_BENCH_QUICK=1`: 4 layers, width 256, 4 heads (same vocabulary), prefill 32,
-//! decode 16. `WGALLOC_GEN_PREFILL=N`, `WGALLOC_GEN_DECODE=N` set the token counts.
+//! decode 16. `WGALLOC_GEN_PREFILL=N`, `WGALLOC_GEN_DECODE=N` set the token counts,
+//! `WGALLOC_GEN_SHAPE=L,W,H,V,P` another shape (layers, width, heads, vocabulary,
+//! positions).
 //! Run: `WGPU_BACKEND=vulkan cargo bench --bench generate`.
 
 use std::time::Duration;
@@ -30,6 +35,15 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
+fn median_usize(mut v: Vec<usize>) -> usize {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -40,6 +54,15 @@ fn main() {
         (Gpt2Config::new(4, 256, 4, 50257, 1024), 32, 16)
     } else {
         (Gpt2Config::gpt2_small(), 128, 64)
+    };
+    // `WGALLOC_GEN_SHAPE=L,W,H,V,P`: another shape (layers, width, heads, vocabulary,
+    // positions), e.g. GPT-2 small's dispatches on a narrow model.
+    let shape: Option<Vec<usize>> = std::env::var("WGALLOC_GEN_SHAPE")
+        .ok()
+        .map(|v| v.split(',').filter_map(|p| p.trim().parse().ok()).collect());
+    let config = match shape.as_deref() {
+        Some(&[l, w, h, v, p]) => Gpt2Config::new(l, w, h, v, p),
+        _ => config,
     };
     let prefill = env_usize("WGALLOC_GEN_PREFILL", prefill).max(1);
     let decode = env_usize("WGALLOC_GEN_DECODE", decode).max(1);
@@ -81,12 +104,10 @@ fn main() {
         .collect();
     let host = median(decode_steps.iter().map(|s| s.host_time).collect());
     let encode = median(decode_steps.iter().map(|s| s.encode_time).collect());
-    let wall = median(
-        decode_steps
-            .iter()
-            .map(|s| s.host_time + s.wait_time)
-            .collect(),
-    );
+    let submit = median(decode_steps.iter().map(|s| s.submit_time).collect());
+    let ahead = median(decode_steps.iter().map(|s| s.encode_ahead_time).collect());
+    let dispatches = median_usize(decode_steps.iter().map(|s| s.dispatches).collect());
+    let wall = median(decode_steps.iter().map(|s| s.wall_time()).collect());
     let gpu_time = decode_steps
         .iter()
         .filter_map(|s| s.gpu_time)
@@ -137,16 +158,22 @@ fn main() {
     println!();
     println!("| decode step after warm-up (median) | value |");
     println!("| --- | ---: |");
+    println!("| dispatches | {dispatches} |");
     println!(
-        "| host before submit | {:.1} us |",
-        host.as_secs_f64() * 1e6
+        "| host, lookup to submit (the step's overhead) | {:.1} us |",
+        us(host)
     );
     println!(
-        "| of which the executor's encode | {:.1} us |",
-        encode.as_secs_f64() * 1e6
+        "| of which the executor (parameters, the pass) | {:.1} us |",
+        us(encode)
+    );
+    println!("| of which the submit | {:.1} us |", us(submit));
+    println!(
+        "| the next pass recorded ahead, during the device's work | {:.1} us |",
+        us(ahead)
     );
     println!(
-        "| whole step (host + submit to done) | {:.2} ms |",
+        "| whole step (host, then submit to done) | {:.2} ms |",
         ms(wall)
     );
     println!(
@@ -183,37 +210,52 @@ fn main() {
             b.runs
         );
     }
-    // ggml-style: one reservation for the worst case (the largest chunk at the longest
-    // context the cache holds), with attention's score and probability matrices
-    // [heads, chunk, context] materialised as ggml's non-flash graph does (an estimate:
-    // our largest bucket plus those two f32 tensors of one layer).
-    let context = gpu.max_context();
-    let scores = 2 * 4 * (config.n_head * chunk.min(prefill) * context) as u64;
-    let worst = memory
+    // ggml-style: one reservation for the worst step (the largest chunk at the
+    // longest context the cache holds), the step graph planned with the ggml planner.
+    let decode_plan = memory
         .buckets
         .iter()
+        .filter(|b| matches!(b.key, BucketKey::Step { rows: 1, .. }))
         .map(|b| b.plan_bytes)
         .max()
         .unwrap_or(0);
-    let ggml = worst + scores;
+    let ours = memory.activation_bytes.max(1);
     println!();
-    println!(
-        "activations: one shared reservation of {} B (the largest bucket; a decode step's own plan is {} B)",
-        memory.activation_bytes,
-        memory
-            .buckets
-            .iter()
-            .filter(|b| matches!(b.key, BucketKey::Step { rows: 1, .. }))
-            .map(|b| b.plan_bytes)
-            .max()
-            .unwrap_or(0)
-    );
-    println!(
-        "ggml-style worst case (estimate: chunk {} x longest context {context}, the largest bucket + one layer's scores and probabilities [heads, chunk, context] f32): ~{} B, {:.2}x ours",
-        chunk.min(prefill),
-        ggml,
-        ggml as f64 / memory.activation_bytes.max(1) as f64
-    );
+    match gpu.worst_case() {
+        Ok(w) => {
+            let ratio = |b: u64| b as f64 / ours as f64;
+            println!(
+                "| activations (chunk {} x context {}, {} page slots, {} nodes) | bytes | vs ours |",
+                w.rows, w.context, w.slots, w.nodes
+            );
+            println!("| --- | ---: | ---: |");
+            println!(
+                "| ours: one reservation shared by the buckets that ran (best planner) | {} B | 1.00x |",
+                memory.activation_bytes
+            );
+            println!(
+                "| ours: the decode bucket's plan alone | {decode_plan} B | {:.2}x |",
+                ratio(decode_plan)
+            );
+            println!(
+                "| ggml planner, worst case, last row's logits (what generation runs) | {} B | {:.2}x |",
+                w.ggml_last_logit_bytes,
+                ratio(w.ggml_last_logit_bytes)
+            );
+            println!(
+                "| ggml planner, worst case, every row's logits | {} B | {:.2}x |",
+                w.ggml_all_logits_bytes,
+                ratio(w.ggml_all_logits_bytes)
+            );
+            println!(
+                "| best planner, worst case, last row's logits | {} B | {:.2}x |",
+                w.best_last_logit_bytes,
+                ratio(w.best_last_logit_bytes)
+            );
+        }
+        Err(e) => eprintln!("worst case not planned ({}): {e}", e.kind()),
+    }
+    println!();
     println!(
         "weights {} B on the device (LM head in {} pieces), kv cache {} B reserved / {} B used ({} pages)",
         memory.weight_bytes,

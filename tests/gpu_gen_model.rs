@@ -215,6 +215,25 @@ fn after_warm_up_a_decode_step_plans_and_creates_nothing() {
         .filter(|s| matches!(s.key, BucketKey::Step { rows: 1, .. }))
         .collect();
     assert_eq!(decode.len(), 19);
+    // A steady step's pass was recorded ahead, during the step before: its host part
+    // is the lookup, the writes and the submit; it reports its GPU time. Per layer: the
+    // fused ln_1 + QKV, one attention node per page slot (the first with the chunk's
+    // own keys), the output projection, the fused ln_2 + up projection, the down
+    // projection; then ln_f and the head.
+    let c = &ckpt.config;
+    for s in &decode {
+        assert!(s.submit_time <= s.host_time, "{s:?}");
+        assert!(s.encode_ahead_time > std::time::Duration::ZERO, "{s:?}");
+        assert_eq!(s.gpu_time.is_some(), ctx.has_timestamps(), "{s:?}");
+        let BucketKey::Step { slots, .. } = s.key else {
+            unreachable!("filtered")
+        };
+        assert_eq!(
+            s.dispatches,
+            c.n_layer * (4 + slots as usize) + 1 + memory_pieces(&gpu),
+            "{s:?}"
+        );
+    }
     let memory = gpu.memory_report();
     for b in &memory.buckets {
         assert!(b.plan_bytes <= memory.activation_bytes);
@@ -321,4 +340,9 @@ fn prompts_of_several_lengths_share_one_padded_bucket_and_match_the_cpu() {
         "one bucket of 8 rows for 5, 6 and 7 tokens"
     );
     assert_eq!(padded[0].runs, 3);
+}
+
+/// Pieces of the model's LM head.
+fn memory_pieces(gpu: &GpuGpt2) -> usize {
+    gpu.memory_report().head_pieces
 }

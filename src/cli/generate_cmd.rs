@@ -182,6 +182,7 @@ pub fn run(args: &GenerateArgs) -> wgalloc::Result<ExitCode> {
         text,
         steps: gpu.steps(),
         memory: gpu.memory_report(),
+        worst_case: gpu.worst_case()?,
         pipeline_time: gpu.pipeline_time(),
         check,
         proofs,

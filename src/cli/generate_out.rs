@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use wgalloc::model::hf::{
-    BucketKey, FitReport, FitRequest, Generation, Gpt2Config, MemoryReport, StepReport,
+    BucketKey, FitReport, FitRequest, Generation, Gpt2Config, MemoryReport, StepReport, WorstCase,
 };
 
 /// What a generation run produced and measured.
@@ -23,6 +23,8 @@ pub struct RunFacts<'a> {
     pub steps: &'a [StepReport],
     /// Memory.
     pub memory: MemoryReport,
+    /// The ggml-style worst-case reservation for the model as it ran.
+    pub worst_case: WorstCase,
     /// One-time pipeline build.
     pub pipeline_time: Duration,
     /// The comparison with the CPU reference, when asked for.
@@ -152,7 +154,10 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
     let warm = Counts::of(steady.iter().copied());
     let host = median(steady.iter().map(|s| s.host_time).collect());
     let encode = median(steady.iter().map(|s| s.encode_time).collect());
-    let step_wall = median(steady.iter().map(|s| s.host_time + s.wait_time).collect());
+    let submit = median(steady.iter().map(|s| s.submit_time).collect());
+    let ahead = median(steady.iter().map(|s| s.encode_ahead_time).collect());
+    let dispatches = steady.iter().map(|s| s.dispatches).max();
+    let step_wall = median(steady.iter().map(|s| s.wall_time()).collect());
     let gpu = median(steady.iter().filter_map(|s| s.gpu_time).collect());
     let m = &f.memory;
     if as_json {
@@ -197,6 +202,9 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
                 "decode_step_median_seconds": step_wall.map(|d| d.as_secs_f64()),
                 "decode_host_median_seconds": host.map(|d| d.as_secs_f64()),
                 "decode_encode_median_seconds": encode.map(|d| d.as_secs_f64()),
+                "decode_submit_median_seconds": submit.map(|d| d.as_secs_f64()),
+                "decode_encode_ahead_median_seconds": ahead.map(|d| d.as_secs_f64()),
+                "decode_dispatches": dispatches,
                 "decode_gpu_median_seconds": gpu.map(|d| d.as_secs_f64()),
             },
             "steps": {"all": all.json(), "decode": Counts::of(decode.iter().copied()).json(), "decode_after_warm_up": warm.json()},
@@ -209,7 +217,11 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
                 "kv_pages": m.kv.pages,
                 "kv_tokens": m.kv.tokens,
                 "activation_bytes": m.activation_bytes,
+                "planned_device_bytes": m.planned_device_bytes,
+                "driver_allocated_bytes": m.driver_bytes.map(|b| b.0),
+                "driver_reserved_bytes": m.driver_bytes.map(|b| b.1),
                 "buckets": buckets,
+                "ggml_worst_case": f.worst_case,
             },
         });
         println!("{out}");
@@ -269,13 +281,20 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
     );
     if let Some(tps) = g.decode_tokens_per_second() {
         println!(
-            "decode   {} steps: {tps:.1} tokens/s; median step {:.2} ms (host {:.1} us before submit, {:.1} us of it encoding; GPU {})",
+            "decode   {} steps: {tps:.1} tokens/s; median step {:.2} ms (host {:.1} us up to and with the submit, {:.1} us of it the submit; GPU {})",
             g.decode_times.len(),
             step_wall.map_or(0.0, ms),
             host.map_or(0.0, us),
-            encode.map_or(0.0, us),
+            submit.map_or(0.0, us),
             gpu.map_or("n/a".to_string(), |d| format!("{:.2} ms", ms(d)))
         );
+        if let Some(n) = dispatches {
+            println!(
+                "         {n} dispatches a step, recorded ahead while the device ran the step before ({:.1} us; {:.1} us left in the step)",
+                ahead.map_or(0.0, us),
+                encode.map_or(0.0, us)
+            );
+        }
     }
     println!(
         "steps    {} in all: {} planned (a new bucket each), {} buffers, {} bind groups, {} pipelines created",
@@ -310,6 +329,31 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
             b.runs
         );
     }
+    print_worst_case(&f.worst_case, m.activation_bytes);
+    let driver = m
+        .driver_bytes
+        .map_or(String::new(), |(allocated, reserved)| {
+            format!("; the driver: {allocated} B allocated in {reserved} B of memory blocks")
+        });
+    println!(
+        "device   {} B planned (weights + kv cache + activations){driver}",
+        m.planned_device_bytes
+    );
+}
+
+/// The ggml-style worst case beside `ours` (bytes of activations).
+fn print_worst_case(w: &WorstCase, ours: u64) {
+    let times = |b: u64| b as f64 / ours.max(1) as f64;
+    println!(
+        "ggml     worst case planned with the ggml planner ({} token(s) x {} context, {} page slot(s)): {} B with the last row's logits ({:.2}x ours), {} B with every row's ({:.2}x)",
+        w.rows,
+        w.context,
+        w.slots,
+        w.ggml_last_logit_bytes,
+        times(w.ggml_last_logit_bytes),
+        w.ggml_all_logits_bytes,
+        times(w.ggml_all_logits_bytes)
+    );
 }
 
 fn ids(v: &[u32]) -> String {
@@ -371,6 +415,7 @@ pub fn print_dry_run(
         "total    {} B (weights + kv cache at the longest context + the largest bucket)",
         r.total_bytes
     );
+    print_worst_case(&r.worst_case, r.activation_bytes);
     if r.limit_problems.is_empty() {
         println!("fits     every binding and buffer within the device's limits");
     } else {
@@ -427,6 +472,8 @@ mod tests {
             pipelines_built: 0,
             host_time: Duration::ZERO,
             encode_time: Duration::ZERO,
+            submit_time: Duration::ZERO,
+            encode_ahead_time: Duration::ZERO,
             wait_time: Duration::ZERO,
             gpu_time: None,
             readback_time: Duration::ZERO,

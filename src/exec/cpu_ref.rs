@@ -329,6 +329,29 @@ pub fn apply(
                     .collect(),
             }
         }
+        OpCall::NormMatmul {
+            m,
+            k,
+            n,
+            gelu: with_gelu,
+            eps,
+        } => {
+            let normed = layer_norm(
+                float(0, u(m) * u(k))?,
+                float(1, u(k))?,
+                float(2, u(k))?,
+                eps,
+            );
+            let mut product = matmul(&normed, float(3, u(k) * u(n))?, u(m), u(k), u(n), false);
+            let row = float(4, u(n))?;
+            for (i, p) in product.iter_mut().enumerate() {
+                *p += row[i % u(n).max(1)];
+                if with_gelu {
+                    *p = gelu(*p);
+                }
+            }
+            product
+        }
         OpCall::Attention {
             seq,
             heads,
@@ -386,6 +409,40 @@ pub fn apply(
                 super::cpu_kv::normalize(&dims, &next)
             } else {
                 next
+            }
+        }
+        OpCall::KvSelfAttend {
+            n,
+            heads,
+            head_dim,
+            layer,
+            page,
+            scale,
+            normalize,
+        } => {
+            let dims = super::cpu_kv::KvDims {
+                n: u(n),
+                heads: u(heads),
+                head_dim: u(head_dim),
+                layer: u(layer),
+                scale,
+            };
+            let qkv = float(0, u(n) * 3 * u(heads) * u(head_dim))?;
+            let table = match inputs.get(1) {
+                Some(TensorData::U32(t)) => t.as_slice(),
+                _ => return Err(bad("input 1 must be the u32 block table".to_string())),
+            };
+            let page_values = inputs
+                .get(2)
+                .and_then(|d| d.as_f32())
+                .ok_or_else(|| bad("input 2 is not an f32 value".to_string()))?;
+            let mut state = super::cpu_kv::kv_self(qkv, u(n), u(heads), u(head_dim), scale);
+            super::cpu_kv::kv_attend_page(&dims, &mut state, qkv, table, page, page_values)
+                .map_err(bad)?;
+            if normalize {
+                super::cpu_kv::normalize(&dims, &state)
+            } else {
+                state
             }
         }
         OpCall::MatmulPacked { m, k, n } => {

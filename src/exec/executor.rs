@@ -35,8 +35,14 @@ pub struct RunReport {
     /// CPU time to resolve the nodes, build missing pipelines and bind groups, and
     /// record the pass.
     pub encode_time: Duration,
-    /// CPU wall time from submit until the device finished.
+    /// CPU wall time from submit until the device finished (the submit included).
     pub wait_time: Duration,
+    /// Of `wait_time`, the CPU time of the `queue.submit` call itself.
+    pub submit_time: Duration,
+    /// CPU time a keyed run ([`Executor::run_cached`]) spent after its submit recording
+    /// the same key's next pass, while the device ran this one (the next run of the key
+    /// submits that pass without encoding; not part of `encode_time`).
+    pub encode_ahead_time: Duration,
     /// GPU time of the compute pass from timestamp queries, when the device has
     /// `TIMESTAMP_QUERY`; `None` otherwise.
     pub gpu_time: Option<Duration>,
@@ -70,6 +76,8 @@ struct Recorded {
     dispatches: Vec<Dispatch>,
     inplace_dispatches: usize,
     staging_copies: usize,
+    /// The next run's pass, encoded ahead while the device ran the last one.
+    ahead: Option<wgpu::CommandBuffer>,
 }
 
 /// One storage binding before its bind group exists.
@@ -207,6 +215,9 @@ pub struct Executor {
     bind_groups: BindGroupCache,
     uniform: Option<wgpu::Buffer>,
     uniform_generation: u64,
+    /// The recording whose parameter bytes the uniform buffer holds (`None`: an
+    /// unkeyed run's or nobody's).
+    uniform_owner: Option<u64>,
     workspace: Workspace,
     timer: Option<PassTimer>,
     recorded: std::collections::HashMap<u64, Recorded>,
@@ -231,6 +242,7 @@ impl Executor {
             bind_groups: BindGroupCache::new(),
             uniform: None,
             uniform_generation: 0,
+            uniform_owner: None,
             workspace: Workspace::new(),
             timer: PassTimer::new(ctx),
             recorded: std::collections::HashMap::new(),
@@ -580,9 +592,12 @@ impl Executor {
     }
 
     /// [`Executor::run`] that keeps what it recorded under `key` and, on a later call
-    /// with the same key, only encodes and submits it again: no node is resolved, no
-    /// range looked up, no bind group looked up or created (the steady decode step of
-    /// a generation loop). The recording is redone when the memory's ids
+    /// with the same key, only submits it again: no node is resolved, no range looked
+    /// up, no bind group looked up or created (the steady decode step of a generation
+    /// loop). After each submit the key's next pass is encoded while the device runs
+    /// this one ([`RunReport::encode_ahead_time`]), so the next call submits without
+    /// encoding; the parameters are written again only when another run used the
+    /// uniform buffer since. The recording is redone when the memory's ids
     /// ([`TensorMemory::memory_key`]), the node count, the executor's uniform buffer or
     /// its workspace changed.
     ///
@@ -625,28 +640,7 @@ impl Executor {
 
     /// Encodes `dispatches` into one compute pass (with the pass timer's writes).
     fn encode(&self, dispatches: &[Dispatch]) -> wgpu::CommandBuffer {
-        let mut encoder = self
-            .ctx
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("wgalloc graph"),
-            });
-        {
-            let timestamp_writes = self.timer.as_ref().map(PassTimer::writes);
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("wgalloc graph"),
-                timestamp_writes,
-            });
-            for d in dispatches {
-                pass.set_pipeline(&d.pipeline);
-                pass.set_bind_group(0, &d.group, d.offset.as_slice());
-                pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
-            }
-        }
-        if let Some(t) = &self.timer {
-            t.resolve(&mut encoder);
-        }
-        encoder.finish()
+        encode(&self.ctx, self.timer.as_ref(), dispatches)
     }
 
     /// Submits a recording kept by [`Executor::run_cached`] again.
@@ -657,26 +651,57 @@ impl Executor {
     ) -> Result<(RunReport, wgpu::SubmissionIndex), ExecError> {
         let started = Instant::now();
         let device = self.ctx.device.clone();
+        let owner = self.uniform_owner;
+        let Some(recorded) = self.recorded.get_mut(&key) else {
+            return Err(ExecError::Device(DeviceError::Internal {
+                message: "no recording under this key".into(),
+            }));
+        };
+        let uniform = self.uniform.as_ref();
+        let (ctx, timer) = (&self.ctx, self.timer.as_ref());
+        let (done, device_error) = scoped_keep(&device, 0, || {
+            // The parameters are the recording's own: rewritten only when another
+            // run's took the buffer since.
+            if let (Some(uniform), false) = (uniform, recorded.uniform.is_empty()) {
+                if owner != Some(key) {
+                    ctx.queue.write_buffer(uniform, 0, &recorded.uniform);
+                }
+            }
+            let commands = recorded
+                .ahead
+                .take()
+                .unwrap_or_else(|| encode(ctx, timer, &recorded.dispatches));
+            let encode_time = started.elapsed();
+            let submitted = Instant::now();
+            let index = ctx.queue.submit([commands]);
+            let submit_time = submitted.elapsed();
+            // The next run's pass, recorded while the device runs this one.
+            let ahead_started = Instant::now();
+            recorded.ahead = Some(encode(ctx, timer, &recorded.dispatches));
+            let encode_ahead_time = ahead_started.elapsed();
+            let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
+            let times = [
+                encode_time,
+                submit_time,
+                encode_ahead_time,
+                submitted.elapsed(),
+            ];
+            (index, poll, times)
+        });
+        self.uniform_owner = Some(key);
+        let (index, poll, [encode_time, submit_time, encode_ahead_time, wait_time]) = done;
+        if let Some(error) = device_error {
+            // A pass recorded while the device failed is not kept.
+            if let Some(recorded) = self.recorded.get_mut(&key) {
+                recorded.ahead = None;
+            }
+            return Err(ExecError::Device(error));
+        }
         let Some(recorded) = self.recorded.get(&key) else {
             return Err(ExecError::Device(DeviceError::Internal {
                 message: "no recording under this key".into(),
             }));
         };
-        let (done, device_error) = scoped_keep(&device, 0, || {
-            if let (Some(uniform), false) = (&self.uniform, recorded.uniform.is_empty()) {
-                self.ctx.queue.write_buffer(uniform, 0, &recorded.uniform);
-            }
-            let commands = self.encode(&recorded.dispatches);
-            let encode_time = started.elapsed();
-            let submitted = Instant::now();
-            let index = self.ctx.queue.submit([commands]);
-            let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
-            (index, poll, encode_time, submitted.elapsed())
-        });
-        let (index, poll, encode_time, wait_time) = done;
-        if let Some(error) = device_error {
-            return Err(ExecError::Device(error));
-        }
         if let Some(poll) = poll {
             poll.map_err(|e| DeviceError::Poll {
                 message: e.to_string(),
@@ -693,6 +718,8 @@ impl Executor {
             workspace_bytes: self.workspace.bytes(),
             encode_time,
             wait_time,
+            submit_time,
+            encode_ahead_time,
             gpu_time,
             bind_groups_created: 0,
             bind_groups_reused: 0,
@@ -773,11 +800,19 @@ impl Executor {
             let encode_time = started.elapsed();
             let submitted = Instant::now();
             let index = failure.is_none().then(|| self.ctx.queue.submit([commands]));
+            let submit_time = submitted.elapsed();
+            // A keyed run's next pass, recorded while the device runs this one.
+            let ahead_started = Instant::now();
+            let ahead = (key.is_some() && failure.is_none()).then(|| self.encode(&dispatches));
+            let encode_ahead_time = ahead_started.elapsed();
             let poll = wait.then(|| device.poll(wgpu::PollType::wait_indefinitely()));
             let wait_time = submitted.elapsed();
-            (failure, index, poll, encode_time, wait_time, dispatches)
+            let times = [encode_time, submit_time, encode_ahead_time, wait_time];
+            (failure, index, poll, times, dispatches, ahead)
         });
-        let (failure, index, poll, encode_time, wait_time, dispatches) = recorded;
+        let (failure, index, poll, times, dispatches, ahead) = recorded;
+        let [encode_time, submit_time, encode_ahead_time, wait_time] = times;
+        self.uniform_owner = key;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -796,6 +831,7 @@ impl Executor {
                     dispatches,
                     inplace_dispatches,
                     staging_copies,
+                    ahead,
                 },
             );
         }
@@ -819,6 +855,8 @@ impl Executor {
             workspace_bytes: self.workspace.bytes(),
             encode_time,
             wait_time,
+            submit_time,
+            encode_ahead_time,
             gpu_time,
             bind_groups_created: created - created_before,
             bind_groups_reused: reused - reused_before,
@@ -826,4 +864,33 @@ impl Executor {
         };
         Ok((report, index))
     }
+}
+
+/// Encodes `dispatches` into one compute pass on `ctx`'s device (with `timer`'s writes).
+fn encode(
+    ctx: &GpuContext,
+    timer: Option<&PassTimer>,
+    dispatches: &[Dispatch],
+) -> wgpu::CommandBuffer {
+    let mut encoder = ctx
+        .device
+        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("wgalloc graph"),
+        });
+    {
+        let timestamp_writes = timer.map(PassTimer::writes);
+        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("wgalloc graph"),
+            timestamp_writes,
+        });
+        for d in dispatches {
+            pass.set_pipeline(&d.pipeline);
+            pass.set_bind_group(0, &d.group, d.offset.as_slice());
+            pass.dispatch_workgroups(d.grid[0], d.grid[1], d.grid[2]);
+        }
+    }
+    if let Some(t) = timer {
+        t.resolve(&mut encoder);
+    }
+    encoder.finish()
 }

@@ -42,11 +42,15 @@ pub enum Shader {
     KvSelf,
     /// `shaders/kv_attend.wgsl` (the state over one page of the paged KV cache).
     KvAttend,
+    /// `shaders/matmul_norm.wgsl` (a layer norm in the tiled matmul's prologue).
+    MatmulNorm,
+    /// `shaders/kv_self_attend.wgsl` (a chunk's own keys and the first cache page).
+    KvSelfAttend,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 15] = [
+    pub const ALL: [Shader; 17] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -62,6 +66,8 @@ impl Shader {
         Shader::Attention,
         Shader::KvSelf,
         Shader::KvAttend,
+        Shader::MatmulNorm,
+        Shader::KvSelfAttend,
     ];
 
     /// The file name under `shaders/`.
@@ -82,6 +88,8 @@ impl Shader {
             Shader::Attention => "attention.wgsl",
             Shader::KvSelf => "kv_self.wgsl",
             Shader::KvAttend => "kv_attend.wgsl",
+            Shader::MatmulNorm => "matmul_norm.wgsl",
+            Shader::KvSelfAttend => "kv_self_attend.wgsl",
         }
     }
 
@@ -114,6 +122,8 @@ impl Shader {
             Shader::Attention => with_prelude!("attention.wgsl"),
             Shader::KvSelf => with_prelude!("kv_self.wgsl"),
             Shader::KvAttend => with_prelude!("kv_attend.wgsl"),
+            Shader::MatmulNorm => with_prelude!("matmul_norm.wgsl"),
+            Shader::KvSelfAttend => with_prelude!("kv_self_attend.wgsl"),
         }
     }
 }
@@ -182,6 +192,13 @@ pub enum Kernel {
     KvAttend,
     /// `(state, qkv, table, page, out)`: continued and normalised into `out [n, d]`.
     KvAttendOut,
+    /// `(x, w, out, bias, gain, beta)`: `out = layer_norm(x)·w + bias`, plain or GELU
+    /// epilogue, register-tiled.
+    MatmulNormBias(MatmulTile),
+    /// `(qkv, table, page, out)`: a chunk's own keys, then one cache page: the state.
+    KvSelfAttend,
+    /// `(qkv, table, page, out)`: as [`Kernel::KvSelfAttend`], normalised into `out [n, d]`.
+    KvSelfAttendOut,
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -280,6 +297,9 @@ impl Kernel {
             Kernel::KvAttendInPlace => (Shader::KvAttend, "kv_attend_inplace"),
             Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
             Kernel::KvAttendOut => (Shader::KvAttend, "kv_attend_out"),
+            Kernel::MatmulNormBias(_) => (Shader::MatmulNorm, "matmul_norm_bias"),
+            Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),
+            Kernel::KvSelfAttendOut => (Shader::KvSelfAttend, "kv_self_attend_out"),
         }
     }
 
@@ -292,7 +312,8 @@ impl Kernel {
             | Kernel::MatmulTiledBias(t)
             | Kernel::MatmulTiledAccBias(t)
             | Kernel::MatmulTiledAccToBias(t)
-            | Kernel::MatmulBtTiled(t) => t.constants().to_vec(),
+            | Kernel::MatmulBtTiled(t)
+            | Kernel::MatmulNormBias(t) => t.constants().to_vec(),
             _ => Vec::new(),
         }
     }
@@ -302,13 +323,14 @@ impl Kernel {
         match self {
             Kernel::UnaryInPlace | Kernel::SoftmaxInPlace | Kernel::RopeInPlace => 1,
             Kernel::Attention | Kernel::KvSelf => 2,
-            Kernel::KvAttendInPlace => 4,
+            Kernel::KvAttendInPlace | Kernel::KvSelfAttend | Kernel::KvSelfAttendOut => 4,
             Kernel::KvAttend | Kernel::KvAttendOut => 5,
             Kernel::MatmulTiled(_) | Kernel::MatmulTiledAcc(_) | Kernel::MatmulBtTiled(_) => 3,
             Kernel::MatmulTiledAccTo(_)
             | Kernel::MatmulTiledBias(_)
             | Kernel::MatmulTiledAccBias(_) => 4,
             Kernel::MatmulTiledAccToBias(_) => 5,
+            Kernel::MatmulNormBias(_) => 6,
             Kernel::Unary
             | Kernel::BinaryInPlace
             | Kernel::Softmax
@@ -327,7 +349,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 37] = [
+    pub const ALL: [Kernel; 41] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -365,6 +387,10 @@ impl Kernel {
         Kernel::MatmulTiledAccBias(MatmulTile::Rows4),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows8),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows4),
+        Kernel::MatmulNormBias(MatmulTile::Rows8),
+        Kernel::MatmulNormBias(MatmulTile::Rows4),
+        Kernel::KvSelfAttend,
+        Kernel::KvSelfAttendOut,
     ];
 }
 
@@ -445,7 +471,19 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
                 (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
+        (&OpCall::NormMatmul { m, n, .. }, false) => (
+            Kernel::MatmulNormBias(MatmulTile::choose(m, n)),
+            &[0, 3, 5, 4, 1, 2],
+        ),
         (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),
+        (OpCall::KvSelfAttend { normalize, .. }, false) => (
+            if *normalize {
+                Kernel::KvSelfAttendOut
+            } else {
+                Kernel::KvSelfAttend
+            },
+            &[0, 1, 2, 3],
+        ),
         (OpCall::KvSelf { .. }, false) => (Kernel::KvSelf, &[0, 1]),
         (
             OpCall::KvAttend {
@@ -546,11 +584,12 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
         OpCall::CountPositive { .. } | OpCall::Compact { .. } => 1,
         OpCall::Attention { seq: n, heads, .. }
         | OpCall::KvSelf { n, heads, .. }
-        | OpCall::KvAttend { n, heads, .. } => {
+        | OpCall::KvAttend { n, heads, .. }
+        | OpCall::KvSelfAttend { n, heads, .. } => {
             let gx = u64::from(n).div_ceil(ATTENTION_QUERIES);
             return grid_2d(gx, u64::from(heads), node, max_per_dimension);
         }
-        OpCall::MatmulFused { m, n, .. } => {
+        OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
             let tile = MatmulTile::choose(m, n);
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
             let gy = u64::from(m).div_ceil(u64::from(tile.rows()));

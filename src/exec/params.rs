@@ -94,6 +94,7 @@ impl KernelParams {
             OpCall::CountPositive { len } => ([len, 0, 0, 0], 0.0),
             OpCall::Compact { len, out_len } => ([len, out_len, 0, 0], 0.0),
             OpCall::MatmulPacked { m, k, n } => ([m, k, n, 0], 0.0),
+            OpCall::NormMatmul { m, k, n, gelu, eps } => ([m, k, n, u32::from(gelu)], eps),
             OpCall::MatmulFused {
                 m, k, n, epilogue, ..
             } => (
@@ -113,6 +114,15 @@ impl KernelParams {
                 scale,
             } => ([n, heads, head_dim, 0], scale),
             OpCall::KvAttend {
+                n,
+                heads,
+                head_dim,
+                layer,
+                page,
+                scale,
+                ..
+            }
+            | OpCall::KvSelfAttend {
                 n,
                 heads,
                 head_dim,

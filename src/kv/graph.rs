@@ -51,8 +51,9 @@ impl KvTensors {
     }
 
     /// Appends layer `layer`'s attention over the cache for `qkv [n, 3·d]` (rows
-    /// `q | k | v`) and returns its output `[n, d]`: `kv_self` (the chunk's own keys),
-    /// then one `kv_attend` per page slot (the last one `kv_attend_out`, normalised).
+    /// `q | k | v`) and returns its output `[n, d]`: one node per page slot,
+    /// `kv_self_attend` for the first (the chunk's own keys, then the page), then
+    /// `kv_attend`, the last one normalised (`kv_self_attend_out` or `kv_attend_out`).
     /// Each page's node also writes the chunk's K and V rows that fall in that page.
     ///
     /// # Errors
@@ -78,10 +79,23 @@ impl KvTensors {
             u64::from(self.heads),
             kv_state_row(u64::from(self.head_dim)),
         ];
-        let mut state =
-            builder.node_with_params("kv_self", &[qkv], &state_shape, false, &[heads, scale]);
         let last = self.pages.len() - 1;
-        for (i, &page) in self.pages.iter().enumerate() {
+        // The chunk's own keys and the first page: one node (`kv_self_attend`, or
+        // `kv_self_attend_out` when it is the only page).
+        let first = [qkv, self.table, self.pages[0]];
+        let params = [heads, layer as f32, 0.0, scale];
+        if last == 0 {
+            return Ok(builder.node_with_params(
+                "kv_self_attend_out",
+                &first,
+                &[n, width],
+                false,
+                &params,
+            ));
+        }
+        let mut state =
+            builder.node_with_params("kv_self_attend", &first, &state_shape, false, &params);
+        for (i, &page) in self.pages.iter().enumerate().skip(1) {
             let inputs = [state, qkv, self.table, page];
             let params = [heads, layer as f32, i as f32, scale];
             state = if i == last {
@@ -171,12 +185,21 @@ mod tests {
         let g = b.build().expect("valid");
         kv.check(&g, &config).expect("laid out as the config says");
         let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.as_str()).collect();
-        assert_eq!(ops, ["kv_self", "kv_attend", "kv_attend", "kv_attend_out"]);
+        assert_eq!(ops, ["kv_self_attend", "kv_attend", "kv_attend_out"]);
         assert_eq!(g.tensor(out).map(|t| t.shape.clone()), Some(vec![3, 16]));
-        for step in 1..4 {
+        match resolve(&g, 0) {
+            Ok(OpCall::KvSelfAttend {
+                layer,
+                page,
+                normalize,
+                ..
+            }) => assert_eq!((layer, page, normalize), (1, 0, false)),
+            other => panic!("node 0: {other:?}"),
+        }
+        for step in 1..3 {
             match resolve(&g, step) {
                 Ok(OpCall::KvAttend { layer, page, .. }) => {
-                    assert_eq!((layer, page), (1, step as u32 - 1))
+                    assert_eq!((layer, page), (1, step as u32))
                 }
                 other => panic!("node {step}: {other:?}"),
             }

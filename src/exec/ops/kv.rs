@@ -126,6 +126,41 @@ pub(super) fn attend(v: &NodeView<'_>, normalize: bool) -> Result<OpCall, ExecEr
     })
 }
 
+/// Resolves `kv_self_attend` (`normalize == false`: output the state after the first
+/// page) and `kv_self_attend_out` (`normalize`: output `[n, width]`): inputs `(qkv,
+/// table u32, page f32)`; params as `kv_attend`'s.
+pub(super) fn self_attend(v: &NodeView<'_>, normalize: bool) -> Result<OpCall, ExecError> {
+    let c = &v.c;
+    let heads = whole(v, 0, "heads", 1.0, None)?;
+    let layer = whole(v, 1, "layer", 0.0, Some(0.0))?;
+    let page = whole(v, 2, "page", 0.0, Some(0.0))?;
+    let (n, head_dim) = qkv_dims(v, 0, heads)?;
+    let table_len = c.len(v.inputs[1], &[DType::U32])?;
+    if table_len < KV_TABLE_HEADER {
+        return Err(c.bad(format!(
+            "block table {} has {table_len} words, fewer than its {KV_TABLE_HEADER}-word header",
+            v.inputs[1].id
+        )));
+    }
+    let page_len = c.len(v.inputs[2], F32S)?;
+    c.small(page_len)?;
+    let want = if normalize {
+        n * u64::from(heads) * head_dim
+    } else {
+        n * u64::from(heads) * kv_state_row(head_dim)
+    };
+    c.same_len(v.out, v.out_len, want)?;
+    Ok(OpCall::KvSelfAttend {
+        n: c.small(n)?,
+        heads,
+        head_dim: c.small(head_dim)?,
+        layer,
+        page,
+        scale: v.param(3, 1.0 / (head_dim as f32).sqrt()),
+        normalize,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::exec::{resolve, ExecError, OpCall};

@@ -134,6 +134,57 @@ pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue, bias: bool) -> Result<
     })
 }
 
+/// Resolves `layer_norm_matmul_bias` / `layer_norm_matmul_bias_gelu`:
+/// `(x [m, k], gain [k], beta [k], w [k, n], bias [n]) → out [m, n]`, `k` and `n`
+/// multiples of 4; `params[0]` the norm's epsilon (default [`super::DEFAULT_EPS`]).
+pub(super) fn norm_fused(v: &NodeView<'_>, gelu: bool) -> Result<OpCall, ExecError> {
+    let (c, x) = (&v.c, v.inputs[0]);
+    let a_len = c.len(x, F32S)?;
+    let k = Checker::last_dim(x);
+    let m = a_len
+        .checked_div(k)
+        .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
+    for (what, t) in [("gain", v.inputs[1]), ("beta", v.inputs[2])] {
+        let len = c.len(t, F32S)?;
+        if len != k {
+            return Err(c.bad(format!(
+                "{what} {} has {len} elements, the rows of {} have {k}",
+                t.id, x.id
+            )));
+        }
+    }
+    let w = v.inputs[3];
+    c.len(w, F32S)?;
+    if w.shape.len() != 2 || w.shape[0] != k {
+        return Err(c.bad(format!(
+            "weight {} must be [{k}, n], has shape {:?}",
+            w.id, w.shape
+        )));
+    }
+    let n = w.shape[1];
+    if !k.is_multiple_of(4) || !n.is_multiple_of(4) {
+        return Err(c.bad(format!(
+            "the fused matmul needs k and n multiples of 4, got k = {k}, n = {n}"
+        )));
+    }
+    c.same_len(v.out, v.out_len, m.saturating_mul(n))?;
+    let bias = v.inputs[4];
+    let len = c.len(bias, F32S)?;
+    if len != n {
+        return Err(c.bad(format!(
+            "bias {} has {len} elements, the product has {n} columns",
+            bias.id
+        )));
+    }
+    Ok(OpCall::NormMatmul {
+        m: c.small(m)?,
+        k: c.small(k)?,
+        n: c.small(n)?,
+        gelu,
+        eps: v.param(0, super::DEFAULT_EPS),
+    })
+}
+
 /// Resolves `attention_causal`: `qkv [seq, 3·width] → out [seq, width]` with
 /// `params[0]` heads (required) dividing `width`, the head width a multiple of 4 and at
 /// most [`MAX_ATTENTION_HEAD_DIM`]; `params[1]` the score scale (default

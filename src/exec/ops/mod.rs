@@ -56,6 +56,10 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "matmul_bias",
     "matmul_bias_gelu",
     "matmul_add_bias",
+    "layer_norm_matmul_bias",
+    "layer_norm_matmul_bias_gelu",
+    "kv_self_attend",
+    "kv_self_attend_out",
 ];
 
 /// The most elements `count_positive` and `compact` take: their count is a whole
@@ -252,6 +256,42 @@ pub enum OpCall {
         /// (`matmul_bias`, `matmul_bias_gelu`, `matmul_add_bias`).
         bias: bool,
     },
+    /// `(qkv, table u32, page) → state` (`kv_self_attend`) or `→ out [n,
+    /// heads·head_dim]` (`kv_self_attend_out`, normalised): [`OpCall::KvSelf`] and then
+    /// [`OpCall::KvAttend`] over the first page in one kernel (the state between them
+    /// is never stored).
+    KvSelfAttend {
+        /// Queries of the chunk.
+        n: u32,
+        /// Heads (`params[0]`).
+        heads: u32,
+        /// Width of one head; a multiple of 4, at most [`MAX_ATTENTION_HEAD_DIM`].
+        head_dim: u32,
+        /// The layer (`params[1]`, default 0).
+        layer: u32,
+        /// The page's number in the block table (`params[2]`, default 0).
+        page: u32,
+        /// Score scale (`params[3]`, default `1/√head_dim`).
+        scale: f32,
+        /// `kv_self_attend_out`: divide by the sum and write the attention output.
+        normalize: bool,
+    },
+    /// `(x [m, k], gain [k], beta [k], w [k, n], bias [n]) → out [m, n]`: a layer norm
+    /// of `x`'s rows fused into the prologue of a matmul with a bias
+    /// (`layer_norm_matmul_bias`), GELU in the epilogue when `gelu`
+    /// (`layer_norm_matmul_bias_gelu`). `k` and `n` are multiples of 4.
+    NormMatmul {
+        /// Rows of `x`.
+        m: u32,
+        /// Inner dimension (the normalised width).
+        k: u32,
+        /// Columns of the result.
+        n: u32,
+        /// GELU (tanh form) after the bias.
+        gelu: bool,
+        /// The norm's epsilon (`params[0]`, default [`DEFAULT_EPS`]).
+        eps: f32,
+    },
     /// `qkv [seq, 3·heads·head_dim] → out [seq, heads·head_dim]`: causal multi-head
     /// attention, row `t` of `qkv` holding `q | k | v`, each split into heads.
     Attention {
@@ -359,10 +399,14 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         Op::MatmulBias => matmul::fused(&view, Epilogue::Plain, true),
         Op::MatmulBiasGelu => matmul::fused(&view, Epilogue::Gelu, true),
         Op::MatmulAddBias => matmul::fused(&view, Epilogue::Residual, true),
+        Op::NormMatmulBias => matmul::norm_fused(&view, false),
+        Op::NormMatmulBiasGelu => matmul::norm_fused(&view, true),
         Op::AttentionCausal => matmul::attention(&view),
         Op::KvSelf => kv::self_attention(&view),
         Op::KvAttend => kv::attend(&view, false),
         Op::KvAttendOut => kv::attend(&view, true),
+        Op::KvSelfAttend => kv::self_attend(&view, false),
+        Op::KvSelfAttendOut => kv::self_attend(&view, true),
         Op::Embedding => gather::embedding(&view),
         Op::CountPositive => gather::compact(&view, false),
         Op::Compact => gather::compact(&view, true),

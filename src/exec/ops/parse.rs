@@ -53,10 +53,19 @@ pub enum Op {
     KvAttend,
     /// `kv_attend_out`: as `kv_attend`, then normalised into the attention output.
     KvAttendOut,
+    /// `kv_self_attend`: `kv_self`, then `kv_attend` over the first page, in one kernel.
+    KvSelfAttend,
+    /// `kv_self_attend_out`: as `kv_self_attend`, then normalised (a single page).
+    KvSelfAttendOut,
+    /// `layer_norm_matmul_bias`: `layer_norm(x)·w + bias`, the norm in the matmul's
+    /// prologue.
+    NormMatmulBias,
+    /// `layer_norm_matmul_bias_gelu`: `gelu(layer_norm(x)·w + bias)`.
+    NormMatmulBiasGelu,
 }
 
 /// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
-const TABLE: [(&str, Op); 27] = [
+const TABLE: [(&str, Op); 31] = [
     ("copy", Op::Unary(UnaryOp::Copy)),
     ("scale", Op::Unary(UnaryOp::Scale)),
     ("relu", Op::Unary(UnaryOp::Relu)),
@@ -89,6 +98,10 @@ const TABLE: [(&str, Op); 27] = [
     ("matmul_bias", Op::MatmulBias),
     ("matmul_bias_gelu", Op::MatmulBiasGelu),
     ("matmul_add_bias", Op::MatmulAddBias),
+    ("layer_norm_matmul_bias", Op::NormMatmulBias),
+    ("layer_norm_matmul_bias_gelu", Op::NormMatmulBiasGelu),
+    ("kv_self_attend", Op::KvSelfAttend),
+    ("kv_self_attend_out", Op::KvSelfAttendOut),
 ];
 
 impl Op {
@@ -121,8 +134,14 @@ impl Op {
             | Op::Embedding
             | Op::Compact
             | Op::MatmulGelu => 2,
-            Op::LayerNorm | Op::MatmulAdd | Op::MatmulBias | Op::MatmulBiasGelu => 3,
+            Op::LayerNorm
+            | Op::MatmulAdd
+            | Op::MatmulBias
+            | Op::MatmulBiasGelu
+            | Op::KvSelfAttend
+            | Op::KvSelfAttendOut => 3,
             Op::KvAttend | Op::KvAttendOut | Op::MatmulAddBias => 4,
+            Op::NormMatmulBias | Op::NormMatmulBiasGelu => 5,
         }
     }
 }

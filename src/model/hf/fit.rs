@@ -2,14 +2,16 @@
 //! device: the weights (as the context allocator packs them), the KV cache at the
 //! longest context, each step bucket's activations (planned on the CPU, with their
 //! lower bound), whether every binding and buffer fits the device's limits and the
-//! whole fits a budget, and the longest context that does.
+//! whole fits a budget, and the longest context that does; and [`worst_case`], the
+//! ggml-style alternative: one reservation for the worst step (the largest chunk at
+//! the longest context), planned with the ggml planner.
 
 use serde::Serialize;
 
 use super::step_graph::{build_step_graph, head_pieces, LogitRows, StepAttention};
 use super::Gpt2Config;
 use crate::kv::KvConfig;
-use crate::plan::{alloc_ctx_tensors, lower_bounds, plan, BufferTypeDesc, PlanOptions};
+use crate::plan::{alloc_ctx_tensors, lower_bounds, plan, BufferTypeDesc, PlanOptions, Planner};
 
 /// The device and run a fit is asked for.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,6 +79,62 @@ pub struct FitReport {
     /// The longest context whose total fits the budget and the limits (`0` when even
     /// one token does not).
     pub longest_context: usize,
+    /// The ggml-style worst-case reservation, for comparison with `activation_bytes`.
+    pub worst_case: WorstCase,
+}
+
+/// One ggml-style worst-case reservation: the step graph at the largest chunk and the
+/// longest context (every page slot bound), planned once with the ggml planner
+/// ([`Planner::Ggml`], as `ggml_gallocr_reserve` sizes its compute buffer), beside the
+/// same graph planned with wgalloc's planner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorstCase {
+    /// Tokens in the step (the largest chunk).
+    pub rows: usize,
+    /// The context it is planned at (the longest).
+    pub context: usize,
+    /// Page slots its graph binds.
+    pub slots: u32,
+    /// Nodes of the worst-case graph (last row's logits).
+    pub nodes: usize,
+    /// The ggml planner's bytes with every row's logits (what a runtime that reserves
+    /// for all outputs of a chunk holds).
+    pub ggml_all_logits_bytes: u64,
+    /// The ggml planner's bytes with the last row's logits only (what generation runs).
+    pub ggml_last_logit_bytes: u64,
+    /// wgalloc's planner (`best`) on the last-row graph.
+    pub best_last_logit_bytes: u64,
+}
+
+/// Plans the ggml-style worst case ([`WorstCase`]) of `config` with a KV cache of
+/// `kv`, LM-head pieces `pieces`, `rows` tokens a step and `context` tokens, in
+/// `storage`.
+///
+/// # Errors
+/// A config the step graph refuses; planning errors.
+pub fn worst_case(
+    config: &Gpt2Config,
+    kv: &KvConfig,
+    pieces: &[std::ops::Range<usize>],
+    rows: usize,
+    context: usize,
+    storage: &BufferTypeDesc,
+) -> crate::Result<WorstCase> {
+    let slots = kv.pages_for(context as u32);
+    let attention = StepAttention::Paged { kv: *kv, slots };
+    let types = std::slice::from_ref(storage);
+    let ggml = PlanOptions::with_planner(Planner::Ggml);
+    let all = build_step_graph(config, rows, attention, pieces, LogitRows::All)?;
+    let last = build_step_graph(config, rows, attention, pieces, LogitRows::Last)?;
+    Ok(WorstCase {
+        rows,
+        context,
+        slots,
+        nodes: last.graph.nodes.len(),
+        ggml_all_logits_bytes: plan(&all.graph, types, &ggml)?.total_size(),
+        ggml_last_logit_bytes: plan(&last.graph, types, &ggml)?.total_size(),
+        best_last_logit_bytes: plan(&last.graph, types, &PlanOptions::default())?.total_size(),
+    })
 }
 
 /// Plans what `config` needs for `request`, on the CPU.
@@ -142,6 +200,14 @@ pub fn fit(config: &Gpt2Config, request: &FitRequest) -> crate::Result<FitReport
         });
     }
     let activation_bytes = buckets.iter().map(|b| b.plan_bytes).max().unwrap_or(0);
+    let worst_case = worst_case(
+        config,
+        &kv,
+        &pieces,
+        request.prefill_chunk.clamp(1, max_context),
+        max_context,
+        &storage,
+    )?;
     let kv_for = |tokens: usize| -> u64 {
         u64::from(kv.pages_for(tokens as u32)) * kv.page_bytes() + kv.table_words() * 4
     };
@@ -191,6 +257,7 @@ pub fn fit(config: &Gpt2Config, request: &FitRequest) -> crate::Result<FitReport
         limit_problems,
         fits_budget,
         longest_context,
+        worst_case,
     })
 }
 
@@ -232,6 +299,12 @@ mod tests {
         assert_eq!(part.longest_context, 128, "{part:?}");
         let none = fit(&c, &request(Some(1000))).expect("runs");
         assert_eq!(none.longest_context, 0);
+        // The ggml planner's worst case: the chunk's graph at the longest context.
+        let w = &all.worst_case;
+        assert_eq!((w.rows, w.context, w.slots), (16, 256, 4));
+        assert!(w.ggml_last_logit_bytes >= w.best_last_logit_bytes);
+        assert!(w.ggml_all_logits_bytes > w.ggml_last_logit_bytes);
+        assert!(w.best_last_logit_bytes >= all.activation_bytes);
     }
 
     #[test]

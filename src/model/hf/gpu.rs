@@ -136,12 +136,21 @@ pub struct StepReport {
     pub bind_groups_created: usize,
     /// Pipelines built during this step.
     pub pipelines_built: usize,
-    /// Host time before the submit: bucket lookup (and planning when `planned`), the
-    /// cache's table and the input written, the pass recorded.
+    /// Host time of the step up to and including its submit: bucket lookup (and
+    /// planning when `planned`), the cache's table and the input written, the pass
+    /// recorded (or taken ready-made, see `encode_ahead_time`), the submit.
     pub host_time: Duration,
-    /// Of `host_time`, the executor's encode time.
+    /// Of `host_time`, the executor's encode time (its parameter write and the pass
+    /// recorded, or the pass recorded ahead taken).
     pub encode_time: Duration,
-    /// Wall time from submit until the device finished.
+    /// Of `host_time`, the `queue.submit` call.
+    pub submit_time: Duration,
+    /// Host time after the submit, while the device ran the step, recording the
+    /// bucket's next pass (which the bucket's next step submits without encoding): off
+    /// the step's critical path, not part of `host_time`.
+    pub encode_ahead_time: Duration,
+    /// Wall time from submit until the device finished (the submit and the ahead
+    /// encoding included).
     pub wait_time: Duration,
     /// GPU time of the pass (timestamp queries), when the device has them.
     pub gpu_time: Option<Duration>,
@@ -149,6 +158,14 @@ pub struct StepReport {
     pub readback_time: Duration,
     /// Dispatches recorded.
     pub dispatches: usize,
+}
+
+impl StepReport {
+    /// The step's wall time: its host time, then from the submit until the device
+    /// finished.
+    pub fn wall_time(&self) -> Duration {
+        (self.host_time + self.wait_time).saturating_sub(self.submit_time)
+    }
 }
 
 /// Memory of a [`GpuGpt2`].
@@ -166,6 +183,13 @@ pub struct MemoryReport {
     pub activation_bytes: u64,
     /// Each bucket's plan against its bound.
     pub buckets: Vec<BucketReport>,
+    /// Bytes planned on the device in all: weights, the KV cache's pages and table,
+    /// the activation reservation.
+    pub planned_device_bytes: u64,
+    /// What the driver allocated for every buffer of the device (wgpu's allocator
+    /// report, where the backend has one: Vulkan, DX12), and what its memory blocks
+    /// reserve.
+    pub driver_bytes: Option<(u64, u64)>,
 }
 
 /// GPT-2 on a device (see the module docs).
@@ -316,11 +340,18 @@ impl GpuGpt2 {
 
     /// Weights, cache and activations.
     pub fn memory_report(&self) -> MemoryReport {
+        let kv = self.kv.report();
         MemoryReport {
+            planned_device_bytes: self.weight_plan.total_size()
+                + kv.reserved_bytes
+                + kv.table_bytes
+                + self.activation_bytes,
+            driver_bytes: crate::device::allocator_report(&self.ctx.device)
+                .map(|r| (r.total_allocated_bytes, r.total_reserved_bytes)),
             weight_bytes: self.weight_plan.total_size(),
             host_embedding_bytes: 4 * (self.wte.len() + self.wpe.len()) as u64,
             head_pieces: self.pieces.len(),
-            kv: self.kv.report(),
+            kv,
             activation_bytes: self.activation_bytes,
             buckets: self
                 .buckets
@@ -335,6 +366,25 @@ impl GpuGpt2 {
                 })
                 .collect(),
         }
+    }
+
+    /// The ggml-style worst-case reservation for this model as it runs: its largest
+    /// chunk ([`GpuOptions::prefill_chunk`], at most the longest context) at the longest
+    /// context its cache holds, planned with the ggml planner ([`super::worst_case`]),
+    /// to set beside [`MemoryReport::activation_bytes`].
+    ///
+    /// # Errors
+    /// Planning errors.
+    pub fn worst_case(&self) -> crate::Result<super::WorstCase> {
+        let context = self.max_context();
+        super::worst_case(
+            &self.config,
+            self.kv.config(),
+            &self.pieces,
+            self.options.prefill_chunk.clamp(1, context),
+            context,
+            &self.storage,
+        )
     }
 
     /// `wte[token] + wpe[position]` for the tokens at positions `past..`.
@@ -539,8 +589,10 @@ impl GpuGpt2 {
             buffers_created,
             bind_groups_created: run.bind_groups_created,
             pipelines_built,
-            host_time: before_run + run.encode_time,
+            host_time: before_run + run.encode_time + run.submit_time,
             encode_time: run.encode_time,
+            submit_time: run.submit_time,
+            encode_ahead_time: run.encode_ahead_time,
             wait_time: run.wait_time,
             gpu_time: run.gpu_time,
             readback_time,

@@ -18,7 +18,7 @@ pub use checkpoint::{weights_from_safetensors, Checkpoint};
 pub use config::Gpt2Config;
 pub use cpu::{check_tokens, check_weights, gelu_new, CpuGpt2, CpuKvCache};
 pub use error::CheckpointError;
-pub use fit::{fit, FitBucket, FitReport, FitRequest};
+pub use fit::{fit, worst_case, FitBucket, FitReport, FitRequest, WorstCase};
 pub use generate::{argmax, generate_greedy, CpuDecoder, Decoder, Generation};
 pub use gpu::{
     BucketKey, BucketReport, GpuGpt2, GpuOptions, MemoryReport, StepReport, DEFAULT_PAGE_BYTES,

@@ -1,11 +1,13 @@
 //! [`StepGraph`]: one step of GPT-2 as a wgalloc graph, for `rows` new tokens, built
-//! from the executor's ops: layer norms with gain and bias, Conv1D projections with
-//! their bias in the matmul's epilogue (`matmul_bias`, `matmul_bias_gelu` for the MLP's
-//! up projection with `gelu_new`, the tanh form, and `matmul_add_bias` adding the
-//! output projections to the residual in place) where the widths are multiples of 4,
-//! else a `matmul`, a bias `add` and `gelu` in place; and attention either over the KV cache's pages (`kv_self`,
-//! `kv_attend`..., [`KvTensors::attention`]) or, for a full recompute of a sequence,
-//! `attention_causal` over the chunk alone.
+//! from the executor's ops. Where the widths are multiples of 4: `ln_1` and `ln_2` in
+//! the prologue of the projection after them (`layer_norm_matmul_bias` for QKV,
+//! `layer_norm_matmul_bias_gelu` for the MLP's up projection with `gelu_new`, the tanh
+//! form: no norm dispatched or stored), `matmul_add_bias` adding the output
+//! projections to the residual in place; else `layer_norm`, a `matmul`, a bias `add`
+//! and `gelu` in place. `ln_f` is a `layer_norm`. Attention runs either over the KV
+//! cache's pages (`kv_self_attend`, `kv_attend`..., [`KvTensors::attention`]: one node
+//! per page) or, for a full
+//! recompute of a sequence, `attention_causal` over the chunk alone.
 //!
 //! The token and position embeddings are looked up on the host (the step's input is
 //! `wte[token] + wpe[position]`, `[rows, n_embd]`): the embedding table of a real
@@ -164,9 +166,20 @@ pub fn build_step_graph(
     let mut x = input;
     for (l, w) in weights.layers.iter().enumerate() {
         let [g1, b1, attn_w, attn_b, proj_w, proj_b, g2, b2, fc_w, fc_b, fcp_w, fcp_b] = *w;
-        let h = b.node_with_params("layer_norm", &[x, g1, b1], &[n, d], false, &[eps]);
-        b.rename(h, format!("h{l}.ln_1"));
-        let qkv = linear(&mut b, h, attn_w, attn_b, [n, 3 * d], fused_out);
+        // ln_1 in the QKV projection's prologue where the widths allow.
+        let qkv = if fused_out {
+            b.node_with_params(
+                "layer_norm_matmul_bias",
+                &[x, g1, b1, attn_w, attn_b],
+                &[n, 3 * d],
+                false,
+                &[eps],
+            )
+        } else {
+            let h = b.node_with_params("layer_norm", &[x, g1, b1], &[n, d], false, &[eps]);
+            b.rename(h, format!("h{l}.ln_1"));
+            linear(&mut b, h, attn_w, attn_b, [n, 3 * d], false)
+        };
         b.rename(qkv, format!("h{l}.qkv"));
         let attn = match &kv {
             Some(kv) => kv
@@ -186,10 +199,17 @@ pub fn build_step_graph(
         b.rename(attn, format!("h{l}.attn"));
         x = residual(&mut b, x, attn, proj_w, proj_b, [n, d], fused_out);
         b.rename(x, format!("h{l}.resid1"));
-        let h2 = b.node_with_params("layer_norm", &[x, g2, b2], &[n, d], false, &[eps]);
+        // ln_2 in the up projection's prologue, GELU in its epilogue.
         let act = if fused_up {
-            b.node("matmul_bias_gelu", &[h2, fc_w, fc_b], &[n, inner], false)
+            b.node_with_params(
+                "layer_norm_matmul_bias_gelu",
+                &[x, g2, b2, fc_w, fc_b],
+                &[n, inner],
+                false,
+                &[eps],
+            )
         } else {
+            let h2 = b.node_with_params("layer_norm", &[x, g2, b2], &[n, d], false, &[eps]);
             let up = linear(&mut b, h2, fc_w, fc_b, [n, inner], false);
             b.node("gelu", &[up], &[n, inner], true)
         };

@@ -1,0 +1,205 @@
+// The first page of the paged KV cache's attention with the chunk's own keys in the
+// same dispatch (kv_self.wgsl, then kv_attend.wgsl's first page, in one kernel):
+//   kv_self_attend:     (qkv, table, page, out)  out: the state after this page
+//   kv_self_attend_out: (qkv, table, page, out)  out [n, d]: acc / sum
+// Per (query t, head h) the online softmax starts over the chunk's keys j <= t (as
+// kv_self.wgsl: same loop, same order), then continues over the cached keys at
+// positions < past whose block lies in this page, and appends the chunk's own K and V
+// rows whose block lies in this page (as kv_attend.wgsl, whose append and block scan
+// this file repeats: WGSL has no include). One dispatch fewer per layer; the state
+// between kv_self and the first page is never stored.
+// Params: n, heads, hd, layer; scale, page (a whole number).
+
+struct Params {
+    n: u32,
+    heads: u32,
+    hd: u32,
+    layer: u32,
+    scale: f32,
+    page: f32,
+    unused2: f32,
+    unused3: f32,
+}
+
+@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> table: array<u32>;
+@group(0) @binding(3) var<storage, read_write> page: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
+
+const QUERIES: u32 = 16u;
+const CHUNK: u32 = 8u;
+const MAX_HD4: u32 = 64u;
+const MASKED: f32 = -1e30;
+const HEADER: u32 = 4u;
+
+var<private> q: array<vec4<f32>, MAX_HD4>;
+var<private> acc: array<vec4<f32>, MAX_HD4>;
+var<private> run_max: f32;
+var<private> run_sum: f32;
+
+// What one invocation works on.
+struct Lane {
+    query: u32,     // the query row (clamped to n - 1)
+    valid: bool,    // whether the query row exists (else nothing is stored)
+    head: u32,      // the head's first vec4 column within q, k or v
+    hd4: u32,
+    d4: u32,
+    row: u32,       // the first vec4 of this (query, head)'s state row
+}
+
+fn lane(wid: vec3<u32>, lid: vec3<u32>) -> Lane {
+    let hd4 = params.hd / 4u;
+    let t = wid.x * QUERIES + lid.x;
+    let query = min(t, params.n - 1u);
+    return Lane(query, t < params.n, wid.y * hd4, hd4, params.heads * hd4,
+        (query * params.heads + wid.y) * (hd4 + 1u));
+}
+
+// Writes this lane's K and V rows into the cache when their block lies in this page.
+fn append(l: Lane, past: u32, mapped: u32, bt: u32, this_page: u32) {
+    let pos = past + l.query;
+    let block = pos / bt;
+    if !l.valid || block >= mapped || table[HEADER + 2u * block] != this_page {
+        return;
+    }
+    let base = (table[HEADER + 2u * block + 1u] / 4u) + params.layer * 2u * bt * l.d4;
+    let k = base + (pos % bt) * l.d4 + l.head;
+    let v = k + bt * l.d4;
+    let src = l.query * 3u * l.d4 + l.head;
+    for (var e = 0u; e < l.hd4; e++) {
+        page[k + e] = qkv[src + l.d4 + e];
+        page[v + e] = qkv[src + 2u * l.d4 + e];
+    }
+}
+
+// Adds the keys of one block (rows 0..rows) to the running softmax.
+fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32) {
+    for (var c0 = 0u; c0 < rows; c0 += CHUNK) {
+        var s: array<f32, CHUNK>;
+        var chunk_max = run_max;
+        for (var c = 0u; c < CHUNK; c++) {
+            let krow = k0 + min(c0 + c, rows - 1u) * l.d4;
+            var dot_qk = 0.0;
+            for (var e = 0u; e < l.hd4; e++) {
+                dot_qk = dot_qk + dot(q[e], page[krow + e]);
+            }
+            s[c] = select(MASKED, dot_qk, c0 + c < rows);
+            chunk_max = max(chunk_max, s[c]);
+        }
+        let rescale = exp(run_max - chunk_max);
+        run_max = chunk_max;
+        var p: array<f32, CHUNK>;
+        var p_sum = 0.0;
+        for (var c = 0u; c < CHUNK; c++) {
+            p[c] = select(0.0, exp(s[c] - chunk_max), c0 + c < rows);
+            p_sum = p_sum + p[c];
+        }
+        run_sum = run_sum * rescale + p_sum;
+        for (var e = 0u; e < l.hd4; e++) {
+            var o = acc[e] * rescale;
+            for (var c = 0u; c < CHUNK; c++) {
+                let vrow = v0 + min(c0 + c, rows - 1u) * l.d4;
+                o = fma(vec4(p[c]), page[vrow + e], o);
+            }
+            acc[e] = o;
+        }
+    }
+}
+
+// The chunk's own keys j <= query (kv_self.wgsl's loop): keys up to the workgroup's
+// last query, in chunks of CHUNK, one rescale per chunk. Sets run_max, run_sum, acc.
+fn self_state(l: Lane, wid: vec3<u32>) {
+    let n = params.n;
+    let stride = 3u * l.d4;
+    let keys = min(wid.x * QUERIES + QUERIES, n);
+    run_max = MASKED;
+    run_sum = 0.0;
+    for (var e = 0u; e < l.hd4; e++) {
+        acc[e] = vec4(0.0);
+    }
+    for (var j0 = 0u; j0 < keys; j0 += CHUNK) {
+        var s: array<f32, CHUNK>;
+        var chunk_max = run_max;
+        for (var c = 0u; c < CHUNK; c++) {
+            let key = j0 + c;
+            let krow = min(key, n - 1u) * stride + l.d4 + l.head;
+            var dot_qk = 0.0;
+            for (var e = 0u; e < l.hd4; e++) {
+                dot_qk = dot_qk + dot(q[e], qkv[krow + e]);
+            }
+            s[c] = select(MASKED, dot_qk, key <= l.query);
+            chunk_max = max(chunk_max, s[c]);
+        }
+        let rescale = exp(run_max - chunk_max);
+        run_max = chunk_max;
+        var p: array<f32, CHUNK>;
+        var p_sum = 0.0;
+        for (var c = 0u; c < CHUNK; c++) {
+            p[c] = select(0.0, exp(s[c] - chunk_max), j0 + c <= l.query);
+            p_sum = p_sum + p[c];
+        }
+        run_sum = run_sum * rescale + p_sum;
+        for (var e = 0u; e < l.hd4; e++) {
+            var o = acc[e] * rescale;
+            for (var c = 0u; c < CHUNK; c++) {
+                let vrow = min(j0 + c, n - 1u) * stride + 2u * l.d4 + l.head;
+                o = fma(vec4(p[c]), qkv[vrow + e], o);
+            }
+            acc[e] = o;
+        }
+    }
+}
+
+// The query, the chunk's own keys, the append, this page's cached keys. The caller
+// stores.
+fn self_attend(l: Lane, wid: vec3<u32>) {
+    let past = table[0];
+    let mapped = table[1];
+    let bt = max(table[2], 1u);
+    let this_page = u32(params.page);
+    for (var e = 0u; e < l.hd4; e++) {
+        q[e] = qkv[l.query * 3u * l.d4 + l.head + e] * params.scale;
+    }
+    self_state(l, wid);
+    append(l, past, mapped, bt, this_page);
+    let blocks = min((past + bt - 1u) / bt, mapped);
+    let layer_at = params.layer * 2u * bt * l.d4;
+    for (var b = 0u; b < blocks; b++) {
+        if table[HEADER + 2u * b] != this_page {
+            continue;
+        }
+        let k0 = table[HEADER + 2u * b + 1u] / 4u + layer_at + l.head;
+        let rows = min(bt, past - b * bt);
+        scan_block(l, k0, k0 + bt * l.d4, rows);
+    }
+}
+
+@compute @workgroup_size(16)
+fn kv_self_attend(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let l = lane(wid, lid);
+    self_attend(l, wid);
+    if l.valid {
+        out[l.row] = vec4(run_max, run_sum, 0.0, 0.0);
+        for (var e = 0u; e < l.hd4; e++) {
+            out[l.row + 1u + e] = acc[e];
+        }
+    }
+}
+
+@compute @workgroup_size(16)
+fn kv_self_attend_out(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let l = lane(wid, lid);
+    self_attend(l, wid);
+    if l.valid {
+        let inv = 1.0 / run_sum;
+        for (var e = 0u; e < l.hd4; e++) {
+            out[l.query * l.d4 + l.head + e] = acc[e] * inv;
+        }
+    }
+}

@@ -1,0 +1,144 @@
+// A layer norm fused into the prologue of the register-tiled matmul with a bias:
+//   matmul_norm_bias: out[m, n] = epilogue(layer_norm(x)[m, k] x w[k, n] + bias[n])
+// layer_norm(x) = (x - mean) / sqrt(var + eps) * gain + beta over each row of x (two-pass
+// variance, as norm.wgsl), never stored: the normalised row is formed as the product
+// reads it. k and n are multiples of 4. One GPT-2 step runs its QKV projection and the
+// MLP's up projection (epilogue GELU, the tanh form) this way: no layer-norm dispatch
+// and no normalised activation in memory.
+// Tiling as matmul_tiled.wgsl: each invocation owns ROWS rows and 4 adjacent columns of
+// `out`; a workgroup of LANES invocations covers ROWS rows and 4 * LANES columns. The
+// workgroup first computes the mean and inverse deviation of its ROWS rows together
+// (each lane sums a stride of the row, then one lane per row adds the partial sums).
+// Params: m, k, n, epilogue (0 none, 1 GELU); eps.
+
+struct Params {
+    m: u32,
+    k: u32,
+    n: u32,
+    epilogue: u32,
+    eps: f32,
+    unused1: f32,
+    unused2: f32,
+    unused3: f32,
+}
+
+@group(0) @binding(1) var<storage, read_write> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> w: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> bias: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read_write> gain: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> beta: array<vec4<f32>>;
+
+override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
+override LANES: u32 = 16u; // invocations per workgroup, at most MAX_LANES
+const MAX_ROWS: u32 = 8u;
+const MAX_LANES: u32 = 16u;
+
+// Per (row, lane) partial sums, then per row [mean, inverse deviation].
+var<workgroup> partial: array<f32, 128>; // MAX_ROWS * MAX_LANES
+var<workgroup> stats: array<vec2<f32>, MAX_ROWS>;
+
+// GELU, tanh approximation (as unary.wgsl).
+fn gelu(v: vec4<f32>) -> vec4<f32> {
+    let c = 0.7978845608028654; // sqrt(2 / pi)
+    let inner = clamp(c * (v + 0.044715 * v * v * v), vec4(-15.0), vec4(15.0));
+    return 0.5 * v * (1.0 + tanh(inner));
+}
+
+// The first vec4 of row r of the block starting at row0 (rows past m read row m - 1).
+fn row_base(row0: u32, r: u32) -> u32 {
+    return min(row0 + r, params.m - 1u) * (params.k / 4u);
+}
+
+// Fills `stats` for rows row0..row0 + ROWS. Every invocation of the workgroup calls it
+// (it holds barriers).
+fn row_stats(row0: u32, lane: u32) {
+    let k4 = params.k / 4u;
+    let cols = f32(params.k);
+    for (var r = 0u; r < ROWS; r++) {
+        let base = row_base(row0, r);
+        var s = 0.0;
+        for (var q = lane; q < k4; q += LANES) {
+            let v = x[base + q];
+            s = s + (v.x + v.y + v.z + v.w);
+        }
+        partial[r * MAX_LANES + lane] = s;
+    }
+    workgroupBarrier();
+    if lane < ROWS {
+        var s = 0.0;
+        for (var i = 0u; i < LANES; i++) {
+            s = s + partial[lane * MAX_LANES + i];
+        }
+        stats[lane] = vec2(s / cols, 0.0);
+    }
+    workgroupBarrier();
+    for (var r = 0u; r < ROWS; r++) {
+        let base = row_base(row0, r);
+        let mean = stats[r].x;
+        var s = 0.0;
+        for (var q = lane; q < k4; q += LANES) {
+            let d = x[base + q] - vec4(mean);
+            s = s + dot(d, d);
+        }
+        partial[r * MAX_LANES + lane] = s;
+    }
+    workgroupBarrier();
+    if lane < ROWS {
+        var s = 0.0;
+        for (var i = 0u; i < LANES; i++) {
+            s = s + partial[lane * MAX_LANES + i];
+        }
+        stats[lane] = vec2(stats[lane].x, inverseSqrt(s / cols + params.eps));
+    }
+    workgroupBarrier();
+}
+
+@compute @workgroup_size(LANES)
+fn matmul_norm_bias(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    let row0 = wid.y * ROWS;
+    row_stats(row0, lid.x);
+    let k4 = params.k / 4u;
+    let n4 = params.n / 4u;
+    let c4 = wid.x * LANES + lid.x;
+    let col = min(c4, n4 - 1u);
+    var rows: array<u32, MAX_ROWS>;
+    var mean: array<f32, MAX_ROWS>;
+    var inv: array<f32, MAX_ROWS>;
+    for (var r = 0u; r < ROWS; r++) {
+        rows[r] = row_base(row0, r);
+        mean[r] = stats[r].x;
+        inv[r] = stats[r].y;
+    }
+    var acc: array<vec4<f32>, MAX_ROWS>;
+    for (var kq = 0u; kq < k4; kq++) {
+        let base = kq * 4u * n4 + col;
+        let b0 = w[base];
+        let b1 = w[base + n4];
+        let b2 = w[base + 2u * n4];
+        let b3 = w[base + 3u * n4];
+        let g = gain[kq];
+        let t = beta[kq];
+        for (var r = 0u; r < ROWS; r++) {
+            let av = (x[rows[r] + kq] - vec4(mean[r])) * inv[r] * g + t;
+            acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
+        }
+    }
+    if c4 >= n4 {
+        return;
+    }
+    let bias_c = bias[c4];
+    for (var r = 0u; r < ROWS; r++) {
+        let row = row0 + r;
+        if row < params.m {
+            var v = acc[r] + bias_c;
+            if params.epilogue == 1u {
+                v = gelu(v);
+            }
+            out[row * n4 + c4] = v;
+        }
+    }
+}
