@@ -20,7 +20,8 @@ use std::collections::HashMap;
 
 use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::checksum::prove;
-use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::cpu_ref;
+use wgalloc::exec::TensorData;
 use wgalloc::exec::{register_op, user_ops, Bind, Executor, KernelParams, TensorMemory, UserOp};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::plan::{plan, plan_weights, Plan, PlanOptions};

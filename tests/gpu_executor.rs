@@ -15,7 +15,8 @@ mod common;
 use std::collections::HashMap;
 
 use wgalloc::device::{allocate_plan, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE};
-use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::cpu_ref;
+use wgalloc::exec::TensorData;
 use wgalloc::exec::{ExecError, Executor, RunReport, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, NodeId, TensorId};
 use wgalloc::model::{build_gpt, GptModel, ModelConfig};

@@ -15,7 +15,7 @@ mod kernel_run;
 use std::collections::HashMap;
 
 use kernel_run::{assert_close, check_matmul, random, run_both};
-use wgalloc::exec::cpu_ref::TensorData;
+use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, GraphBuilder};
 
 #[test]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use wgalloc::device::{GpuContext, WgpuStorage};
-use wgalloc::exec::cpu_ref::TensorData;
+use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::plan::Planner;
 use wgalloc::runtime::{

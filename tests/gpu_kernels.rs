@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use kernel_run::{assert_close, check_matmul, random, run_both};
 use wgalloc::device::GpuContext;
-use wgalloc::exec::cpu_ref::TensorData;
+use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, GraphBuilder, TensorId};
 use wgalloc::model::SeededRng;
 

@@ -12,7 +12,7 @@ mod kernel_run;
 use std::collections::HashMap;
 
 use kernel_run::{assert_close, random, run_both};
-use wgalloc::exec::cpu_ref::TensorData;
+use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, GraphBuilder};
 
 #[test]

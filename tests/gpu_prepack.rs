@@ -20,9 +20,10 @@ use wgalloc::device::{
     BufferAllocator, BufferStorage, ChunkRequest, DeviceError, GpuContext, WgpuAllocator,
     STORAGE_USAGE,
 };
-use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::cpu_ref;
 use wgalloc::exec::packed as layout;
 use wgalloc::exec::Executor;
+use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::{ModelConfig, PrepackedModel};
 use wgalloc::prepack::{

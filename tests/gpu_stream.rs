@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex};
 use wgalloc::device::{
     allocate_plan, read_buffer_range, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE,
 };
-use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::cpu_ref;
+use wgalloc::exec::TensorData;
 use wgalloc::exec::{ExecError, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::{build_gpt, ModelConfig};

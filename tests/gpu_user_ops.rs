@@ -17,7 +17,8 @@ use wgalloc::device::{
     allocate_plan, allocator_report, GpuContext, PlannedMemory, WgpuStorage, STORAGE_USAGE,
 };
 use wgalloc::exec::checksum::prove;
-use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::cpu_ref;
+use wgalloc::exec::TensorData;
 use wgalloc::exec::{
     register_op, user_ops, Bind, ExecError, Executor, KernelParams, RegisterError, TensorMemory,
     UserOp,

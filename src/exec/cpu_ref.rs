@@ -13,7 +13,7 @@ use crate::graph::{DType, Graph, NodeId, TensorId};
 pub use super::cpu_kv::{
     kv_append_page, kv_attend_page, kv_self, normalize as kv_normalize, KvDims,
 };
-pub use super::inputs::{Inputs, TensorData};
+use super::inputs::{Inputs, TensorData};
 
 /// GELU, tanh approximation: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
 pub fn gelu(x: f32) -> f32 {

@@ -15,8 +15,9 @@
 use std::collections::HashMap;
 
 use super::{ModelConfig, ModelError, SeededRng};
-use crate::exec::cpu_ref::{self, TensorData};
+use crate::exec::cpu_ref;
 use crate::exec::ExecError;
+use crate::exec::TensorData;
 use crate::graph::{DType, Graph, GraphBuilder, Role, TensorId};
 
 /// Layer-norm epsilon.

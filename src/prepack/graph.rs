@@ -211,8 +211,9 @@ mod evaluation_tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::exec::cpu_ref::{evaluate, TensorData};
+    use crate::exec::cpu_ref::evaluate;
     use crate::exec::packed::pack_b;
+    use crate::exec::TensorData;
     use crate::exec::{resolve, OpCall};
     use crate::graph::GraphBuilder;
 

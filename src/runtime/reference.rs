@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use super::empty::runnable_nodes;
 use super::graph_context::whole_count;
 use super::RuntimeError;
-use crate::exec::cpu_ref::{self, TensorData};
+use crate::exec::cpu_ref;
+use crate::exec::TensorData;
 use crate::graph::{DType, Graph, TensorId};
 
 /// Evaluates `graph` on the CPU (see [`cpu_ref::evaluate`]): runs the nodes whose

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
-use wgalloc::exec::cpu_ref::{self, TensorData};
+use wgalloc::exec::cpu_ref;
+use wgalloc::exec::TensorData;
 use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::SeededRng;

@@ -26,8 +26,9 @@ use check::{Checker, NodeView, F32S};
 /// `softmax`, `softmax_causal`, `layer_norm`, `rms_norm`, `matmul`, `matmul_bt`,
 /// `embedding`, `rope`, `count_positive`, `compact`, `matmul_packed`, `matmul_gelu`,
 /// `matmul_add`, `attention_causal`, `kv_self`, `kv_attend`, `kv_attend_out`,
-/// `matmul_bias`, `matmul_bias_gelu`, `matmul_add_bias`. Other names are user ops
-/// ([`crate::exec::UserOp`]).
+/// `matmul_bias`, `matmul_bias_gelu`, `matmul_add_bias`, `layer_norm_matmul_bias`,
+/// `layer_norm_matmul_bias_gelu`, `kv_self_attend`, `kv_self_attend_out`. Other names
+/// are user ops ([`crate::exec::UserOp`]).
 pub const SUPPORTED_OPS: &[&str] = &[
     "copy",
     "scale",
