@@ -415,15 +415,16 @@ fn keep_lower(best: &mut Option<Placement>, candidate: Placement) {
     }
 }
 
-/// The greedy orders in turn into `best`, stopping once `goal` (if any) is reached or
+/// The greedy orders `strategies` in turn into `best`, stopping once `goal` (if any) is reached or
 /// its deadline has passed (checked between placements, after the first).
 fn greedy_orders(
     p: &Prepared,
     index: &OverlapIndex,
     goal: Option<&Goal>,
+    strategies: &[Strategy],
     best: &mut Option<Placement>,
 ) {
-    for strategy in GREEDY {
+    for &strategy in strategies {
         if let (Some(goal), Some(b)) = (goal, best.as_ref()) {
             if goal.done(b.1) {
                 return;
@@ -565,6 +566,16 @@ const SWEEP_FIRST_ITEMS: usize = 20_000;
 /// better there.
 const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
+/// Above [`GREEDY_MAX_PAIRS`] and up to this many overlapping pairs `best` still runs
+/// greedy-by-size (the best of the greedy orders on malloc-like traces), alone, right
+/// after the sweep: its work is about one visit per overlapping pair (two, plus the
+/// sort of each item's placed neighbours), O(n L log L) with L buffers live at a time,
+/// about 6 s for 100,000 malloc-like buffers with 2,000 live (about 10^8 pairs) on a
+/// loaded 2-core machine. Above it (e.g. 20,000 live over 100,000 buffers, or a
+/// million malloc-like buffers: about 10^9 pairs) only the sweep and the skyline
+/// phases within their pop budgets run, so that the default plan ends in seconds.
+const GREEDY_SIZE_MAX_PAIRS: u64 = 1_000_000_000;
+
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
 ///
@@ -630,13 +641,20 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     let large = p.items.len() > SWEEP_FIRST_ITEMS || pairs > GREEDY_MAX_PAIRS;
     if large {
         let (offsets, peak) = sweep::place(p);
-        log::debug!("sweep: {peak} in {:?}", started.elapsed());
+        log::debug!("sweep ({pairs} pairs): {peak} in {:?}", started.elapsed());
         keep_lower(&mut best, (offsets, peak, Strategy::Best));
     }
     // The overlap index (O(n log T) memory) is built only for what uses it.
     if pairs <= GREEDY_MAX_PAIRS {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-        greedy_orders(p, index, Some(goal), &mut best);
+        greedy_orders(p, index, Some(goal), &GREEDY, &mut best);
+    } else if pairs <= GREEDY_SIZE_MAX_PAIRS {
+        // Costly but affordable: greedy-by-size alone, before the skyline (which then
+        // gives up once it peaks at greedy's peak), given up at the deadline if any.
+        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+        let started = Instant::now();
+        greedy_orders(p, index, Some(goal), &GREEDY[..1], &mut best);
+        log::debug!("greedy-size ({pairs} pairs) in {:?}", started.elapsed());
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
     // With a deadline, the greedy orders too where they are costly (each given up if
@@ -646,7 +664,9 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         && best.as_ref().is_some_and(|b| !goal.done(b.1))
     {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-        greedy_orders(p, index, Some(goal), &mut best);
+        // Greedy-by-size already ran where affordable.
+        let from = usize::from(pairs <= GREEDY_SIZE_MAX_PAIRS);
+        greedy_orders(p, index, Some(goal), &GREEDY[from..], &mut best);
     }
     if !searchable(p) {
         // Too large for the search: repair the peak's column instead.
