@@ -648,13 +648,16 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     if pairs <= GREEDY_MAX_PAIRS {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
         greedy_orders(p, index, Some(goal), &GREEDY, &mut best);
-    } else if pairs <= GREEDY_SIZE_MAX_PAIRS {
-        // Costly but affordable: greedy-by-size alone, before the skyline (which then
-        // gives up once it peaks at greedy's peak), given up at the deadline if any.
-        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-        let started = Instant::now();
-        greedy_orders(p, index, Some(goal), &GREEDY[..1], &mut best);
-        log::debug!("greedy-size ({pairs} pairs) in {:?}", started.elapsed());
+    }
+    // Costly but affordable: greedy-by-size alone (given up at the deadline if any).
+    // Beyond FULL_ITEMS items, where the skyline's pop budget no longer lets it
+    // complete, it goes before the skyline (which then gives up once it peaks at
+    // greedy's peak); below, after the skyline and the column repair, only where they
+    // left the goal unreached (iopddl_S_1 reaches its bound there).
+    let greedy_size_band = pairs > GREEDY_MAX_PAIRS && pairs <= GREEDY_SIZE_MAX_PAIRS;
+    let greedy_size_first = greedy_size_band && p.items.len() as u64 > FULL_ITEMS;
+    if greedy_size_first {
+        greedy_size_alone(p, goal, pairs, index, &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
     // With a deadline, the greedy orders too where they are costly (each given up if
@@ -665,12 +668,15 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
         // Greedy-by-size already ran where affordable.
-        let from = usize::from(pairs <= GREEDY_SIZE_MAX_PAIRS);
+        let from = usize::from(greedy_size_band);
         greedy_orders(p, index, Some(goal), &GREEDY[from..], &mut best);
     }
     if !searchable(p) {
         // Too large for the search: repair the peak's column instead.
         column_repair(p, goal, skyline_pops, &mut best);
+    }
+    if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
+        greedy_size_alone(p, goal, pairs, index, &mut best);
     }
     if let Some((_, peak, strategy)) = best.as_ref() {
         log::debug!(
@@ -679,6 +685,22 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         );
     }
     best
+}
+
+/// Greedy-by-size alone into `best` (a large instance with `pairs` overlapping pairs,
+/// at most [`GREEDY_SIZE_MAX_PAIRS`]), given up at the goal's deadline if any; builds
+/// `index` if needed.
+fn greedy_size_alone(
+    p: &Prepared,
+    goal: &Goal,
+    pairs: u64,
+    index: &mut Option<OverlapIndex>,
+    best: &mut Option<Placement>,
+) {
+    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+    let started = Instant::now();
+    greedy_orders(p, index, Some(goal), &GREEDY[..1], best);
+    log::debug!("greedy-size ({pairs} pairs) in {:?}", started.elapsed());
 }
 
 /// Whether the local search runs after the search (in `best`) or at all
