@@ -125,7 +125,10 @@ pub enum Strategy {
     /// gaps) places everything first, so that a plan exists at once; the skyline and
     /// the column repair then run within pop budgets at most linear in n (with a
     /// deadline, the skyline's first order has the deadline as its only budget, and the
-    /// greedy orders run after the skyline where they are costly), and with a
+    /// greedy orders run after the skyline where they are costly). Greedy-by-size still
+    /// runs up to 10^9 overlapping pairs (about 6 s on 100,000 malloc-like buffers
+    /// with 2,000 live): before the skyline above 32,768 items, after the skyline and
+    /// the repair below, only where they left the goal unreached. With a
     /// deadline every phase gives up once it passes (checked every 64 greedy
     /// placements, every 4,096 heap pops, before every search probe and climb move),
     /// returning the lowest plan so far. Up to those sizes it runs every strategy above
@@ -415,15 +418,16 @@ fn keep_lower(best: &mut Option<Placement>, candidate: Placement) {
     }
 }
 
-/// The greedy orders in turn into `best`, stopping once `goal` (if any) is reached or
+/// The greedy orders `strategies` in turn into `best`, stopping once `goal` (if any) is reached or
 /// its deadline has passed (checked between placements, after the first).
 fn greedy_orders(
     p: &Prepared,
     index: &OverlapIndex,
     goal: Option<&Goal>,
+    strategies: &[Strategy],
     best: &mut Option<Placement>,
 ) {
-    for strategy in GREEDY {
+    for &strategy in strategies {
         if let (Some(goal), Some(b)) = (goal, best.as_ref()) {
             if goal.done(b.1) {
                 return;
@@ -565,17 +569,29 @@ const SWEEP_FIRST_ITEMS: usize = 20_000;
 /// better there.
 const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
+/// Above [`GREEDY_MAX_PAIRS`] and up to this many overlapping pairs `best` still runs
+/// greedy-by-size (the best of the greedy orders on malloc-like traces), alone, right
+/// after the sweep: its work is about one visit per overlapping pair (two, plus the
+/// sort of each item's placed neighbours), O(n L log L) with L buffers live at a time,
+/// about 6 s for 100,000 malloc-like buffers with 2,000 live (about 10^8 pairs) on a
+/// loaded 2-core machine. Above it (e.g. 20,000 live over 100,000 buffers, or a
+/// million malloc-like buffers: about 10^9 pairs) only the sweep and the skyline
+/// phases within their pop budgets run, so that the default plan ends in seconds.
+const GREEDY_SIZE_MAX_PAIRS: u64 = 1_000_000_000;
+
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
 ///
 /// On large instances (more than [`SWEEP_FIRST_ITEMS`] items or [`GREEDY_MAX_PAIRS`]
 /// overlapping pairs) the O(n log n) sweep ([`sweep::place`]) goes first, so that a
 /// plan exists at once and every later placement may give up at the deadline; there
-/// the greedy orders run only with a deadline (each given up if it passes), as their
-/// O(n L log L) cost (L buffers live at a time) has no bound in n alone. Without a
-/// deadline every phase has a work budget linear in the item count (times the
-/// logarithms of its structures), so the default plan of a million buffers takes
-/// seconds.
+/// the greedy orders other than greedy-by-size run only with a deadline (each given up
+/// if it passes), as their O(n L log L) cost (L buffers live at a time) has no bound in
+/// n alone; greedy-by-size runs up to [`GREEDY_SIZE_MAX_PAIRS`] overlapping pairs (its
+/// cost is about one visit a pair: bounded by that budget). Without a deadline every
+/// other phase has a work budget linear in the item count (times the logarithms of its
+/// structures), so the default plan of a million buffers takes seconds where it has
+/// more pairs than that budget.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
     let mut index: Option<OverlapIndex> = None;
     let Some((offsets, peak, strategy)) = start(p, goal, &mut index) else {
@@ -619,9 +635,11 @@ fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
 }
 
 /// The placement `best`, [`Strategy::Search`] and [`Strategy::Climb`] start from: on
-/// large instances the sweep, then the greedy orders (where affordable), the skyline
-/// orders, with a deadline the costly greedy orders, and on instances too large for
-/// the search the column repair; the lowest of them. `index` is built if a greedy
+/// large instances the sweep, then the greedy orders (where affordable; greedy-by-size
+/// alone up to [`GREEDY_SIZE_MAX_PAIRS`] pairs, here above [`FULL_ITEMS`] items), the
+/// skyline orders, with a deadline the other costly greedy orders, on instances too
+/// large for the search the column repair, then greedy-by-size alone (costly band, up
+/// to [`FULL_ITEMS`] items) if the goal is still unreached; the lowest of them. `index` is built if a greedy
 /// order needs it. `None` only for an instance with no items.
 fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<Placement> {
     let started = Instant::now();
@@ -630,13 +648,23 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     let large = p.items.len() > SWEEP_FIRST_ITEMS || pairs > GREEDY_MAX_PAIRS;
     if large {
         let (offsets, peak) = sweep::place(p);
-        log::debug!("sweep: {peak} in {:?}", started.elapsed());
+        log::debug!("sweep ({pairs} pairs): {peak} in {:?}", started.elapsed());
         keep_lower(&mut best, (offsets, peak, Strategy::Best));
     }
     // The overlap index (O(n log T) memory) is built only for what uses it.
     if pairs <= GREEDY_MAX_PAIRS {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-        greedy_orders(p, index, Some(goal), &mut best);
+        greedy_orders(p, index, Some(goal), &GREEDY, &mut best);
+    }
+    // Costly but affordable: greedy-by-size alone (given up at the deadline if any).
+    // Beyond FULL_ITEMS items, where the skyline's pop budget no longer lets it
+    // complete, it goes before the skyline (which then gives up once it peaks at
+    // greedy's peak); below, after the skyline and the column repair, only where they
+    // left the goal unreached (iopddl_S_1 reaches its bound there).
+    let greedy_size_band = pairs > GREEDY_MAX_PAIRS && pairs <= GREEDY_SIZE_MAX_PAIRS;
+    let greedy_size_first = greedy_size_band && p.items.len() as u64 > FULL_ITEMS;
+    if greedy_size_first {
+        greedy_size_alone(p, goal, pairs, index, &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
     // With a deadline, the greedy orders too where they are costly (each given up if
@@ -646,11 +674,16 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         && best.as_ref().is_some_and(|b| !goal.done(b.1))
     {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-        greedy_orders(p, index, Some(goal), &mut best);
+        // Greedy-by-size already ran where affordable.
+        let from = usize::from(greedy_size_band);
+        greedy_orders(p, index, Some(goal), &GREEDY[from..], &mut best);
     }
     if !searchable(p) {
         // Too large for the search: repair the peak's column instead.
         column_repair(p, goal, skyline_pops, &mut best);
+    }
+    if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
+        greedy_size_alone(p, goal, pairs, index, &mut best);
     }
     if let Some((_, peak, strategy)) = best.as_ref() {
         log::debug!(
@@ -659,6 +692,22 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         );
     }
     best
+}
+
+/// Greedy-by-size alone into `best` (a large instance with `pairs` overlapping pairs,
+/// at most [`GREEDY_SIZE_MAX_PAIRS`]), given up at the goal's deadline if any; builds
+/// `index` if needed.
+fn greedy_size_alone(
+    p: &Prepared,
+    goal: &Goal,
+    pairs: u64,
+    index: &mut Option<OverlapIndex>,
+    best: &mut Option<Placement>,
+) {
+    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+    let started = Instant::now();
+    greedy_orders(p, index, Some(goal), &GREEDY[..1], best);
+    log::debug!("greedy-size ({pairs} pairs) in {:?}", started.elapsed());
 }
 
 /// Whether the local search runs after the search (in `best`) or at all
