@@ -637,10 +637,11 @@ fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
 /// The placement `best`, [`Strategy::Search`] and [`Strategy::Climb`] start from: on
 /// large instances the sweep, then the greedy orders (where affordable; greedy-by-size
 /// alone up to [`GREEDY_SIZE_MAX_PAIRS`] pairs, here above [`FULL_ITEMS`] items), the
-/// skyline orders, with a deadline the other costly greedy orders, on instances too
-/// large for the search the column repair, then greedy-by-size alone (costly band, up
-/// to [`FULL_ITEMS`] items) if the goal is still unreached; the lowest of them. `index` is built if a greedy
-/// order needs it. `None` only for an instance with no items.
+/// skyline orders, on instances too large for the search the column repair, then
+/// greedy-by-size alone (costly band, up to [`FULL_ITEMS`] items) if the goal is still
+/// unreached, and last, with a deadline, the other costly greedy orders; the lowest of
+/// them. `index` is built if a greedy order needs it. `None` only for an instance with
+/// no items.
 fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<Placement> {
     let started = Instant::now();
     let mut best: Option<Placement> = None;
@@ -667,8 +668,16 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         greedy_size_alone(p, goal, pairs, index, &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
-    // With a deadline, the greedy orders too where they are costly (each given up if
-    // it passes).
+    if !searchable(p) {
+        // Too large for the search: repair the peak's column instead.
+        column_repair(p, goal, skyline_pops, &mut best);
+    }
+    if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
+        greedy_size_alone(p, goal, pairs, index, &mut best);
+    }
+    // With a deadline, last, the greedy orders too where they are costly (each given
+    // up if it passes): after the column repair, which reaches iopddl_S_1's bound
+    // within a second where they would spend that second first.
     if pairs > GREEDY_MAX_PAIRS
         && goal.budget.deadline.is_some()
         && best.as_ref().is_some_and(|b| !goal.done(b.1))
@@ -677,13 +686,6 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         // Greedy-by-size already ran where affordable.
         let from = usize::from(greedy_size_band);
         greedy_orders(p, index, Some(goal), &GREEDY[from..], &mut best);
-    }
-    if !searchable(p) {
-        // Too large for the search: repair the peak's column instead.
-        column_repair(p, goal, skyline_pops, &mut best);
-    }
-    if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
-        greedy_size_alone(p, goal, pairs, index, &mut best);
     }
     if let Some((_, peak, strategy)) = best.as_ref() {
         log::debug!(
