@@ -14,7 +14,7 @@ mod product;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use product::{product, Prepared, Product};
+use product::{product, PreparedProduct, Product};
 use wgalloc::device::GpuContext;
 use wgalloc::exec::Executor;
 use wgalloc::graph::{Graph, TensorId};
@@ -35,7 +35,7 @@ fn time_runs(
     cache: Option<&PrepackedWeightCache>,
     runs: usize,
 ) -> Result<(Duration, Duration), wgalloc::Error> {
-    let prepared = Prepared::new(ctx, graph, inputs, cache)?;
+    let prepared = PreparedProduct::new(ctx, graph, inputs, cache)?;
     let memory = prepared.memory();
     let mut executor = Executor::new(ctx);
     executor.run(prepared.graph(), &memory)?; // pipelines and bind groups

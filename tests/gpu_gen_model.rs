@@ -245,7 +245,7 @@ fn after_warm_up_a_decode_step_plans_and_creates_nothing() {
 fn bad_input_is_a_typed_error_and_leaks_nothing() {
     let Some(ctx) = common::gpu() else { return };
     let ckpt = fixture();
-    let counting = Arc::new(CountingStorage::new(common::Budget {
+    let counting = Arc::new(CountingStorage::new(common::CappedStorage {
         inner: WgpuStorage::wgpu(&ctx),
         left: AtomicU64::new(3), // the table and two pages (the spare one included)
     }));

@@ -343,7 +343,7 @@ fn decode_and_prefill_with_one_block_a_page_head_width_32_not_in_place() {
 fn a_storage_that_refuses_a_page_loses_nothing() {
     let Some(ctx) = common::gpu() else { return };
     let config = limits_config(&ctx, 2, 16, 4, 2);
-    let budget = common::Budget {
+    let budget = common::CappedStorage {
         inner: WgpuStorage::wgpu(&ctx),
         left: AtomicU64::new(3), // the table and two pages
     };

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use product::{product, Prepared, Product};
+use product::{product, PreparedProduct, Product};
 use wgalloc::device::{
     BufferAllocator, BufferStorage, ChunkRequest, DeviceError, GpuContext, WgpuAllocator,
     STORAGE_USAGE,
@@ -116,7 +116,7 @@ fn run_on_gpu(
     out: TensorId,
     cache: Option<&PrepackedWeightCache>,
 ) -> Result<Vec<f32>, wgalloc::Error> {
-    let prepared = Prepared::new(ctx, graph, values, cache)?;
+    let prepared = PreparedProduct::new(ctx, graph, values, cache)?;
     let memory = prepared.memory();
     Executor::new(ctx).run(prepared.graph(), &memory)?;
     Ok(memory.read_f32(ctx, prepared.graph(), out)?)

@@ -101,14 +101,14 @@ pub fn tiny_model(layers: u64) -> wgalloc::model::ModelConfig {
 
 /// A device storage that refuses (`StorageError::Refused`) once its budget of
 /// allocations is spent, to test failure paths.
-pub struct Budget {
+pub struct CappedStorage {
     /// Where the allowed allocations come from.
     pub inner: wgalloc::device::WgpuStorage,
     /// Allocations still allowed.
     pub left: std::sync::atomic::AtomicU64,
 }
 
-impl wgalloc::storage::Storage for Budget {
+impl wgalloc::storage::Storage for CappedStorage {
     type Memory = wgpu::Buffer;
 
     fn allocate(

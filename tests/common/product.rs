@@ -52,7 +52,7 @@ pub fn product(m: u64, k: u64, n: u64, transposed: bool) -> Result<Product, Grap
 /// A graph on planned memory with its inputs and weights uploaded: activations in a
 /// plan of their own, the weights its nodes read in another, and (when packed) the
 /// cache's packed weights as a third layer.
-pub struct Prepared {
+pub struct PreparedProduct {
     graph: Graph,
     plan: Plan,
     activations: PlannedMemory,
@@ -63,7 +63,7 @@ pub struct Prepared {
     pub prepare: Duration,
 }
 
-impl Prepared {
+impl PreparedProduct {
     /// Plans and allocates `graph` (rewritten to packed weights from `cache` when
     /// given) and writes every value in `values` that the graph reads.
     ///
@@ -74,7 +74,7 @@ impl Prepared {
         graph: &Graph,
         values: &HashMap<TensorId, Vec<f32>>,
         cache: Option<&PrepackedWeightCache>,
-    ) -> Result<Prepared, wgalloc::Error> {
+    ) -> Result<PreparedProduct, wgalloc::Error> {
         let storage = ctx.buffer_types()?.storage.desc;
         let started = Instant::now();
         let (graph, layer) = match cache {
@@ -98,7 +98,7 @@ impl Prepared {
             .collect();
         let weight_plan = alloc_ctx_tensors(&graph, &read, &storage)?;
         let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &WgpuStorage::shared(ctx))?;
-        let prepared = Prepared {
+        let prepared = PreparedProduct {
             graph,
             plan,
             activations,

@@ -39,12 +39,12 @@ impl Rng {
     }
 
     /// True with probability `percent`/100.
-    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+    pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 
     /// One of `items`, `None` when there are none.
-    pub(crate) fn pick<T: Copy>(&mut self, items: &[T]) -> Option<T> {
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> Option<T> {
         if items.is_empty() {
             return None;
         }

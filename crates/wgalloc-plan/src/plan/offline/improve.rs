@@ -54,7 +54,7 @@ fn peak_and_count(p: &Prepared, offsets: &[u64]) -> (u64, usize) {
 
 /// When the local search stops.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub(crate) struct Cutoffs {
     /// About this many units (one per overlap visited or item scanned).
     pub work: u64,
     /// Once the peak is at or below this (at least the lower bound).
@@ -69,7 +69,7 @@ pub(crate) fn repack(
     p: &Prepared,
     index: &OverlapIndex,
     mut offsets: Vec<u64>,
-    limits: &Limits,
+    limits: &Cutoffs,
     seed: u64,
 ) -> (Vec<u64>, u64) {
     let n = p.items.len();
@@ -170,8 +170,8 @@ mod tests {
         assert!((0..1000).all(|_| a.below(5) < 5));
     }
 
-    fn work(work: u64) -> Limits {
-        Limits {
+    fn work(work: u64) -> Cutoffs {
+        Cutoffs {
             work,
             target: 0,
             deadline: None,

@@ -490,12 +490,12 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u6
     let mut first_pops = None;
     for which in skyline::ORDERS {
         let limits = match best.as_ref() {
-            None => skyline::Limits::NONE,
+            None => skyline::Cutoffs::NONE,
             Some(b) if goal.done(b.1) || (first_pops.is_some() && work == 0) => break,
             // The first order after the sweep gets a budget of its own (on long
             // lifetimes an item comes out of the heap again each time its floor
             // rises, so its pops have no bound in n alone).
-            Some(b) => skyline::Limits {
+            Some(b) => skyline::Cutoffs {
                 stop_at: b.1,
                 work: if first_pops.is_some() {
                     work
@@ -734,7 +734,7 @@ const CLIMB_MIN_MOVES: u64 = 1024;
 
 /// The seeded ruin-and-repair local search with the climb budget, until the goal.
 fn climb(p: &Prepared, index: &OverlapIndex, offsets: Vec<u64>, goal: &Goal) -> (Vec<u64>, u64) {
-    let limits = improve::Limits {
+    let limits = improve::Cutoffs {
         work: goal.budget.climb_work,
         target: goal.target,
         deadline: goal.budget.deadline,

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use super::greedy::Order;
 use super::prepared::Prepared;
-use super::skyline::{self, Limits, SkyOrder};
+use super::skyline::{self, Cutoffs, SkyOrder};
 
 /// The static orders tried for the items outside the columns, in turn: first those that
 /// build nested lifetimes as stacks (start time, then lifetime length), which the
@@ -114,7 +114,7 @@ pub(crate) fn repair(
             let inner = inners[i].get_or_insert_with(|| INNER[i].order(p));
             let outer = outers[o].get_or_insert_with(|| OUTER[o].order(p));
             let order = columns_first(&first, inner, outer);
-            let limits = Limits {
+            let limits = Cutoffs {
                 stop_at: peak,
                 work: budget.work - spent,
                 deadline: budget.deadline,

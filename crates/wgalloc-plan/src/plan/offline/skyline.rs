@@ -342,7 +342,7 @@ impl SkyOrder {
 
 /// When a skyline placement gives up.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub(crate) struct Cutoffs {
     /// Give up once the peak reaches this (a plan this high is already known).
     pub stop_at: u64,
     /// Give up after this many heap pops.
@@ -351,9 +351,9 @@ pub(crate) struct Limits {
     pub deadline: Option<Instant>,
 }
 
-impl Limits {
+impl Cutoffs {
     /// No limit: the placement always completes.
-    pub const NONE: Limits = Limits {
+    pub const NONE: Cutoffs = Cutoffs {
         stop_at: u64::MAX,
         work: u64::MAX,
         deadline: None,
@@ -368,7 +368,7 @@ const CLOCK_EVERY: u64 = 4096;
 /// and the peak.
 #[cfg(test)]
 pub(crate) fn place(p: &Prepared, order: &[usize]) -> (Vec<u64>, u64) {
-    let (placed, _) = place_within(p, order, &Limits::NONE);
+    let (placed, _) = place_within(p, order, &Cutoffs::NONE);
     placed.unwrap_or_else(|| (vec![0; p.items.len()], 0))
 }
 
@@ -377,7 +377,7 @@ pub(crate) fn place(p: &Prepared, order: &[usize]) -> (Vec<u64>, u64) {
 pub(crate) fn place_within(
     p: &Prepared,
     order: &[usize],
-    limits: &Limits,
+    limits: &Cutoffs,
 ) -> (Option<(Vec<u64>, u64)>, u64) {
     let mut heights = Heights::new(p.sections);
     let mut offsets = vec![0u64; p.items.len()];
@@ -499,7 +499,7 @@ mod tests {
         let ranges = [r(4, 6, 2), r(0, 3, 3), r(2, 6, 2), r(3, 6, 2)];
         let p = Prepared::new(&ranges, 1).expect("valid");
         let order = SkyOrder::Area.order(&p);
-        let at = |stop_at, work| Limits {
+        let at = |stop_at, work| Cutoffs {
             stop_at,
             work,
             deadline: None,
@@ -507,9 +507,9 @@ mod tests {
         assert!(place_within(&p, &order, &at(7, u64::MAX)).0.is_some());
         assert!(place_within(&p, &order, &at(6, u64::MAX)).0.is_none());
         assert!(place_within(&p, &order, &at(u64::MAX, 2)).0.is_none());
-        let past = Limits {
+        let past = Cutoffs {
             deadline: Some(Instant::now()),
-            ..Limits::NONE
+            ..Cutoffs::NONE
         };
         // The clock is read every few thousand pops: a small instance completes.
         assert!(place_within(&p, &order, &past).0.is_some());

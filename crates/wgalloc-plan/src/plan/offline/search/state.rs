@@ -402,26 +402,63 @@ impl<'a> State<'a> {
         last_rank: usize,
         reach: u32,
     ) -> Step {
-        // The lowest top any open item could reach, and the lowest fill of every
-        // section the open items cover: a sweep over the sections with the covering
-        // items in a heap by lowest offset (the open items are sorted by first section).
         let first = self.p.items[self.stack[base] as usize].a;
         let last = reach;
         self.work_left = self
             .work_left
             .saturating_sub((end - base + (last - first) as usize) as u64);
-        let mut min_top = u64::MAX;
         let cand_base = self.cand.len();
+        let sweep = self.sweep_sections(base, end, offset, last_rank, first, last);
+        let mut fits = sweep.fits;
+        let mut corner = sweep.corner;
+        if fits && self.cover {
+            fits = self.wells_coverable(base, end, first as usize, last as usize, offset);
+        }
+        if fits && corner.is_some() {
+            // Of the tight sections, the one the fewest candidates can fill (none: the
+            // node fails).
+            corner = self.fewest_fillers(cand_base, first, last, offset);
+            fits = corner.is_some();
+        }
+        for t in first..last {
+            self.tight[t as usize] = false;
+        }
+        let mut step = Step::Failed;
+        if fits {
+            let ceiling = self.capacity.saturating_sub(sweep.most_left);
+            self.keep_triable(cand_base, sweep.min_top, ceiling, corner, offset);
+            step = self.try_candidates(cand_base, base, end, last_rank, corner.is_some());
+        }
+        self.cand.truncate(cand_base);
+        step
+    }
+
+    /// The sweep of [`State::expand`] over the sections `first..last` the open items
+    /// `stack[base..end]` cover, with the covering items in a heap by lowest offset (the
+    /// open items are sorted by first section): the lowest top any open item could
+    /// reach, whether every section still fits under the capacity, the tight sections
+    /// (marked in `level` and, with corner turns, `tight`), the most still to place in
+    /// one section; the candidates (canonical items that fit) pushed on `cand`.
+    fn sweep_sections(
+        &mut self,
+        base: usize,
+        end: usize,
+        offset: u64,
+        last_rank: usize,
+        first: u32,
+        last: u32,
+    ) -> SectionSweep {
+        let mut sweep = SectionSweep {
+            min_top: u64::MAX,
+            fits: true,
+            corner: None,
+            most_left: 0,
+        };
         self.covering.clear();
         let mut next = base;
-        let mut fits = true;
-        let mut corner: Option<u32> = None;
         // Open items at the offset that cover the current section; `low_ends` counts
         // them by end section.
         let mut low = 0u32;
-        // The most still to place in one section: every later offset leaves room for
-        // it below the capacity.
-        let mut most_left = 0u64;
         for t in first..last {
             self.level[t as usize] = u64::MAX;
             while next < end && self.p.items[self.stack[next] as usize].a == t {
@@ -429,7 +466,7 @@ impl<'a> State<'a> {
                 next += 1;
                 let floor = self.floor[i];
                 let it = self.p.items[i];
-                min_top = min_top.min(floor.saturating_add(it.size));
+                sweep.min_top = sweep.min_top.min(floor.saturating_add(it.size));
                 let lowest = floor.max(offset);
                 if lowest == offset {
                     // Nothing sits lower than the offset: a count is enough.
@@ -462,10 +499,10 @@ impl<'a> State<'a> {
                 self.covering.peek().map(|&Reverse((lowest, _))| lowest)
             };
             if let Some(lowest) = lowest {
-                most_left = most_left.max(self.remaining[t as usize]);
+                sweep.most_left = sweep.most_left.max(self.remaining[t as usize]);
                 let need = lowest.saturating_add(self.remaining[t as usize]);
                 if need > self.capacity {
-                    fits = false;
+                    sweep.fits = false;
                     break;
                 }
                 // A tight section at the offset: its space at `offset` must be filled
@@ -475,85 +512,92 @@ impl<'a> State<'a> {
                 }
                 if self.corners && lowest == offset && need == self.capacity {
                     self.tight[t as usize] = true;
-                    corner = Some(t);
+                    sweep.corner = Some(t);
                 }
             }
         }
         // Back to all zeros (a sweep cut short leaves counts past where it stopped).
         self.low_ends[first as usize..=last as usize].fill(0);
-        if fits && self.cover {
-            fits = self.wells_coverable(base, end, first as usize, last as usize, offset);
-        }
-        if fits && corner.is_some() {
-            // Of the tight sections, the one the fewest candidates can fill (none: the
-            // node fails).
-            corner = self.fewest_fillers(cand_base, first, last, offset);
-            fits = corner.is_some();
-        }
-        for t in first..last {
-            self.tight[t as usize] = false;
-        }
-        let mut step = Step::Failed;
-        if fits {
-            // Discrepancies this node has charged: the k-th candidate tried costs k.
-            let mut tried = 0u64;
-            // Keep only the candidates that may be tried, then sort those: most nodes
-            // try one or two of them.
-            let mut kept = cand_base;
-            let ceiling = self.capacity.saturating_sub(most_left);
-            for k in cand_base..self.cand.len() {
-                let (floor, _, i) = self.cand[k];
-                let it = self.p.items[i as usize];
-                // An item fits wholly below: found with that item first.
-                let dominated = floor >= min_top;
-                // Every later placement sits at `floor` or higher, and the items still
-                // to place in the fullest section stack above it (a section `i` covers
-                // too: the others there rest on `i`): no room.
-                let too_high = floor > ceiling;
-                // Of identical items only the first unplaced one in rank order.
-                let twin = self.twin[i as usize].is_some_and(|t| !self.placed[t]);
-                // A corner is filled by an item at the offset that covers it.
-                let off_corner = corner.is_some_and(|t| floor > offset || it.a > t || it.b <= t);
-                if !(dominated || twin || off_corner || too_high) {
-                    self.cand[kept] = self.cand[k];
-                    kept += 1;
-                }
-            }
-            self.cand.truncate(kept);
-            self.cand[cand_base..].sort_unstable();
-            for k in cand_base..self.cand.len() {
-                let (floor, _, i) = self.cand[k];
-                let i = i as usize;
-                let rank = self.rank[i];
-                if tried > self.disc_left {
-                    break;
-                }
-                let mark = self.trail.len();
-                self.disc_left -= tried;
-                let hatless = self.put(i, floor);
-                // After a corner placement the items still to go at `offset` may come
-                // in any order of rank at least `last_rank` (they are pairwise apart in
-                // time, so any order places them the same).
-                let child_rank = if corner.is_some() { last_rank } else { rank };
-                let next = self.descend(base, end, floor, child_rank);
-                self.disc_left += tried;
-                tried += 1;
-                if matches!(next, Step::Solved) {
-                    step = next;
-                    break;
-                }
-                self.undo_to(mark);
-                if matches!(next, Step::OutOfBudget) || hatless {
-                    // Hatless: no open item is live with `i`, so placing it changed
-                    // nothing for them; every later candidate sits no lower, and its
-                    // solutions would work with `i` here too.
-                    step = next;
-                    break;
-                }
+        sweep
+    }
+
+    /// Keeps in `cand[cand_base..]` only the candidates that may be tried, sorted (most
+    /// nodes try one or two of them): not dominated by an item that fits wholly below
+    /// (`min_top`), not above `ceiling`, the first unplaced of identical items, and
+    /// covering the `corner` at `offset` when there is one.
+    fn keep_triable(
+        &mut self,
+        cand_base: usize,
+        min_top: u64,
+        ceiling: u64,
+        corner: Option<u32>,
+        offset: u64,
+    ) {
+        let mut kept = cand_base;
+        for k in cand_base..self.cand.len() {
+            let (floor, _, i) = self.cand[k];
+            let it = self.p.items[i as usize];
+            // An item fits wholly below: found with that item first.
+            let dominated = floor >= min_top;
+            // Every later placement sits at `floor` or higher, and the items still
+            // to place in the fullest section stack above it (a section `i` covers
+            // too: the others there rest on `i`): no room.
+            let too_high = floor > ceiling;
+            // Of identical items only the first unplaced one in rank order.
+            let twin = self.twin[i as usize].is_some_and(|t| !self.placed[t]);
+            // A corner is filled by an item at the offset that covers it.
+            let off_corner = corner.is_some_and(|t| floor > offset || it.a > t || it.b <= t);
+            if !(dominated || twin || off_corner || too_high) {
+                self.cand[kept] = self.cand[k];
+                kept += 1;
             }
         }
-        self.cand.truncate(cand_base);
-        step
+        self.cand.truncate(kept);
+        self.cand[cand_base..].sort_unstable();
+    }
+
+    /// Places each kept candidate in turn and descends, within the discrepancies left
+    /// (the k-th candidate tried costs k), until one solves the node, runs out of
+    /// budget, or was hatless (no open item live with it: later candidates sit no
+    /// lower and would solve nothing more).
+    fn try_candidates(
+        &mut self,
+        cand_base: usize,
+        base: usize,
+        end: usize,
+        last_rank: usize,
+        at_corner: bool,
+    ) -> Step {
+        let mut tried = 0u64;
+        for k in cand_base..self.cand.len() {
+            let (floor, _, i) = self.cand[k];
+            let i = i as usize;
+            let rank = self.rank[i];
+            if tried > self.disc_left {
+                break;
+            }
+            let mark = self.trail.len();
+            self.disc_left -= tried;
+            let hatless = self.put(i, floor);
+            // After a corner placement the items still to go at `offset` may come
+            // in any order of rank at least `last_rank` (they are pairwise apart in
+            // time, so any order places them the same).
+            let child_rank = if at_corner { last_rank } else { rank };
+            let next = self.descend(base, end, floor, child_rank);
+            self.disc_left += tried;
+            tried += 1;
+            if matches!(next, Step::Solved) {
+                return next;
+            }
+            self.undo_to(mark);
+            if matches!(next, Step::OutOfBudget) || hatless {
+                // Hatless: no open item is live with `i`, so placing it changed
+                // nothing for them; every later candidate sits no lower, and its
+                // solutions would work with `i` here too.
+                return next;
+            }
+        }
+        Step::Failed
     }
 
     /// Of the sections `first..last` marked tight, the one that the fewest candidates
@@ -750,4 +794,15 @@ impl<'a> State<'a> {
         }
         self.state.add(self.seeds[i], self.floor[i]);
     }
+}
+/// What [`State::expand`]'s sweep over the sections found.
+struct SectionSweep {
+    /// The lowest top any open item could reach.
+    min_top: u64,
+    /// Whether every section the open items cover still fits under the capacity.
+    fits: bool,
+    /// A tight section at the offset (with corner turns), the last one met.
+    corner: Option<u32>,
+    /// The most still to place in one section.
+    most_left: u64,
 }
