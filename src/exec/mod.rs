@@ -54,6 +54,7 @@ mod params;
 mod pipeline;
 mod tensor_memory;
 mod timer;
+pub mod tune;
 mod workspace;
 
 pub use bindings::RangeKey;
@@ -65,6 +66,7 @@ pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use inputs::{Inputs, TensorData};
 pub use kernels::{Kernel, MatmulTile, Shader};
+pub use tune::{TuneError, TuneSettings};
 pub use limits::check_plan_against_limits;
 pub use ops::{
     resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
