@@ -207,7 +207,10 @@ fn a_corrupt_or_unwritable_cache_is_ignored_with_a_warning() {
     // A cache whose directory is a file: nothing can be written, the run goes on.
     let blocker = cache_path("blocker");
     std::fs::write(&blocker, "a file").expect("write");
-    tune::configure(&ctx, settings(Some(blocker.join("tune.json")), &MatmulTile::ALL));
+    tune::configure(
+        &ctx,
+        settings(Some(blocker.join("tune.json")), &MatmulTile::ALL),
+    );
     assert!(exec.matmul_tile(&g, 0).expect("no panic").is_some());
     let (gpu, cpu) = run_both(&ctx, &g, &values);
     assert_close("matmul with an unwritable cache", &gpu, &cpu, 1e-4);

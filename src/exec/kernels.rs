@@ -495,10 +495,9 @@ pub fn select_with(
                 (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
-        (&OpCall::NormMatmul { m, n, .. }, false) => (
-            Kernel::MatmulNormBias(tile_of(m, n)),
-            &[0, 3, 5, 4, 1, 2],
-        ),
+        (&OpCall::NormMatmul { m, n, .. }, false) => {
+            (Kernel::MatmulNormBias(tile_of(m, n)), &[0, 3, 5, 4, 1, 2])
+        }
         (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),
         (OpCall::KvSelfAttend { normalize, .. }, false) => (
             if *normalize {

@@ -66,7 +66,6 @@ pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use inputs::{Inputs, TensorData};
 pub use kernels::{Kernel, MatmulTile, Shader};
-pub use tune::{TuneError, TuneSettings};
 pub use limits::check_plan_against_limits;
 pub use ops::{
     resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
@@ -74,6 +73,7 @@ pub use ops::{
 };
 pub use params::{params_layout_mismatch, KernelParams};
 pub use tensor_memory::{TensorMemory, TensorRange};
+pub use tune::{TuneError, TuneSettings};
 pub mod checksum;
 pub use ops::{
     kv_state_row, Epilogue, KV_TABLE_HEADER, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS,

@@ -395,10 +395,72 @@ impl Serialize for MatmulTile {
 /// What the tuner did on a device so far ([`tuning`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TuneSummary {
+    /// Whether tuning is on ([`TuneSettings::enabled`]).
+    pub enabled: bool,
+    /// The cache file ([`TuneSettings::cache`]).
+    pub cache: Option<PathBuf>,
     /// Every choice, in the order they were made.
     pub choices: Vec<Choice>,
     /// Time spent timing candidates (and building their pipelines).
     pub time: Duration,
+}
+
+impl TuneSummary {
+    /// One line: the time spent tuning and where the choices came from.
+    pub fn line(&self) -> String {
+        let count = |source| self.choices.iter().filter(|c| c.source == source).count();
+        let cache = self.cache.as_ref().map_or_else(
+            || "no cache file".to_string(),
+            |p| format!("cache {}", p.display()),
+        );
+        if !self.enabled {
+            return format!(
+                "off (WGALLOC_TUNE=0): {} shape class(es) by the rule",
+                self.choices.len()
+            );
+        }
+        format!(
+            "{:.1} ms timing matmul tiles: {} shape class(es) tuned, {} from the cache, {} by the rule ({cache})",
+            self.time.as_secs_f64() * 1e3,
+            count(Source::Tuned),
+            count(Source::Cache),
+            count(Source::Rule),
+        )
+    }
+}
+
+impl Choice {
+    /// One line: the class, the shape, the tile and, when timed, each candidate's time.
+    pub fn line(&self) -> String {
+        let family = match self.class.family {
+            MatmulFamily::Tiled => "matmul",
+            MatmulFamily::BtTiled => "matmul_bt",
+            MatmulFamily::NormTiled => "norm+matmul",
+        };
+        let (m, k, n) = self.shape;
+        let source = match self.source {
+            Source::Tuned => "tuned",
+            Source::Cache => "cache",
+            Source::Rule => "rule",
+        };
+        let times: Vec<String> = self
+            .times
+            .iter()
+            .map(|(t, d)| format!("{} {:.3} ms", t.name(), d.as_secs_f64() * 1e3))
+            .collect();
+        let times = if times.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", times.join(", "))
+        };
+        format!(
+            "{family} {m}x{k}x{n} (class {}x{}x{}): {} by {source}{times}",
+            self.class.m,
+            self.class.k,
+            self.class.n,
+            self.tile.name()
+        )
+    }
 }
 
 /// The tuner of one device, shared by every executor on it.
@@ -458,15 +520,25 @@ pub fn tile_for(ctx: &GpuContext, shape: MatmulShape) -> MatmulTile {
 impl Tuner {
     fn new(ctx: &GpuContext, settings: TuneSettings) -> Tuner {
         Tuner {
-            settings,
             adapter: AdapterKey::of(&ctx.info),
             cache: None,
             chosen: HashMap::new(),
-            summary: TuneSummary::default(),
+            summary: TuneSummary {
+                enabled: settings.enabled,
+                cache: settings.cache.clone(),
+                ..TuneSummary::default()
+            },
+            settings,
         }
     }
 
-    fn record(&mut self, shape: MatmulShape, tile: MatmulTile, source: Source, times: Vec<(MatmulTile, Duration)>) {
+    fn record(
+        &mut self,
+        shape: MatmulShape,
+        tile: MatmulTile,
+        source: Source,
+        times: Vec<(MatmulTile, Duration)>,
+    ) {
         self.chosen.insert(shape.class(), tile);
         self.summary.choices.push(Choice {
             class: shape.class(),
@@ -672,10 +744,9 @@ fn time_candidates(
         while runs > 0 {
             runs -= 1;
             let commands = scoped(device, 0, || {
-                let mut encoder =
-                    device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                        label: Some("wgalloc tune"),
-                    });
+                let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgalloc tune"),
+                });
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some("wgalloc tune"),
@@ -723,10 +794,8 @@ mod tests {
         assert_eq!(s.cache, Some(PathBuf::from("/h/.cache/wgalloc/tune.json")));
         let s = TuneSettings::from_vars(vars(&[("HOME", "/h"), ("XDG_CACHE_HOME", "/x")]));
         assert_eq!(s.cache, Some(PathBuf::from("/x/wgalloc/tune.json")));
-        let s = TuneSettings::from_vars(vars(&[
-            ("HOME", "/h"),
-            ("WGALLOC_TUNE_CACHE", "/c/t.json"),
-        ]));
+        let s =
+            TuneSettings::from_vars(vars(&[("HOME", "/h"), ("WGALLOC_TUNE_CACHE", "/c/t.json")]));
         assert_eq!(s.cache, Some(PathBuf::from("/c/t.json")));
         assert_eq!(TuneSettings::from_vars(vars(&[])).cache, None);
     }
