@@ -52,6 +52,9 @@ impl Rng {
     }
 }
 
+/// The name the runtime and users know the generator by.
+pub use Rng as SeededRng;
+
 #[cfg(test)]
 mod tests {
     use super::Rng;
@@ -73,6 +76,3 @@ mod tests {
         assert_eq!(Rng::new(5).next_u64(), Rng(5).next());
     }
 }
-
-/// The name the runtime and users know the generator by.
-pub use Rng as SeededRng;
