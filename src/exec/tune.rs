@@ -7,7 +7,8 @@
 //! candidate tile ([`TuneSettings::candidates`], at most [`MAX_CANDIDATES`]) on that
 //! matmul's own shape with GPU timestamp queries (one warm-up dispatch, then
 //! [`TuneSettings::repetitions`] timed ones, the fastest of them kept per tile), keeps
-//! the fastest tile and writes the choice to a cache file keyed by the adapter's name,
+//! the fastest tile (the rule's, unless another beats it by more than [`RULE_MARGIN`])
+//! and writes the choice to a cache file keyed by the adapter's name,
 //! driver, driver info and backend and by the shape class ([`TuneCache`]). Later
 //! processes read the choice from the file and time nothing.
 //!
@@ -54,6 +55,9 @@ pub const DEFAULT_BUDGET: Duration = Duration::from_secs(20);
 pub const SLOW_DISPATCH: Duration = Duration::from_millis(200);
 /// Matmuls whose operands exceed this many bytes in all are not tuned (the rule).
 pub const MAX_TUNE_BYTES: u64 = 512 << 20;
+/// A tile other than the rule's is kept only when it is faster than the rule's by
+/// more than this fraction (5%).
+pub const RULE_MARGIN: f64 = 0.05;
 /// The cache file's format version; a file of another version is ignored.
 pub const CACHE_VERSION: u32 = 1;
 
@@ -596,7 +600,7 @@ impl Tuner {
                 return tile;
             }
         };
-        let Some(&(tile, _)) = times.iter().min_by_key(|(_, d)| *d) else {
+        let Some(tile) = fastest(&times, shape.rule()) else {
             let tile = shape.rule();
             self.record(shape, tile, Source::Rule, Vec::new());
             return tile;
@@ -624,6 +628,18 @@ impl Tuner {
         }
         self.record(shape, tile, Source::Tuned, times);
         tile
+    }
+}
+
+/// The tile to keep from `times`: the fastest, unless the rule's tile (when timed) is
+/// within [`RULE_MARGIN`] of it, so that timing noise does not flip a choice the rule
+/// already makes well.
+pub fn fastest(times: &[(MatmulTile, Duration)], rule: MatmulTile) -> Option<MatmulTile> {
+    let &(best, best_time) = times.iter().min_by_key(|(_, d)| *d)?;
+    let rule_time = times.iter().find(|(t, _)| *t == rule).map(|&(_, d)| d);
+    match rule_time {
+        Some(r) if r.as_secs_f64() <= best_time.as_secs_f64() * (1.0 + RULE_MARGIN) => Some(rule),
+        _ => Some(best),
     }
 }
 
@@ -806,6 +822,16 @@ mod tests {
             assert!(!TuneSettings::from_vars(vars(&[("WGALLOC_TUNE", off)])).enabled);
         }
         assert!(TuneSettings::from_vars(vars(&[("WGALLOC_TUNE", "1")])).enabled);
+    }
+
+    #[test]
+    fn the_rule_s_tile_stays_unless_another_is_clearly_faster() {
+        let ms = Duration::from_millis;
+        let (r8, r4) = (MatmulTile::Rows8, MatmulTile::Rows4);
+        assert_eq!(fastest(&[(r8, ms(100)), (r4, ms(97))], r8), Some(r8));
+        assert_eq!(fastest(&[(r8, ms(100)), (r4, ms(80))], r8), Some(r4));
+        assert_eq!(fastest(&[(r4, ms(80))], r8), Some(r4));
+        assert_eq!(fastest(&[], r8), None);
     }
 
     #[test]
