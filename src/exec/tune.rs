@@ -336,8 +336,11 @@ impl TuneCache {
         }
         let text = serde_json::to_string_pretty(self)
             .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        // A name of this write's own: devices of one process may write at once.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut temp = path.as_os_str().to_owned();
-        temp.push(format!(".{}.tmp", std::process::id()));
+        temp.push(format!(".{}.{write}.tmp", std::process::id()));
         let temp = PathBuf::from(temp);
         std::fs::write(&temp, text).map_err(io)?;
         std::fs::rename(&temp, path).map_err(|e| {
