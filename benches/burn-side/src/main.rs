@@ -304,7 +304,7 @@ impl BurnRun {
         let elapsed = started.elapsed();
         let values = logits
             .into_data()
-            .to_vec::<f32>()
+            .try_to_vec::<f32>()
             .map_err(|e| SideError::Burn(format!("logits readback: {e:?}")))?;
         Ok((elapsed, values))
     }
