@@ -330,6 +330,16 @@ fn main() {
             forward.lower_bound_bytes(),
             forward.weight_bytes()
         );
+        // The tile tuner's work (on the first run only; the device's whole tally).
+        let tuning = wgalloc::exec::tune::tuning(&ctx);
+        println!(
+            "tuning: {:.1} ms in this shape's first run; device so far: {}",
+            ms(first.tune_time),
+            tuning.line()
+        );
+        for choice in &tuning.choices {
+            println!("  {}", choice.line());
+        }
         // Every distinct kernel of the model, alone.
         let graph = &forward.model().graph;
         let mut seen: HashMap<String, (usize, usize)> = HashMap::new();

@@ -140,6 +140,13 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
         runs.push(run);
     }
     let passed = runs.iter().all(ModelRun::passed);
+    let tuning = wgalloc::exec::tune::tuning(&ctx);
+    if text {
+        println!("tuning   {}", tuning.line());
+        for choice in &tuning.choices {
+            println!("         {}", choice.line());
+        }
+    }
     if args.json {
         println!(
             "{}",
@@ -150,6 +157,8 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
                 "weight_bytes": session.weight_bytes(),
                 "pipeline_seconds": session.pipeline_time().as_secs_f64(),
                 "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+                "tune_seconds": tuning.time.as_secs_f64(),
+                "tune_choices": tuning.choices,
                 "passed": passed,
             })
         );

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use super::bindings::{BindGroupCache, BindGroupKey, BindingKey};
 use super::custom::{self, Registered, UserCall, UserPipelines};
-use super::kernels::{self, Kernel, PipelineKey, SharedRegistry};
+use super::kernels::{self, Kernel, MatmulTile, PipelineKey, SharedRegistry};
 use super::ops::{self, Op, OpCall};
 use super::params::{padded_block, KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{TensorMemory, TensorRange};
 use super::timer::PassTimer;
+use super::tune::{self, MatmulShape};
 use super::workspace::{self, Slot, Workspace};
 use super::Bind;
 use super::ExecError;
@@ -46,6 +47,10 @@ pub struct RunReport {
     /// GPU time of the compute pass from timestamp queries, when the device has
     /// `TIMESTAMP_QUERY`; `None` otherwise.
     pub gpu_time: Option<Duration>,
+    /// Time this run spent choosing matmul tiles on the device ([`crate::exec::tune`]):
+    /// timing candidates for shape classes met for the first time; zero once every
+    /// class is chosen or cached. Not part of `encode_time`.
+    pub tune_time: Duration,
     /// Bind groups created by this run (0 on a repeated run over the same memory).
     pub bind_groups_created: usize,
     /// Bind groups taken from the cache by this run.
@@ -154,11 +159,15 @@ struct Prepared<'a> {
 /// The pipeline for a node, in place or not, and the order in which its tensors are
 /// bound: indices into `[inputs.., output]` (`out` is the output). `None` when in
 /// place is asked of an op without an in-place kernel.
-fn select(target: &Target, inplace: bool, out: usize) -> Option<(Pipe, Vec<usize>)> {
+fn select(
+    target: &Target,
+    inplace: bool,
+    out: usize,
+    tile: Option<MatmulTile>,
+) -> Option<(Pipe, Vec<usize>)> {
     match target {
-        Target::Builtin(call) => {
-            kernels::select(call, inplace).map(|(k, order)| (Pipe::Builtin(k), order.to_vec()))
-        }
+        Target::Builtin(call) => kernels::select_with(call, inplace, tile)
+            .map(|(k, order)| (Pipe::Builtin(k), order.to_vec())),
         Target::User(op, pipelines, _) => {
             let (entry, map) = op.entry(inplace)?;
             let pipeline = if inplace {
@@ -302,6 +311,32 @@ impl Executor {
         Ok(())
     }
 
+    /// The register tile of a tiled matmul call on this device: the tuner's choice
+    /// ([`crate::exec::tune`]), timed now if its shape class is new; `None` for a call
+    /// that runs no tiled kernel.
+    fn tile_of(&self, call: &OpCall) -> Option<MatmulTile> {
+        MatmulShape::of(call).map(|shape| tune::tile_for(&self.ctx, shape))
+    }
+
+    /// The register tile node `step` of `graph` runs with on this device ([`MatmulTile`],
+    /// chosen as [`Executor::run`] chooses it: tuned, cached or by the rule, see
+    /// [`crate::exec::tune`]); `None` when the node runs no tiled matmul.
+    ///
+    /// # Errors
+    /// The errors of [`crate::exec::resolve`] for a node its op cannot take.
+    pub fn matmul_tile(&self, graph: &Graph, step: usize) -> Result<Option<MatmulTile>, ExecError> {
+        let Some(node) = graph.nodes.get(step) else {
+            return Err(ExecError::UnknownNode {
+                node: NodeId(u32::try_from(step).unwrap_or(u32::MAX)),
+                nodes: graph.nodes.len(),
+            });
+        };
+        if Op::parse(&node.op).is_none() {
+            return Ok(None);
+        }
+        Ok(self.tile_of(&ops::resolve(graph, step)?))
+    }
+
     /// The device context.
     pub fn context(&self) -> &GpuContext {
         &self.ctx
@@ -411,8 +446,12 @@ impl Executor {
                 });
             }
         }
+        let tile = match &target {
+            Target::Builtin(call) => self.tile_of(call),
+            Target::User(..) => None,
+        };
         let (kernel, order) =
-            select(&target, inplace, out).ok_or_else(|| ExecError::NoInPlaceKernel {
+            select(&target, inplace, out, tile).ok_or_else(|| ExecError::NoInPlaceKernel {
                 node: NodeId(node_id),
                 op: node.op.clone(),
             })?;
@@ -466,7 +505,7 @@ impl Executor {
         let max_groups = limits.max_compute_workgroups_per_dimension;
         let (grid, offset) = match &target {
             Target::Builtin(call) => (
-                kernels::workgroups(call, node_id, max_groups)?,
+                kernels::workgroups_with(call, node_id, max_groups, tile)?,
                 Some(packer.push(&KernelParams::for_call(call))?),
             ),
             Target::User(op, _, call) => {
@@ -721,6 +760,7 @@ impl Executor {
             submit_time,
             encode_ahead_time,
             gpu_time,
+            tune_time: Duration::ZERO,
             bind_groups_created: 0,
             bind_groups_reused: 0,
             pipelines: self.registry.with(|r| r.pipelines_built()),
@@ -758,11 +798,15 @@ impl Executor {
             }
         }
         let started = Instant::now();
+        let tuned_before = tune::time_spent(&self.ctx);
         let mut packer = UniformPacker::new(self.ctx.limits.min_uniform_buffer_offset_alignment)?;
         let mut prepared = Vec::with_capacity(graph.nodes.len());
         for step in 0..graph.nodes.len() {
             prepared.push(self.prepare(graph, memory, step, &mut packer)?);
         }
+        let tune_time = tune::time_spent(&self.ctx).saturating_sub(tuned_before);
+        // The tuning time is reported on its own, not as encoding.
+        let started = started.checked_add(tune_time).unwrap_or(started);
         let inplace_dispatches = prepared.iter().filter(|p| p.inplace).count();
         let staging_copies = prepared.iter().map(|p| p.copies.len()).sum();
         let workspace_need = prepared.iter().map(|p| p.workspace).max().unwrap_or(0);
@@ -858,6 +902,7 @@ impl Executor {
             submit_time,
             encode_ahead_time,
             gpu_time,
+            tune_time,
             bind_groups_created: created - created_before,
             bind_groups_reused: reused - reused_before,
             pipelines: self.registry.with(|r| r.pipelines_built()),

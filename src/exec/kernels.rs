@@ -248,6 +248,19 @@ impl MatmulTile {
         }
     }
 
+    /// The tile's name in the tuning cache (`rows8`, `rows4`).
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulTile::Rows8 => "rows8",
+            MatmulTile::Rows4 => "rows4",
+        }
+    }
+
+    /// The tile named `name` ([`MatmulTile::name`]), if any.
+    pub fn from_name(name: &str) -> Option<MatmulTile> {
+        MatmulTile::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// The pipeline constants of this tile.
     pub fn constants(self) -> [(&'static str, f64); 2] {
         [
@@ -413,6 +426,17 @@ pub(crate) enum PipelineKey {
 /// are bound: indices into `[inputs.., output]` (`inputs.len()` is the output).
 /// `None` when `inplace` is asked of a call that has no in-place kernel.
 pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])> {
+    select_with(call, inplace, None)
+}
+
+/// [`select`] with the register tile of a tiled matmul given (`None`: the rule,
+/// [`MatmulTile::choose`]); the tile is ignored by every other kernel.
+pub fn select_with(
+    call: &OpCall,
+    inplace: bool,
+    tile: Option<MatmulTile>,
+) -> Option<(Kernel, &'static [usize])> {
+    let tile_of = |m: u32, n: u32| tile.unwrap_or_else(|| MatmulTile::choose(m, n));
     Some(match (call, inplace) {
         (OpCall::Unary { .. }, false) => (Kernel::Unary, &[0, 1]),
         (OpCall::Unary { .. }, true) => (Kernel::UnaryInPlace, &[0]),
@@ -434,8 +458,8 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
             },
             false,
         ) => match (transposed_b, tiled(k, n, transposed_b)) {
-            (false, true) => (Kernel::MatmulTiled(MatmulTile::choose(m, n)), &[0, 1, 2]),
-            (true, true) => (Kernel::MatmulBtTiled(MatmulTile::choose(m, n)), &[0, 1, 2]),
+            (false, true) => (Kernel::MatmulTiled(tile_of(m, n)), &[0, 1, 2]),
+            (true, true) => (Kernel::MatmulBtTiled(tile_of(m, n)), &[0, 1, 2]),
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
         },
@@ -449,7 +473,7 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
             },
             inplace,
         ) => {
-            let tile = MatmulTile::choose(m, n);
+            let tile = tile_of(m, n);
             match (epilogue, inplace) {
                 (Epilogue::Plain | Epilogue::Gelu, false) => {
                     (Kernel::MatmulTiledBias(tile), &[0, 1, 3, 2])
@@ -462,7 +486,7 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
             }
         }
         (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) => {
-            let tile = MatmulTile::choose(m, n);
+            let tile = tile_of(m, n);
             match (epilogue, inplace) {
                 (Epilogue::Gelu, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
                 (Epilogue::Residual, true) => (Kernel::MatmulTiledAcc(tile), &[1, 2, 0]),
@@ -471,10 +495,9 @@ pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])
                 (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
-        (&OpCall::NormMatmul { m, n, .. }, false) => (
-            Kernel::MatmulNormBias(MatmulTile::choose(m, n)),
-            &[0, 3, 5, 4, 1, 2],
-        ),
+        (&OpCall::NormMatmul { m, n, .. }, false) => {
+            (Kernel::MatmulNormBias(tile_of(m, n)), &[0, 3, 5, 4, 1, 2])
+        }
         (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),
         (OpCall::KvSelfAttend { normalize, .. }, false) => (
             if *normalize {
@@ -564,11 +587,28 @@ pub fn copy_workgroups(
     elementwise(words, node, max_per_dimension)
 }
 
-/// The workgroup grid of a call.
+/// The workgroup grid of a call, with the rule's tile (tests; the executor calls
+/// [`workgroups_with`] with the tuner's).
 ///
 /// # Errors
 /// [`ExecError::TooManyWorkgroups`] when the grid exceeds `max_per_dimension` even in 2-D.
+#[cfg(test)]
 pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
+    workgroups_with(call, node, max_per_dimension, None)
+}
+
+/// The workgroup grid of a call, with the register tile of a tiled matmul given (`None`: the rule,
+/// [`MatmulTile::choose`]), as [`select_with`] takes it.
+///
+/// # Errors
+/// [`ExecError::TooManyWorkgroups`] when the grid exceeds `max_per_dimension` even in 2-D.
+pub fn workgroups_with(
+    call: &OpCall,
+    node: u32,
+    max_per_dimension: u32,
+    tile: Option<MatmulTile>,
+) -> Result<[u32; 3], ExecError> {
+    let tile_of = |m: u32, n: u32| tile.unwrap_or_else(|| MatmulTile::choose(m, n));
     let threads = |n: u64| n.div_ceil(WORKGROUP_THREADS);
     let groups = match *call {
         OpCall::Unary { len, .. } | OpCall::Binary { len, .. } => threads(u64::from(len)),
@@ -590,7 +630,7 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
             return grid_2d(gx, u64::from(heads), node, max_per_dimension);
         }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
-            let tile = MatmulTile::choose(m, n);
+            let tile = tile_of(m, n);
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
             let gy = u64::from(m).div_ceil(u64::from(tile.rows()));
             return grid_2d(gx, gy, node, max_per_dimension);
@@ -601,7 +641,7 @@ pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u
             n,
             transposed_b,
         } if tiled(k, n, transposed_b) => {
-            let tile = MatmulTile::choose(m, n);
+            let tile = tile_of(m, n);
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
             let gy = u64::from(m).div_ceil(u64::from(tile.rows()));
             return grid_2d(gx, gy, node, max_per_dimension);

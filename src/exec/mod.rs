@@ -54,6 +54,7 @@ mod params;
 mod pipeline;
 mod tensor_memory;
 mod timer;
+pub mod tune;
 mod workspace;
 
 pub use bindings::RangeKey;
@@ -72,6 +73,7 @@ pub use ops::{
 };
 pub use params::{params_layout_mismatch, KernelParams};
 pub use tensor_memory::{TensorMemory, TensorRange};
+pub use tune::{TuneError, TuneSettings};
 pub mod checksum;
 pub use ops::{
     kv_state_row, Epilogue, KV_TABLE_HEADER, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS,

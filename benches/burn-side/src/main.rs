@@ -3,6 +3,26 @@
 //! `attention` op), at the shapes of issue 17. Prints both forward times (median of N
 //! warm runs after warm-up runs that let burn autotune) and memory figures.
 //!
+//! What each timed run is checked against: wgalloc writes its token ids before every
+//! run (`model::Forward::run`; the plan reuses their bytes) and every timed run's
+//! logits are read back (after its clock stops) and compared with the CPU reference
+//! (`LOGITS_TOLERANCE`). burn's decoder has weights of its own (burn's initialisers),
+//! so its logits cannot be compared with wgalloc's: every timed run's logits are read
+//! back after its clock stops and compared with its first run's (the same inputs, the
+//! same weights: a run that computed something else, or nothing, fails).
+//!
+//! The timing rule, as coded: wgalloc's forward is `encode_time + wait_time` of its
+//! `RunReport` (CPU clock from resolving and recording the pass, through the submit,
+//! until the device has finished; the token ids' `write_buffer` is queued just before
+//! the clock starts and copied by the same submit; the tile tuner's time, first run
+//! only, is excluded). burn's forward is the CPU clock from the first op queued until
+//! `device.sync()` returns. The medians are over the timed runs, interleaved one
+//! wgalloc run then one burn run.
+//!
+//! The adapter: burn's device is chosen by the type of wgalloc's adapter (`Cpu` for
+//! lavapipe, the first discrete or integrated GPU, ...) rather than burn's default,
+//! and both are printed; burn's choice within a type is its own (cubecl's order).
+//!
 //! The decoder both run: token and position embeddings; per layer layer norm, a
 //! bias-free QKV projection, causal attention, a bias-free output projection added to
 //! the residual, layer norm, a bias-free GELU (tanh) MLP of width 4d added to the
@@ -19,7 +39,7 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, DeviceKind, Int, Tensor, TensorData};
 use wgalloc::device::GpuContext;
-use wgalloc::model::{Forward, ModelConfig};
+use wgalloc::model::{Forward, ModelConfig, LOGITS_TOLERANCE};
 
 /// Why the comparison could not run.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +56,48 @@ enum SideError {
     /// burn failed to finish its work.
     #[error("burn: {0}")]
     Burn(String),
+    /// A timed run's logits were not what they should be.
+    #[error("{side}: timed run {run}: max |logit - expected| = {error:e} over the tolerance {tolerance:e}")]
+    Logits {
+        /// Which side.
+        side: &'static str,
+        /// The timed run (0-based).
+        run: usize,
+        /// The largest difference.
+        error: f32,
+        /// The allowed difference.
+        tolerance: f32,
+    },
+}
+
+/// Checks `got` against `expected`: `max |got - expected| <= LOGITS_TOLERANCE *
+/// max(1, max |expected|)`, and the lengths agree.
+fn check_logits(
+    side: &'static str,
+    run: usize,
+    got: &[f32],
+    expected: &[f32],
+) -> Result<(), SideError> {
+    let scale = expected.iter().fold(1f32, |m, v| m.max(v.abs()));
+    let tolerance = LOGITS_TOLERANCE * scale;
+    let error = if got.len() == expected.len() {
+        got.iter()
+            .zip(expected)
+            .fold(0f32, |m, (g, e)| m.max((g - e).abs()))
+    } else {
+        f32::INFINITY
+    };
+    // NaN fails too.
+    if error <= tolerance {
+        Ok(())
+    } else {
+        Err(SideError::Logits {
+            side,
+            run,
+            error,
+            tolerance,
+        })
+    }
 }
 
 /// The shapes of issue 17.
@@ -229,8 +291,9 @@ impl BurnRun {
         })
     }
 
-    /// One forward pass, from the first op queued until the device has finished.
-    fn once(&self) -> Result<Duration, SideError> {
+    /// One forward pass, timed from the first op queued until the device has finished;
+    /// its logits, read back after the clock stopped.
+    fn once(&self) -> Result<(Duration, Vec<f32>), SideError> {
         let started = Instant::now();
         let logits = self
             .model
@@ -239,8 +302,11 @@ impl BurnRun {
             .sync()
             .map_err(|e| SideError::Burn(format!("{e:?}")))?;
         let elapsed = started.elapsed();
-        drop(logits);
-        Ok(elapsed)
+        let values = logits
+            .into_data()
+            .try_to_vec::<f32>()
+            .map_err(|e| SideError::Burn(format!("logits readback: {e:?}")))?;
+        Ok((elapsed, values))
     }
 }
 
@@ -254,17 +320,24 @@ fn compare(
 ) -> Result<(Figures, Figures), SideError> {
     let mut forward = Forward::new(ctx, config)?;
     let burn = BurnRun::new(device, config)?;
+    let reference = forward
+        .model()
+        .reference_logits(forward.model().token_ids())?;
     let first = forward.run()?;
-    let cold = burn.once()?;
+    check_logits("wgalloc", 0, &forward.logits()?, &reference)?;
+    let (cold, burn_first) = burn.once()?;
     for _ in 1..args.warmup {
         forward.run()?;
         burn.once()?;
     }
     let mut ours = Vec::with_capacity(args.reps);
     let mut theirs = Vec::with_capacity(args.reps);
-    for _ in 0..args.reps {
+    for run in 0..args.reps {
         ours.push(forward.run()?);
-        theirs.push(burn.once()?);
+        check_logits("wgalloc", run, &forward.logits()?, &reference)?;
+        let (time, logits) = burn.once()?;
+        check_logits("burn", run, &logits, &burn_first)?;
+        theirs.push(time);
     }
     let gpu = ours
         .iter()
@@ -321,10 +394,32 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<(), SideError> {
     let args = parse_args()?;
     let ctx = GpuContext::from_env()?;
-    let device = Device::wgpu(DeviceKind::DefaultDevice);
+    // burn's device of the same type as wgalloc's adapter.
+    // (By the type's name: this package does not depend on wgpu itself.)
+    let kind = match format!("{:?}", ctx.info.device_type).as_str() {
+        "Cpu" => DeviceKind::Cpu,
+        "DiscreteGpu" => DeviceKind::DiscreteGpu(0),
+        "IntegratedGpu" => DeviceKind::IntegratedGpu(0),
+        "VirtualGpu" => DeviceKind::VirtualGpu(0),
+        _ => DeviceKind::DefaultDevice,
+    };
+    let device = Device::wgpu(kind.clone());
     println!(
-        "adapter (wgalloc): {} ({:?}, {:?}); burn: wgpu default device; median of {} warm runs after {} warm-up runs",
-        ctx.info.name, ctx.info.device_type, ctx.info.backend, args.reps, args.warmup
+        "adapter (wgalloc): {} ({:?}, {:?}, driver {} {})",
+        ctx.info.name,
+        ctx.info.device_type,
+        ctx.info.backend,
+        ctx.info.driver,
+        ctx.info.driver_info
+    );
+    println!(
+        "adapter (burn): wgpu device {kind:?} (the type of wgalloc's adapter; burn's choice within the type)"
+    );
+    println!(
+        "timing: median of {} timed runs after {} warm-up runs, interleaved; wgalloc = encode + submit-to-done \
+         (ids written before each run), burn = first op queued to device.sync(); every timed run's logits \
+         checked (wgalloc: the CPU reference; burn: its first run's)",
+        args.reps, args.warmup
     );
     let mut rows = Vec::new();
     for &i in &args.shapes {

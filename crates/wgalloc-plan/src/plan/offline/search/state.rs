@@ -568,8 +568,8 @@ impl<'a> State<'a> {
         last_rank: usize,
         at_corner: bool,
     ) -> Step {
-        let mut tried = 0u64;
-        for k in cand_base..self.cand.len() {
+        for (tried, k) in (cand_base..self.cand.len()).enumerate() {
+            let tried = tried as u64;
             let (floor, _, i) = self.cand[k];
             let i = i as usize;
             let rank = self.rank[i];
@@ -585,7 +585,6 @@ impl<'a> State<'a> {
             let child_rank = if at_corner { last_rank } else { rank };
             let next = self.descend(base, end, floor, child_rank);
             self.disc_left += tried;
-            tried += 1;
             if matches!(next, Step::Solved) {
                 return next;
             }

@@ -1,0 +1,866 @@
+//! Register tiles chosen on the device: the tuner of the tiled matmul kernels.
+//!
+//! [`MatmulTile::choose`] picks a tile by a shape rule fixed in code (measured on
+//! lavapipe). The tuner replaces that guess on the adapter the work runs on: the first
+//! time an executor meets a tiled matmul of a new *shape class* ([`ShapeClass`]: the
+//! kernel family and `m`, `k`, `n` each rounded up to a power of two), it times every
+//! candidate tile ([`TuneSettings::candidates`], at most [`MAX_CANDIDATES`]) on that
+//! matmul's own shape with GPU timestamp queries (one warm-up dispatch, then
+//! [`TuneSettings::repetitions`] timed ones, the fastest of them kept per tile), keeps
+//! the fastest tile (the rule's, unless another beats it by more than [`RULE_MARGIN`])
+//! and writes the choice to a cache file keyed by the adapter's name,
+//! driver, driver info and backend and by the shape class ([`TuneCache`]). Later
+//! processes read the choice from the file and time nothing.
+//!
+//! * `WGALLOC_TUNE=0` (or `off`, `false`, `no`) skips tuning: the rule decides, and the
+//!   cache is neither read nor written.
+//! * `WGALLOC_TUNE_CACHE=<file>` names the cache file; otherwise
+//!   `$XDG_CACHE_HOME/wgalloc/tune.json`, else `$HOME/.cache/wgalloc/tune.json`. The file
+//!   is JSON and may be deleted at any time. A file that cannot be read or parsed is
+//!   ignored with a warning (and replaced on the next write); a directory that cannot
+//!   be written leaves the choices in memory only, with a warning.
+//! * Where the device has no `TIMESTAMP_QUERY`, the rule decides (nothing is timed).
+//! * Tuning is bounded: per device, once [`TuneSettings::budget`] of tuning time is spent,
+//!   classes not yet tuned take the rule (and are not cached, so a later process tunes
+//!   them).
+//!
+//! Every candidate tile computes the same products (each output element sums over `k`
+//! in the same order), so the choice changes speed, never results. The time spent
+//! tuning is reported apart from the run's own times ([`crate::exec::RunReport`]'s
+//! `tune_time`) and by [`tuning`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::kernels::{self, Kernel, MatmulTile, SharedRegistry};
+use super::ops::OpCall;
+use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
+use super::timer::PassTimer;
+use super::ExecError;
+use crate::device::{scoped, DeviceError, GpuContext};
+
+/// At most this many candidate tiles are timed per shape class.
+pub const MAX_CANDIDATES: usize = 4;
+/// At most this many timed repetitions per candidate.
+pub const MAX_REPETITIONS: u32 = 8;
+/// Timed repetitions per candidate by default.
+pub const DEFAULT_REPETITIONS: u32 = 3;
+/// Tuning time per device by default, after which the rule decides.
+pub const DEFAULT_BUDGET: Duration = Duration::from_secs(20);
+/// A candidate whose warm-up dispatch takes longer than this is timed once only.
+pub const SLOW_DISPATCH: Duration = Duration::from_millis(200);
+/// Matmuls whose operands exceed this many bytes in all are not tuned (the rule).
+pub const MAX_TUNE_BYTES: u64 = 512 << 20;
+/// A tile other than the rule's is kept only when it is faster than the rule's by
+/// more than this fraction (5%).
+pub const RULE_MARGIN: f64 = 0.05;
+/// The cache file's format version; a file of another version is ignored.
+pub const CACHE_VERSION: u32 = 1;
+
+/// Why the cache could not be read or written. Never fatal: the tuner warns and goes
+/// on with what it has in memory.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    /// The file or its directory could not be read or written.
+    #[error("tuning cache {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a tuning cache of this version.
+    #[error("tuning cache {path} is not valid ({reason}); ignored")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// The kernels a tile is tuned for: the tiled matmuls share a tile rule but not their
+/// inner loops, so each family is tuned apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatmulFamily {
+    /// `matmul_tiled.wgsl` (`matmul` and the fused bias, GELU and residual forms),
+    /// timed with its plain kernel.
+    Tiled,
+    /// `matmul_bt_tiled.wgsl` (`matmul_bt`).
+    BtTiled,
+    /// `matmul_norm.wgsl` (a layer norm in the matmul's prologue).
+    NormTiled,
+}
+
+/// A tiled matmul's shape class: its family and `m`, `k`, `n` rounded up to powers of
+/// two. One tile is chosen per class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ShapeClass {
+    /// The kernel family.
+    pub family: MatmulFamily,
+    /// Rows of the output, rounded up to a power of two.
+    pub m: u32,
+    /// The inner dimension, rounded up to a power of two.
+    pub k: u32,
+    /// Columns of the output, rounded up to a power of two.
+    pub n: u32,
+}
+
+/// A tiled matmul as the tuner sees it: its family and exact shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatmulShape {
+    /// The kernel family.
+    pub family: MatmulFamily,
+    /// Rows of the output.
+    pub m: u32,
+    /// The inner dimension.
+    pub k: u32,
+    /// Columns of the output.
+    pub n: u32,
+}
+
+impl MatmulShape {
+    /// The tiled matmul `call` runs, or `None` when it runs no tiled kernel.
+    pub fn of(call: &OpCall) -> Option<MatmulShape> {
+        let (family, m, k, n) = match *call {
+            OpCall::Matmul {
+                m,
+                k,
+                n,
+                transposed_b,
+            } if kernels::tiled(k, n, transposed_b) => {
+                let family = if transposed_b {
+                    MatmulFamily::BtTiled
+                } else {
+                    MatmulFamily::Tiled
+                };
+                (family, m, k, n)
+            }
+            OpCall::MatmulFused { m, k, n, .. } => (MatmulFamily::Tiled, m, k, n),
+            OpCall::NormMatmul { m, k, n, .. } => (MatmulFamily::NormTiled, m, k, n),
+            _ => return None,
+        };
+        Some(MatmulShape { family, m, k, n })
+    }
+
+    /// Its shape class.
+    pub fn class(self) -> ShapeClass {
+        let up = |x: u32| x.checked_next_power_of_two().unwrap_or(1 << 31);
+        ShapeClass {
+            family: self.family,
+            m: up(self.m),
+            k: up(self.k),
+            n: up(self.n),
+        }
+    }
+
+    /// The rule's tile ([`MatmulTile::choose`]).
+    pub fn rule(self) -> MatmulTile {
+        MatmulTile::choose(self.m, self.n)
+    }
+}
+
+/// How the tuner runs on a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuneSettings {
+    /// Whether to tune at all (`false`: the rule, no cache).
+    pub enabled: bool,
+    /// The cache file (`None`: choices are kept in memory only).
+    pub cache: Option<PathBuf>,
+    /// The tiles timed, in order (capped at [`MAX_CANDIDATES`]; empty: the rule).
+    pub candidates: Vec<MatmulTile>,
+    /// Timed repetitions per candidate (capped at [`MAX_REPETITIONS`], at least 1).
+    pub repetitions: u32,
+    /// Tuning time per device after which the rule decides.
+    pub budget: Duration,
+}
+
+impl Default for TuneSettings {
+    fn default() -> TuneSettings {
+        TuneSettings::from_env()
+    }
+}
+
+impl TuneSettings {
+    /// The settings of the process environment (`WGALLOC_TUNE`, `WGALLOC_TUNE_CACHE`,
+    /// `XDG_CACHE_HOME`, `HOME`).
+    pub fn from_env() -> TuneSettings {
+        TuneSettings::from_vars(|name| std::env::var_os(name).map(PathBuf::from))
+    }
+
+    /// The settings for the variables `var` gives (as [`TuneSettings::from_env`] reads
+    /// them from the environment).
+    pub fn from_vars(var: impl Fn(&str) -> Option<PathBuf>) -> TuneSettings {
+        let off = var("WGALLOC_TUNE").is_some_and(|v| {
+            let v = v.to_string_lossy().trim().to_ascii_lowercase();
+            matches!(v.as_str(), "0" | "off" | "false" | "no")
+        });
+        let nonempty = |name: &str| var(name).filter(|p| !p.as_os_str().is_empty());
+        let cache = nonempty("WGALLOC_TUNE_CACHE").or_else(|| {
+            nonempty("XDG_CACHE_HOME")
+                .or_else(|| nonempty("HOME").map(|h| h.join(".cache")))
+                .map(|dir| dir.join("wgalloc").join("tune.json"))
+        });
+        TuneSettings {
+            enabled: !off,
+            cache,
+            candidates: MatmulTile::ALL.to_vec(),
+            repetitions: DEFAULT_REPETITIONS,
+            budget: DEFAULT_BUDGET,
+        }
+    }
+
+    /// Settings that never tune: the rule decides.
+    pub fn off() -> TuneSettings {
+        TuneSettings {
+            enabled: false,
+            cache: None,
+            candidates: Vec::new(),
+            repetitions: DEFAULT_REPETITIONS,
+            budget: DEFAULT_BUDGET,
+        }
+    }
+}
+
+/// The adapter a choice was measured on.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AdapterKey {
+    /// The adapter's name.
+    pub name: String,
+    /// The driver's name.
+    pub driver: String,
+    /// The driver's version string.
+    pub driver_info: String,
+    /// The backend (`Vulkan`, `Metal`, ...).
+    pub backend: String,
+}
+
+impl AdapterKey {
+    /// The key of `info`.
+    pub fn of(info: &wgpu::AdapterInfo) -> AdapterKey {
+        AdapterKey {
+            name: info.name.clone(),
+            driver: info.driver.clone(),
+            driver_info: info.driver_info.clone(),
+            backend: format!("{:?}", info.backend),
+        }
+    }
+}
+
+/// One cached choice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    /// The adapter it was measured on.
+    pub adapter: AdapterKey,
+    /// The shape class.
+    pub class: ShapeClass,
+    /// The tile chosen ([`MatmulTile::name`]).
+    pub tile: String,
+    /// Each candidate's best time in microseconds, by tile name.
+    pub micros: BTreeMap<String, f64>,
+}
+
+/// The tuning cache file: every choice made, on every adapter.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TuneCache {
+    /// [`CACHE_VERSION`].
+    pub version: u32,
+    /// The choices.
+    pub entries: Vec<CacheEntry>,
+}
+
+impl TuneCache {
+    /// An empty cache of this version.
+    pub fn new() -> TuneCache {
+        TuneCache {
+            version: CACHE_VERSION,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Reads `path`: an absent file is an empty cache.
+    ///
+    /// # Errors
+    /// [`TuneError::Io`] when the file exists but cannot be read; [`TuneError::Corrupt`]
+    /// when it is not JSON of this shape and version.
+    pub fn load(path: &Path) -> Result<TuneCache, TuneError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TuneCache::new()),
+            Err(source) => {
+                return Err(TuneError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        let cache: TuneCache = serde_json::from_str(&text).map_err(|e| TuneError::Corrupt {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        if cache.version != CACHE_VERSION {
+            return Err(TuneError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!("version {}, expected {CACHE_VERSION}", cache.version),
+            });
+        }
+        Ok(cache)
+    }
+
+    /// [`TuneCache::load`], with a warning and an empty cache in place of an error.
+    pub fn load_or_warn(path: &Path) -> TuneCache {
+        TuneCache::load(path).unwrap_or_else(|e| {
+            log::warn!("{e}");
+            TuneCache::new()
+        })
+    }
+
+    /// Writes the cache to `path` (its directory created), through a temporary file
+    /// renamed over it so that a reader never sees half a file.
+    ///
+    /// # Errors
+    /// [`TuneError::Io`] when the directory or the file cannot be written.
+    pub fn save(&self, path: &Path) -> Result<(), TuneError> {
+        let io = |source| TuneError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+        // A name of this write's own: devices of one process may write at once.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let write = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut temp = path.as_os_str().to_owned();
+        temp.push(format!(".{}.{write}.tmp", std::process::id()));
+        let temp = PathBuf::from(temp);
+        std::fs::write(&temp, text).map_err(io)?;
+        std::fs::rename(&temp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&temp);
+            io(e)
+        })
+    }
+
+    /// The tile cached for `class` on `adapter`.
+    pub fn get(&self, adapter: &AdapterKey, class: &ShapeClass) -> Option<MatmulTile> {
+        self.entries
+            .iter()
+            .find(|e| &e.adapter == adapter && &e.class == class)
+            .and_then(|e| MatmulTile::from_name(&e.tile))
+    }
+
+    /// Adds (or replaces) the entry of its adapter and class.
+    pub fn insert(&mut self, entry: CacheEntry) {
+        self.entries
+            .retain(|e| !(e.adapter == entry.adapter && e.class == entry.class));
+        self.entries.push(entry);
+    }
+}
+
+/// Where a choice came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Timed on the device by this process.
+    Tuned,
+    /// Read from the cache file.
+    Cache,
+    /// The shape rule ([`MatmulTile::choose`]): tuning off, no timestamps, budget spent
+    /// or a timing that failed.
+    Rule,
+}
+
+/// One choice the tuner made on a device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Choice {
+    /// The shape class.
+    pub class: ShapeClass,
+    /// The exact shape that was timed (or first met).
+    pub shape: (u32, u32, u32),
+    /// The tile.
+    pub tile: MatmulTile,
+    /// Where it came from.
+    pub source: Source,
+    /// Each candidate's best time (tuned choices only).
+    pub times: Vec<(MatmulTile, Duration)>,
+}
+
+impl Serialize for MatmulTile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// What the tuner did on a device so far ([`tuning`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TuneSummary {
+    /// Whether tuning is on ([`TuneSettings::enabled`]).
+    pub enabled: bool,
+    /// The cache file ([`TuneSettings::cache`]).
+    pub cache: Option<PathBuf>,
+    /// Every choice, in the order they were made.
+    pub choices: Vec<Choice>,
+    /// Time spent timing candidates (and building their pipelines).
+    pub time: Duration,
+}
+
+impl TuneSummary {
+    /// One line: the time spent tuning and where the choices came from.
+    pub fn line(&self) -> String {
+        let count = |source| self.choices.iter().filter(|c| c.source == source).count();
+        let cache = self.cache.as_ref().map_or_else(
+            || "no cache file".to_string(),
+            |p| format!("cache {}", p.display()),
+        );
+        if !self.enabled {
+            return format!(
+                "off (WGALLOC_TUNE=0): {} shape class(es) by the rule",
+                self.choices.len()
+            );
+        }
+        format!(
+            "{:.1} ms timing matmul tiles: {} shape class(es) tuned, {} from the cache, {} by the rule ({cache})",
+            self.time.as_secs_f64() * 1e3,
+            count(Source::Tuned),
+            count(Source::Cache),
+            count(Source::Rule),
+        )
+    }
+}
+
+impl Choice {
+    /// One line: the class, the shape, the tile and, when timed, each candidate's time.
+    pub fn line(&self) -> String {
+        let family = match self.class.family {
+            MatmulFamily::Tiled => "matmul",
+            MatmulFamily::BtTiled => "matmul_bt",
+            MatmulFamily::NormTiled => "norm+matmul",
+        };
+        let (m, k, n) = self.shape;
+        let source = match self.source {
+            Source::Tuned => "tuned",
+            Source::Cache => "cache",
+            Source::Rule => "rule",
+        };
+        let times: Vec<String> = self
+            .times
+            .iter()
+            .map(|(t, d)| format!("{} {:.3} ms", t.name(), d.as_secs_f64() * 1e3))
+            .collect();
+        let times = if times.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", times.join(", "))
+        };
+        format!(
+            "{family} {m}x{k}x{n} (class {}x{}x{}): {} by {source}{times}",
+            self.class.m,
+            self.class.k,
+            self.class.n,
+            self.tile.name()
+        )
+    }
+}
+
+/// The tuner of one device, shared by every executor on it.
+#[derive(Debug)]
+pub(crate) struct Tuner {
+    settings: TuneSettings,
+    adapter: AdapterKey,
+    /// The cache file's contents, once read.
+    cache: Option<TuneCache>,
+    chosen: HashMap<ShapeClass, MatmulTile>,
+    summary: TuneSummary,
+}
+
+/// The device's tuner behind its lock.
+#[derive(Debug)]
+pub(crate) struct SharedTuner(Mutex<Option<Tuner>>);
+
+impl SharedTuner {
+    fn of(ctx: &GpuContext) -> Arc<SharedTuner> {
+        ctx.shared.get_or_init(|| SharedTuner(Mutex::new(None)))
+    }
+
+    fn with<T>(ctx: &GpuContext, f: impl FnOnce(&mut Tuner) -> T) -> T {
+        let shared = SharedTuner::of(ctx);
+        let mut guard = shared.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let tuner = guard.get_or_insert_with(|| Tuner::new(ctx, TuneSettings::from_env()));
+        f(tuner)
+    }
+}
+
+/// Sets how the tuner runs on `ctx`'s device (by default [`TuneSettings::from_env`]),
+/// forgetting the choices made so far on it. Executors take the new choices on their
+/// next unkeyed run or new recording.
+pub fn configure(ctx: &GpuContext, settings: TuneSettings) {
+    let shared = SharedTuner::of(ctx);
+    let mut guard = shared.0.lock().unwrap_or_else(PoisonError::into_inner);
+    *guard = Some(Tuner::new(ctx, settings));
+}
+
+/// The choices made on `ctx`'s device so far and the time spent tuning.
+pub fn tuning(ctx: &GpuContext) -> TuneSummary {
+    SharedTuner::with(ctx, |t| t.summary.clone())
+}
+
+/// Time spent tuning on `ctx`'s device so far.
+pub(crate) fn time_spent(ctx: &GpuContext) -> Duration {
+    SharedTuner::with(ctx, |t| t.summary.time)
+}
+
+/// The tile for `shape` on `ctx`'s device: the choice made for its class, else the
+/// cache's, else the fastest candidate timed now (see the module's documentation),
+/// else the rule. Never fails: a timing that fails leaves the rule, with a warning.
+pub fn tile_for(ctx: &GpuContext, shape: MatmulShape) -> MatmulTile {
+    SharedTuner::with(ctx, |t| t.tile(ctx, shape))
+}
+
+impl Tuner {
+    fn new(ctx: &GpuContext, settings: TuneSettings) -> Tuner {
+        Tuner {
+            adapter: AdapterKey::of(&ctx.info),
+            cache: None,
+            chosen: HashMap::new(),
+            summary: TuneSummary {
+                enabled: settings.enabled,
+                cache: settings.cache.clone(),
+                ..TuneSummary::default()
+            },
+            settings,
+        }
+    }
+
+    fn record(
+        &mut self,
+        shape: MatmulShape,
+        tile: MatmulTile,
+        source: Source,
+        times: Vec<(MatmulTile, Duration)>,
+    ) {
+        self.chosen.insert(shape.class(), tile);
+        self.summary.choices.push(Choice {
+            class: shape.class(),
+            shape: (shape.m, shape.k, shape.n),
+            tile,
+            source,
+            times,
+        });
+    }
+
+    fn tile(&mut self, ctx: &GpuContext, shape: MatmulShape) -> MatmulTile {
+        let class = shape.class();
+        if let Some(&tile) = self.chosen.get(&class) {
+            return tile;
+        }
+        let candidates: Vec<MatmulTile> = self
+            .settings
+            .candidates
+            .iter()
+            .copied()
+            .take(MAX_CANDIDATES)
+            .collect();
+        let tunable = self.settings.enabled
+            && ctx.has_timestamps()
+            && !candidates.is_empty()
+            && self.summary.time < self.settings.budget;
+        if !tunable {
+            let tile = shape.rule();
+            self.record(shape, tile, Source::Rule, Vec::new());
+            return tile;
+        }
+        if let Some(path) = self.settings.cache.clone() {
+            let cache = self
+                .cache
+                .get_or_insert_with(|| TuneCache::load_or_warn(&path));
+            if let Some(tile) = cache.get(&self.adapter, &class) {
+                self.record(shape, tile, Source::Cache, Vec::new());
+                return tile;
+            }
+        }
+        if candidates.len() == 1 {
+            let tile = candidates[0];
+            self.record(shape, tile, Source::Tuned, Vec::new());
+            return tile;
+        }
+        let started = Instant::now();
+        let timed = time_candidates(ctx, shape, &candidates, self.settings.repetitions);
+        self.summary.time += started.elapsed();
+        let times = match timed {
+            Ok(times) => times,
+            Err(e) => {
+                log::warn!("tuning the matmul tile of {class:?} failed ({e}); the rule decides");
+                let tile = shape.rule();
+                self.record(shape, tile, Source::Rule, Vec::new());
+                return tile;
+            }
+        };
+        let Some(tile) = fastest(&times, shape.rule()) else {
+            let tile = shape.rule();
+            self.record(shape, tile, Source::Rule, Vec::new());
+            return tile;
+        };
+        if let Some(path) = self.settings.cache.clone() {
+            let cache = self.cache.get_or_insert_with(TuneCache::new);
+            // Entries other processes wrote since this one read the file are kept.
+            let mut merged = TuneCache::load(&path).unwrap_or_else(|_| TuneCache::new());
+            for entry in &cache.entries {
+                merged.insert(entry.clone());
+            }
+            merged.insert(CacheEntry {
+                adapter: self.adapter.clone(),
+                class,
+                tile: tile.name().to_string(),
+                micros: times
+                    .iter()
+                    .map(|(t, d)| (t.name().to_string(), d.as_secs_f64() * 1e6))
+                    .collect(),
+            });
+            if let Err(e) = merged.save(&path) {
+                log::warn!("{e}; the tuned tiles are kept in memory only");
+            }
+            *cache = merged;
+        }
+        self.record(shape, tile, Source::Tuned, times);
+        tile
+    }
+}
+
+/// The tile to keep from `times`: the fastest, unless the rule's tile (when timed) is
+/// within [`RULE_MARGIN`] of it, so that timing noise does not flip a choice the rule
+/// already makes well.
+pub fn fastest(times: &[(MatmulTile, Duration)], rule: MatmulTile) -> Option<MatmulTile> {
+    let &(best, best_time) = times.iter().min_by_key(|(_, d)| *d)?;
+    let rule_time = times.iter().find(|(t, _)| *t == rule).map(|&(_, d)| d);
+    match rule_time {
+        Some(r) if r.as_secs_f64() <= best_time.as_secs_f64() * (1.0 + RULE_MARGIN) => Some(rule),
+        _ => Some(best),
+    }
+}
+
+/// Times each candidate on `shape`: one warm-up dispatch, then `repetitions` timed
+/// ones (one if the warm-up was slower than [`SLOW_DISPATCH`]); each tile's fastest.
+fn time_candidates(
+    ctx: &GpuContext,
+    shape: MatmulShape,
+    candidates: &[MatmulTile],
+    repetitions: u32,
+) -> Result<Vec<(MatmulTile, Duration)>, ExecError> {
+    let timer = PassTimer::new(ctx).ok_or_else(|| {
+        ExecError::Device(DeviceError::Internal {
+            message: "no timestamp queries".into(),
+        })
+    })?;
+    let (m, k, n) = (u64::from(shape.m), u64::from(shape.k), u64::from(shape.n));
+    let (call, sizes): (OpCall, Vec<u64>) = match shape.family {
+        MatmulFamily::Tiled | MatmulFamily::BtTiled => (
+            OpCall::Matmul {
+                m: shape.m,
+                k: shape.k,
+                n: shape.n,
+                transposed_b: shape.family == MatmulFamily::BtTiled,
+            },
+            vec![m * k, k * n, m * n],
+        ),
+        // Bound as the kernel binds them: x, w, out, bias, gain, beta.
+        MatmulFamily::NormTiled => (
+            OpCall::NormMatmul {
+                m: shape.m,
+                k: shape.k,
+                n: shape.n,
+                gelu: false,
+                eps: super::ops::DEFAULT_EPS,
+            },
+            vec![m * k, k * n, m * n, n, k, k],
+        ),
+    };
+    let bytes: u64 = sizes.iter().map(|s| s * 4).sum();
+    let too_large = sizes
+        .iter()
+        .any(|s| s * 4 > ctx.limits.max_storage_buffer_binding_size);
+    if bytes > MAX_TUNE_BYTES || too_large {
+        return Err(ExecError::Device(DeviceError::Internal {
+            message: format!("{bytes} bytes of operands is too large to tune"),
+        }));
+    }
+    let device = &ctx.device;
+    let registry = SharedRegistry::of(ctx);
+    let mut packer = UniformPacker::new(ctx.limits.min_uniform_buffer_offset_alignment)?;
+    packer.push(&KernelParams::for_call(&call))?;
+    let built = scoped(device, 0, || {
+        let uniform = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("wgalloc tune params"),
+            size: (packer.bytes().len() as u64).max(PARAMS_SIZE),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        ctx.queue.write_buffer(&uniform, 0, packer.bytes());
+        let buffers: Vec<wgpu::Buffer> = sizes
+            .iter()
+            .map(|&words| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("wgalloc tune operand"),
+                    size: (words * 4).max(16),
+                    usage: wgpu::BufferUsages::STORAGE,
+                    mapped_at_creation: false,
+                })
+            })
+            .collect();
+        (uniform, buffers)
+    })
+    .map_err(ExecError::Device)?;
+    let (uniform, buffers) = built;
+    let mut times = Vec::with_capacity(candidates.len());
+    for &tile in candidates {
+        let kernel = match shape.family {
+            MatmulFamily::Tiled => Kernel::MatmulTiled(tile),
+            MatmulFamily::BtTiled => Kernel::MatmulBtTiled(tile),
+            MatmulFamily::NormTiled => Kernel::MatmulNormBias(tile),
+        };
+        let (pipeline, layout) = registry.with(|r| {
+            let pipeline = r.pipeline(device, kernel)?;
+            Ok::<_, ExecError>((pipeline, r.layout(device, kernel.storage_bindings())))
+        })?;
+        let grid = kernels::workgroups_with(
+            &call,
+            0,
+            ctx.limits.max_compute_workgroups_per_dimension,
+            Some(tile),
+        )?;
+        let group = scoped(device, 0, || {
+            let mut entries = vec![wgpu::BindGroupEntry {
+                binding: 0,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &uniform,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(PARAMS_SIZE),
+                }),
+            }];
+            for (i, buffer) in buffers.iter().enumerate() {
+                entries.push(wgpu::BindGroupEntry {
+                    binding: i as u32 + 1,
+                    resource: buffer.as_entire_binding(),
+                });
+            }
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("wgalloc tune"),
+                layout: &layout,
+                entries: &entries,
+            })
+        })
+        .map_err(ExecError::Device)?;
+        let mut best: Option<Duration> = None;
+        let mut runs = repetitions.clamp(1, MAX_REPETITIONS) + 1;
+        let mut warm = true;
+        while runs > 0 {
+            runs -= 1;
+            let commands = scoped(device, 0, || {
+                let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("wgalloc tune"),
+                });
+                {
+                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: Some("wgalloc tune"),
+                        timestamp_writes: Some(timer.writes()),
+                    });
+                    pass.set_pipeline(&pipeline);
+                    pass.set_bind_group(0, &group, &[0]);
+                    pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+                }
+                timer.resolve(&mut encoder);
+                ctx.queue.submit([encoder.finish()]);
+            });
+            commands.map_err(ExecError::Device)?;
+            let took = timer.read(ctx)?;
+            if warm {
+                warm = false;
+                if took > SLOW_DISPATCH {
+                    runs = runs.min(1);
+                }
+                continue;
+            }
+            best = Some(best.map_or(took, |b| b.min(took)));
+        }
+        times.push((tile, best.unwrap_or(Duration::MAX)));
+    }
+    Ok(times)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<PathBuf> {
+        let map: HashMap<String, PathBuf> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), PathBuf::from(v)))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn the_cache_file_follows_the_variables() {
+        let s = TuneSettings::from_vars(vars(&[("HOME", "/h")]));
+        assert!(s.enabled);
+        assert_eq!(s.cache, Some(PathBuf::from("/h/.cache/wgalloc/tune.json")));
+        let s = TuneSettings::from_vars(vars(&[("HOME", "/h"), ("XDG_CACHE_HOME", "/x")]));
+        assert_eq!(s.cache, Some(PathBuf::from("/x/wgalloc/tune.json")));
+        let s =
+            TuneSettings::from_vars(vars(&[("HOME", "/h"), ("WGALLOC_TUNE_CACHE", "/c/t.json")]));
+        assert_eq!(s.cache, Some(PathBuf::from("/c/t.json")));
+        assert_eq!(TuneSettings::from_vars(vars(&[])).cache, None);
+    }
+
+    #[test]
+    fn wgalloc_tune_0_turns_tuning_off() {
+        for off in ["0", "off", "FALSE", "no"] {
+            assert!(!TuneSettings::from_vars(vars(&[("WGALLOC_TUNE", off)])).enabled);
+        }
+        assert!(TuneSettings::from_vars(vars(&[("WGALLOC_TUNE", "1")])).enabled);
+    }
+
+    #[test]
+    fn the_rule_s_tile_stays_unless_another_is_clearly_faster() {
+        let ms = Duration::from_millis;
+        let (r8, r4) = (MatmulTile::Rows8, MatmulTile::Rows4);
+        assert_eq!(fastest(&[(r8, ms(100)), (r4, ms(97))], r8), Some(r8));
+        assert_eq!(fastest(&[(r8, ms(100)), (r4, ms(80))], r8), Some(r4));
+        assert_eq!(fastest(&[(r4, ms(80))], r8), Some(r4));
+        assert_eq!(fastest(&[], r8), None);
+    }
+
+    #[test]
+    fn shape_classes_round_up_to_powers_of_two() {
+        let call = OpCall::Matmul {
+            m: 100,
+            k: 768,
+            n: 3072,
+            transposed_b: false,
+        };
+        let shape = MatmulShape::of(&call).expect("tiled");
+        assert_eq!(
+            shape.class(),
+            ShapeClass {
+                family: MatmulFamily::Tiled,
+                m: 128,
+                k: 1024,
+                n: 4096
+            }
+        );
+        let odd = OpCall::Matmul {
+            m: 3,
+            k: 5,
+            n: 7,
+            transposed_b: false,
+        };
+        assert_eq!(MatmulShape::of(&odd), None);
+    }
+}

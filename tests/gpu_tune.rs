@@ -1,0 +1,262 @@
+//! The matmul tile tuner (`wgalloc::exec::tune`): every candidate tile of every tiled
+//! family against the CPU reference, a forced candidate set timed, cached and used by
+//! the executor, the cache read back by a fresh tuner, `WGALLOC_TUNE=0`'s rule, and a
+//! corrupt or unwritable cache ignored with a warning. No test depends on which tile
+//! wins a timing. Each test opens a device of its own (the tuner's settings are per
+//! device), and cache files live under Cargo's target tmp dir.
+//!
+//! No adapter: each GPU test prints `SKIPPED: no wgpu adapter` and passes, unless
+//! `WGALLOC_REQUIRE_GPU=1`, where it fails.
+
+mod common;
+#[path = "common/kernel_run.rs"]
+#[allow(dead_code)]
+mod kernel_run;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use kernel_run::{assert_close, random, run_both};
+use wgalloc::device::GpuContext;
+use wgalloc::exec::tune::{
+    self, AdapterKey, CacheEntry, MatmulFamily, ShapeClass, Source, TuneCache, TuneError,
+};
+use wgalloc::exec::{Executor, MatmulTile, TensorData, TuneSettings};
+use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
+
+/// A device of this test's own, or `None` (skipped) without an adapter.
+fn own_device() -> Option<GpuContext> {
+    common::gpu()?;
+    Some(GpuContext::from_env().expect("a second device on the adapter"))
+}
+
+/// A fresh cache path under the target tmp dir.
+fn cache_path(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tune-tests");
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join(format!("{name}-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn settings(cache: Option<PathBuf>, candidates: &[MatmulTile]) -> TuneSettings {
+    TuneSettings {
+        enabled: true,
+        cache,
+        candidates: candidates.to_vec(),
+        repetitions: 1,
+        budget: std::time::Duration::from_secs(30),
+    }
+}
+
+/// A one-node graph of `op` with `m x k x n` and its inputs.
+fn graph(op: &str, m: u64, k: u64, n: u64) -> (Graph, HashMap<TensorId, TensorData>) {
+    let mut b = GraphBuilder::new(op);
+    let mut values = HashMap::new();
+    let mut add = |b: &mut GraphBuilder, name: &str, shape: &[u64], weight: bool| {
+        let len: u64 = shape.iter().product();
+        let id = if weight {
+            b.weight(name, DType::F32, shape)
+        } else {
+            b.input(name, DType::F32, shape)
+        };
+        values.insert(
+            id,
+            TensorData::F32(random(len + name.len() as u64, len as usize, 1.0)),
+        );
+        id
+    };
+    match op {
+        "matmul" | "matmul_bt" | "matmul_gelu" => {
+            let a = add(&mut b, "a", &[m, k], false);
+            let w_shape = if op == "matmul_bt" { [n, k] } else { [k, n] };
+            let w = add(&mut b, "w", &w_shape, true);
+            b.node(op, &[a, w], &[m, n], false);
+        }
+        "matmul_add" => {
+            let r = add(&mut b, "r", &[m, n], false);
+            let a = add(&mut b, "a", &[m, k], false);
+            let w = add(&mut b, "w", &[k, n], true);
+            b.node("matmul_add", &[r, a, w], &[m, n], false);
+        }
+        "layer_norm_matmul_bias" => {
+            let x = add(&mut b, "x", &[m, k], false);
+            let gain = add(&mut b, "gain", &[k], true);
+            let beta = add(&mut b, "beta", &[k], true);
+            let w = add(&mut b, "w", &[k, n], true);
+            let bias = add(&mut b, "bias", &[n], true);
+            b.node_with_params(op, &[x, gain, beta, w, bias], &[m, n], false, &[1e-3]);
+        }
+        other => panic!("no graph for {other}"),
+    }
+    (b.build().expect("valid"), values)
+}
+
+#[test]
+fn every_candidate_tile_of_every_family_matches_the_cpu() {
+    let Some(ctx) = own_device() else { return };
+    let exec = Executor::new(&ctx);
+    for tile in MatmulTile::ALL {
+        // One candidate: chosen without timing, so this runs without timestamps too.
+        tune::configure(&ctx, settings(None, &[tile]));
+        for op in [
+            "matmul",
+            "matmul_bt",
+            "matmul_gelu",
+            "matmul_add",
+            "layer_norm_matmul_bias",
+        ] {
+            for (m, k, n) in [(1, 8, 4), (37, 68, 136), (130, 64, 200)] {
+                let (g, values) = graph(op, m, k, n);
+                assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
+                let (gpu, cpu) = run_both(&ctx, &g, &values);
+                assert_close(&format!("{op} {m}x{k}x{n} {tile:?}"), &gpu, &cpu, 1e-4);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
+    let Some(ctx) = own_device() else { return };
+    if !ctx.has_timestamps() {
+        common::skip_for_capability(
+            "a_forced_candidate_set_is_timed_cached_and_used_by_the_executor",
+            "no TIMESTAMP_QUERY: the rule decides",
+        );
+        return;
+    }
+    let path = cache_path("forced");
+    tune::configure(&ctx, settings(Some(path.clone()), &MatmulTile::ALL));
+    let (g, values) = graph("matmul", 64, 128, 256);
+    let exec = Executor::new(&ctx);
+    let tile = exec.matmul_tile(&g, 0).expect("resolves").expect("tiled");
+    let summary = tune::tuning(&ctx);
+    assert_eq!(summary.choices.len(), 1, "{summary:?}");
+    let choice = &summary.choices[0];
+    assert_eq!((choice.tile, choice.source), (tile, Source::Tuned));
+    assert_eq!(choice.times.len(), MatmulTile::ALL.len(), "{choice:?}");
+    assert!(summary.time > std::time::Duration::ZERO);
+    // The run takes the same tile, and its report says no more tuning was needed.
+    let (gpu, cpu) = run_both(&ctx, &g, &values);
+    assert_close("tuned matmul", &gpu, &cpu, 1e-4);
+    assert_eq!(tune::tuning(&ctx).choices.len(), 1);
+    // The cache holds the choice; a fresh tuner reads it instead of timing.
+    let cache = TuneCache::load(&path).expect("a valid cache");
+    assert_eq!(
+        cache.get(&AdapterKey::of(&ctx.info), &choice.class),
+        Some(tile)
+    );
+    tune::configure(&ctx, settings(Some(path.clone()), &MatmulTile::ALL));
+    assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
+    let again = tune::tuning(&ctx);
+    assert_eq!(again.choices[0].source, Source::Cache, "{again:?}");
+    assert_eq!(again.time, std::time::Duration::ZERO);
+    // A class met for the first time is timed.
+    let (g2, _) = graph("matmul_bt", 32, 64, 96);
+    assert!(exec.matmul_tile(&g2, 0).expect("resolves").is_some());
+    assert!(tune::tuning(&ctx).time > std::time::Duration::ZERO);
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn tuning_off_takes_the_rule_and_touches_no_cache() {
+    let Some(ctx) = own_device() else { return };
+    let path = cache_path("off");
+    let mut off = settings(Some(path.clone()), &MatmulTile::ALL);
+    off.enabled = false;
+    tune::configure(&ctx, off);
+    let exec = Executor::new(&ctx);
+    for (m, k, n) in [(1, 64, 64), (512, 64, 512)] {
+        let (g, values) = graph("matmul", m, k, n);
+        let rule = MatmulTile::choose(m as u32, n as u32);
+        assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(rule));
+        let (gpu, cpu) = run_both(&ctx, &g, &values);
+        assert_close("rule matmul", &gpu, &cpu, 1e-4);
+    }
+    // The two shapes take different tiles by the rule.
+    assert_ne!(MatmulTile::choose(1, 64), MatmulTile::choose(512, 512));
+    let summary = tune::tuning(&ctx);
+    assert!(summary.choices.iter().all(|c| c.source == Source::Rule));
+    assert_eq!(summary.time, std::time::Duration::ZERO);
+    assert!(!path.exists(), "tuning off writes no cache");
+    // WGALLOC_TUNE=0, as the environment gives it.
+    let vars = |name: &str| (name == "WGALLOC_TUNE").then(|| PathBuf::from("0"));
+    assert!(!TuneSettings::from_vars(vars).enabled);
+}
+
+#[test]
+fn a_corrupt_or_unwritable_cache_is_ignored_with_a_warning() {
+    let Some(ctx) = own_device() else { return };
+    let path = cache_path("corrupt");
+    std::fs::write(&path, "{ not json").expect("write");
+    assert!(matches!(
+        TuneCache::load(&path),
+        Err(TuneError::Corrupt { .. })
+    ));
+    tune::configure(&ctx, settings(Some(path.clone()), &MatmulTile::ALL));
+    let exec = Executor::new(&ctx);
+    let (g, values) = graph("matmul", 16, 32, 64);
+    assert!(exec.matmul_tile(&g, 0).expect("no panic").is_some());
+    let (gpu, cpu) = run_both(&ctx, &g, &values);
+    assert_close("matmul over a corrupt cache", &gpu, &cpu, 1e-4);
+    if ctx.has_timestamps() {
+        // The choice was timed and the file rewritten whole.
+        assert!(TuneCache::load(&path).is_ok());
+    }
+    // A cache whose directory is a file: nothing can be written, the run goes on.
+    let blocker = cache_path("blocker");
+    std::fs::write(&blocker, "a file").expect("write");
+    tune::configure(
+        &ctx,
+        settings(Some(blocker.join("tune.json")), &MatmulTile::ALL),
+    );
+    assert!(exec.matmul_tile(&g, 0).expect("no panic").is_some());
+    let (gpu, cpu) = run_both(&ctx, &g, &values);
+    assert_close("matmul with an unwritable cache", &gpu, &cpu, 1e-4);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&blocker);
+}
+
+#[test]
+fn the_cache_round_trips_and_refuses_other_versions() {
+    let path = cache_path("round-trip");
+    let adapter = AdapterKey {
+        name: "test adapter".into(),
+        driver: "d".into(),
+        driver_info: "1.0".into(),
+        backend: "Vulkan".into(),
+    };
+    let class = ShapeClass {
+        family: MatmulFamily::BtTiled,
+        m: 128,
+        k: 512,
+        n: 2048,
+    };
+    let mut cache = TuneCache::new();
+    cache.insert(CacheEntry {
+        adapter: adapter.clone(),
+        class,
+        tile: MatmulTile::Rows4.name().into(),
+        micros: [("rows4".to_string(), 10.0), ("rows8".to_string(), 12.5)].into(),
+    });
+    cache.save(&path).expect("save");
+    let read = TuneCache::load(&path).expect("load");
+    assert_eq!(read, cache);
+    assert_eq!(read.get(&adapter, &class), Some(MatmulTile::Rows4));
+    let other = AdapterKey {
+        driver_info: "2.0".into(),
+        ..adapter.clone()
+    };
+    assert_eq!(read.get(&other, &class), None, "another driver tunes anew");
+    // A missing file is an empty cache; another version is refused.
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(TuneCache::load(&path).expect("absent"), TuneCache::new());
+    std::fs::write(&path, r#"{"version": 999, "entries": []}"#).expect("write");
+    assert!(matches!(
+        TuneCache::load(&path),
+        Err(TuneError::Corrupt { .. })
+    ));
+    assert_eq!(TuneCache::load_or_warn(&path), TuneCache::new());
+    let _ = std::fs::remove_file(&path);
+}
