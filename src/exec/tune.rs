@@ -4,10 +4,10 @@
 //! lavapipe). The tuner replaces that guess on the adapter the work runs on: the first
 //! time an executor meets a tiled matmul of a new *shape class* ([`ShapeClass`]: the
 //! kernel family and `m`, `k`, `n` each rounded up to a power of two), it times every
-//! candidate tile ([`TuneSettings::candidates`], at most [`MAX_CANDIDATES`]) on that
+//! candidate tile ([`TuneSettings::candidates`], at most 4) on that
 //! matmul's own shape with GPU timestamp queries (one warm-up dispatch, then
 //! [`TuneSettings::repetitions`] timed ones, the fastest of them kept per tile), keeps
-//! the fastest tile (the rule's, unless another beats it by more than [`RULE_MARGIN`])
+//! the fastest tile (the rule's, unless another beats it by more than 5%)
 //! and writes the choice to a cache file keyed by the adapter's name,
 //! driver, driver info and backend and by the shape class ([`TuneCache`]). Later
 //! processes read the choice from the file and time nothing.
@@ -44,22 +44,22 @@ use super::ExecError;
 use crate::device::{scoped, DeviceError, GpuContext};
 
 /// At most this many candidate tiles are timed per shape class.
-pub const MAX_CANDIDATES: usize = 4;
+pub(crate) const MAX_CANDIDATES: usize = 4;
 /// At most this many timed repetitions per candidate.
-pub const MAX_REPETITIONS: u32 = 8;
+pub(crate) const MAX_REPETITIONS: u32 = 8;
 /// Timed repetitions per candidate by default.
-pub const DEFAULT_REPETITIONS: u32 = 3;
+pub(crate) const DEFAULT_REPETITIONS: u32 = 3;
 /// Tuning time per device by default, after which the rule decides.
-pub const DEFAULT_BUDGET: Duration = Duration::from_secs(20);
+pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(20);
 /// A candidate whose warm-up dispatch takes longer than this is timed once only.
-pub const SLOW_DISPATCH: Duration = Duration::from_millis(200);
+pub(crate) const SLOW_DISPATCH: Duration = Duration::from_millis(200);
 /// Matmuls whose operands exceed this many bytes in all are not tuned (the rule).
-pub const MAX_TUNE_BYTES: u64 = 512 << 20;
+pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
 /// A tile other than the rule's is kept only when it is faster than the rule's by
 /// more than this fraction (5%).
-pub const RULE_MARGIN: f64 = 0.05;
+pub(crate) const RULE_MARGIN: f64 = 0.05;
 /// The cache file's format version; a file of another version is ignored.
-pub const CACHE_VERSION: u32 = 1;
+pub(crate) const CACHE_VERSION: u32 = 1;
 
 /// Why the cache could not be read or written. Never fatal: the tuner warns and goes
 /// on with what it has in memory.
@@ -114,7 +114,7 @@ pub struct ShapeClass {
 
 /// A tiled matmul as the tuner sees it: its family and exact shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct MatmulShape {
+pub(crate) struct MatmulShape {
     /// The kernel family.
     pub family: MatmulFamily,
     /// Rows of the output.
@@ -173,9 +173,9 @@ pub struct TuneSettings {
     pub enabled: bool,
     /// The cache file (`None`: choices are kept in memory only).
     pub cache: Option<PathBuf>,
-    /// The tiles timed, in order (capped at [`MAX_CANDIDATES`]; empty: the rule).
+    /// The tiles timed, in order (capped at 4; empty: the rule).
     pub candidates: Vec<MatmulTile>,
-    /// Timed repetitions per candidate (capped at [`MAX_REPETITIONS`], at least 1).
+    /// Timed repetitions per candidate (capped at 8, at least 1).
     pub repetitions: u32,
     /// Tuning time per device after which the rule decides.
     pub budget: Duration,
@@ -269,7 +269,7 @@ pub struct CacheEntry {
 /// The tuning cache file: every choice made, on every adapter.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TuneCache {
-    /// [`CACHE_VERSION`].
+    /// The format version of the file (a file of another version is ignored).
     pub version: u32,
     /// The choices.
     pub entries: Vec<CacheEntry>,
@@ -520,7 +520,7 @@ pub(crate) fn time_spent(ctx: &GpuContext) -> Duration {
 /// The tile for `shape` on `ctx`'s device: the choice made for its class, else the
 /// cache's, else the fastest candidate timed now (see the module's documentation),
 /// else the rule. Never fails: a timing that fails leaves the rule, with a warning.
-pub fn tile_for(ctx: &GpuContext, shape: MatmulShape) -> MatmulTile {
+pub(crate) fn tile_for(ctx: &GpuContext, shape: MatmulShape) -> MatmulTile {
     SharedTuner::with(ctx, |t| t.tile(ctx, shape))
 }
 
@@ -637,7 +637,7 @@ impl Tuner {
 /// The tile to keep from `times`: the fastest, unless the rule's tile (when timed) is
 /// within [`RULE_MARGIN`] of it, so that timing noise does not flip a choice the rule
 /// already makes well.
-pub fn fastest(times: &[(MatmulTile, Duration)], rule: MatmulTile) -> Option<MatmulTile> {
+pub(crate) fn fastest(times: &[(MatmulTile, Duration)], rule: MatmulTile) -> Option<MatmulTile> {
     let &(best, best_time) = times.iter().min_by_key(|(_, d)| *d)?;
     let rule_time = times.iter().find(|(t, _)| *t == rule).map(|&(_, d)| d);
     match rule_time {
