@@ -138,41 +138,30 @@ fn prove_on_device(
     Ok((report, device_bytes))
 }
 
-fn print_json(ctx: &GpuContext, outcome: &RunOutcome) {
-    let RunOutcome {
-        graph,
-        plan,
-        plan_seconds,
-        plan_verified,
-        clobber,
-        report,
-        device_bytes,
-        naive,
-        bound,
-    } = outcome;
-    let planned = plan.total_size();
+fn print_json(ctx: &GpuContext, o: &RunOutcome) {
+    let planned = o.plan.total_size();
     println!(
         "{}",
         json!({
-            "trace": graph.name,
+            "trace": o.graph.name,
             "adapter": ctx.info.name,
             "backend": format!("{:?}", ctx.info.backend),
-            "planner": plan.planner,
-            "buffers": buffers_json(plan),
+            "planner": o.plan.planner,
+            "buffers": buffers_json(&o.plan),
             "total_bytes": planned,
-            "device_allocated_bytes": device_bytes.map(|d| d.allocated),
-            "device_reserved_bytes": device_bytes.map(|d| d.reserved),
-            "device_bytes": device_bytes,
-            "naive_bytes": naive,
-            "lower_bound_bytes": bound,
-            "plan_seconds": plan_seconds,
-            "plan_verified": plan_verified,
-            "encode_ms": millis(report.encode_time),
-            "gpu_ms": report.gpu_time.map(millis),
-            "wall_ms": millis(report.wall_time),
-            "report": report,
-            "clobber": clobber.as_ref().map(|c| json!({"victim": c.victim.0, "intruder": c.intruder.0})),
-            "verified": report.verified(),
+            "device_allocated_bytes": o.device_bytes.map(|d| d.allocated),
+            "device_reserved_bytes": o.device_bytes.map(|d| d.reserved),
+            "device_bytes": o.device_bytes,
+            "naive_bytes": o.naive,
+            "lower_bound_bytes": o.bound,
+            "plan_seconds": o.plan_seconds,
+            "plan_verified": o.plan_verified,
+            "encode_ms": millis(o.report.encode_time),
+            "gpu_ms": o.report.gpu_time.map(millis),
+            "wall_ms": millis(o.report.wall_time),
+            "report": o.report,
+            "clobber": o.clobber.as_ref().map(|c| json!({"victim": c.victim.0, "intruder": c.intruder.0})),
+            "verified": o.report.verified(),
         })
     );
 }

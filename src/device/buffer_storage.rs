@@ -122,9 +122,25 @@ impl<A: BufferAllocator + Send + Sync> Storage for BufferStorage<A> {
     }
 
     fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
-        check_copy(from, to, bytes)?;
-        copy_region(&self.ctx, from, to, bytes).map_err(StorageError::from)
+        storage_copy(&self.ctx, from, to, bytes)
     }
+}
+
+/// [`crate::storage::Storage::copy`] for any storage of `wgpu::Buffer`s on `ctx`'s
+/// device (plain buffers, an ACL descriptor's blocks, a graph context's callback
+/// blocks): the copy checked against the trait's contract, then [`copy_region`], a
+/// device refusal as [`StorageError::Backend`].
+///
+/// # Errors
+/// [`StorageError::BadCopy`]; [`StorageError::Backend`] when the device refuses.
+pub(crate) fn storage_copy(
+    ctx: &GpuContext,
+    from: &Region,
+    to: &Region,
+    bytes: u64,
+) -> Result<(), StorageError> {
+    check_copy(from, to, bytes)?;
+    copy_region(ctx, from, to, bytes).map_err(StorageError::from)
 }
 
 impl<A: BufferAllocator> Drop for BufferStorage<A> {

@@ -17,6 +17,7 @@ pub use allocation::{
     allocate_plan, check_bindings, check_chunks_against_limits, chunk_alloc_size,
 };
 pub use allocator::{BufferAllocator, CallbackAllocator, ChunkRequest, WgpuAllocator};
+pub(crate) use buffer_storage::storage_copy;
 pub use buffer_storage::{copy_region, BufferStorage, WgpuStorage};
 pub use buffer_types::usage_names;
 pub use buffer_types::{

@@ -13,7 +13,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{CallbackError, MemoryRole, RuntimeError};
-use crate::device::{copy_region, GpuContext, SharedStorage, WgpuStorage};
+use crate::device::{copy_region, storage_copy, GpuContext, SharedStorage, WgpuStorage};
 use crate::storage::Region;
 use crate::storage::{check_copy, move_region, prefix_words, RegionRequest, Storage, StorageError};
 
@@ -161,8 +161,7 @@ impl Storage for CallbackStorage {
     }
 
     fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
-        check_copy(from, to, bytes)?;
-        copy_region(&self.gpu, from, to, bytes).map_err(StorageError::from)
+        storage_copy(&self.gpu, from, to, bytes)
     }
 
     fn realloc(

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::descriptor::Parts;
 use super::{AllocFailure, BlockAddress, BlockRequest};
-use crate::device::{copy_region, GpuContext, SharedStorage, WgpuStorage};
+use crate::device::{storage_copy, GpuContext, SharedStorage, WgpuStorage};
 use crate::plan::BufferId;
-use crate::storage::{check_copy, OwnedRegion, Region, RegionRequest, Storage, StorageError};
+use crate::storage::{OwnedRegion, Region, RegionRequest, Storage, StorageError};
 
 /// A stream's source of blocks: a storage, and the identity of its owner when it is
 /// shared (registered) rather than the stream's private default.
@@ -154,8 +154,7 @@ where
     }
 
     fn copy(&self, from: &Region, to: &Region, bytes: u64) -> Result<(), StorageError> {
-        check_copy(from, to, bytes)?;
-        copy_region(&self.ctx, from, to, bytes).map_err(StorageError::from)
+        storage_copy(&self.ctx, from, to, bytes)
     }
 }
 
