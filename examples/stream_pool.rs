@@ -177,9 +177,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("Executor::run one by one (wait each): {runs} runs in {one_by_one:?}");
     println!(
-        "pool callbacks: {} allocations ({} B), {} failures, {} frees, balanced: {}",
+        "pool callbacks: {} allocations (at most {} B live), {} failures, {} frees, balanced: {}",
         report.allocations,
-        report.allocated_bytes,
+        report.peak_bytes,
         report.failures,
         report.frees,
         report.balanced()

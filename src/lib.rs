@@ -37,15 +37,15 @@ pub mod runtime;
 pub mod session;
 pub mod storage;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, Result};
 
 // The names an engine needs first, at the crate root (each also at its layer's path,
 // where the rest of the layer lives).
 pub use device::GpuContext;
 pub use exec::checksum::prove;
-pub use exec::{Executor, Inputs, TensorMemory};
+pub use exec::{Executor, TensorMemory};
 pub use graph::{DType, Graph, GraphBuilder, TensorId};
 pub use plan::{plan, Plan, PlanOptions, Planner};
 pub use session::Session;
-pub use storage::{Region, Storage};
+pub use storage::Storage;
 pub mod stream;

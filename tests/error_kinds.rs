@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use wgalloc::device::{BufferStorage, CallbackAllocator, DeviceError, SharedStorage, WgpuStorage};
+use wgalloc::error::{Error, ErrorKind};
 use wgalloc::exec::ExecError;
 use wgalloc::graph::{parse_trace, DType, GraphBuilder, TensorId};
 use wgalloc::plan::{PlanError, Planner, TensorAllocator};
-use wgalloc::{Error, ErrorKind};
 
 #[test]
 fn a_malformed_trace_is_bad_input() {

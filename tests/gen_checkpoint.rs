@@ -6,10 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use wgalloc::error::ErrorKind;
 use wgalloc::model::hf::{
     generate_greedy, Checkpoint, CheckpointError, CpuDecoder, CpuGpt2, Gpt2Config, Gpt2Weights,
 };
-use wgalloc::ErrorKind;
 
 #[derive(Deserialize)]
 struct Reference {

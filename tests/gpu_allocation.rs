@@ -11,10 +11,10 @@ use wgalloc::device::{
     allocate_plan, read_buffer_range, BufferAllocator, BufferStorage, CallbackAllocator,
     DeviceError, GpuContext, SharedStorage, WgpuAllocator, WgpuStorage, STORAGE_USAGE,
 };
+use wgalloc::error::ErrorKind;
 use wgalloc::graph::TensorId;
 use wgalloc::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
 use wgalloc::storage::{CountingStorage, StorageError};
-use wgalloc::ErrorKind;
 
 /// Buffers from `allocator`, counted: the counter, and the same storage as
 /// [`allocate_plan`] takes it.

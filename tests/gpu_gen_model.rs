@@ -14,12 +14,12 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use wgalloc::device::WgpuStorage;
+use wgalloc::error::ErrorKind;
 use wgalloc::model::hf::{
     generate_greedy, BucketKey, Checkpoint, CheckpointError, CpuDecoder, CpuGpt2, Decoder,
     Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions, LogitRows,
 };
 use wgalloc::storage::CountingStorage;
-use wgalloc::ErrorKind;
 
 #[derive(Deserialize)]
 struct Reference {

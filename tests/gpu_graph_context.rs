@@ -30,7 +30,7 @@ fn assert_balanced(pool: &Pool) {
     assert_eq!(report.allocations, report.frees, "{report:?}");
     assert_eq!(report.bad_frees, 0, "{report:?}");
     assert_eq!(report.live_bytes, 0, "{report:?}");
-    assert_eq!(pool.stats().unknown_releases, 0, "double free");
+    assert_eq!(pool.calls().unknown_releases, 0, "double free");
     assert_eq!(pool.outstanding(), 0);
 }
 
@@ -147,11 +147,11 @@ fn a_static_graph_with_user_callbacks_matches_the_cpu_and_frees_everything_once(
         close(&run.read_f32(&gpu, y).expect("reads"), &expected);
     }
     // The second run reused the blocks of the first.
-    assert_eq!(workspace.stats().reallocs, 1);
-    assert_eq!(outputs.stats().reallocs, 1);
+    assert_eq!(workspace.calls().reallocs, 1);
+    assert_eq!(outputs.calls().reallocs, 1);
     drop(ctx);
     assert_eq!(
-        (workspace.stats().free_alls, outputs.stats().free_alls),
+        (workspace.calls().free_alls, outputs.calls().free_alls),
         (1, 1)
     );
     assert_balanced(&workspace);
@@ -180,7 +180,7 @@ fn a_shared_user_context_gets_one_free_all_for_workspace_and_outputs() {
     let run = ctx.execute(&gpu, &values).expect("runs");
     assert!(run.read_f32(&gpu, y).is_ok());
     drop(ctx);
-    assert_eq!(shared.stats().free_alls, 1);
+    assert_eq!(shared.calls().free_alls, 1);
     assert_balanced(&shared);
 }
 
@@ -249,7 +249,7 @@ fn release_workspace_makes_the_next_execution_realloc_from_nothing() {
     assert!(run.read_f32(&gpu, y).is_ok());
     assert_eq!(*olds.lock().expect("not poisoned"), vec![false, false]);
     drop(ctx);
-    assert_eq!(workspace.stats().free_alls, 2);
+    assert_eq!(workspace.calls().free_alls, 2);
     assert_balanced(&workspace);
 }
 
@@ -316,7 +316,7 @@ fn a_realloc_that_returns_less_than_asked_is_refused_and_leaks_nothing() {
     }
     assert_eq!(ctx.workspace_bytes(), 0);
     drop(ctx);
-    assert_eq!(workspace.stats().free_alls, 1);
+    assert_eq!(workspace.calls().free_alls, 1);
     assert_balanced(&workspace);
 }
 
@@ -341,7 +341,7 @@ fn a_workspace_above_the_adapter_limit_is_refused_before_any_realloc() {
         Err(RuntimeError::ChunkTooLarge { size, max_size, .. }) => assert!(size > max_size),
         other => panic!("{other:?}"),
     }
-    assert_eq!(workspace.stats().reallocs, 0);
+    assert_eq!(workspace.calls().reallocs, 0);
 }
 
 #[test]
@@ -665,15 +665,15 @@ fn replacing_a_setting_calls_its_free_all_even_when_realloc_never_ran() {
     workspace_from(&mut ctx, &first);
     // Replaced before any execution: the first setting's free-all still runs.
     workspace_from(&mut ctx, &second);
-    assert_eq!((first.stats().reallocs, first.stats().free_alls), (0, 1));
+    assert_eq!((first.calls().reallocs, first.calls().free_alls), (0, 1));
     ctx.execute(&gpu, &values).expect("runs");
     // Replaced after realloc ran: the same rule.
     ctx.set_workspace_allocation(None, None, None)
         .expect("default");
-    assert_eq!((second.stats().reallocs, second.stats().free_alls), (1, 1));
+    assert_eq!((second.calls().reallocs, second.calls().free_alls), (1, 1));
     assert_balanced(&second);
     ctx.execute(&gpu, &values).expect("runs on the default");
     drop(ctx);
-    assert_eq!(first.stats().free_alls, 1);
-    assert_eq!(second.stats().free_alls, 1);
+    assert_eq!(first.calls().free_alls, 1);
+    assert_eq!(second.calls().free_alls, 1);
 }

@@ -5,13 +5,14 @@ mod common;
 
 use wgalloc::device::{allocate_plan, WgpuStorage};
 use wgalloc::exec::cpu_ref;
+use wgalloc::exec::Inputs;
 use wgalloc::exec::TensorData;
 use wgalloc::graph::{DType, GraphBuilder};
 use wgalloc::plan::{plan_graph, plan_weights, Planner};
 use wgalloc::runtime::GraphContext;
 use wgalloc::storage::STORAGE_USAGE;
 use wgalloc::stream::{ExecuteRequest, Stream};
-use wgalloc::{Executor, Inputs, TensorMemory};
+use wgalloc::{Executor, TensorMemory};
 
 #[test]
 fn one_inputs_map_feeds_every_runner_and_they_agree() {

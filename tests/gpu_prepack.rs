@@ -20,6 +20,7 @@ use wgalloc::device::{
     BufferAllocator, BufferStorage, ChunkRequest, DeviceError, GpuContext, WgpuAllocator,
     STORAGE_USAGE,
 };
+use wgalloc::error::ErrorKind;
 use wgalloc::exec::cpu_ref;
 use wgalloc::exec::packed as layout;
 use wgalloc::exec::Executor;
@@ -31,7 +32,6 @@ use wgalloc::prepack::{
     PrepackKey, PrepackedWeightCache, StoreOutcome,
 };
 use wgalloc::storage::{CountingStorage, StorageError, StorageReport};
-use wgalloc::ErrorKind;
 
 type Counting = Arc<CountingStorage<BufferStorage<FailAfter>>>;
 

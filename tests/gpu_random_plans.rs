@@ -23,10 +23,10 @@ mod common;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use wgalloc::device::{GpuContext, WgpuStorage};
+use wgalloc::error::ErrorKind;
 use wgalloc::graph::{write_trace, DType, Graph, GraphBuilder, Role, Tensor, TensorId};
 use wgalloc::plan::offline::Budget;
 use wgalloc::plan::{graph_leaves, BufferTypeDesc, GraphAllocator, Plan, Planner};
-use wgalloc::ErrorKind;
 
 /// One step of the generator; the picks index into the tensors made so far.
 #[derive(Debug, Clone)]

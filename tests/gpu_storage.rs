@@ -14,11 +14,11 @@ use wgalloc::device::{
     BufferAllocator, BufferStorage, ChunkRequest, DeviceError, SharedStorage, WgpuAllocator,
     WgpuStorage,
 };
+use wgalloc::error::ErrorKind;
 use wgalloc::graph::read_trace;
 use wgalloc::plan::{BufferTypeDesc, Planner};
 use wgalloc::storage::STORAGE_USAGE;
 use wgalloc::storage::{CountingStorage, PagedStorage, RegionRequest, Storage};
-use wgalloc::ErrorKind;
 
 type Pages = PagedStorage<Arc<CountingStorage<WgpuStorage>>>;
 

@@ -140,19 +140,27 @@ enum Target {
 }
 
 /// One dispatch before its bind group exists.
-struct PreparedDispatch<'a> {
+struct PendingDispatch<'a> {
     kernel: Pipe,
     bindings: Vec<Bound<'a>>,
     offset: Option<u32>,
     grid: [u32; 3],
 }
 
-/// One node: its staging copies, then its kernel.
-struct Prepared<'a> {
-    copies: Vec<PreparedDispatch<'a>>,
-    node: PreparedDispatch<'a>,
+/// One node's dispatches: its staging copies, then its kernel.
+struct NodeDispatches<'a> {
+    copies: Vec<PendingDispatch<'a>>,
+    node: PendingDispatch<'a>,
     /// Workspace bytes the copies use.
     workspace: u64,
+    inplace: bool,
+}
+
+/// A node's tensors (inputs then output) and their planned ranges.
+struct NodeRanges<'a> {
+    tensors: Vec<TensorId>,
+    ranges: Vec<TensorRange<'a>>,
+    /// Whether the output lies exactly over input 0.
     inplace: bool,
 }
 
@@ -395,57 +403,21 @@ impl Executor {
 
     /// Resolves node `step`: its call, kernel (in place when the output shares input
     /// 0's range), the inputs it stages through the workspace, bound ranges in binding
-    /// order and grids.
+    /// order and grids. The steps: [`Executor::target_of`], [`Executor::bound_ranges`],
+    /// [`Executor::staging_copies`], then the node's own dispatch.
     fn prepare<'m>(
         &self,
         graph: &Graph,
         memory: &TensorMemory<'m>,
         step: usize,
         packer: &mut UniformPacker,
-    ) -> Result<Prepared<'m>, ExecError> {
+    ) -> Result<NodeDispatches<'m>, ExecError> {
         let node_id = u32::try_from(step).unwrap_or(u32::MAX);
-        let node = graph.nodes.get(step).ok_or(ExecError::UnknownNode {
-            node: NodeId(node_id),
-            nodes: graph.nodes.len(),
-        })?;
-        let target = if Op::parse(&node.op).is_some() {
-            Target::Builtin(ops::resolve(graph, step)?)
-        } else {
-            let (op, pipelines) =
-                custom::device_op(&self.ctx, &node.op).ok_or_else(|| ExecError::NoKernel {
-                    node: NodeId(node_id),
-                    op: node.op.clone(),
-                })?;
-            let call = custom::resolve_user(graph, step, &op)?;
-            Target::User(op, pipelines, call)
-        };
-        let mut tensors = node.inputs.clone();
-        tensors.push(node.output);
-        let ranges = tensors
-            .iter()
-            .map(|&t| {
-                memory.range(
-                    graph,
-                    t,
-                    self.ctx.limits.min_storage_buffer_offset_alignment,
-                )
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let target = self.target_of(graph, step, node_id)?;
+        let node = &graph.nodes[step];
+        let bound = self.bound_ranges(graph, memory, step, node_id)?;
+        let (tensors, ranges, inplace) = (&bound.tensors, &bound.ranges, bound.inplace);
         let out = ranges.len() - 1;
-        let inplace = ranges[out].buffer == ranges[0].buffer
-            && ranges[out].key.offset == ranges[0].key.offset;
-        // The output may share bytes with an input only as an in-place output exactly
-        // over input 0; inputs that overlap input 0 are then staged like any other.
-        for i in 0..out {
-            let legal = inplace && (i > 0 || ranges[0].key.size == ranges[out].key.size);
-            if ranges_overlap(&ranges[i], &ranges[out]) && !legal {
-                return Err(ExecError::OverlappingBindings {
-                    node: NodeId(node_id),
-                    first: tensors[i],
-                    second: tensors[out],
-                });
-            }
-        }
         let tile = match &target {
             Target::Builtin(call) => self.tile_of(call),
             Target::User(..) => None,
@@ -458,11 +430,99 @@ impl Executor {
         for &i in &order {
             self.check_binding(tensors[i].0, &ranges[i])?;
         }
+        let (copies, staging) = self.staging_copies(&ranges[..out], node_id, packer)?;
+        let bindings = order
+            .iter()
+            .map(|&i| match staging.slots.get(i).copied().flatten() {
+                Some(slot) => Bound::Workspace(slot),
+                None => Bound::Planned(ranges[i]),
+            })
+            .collect();
+        let (grid, offset) = self.grid_and_params(&target, &kernel, node_id, inplace, packer)?;
+        Ok(NodeDispatches {
+            copies,
+            node: PendingDispatch {
+                kernel,
+                bindings,
+                offset,
+                grid,
+            },
+            workspace: staging.bytes,
+            inplace,
+        })
+    }
+
+    /// What node `step` runs: a built-in op's checked call, or a registered user op's.
+    fn target_of(&self, graph: &Graph, step: usize, node_id: u32) -> Result<Target, ExecError> {
+        let node = graph.nodes.get(step).ok_or(ExecError::UnknownNode {
+            node: NodeId(node_id),
+            nodes: graph.nodes.len(),
+        })?;
+        if Op::parse(&node.op).is_some() {
+            return Ok(Target::Builtin(ops::resolve(graph, step)?));
+        }
+        let (op, pipelines) =
+            custom::device_op(&self.ctx, &node.op).ok_or_else(|| ExecError::NoKernel {
+                node: NodeId(node_id),
+                op: node.op.clone(),
+            })?;
+        let call = custom::resolve_user(graph, step, &op)?;
+        Ok(Target::User(op, pipelines, call))
+    }
+
+    /// The planned ranges of node `step`'s inputs then output, and whether the output
+    /// lies in place over input 0. The output may share bytes with an input only as an
+    /// in-place output exactly over input 0 ([`ExecError::OverlappingBindings`]
+    /// otherwise); inputs that overlap each other are staged later.
+    fn bound_ranges<'m>(
+        &self,
+        graph: &Graph,
+        memory: &TensorMemory<'m>,
+        step: usize,
+        node_id: u32,
+    ) -> Result<NodeRanges<'m>, ExecError> {
+        let node = &graph.nodes[step];
+        let mut tensors = node.inputs.clone();
+        tensors.push(node.output);
+        let alignment = self.ctx.limits.min_storage_buffer_offset_alignment;
+        let ranges = tensors
+            .iter()
+            .map(|&t| memory.range(graph, t, alignment))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = ranges.len() - 1;
+        let inplace = ranges[out].buffer == ranges[0].buffer
+            && ranges[out].key.offset == ranges[0].key.offset;
+        for i in 0..out {
+            let legal = inplace && (i > 0 || ranges[0].key.size == ranges[out].key.size);
+            if ranges_overlap(&ranges[i], &ranges[out]) && !legal {
+                return Err(ExecError::OverlappingBindings {
+                    node: NodeId(node_id),
+                    first: tensors[i],
+                    second: tensors[out],
+                });
+            }
+        }
+        Ok(NodeRanges {
+            tensors,
+            ranges,
+            inplace,
+        })
+    }
+
+    /// The workspace slots of the inputs that overlap an earlier input, and the copy
+    /// dispatches that fill them ([`ExecError::WorkspaceTooLarge`] when the slots exceed
+    /// the adapter's largest buffer).
+    fn staging_copies<'m>(
+        &self,
+        inputs: &[TensorRange<'m>],
+        node_id: u32,
+        packer: &mut UniformPacker,
+    ) -> Result<(Vec<PendingDispatch<'m>>, workspace::Staging), ExecError> {
         let limits = &self.ctx.limits;
-        let sizes: Vec<u64> = ranges[..out].iter().map(|r| r.key.size).collect();
+        let sizes: Vec<u64> = inputs.iter().map(|r| r.key.size).collect();
         let staging = workspace::stage_overlapping(
             &sizes,
-            |i, j| ranges_overlap(&ranges[i], &ranges[j]),
+            |i, j| ranges_overlap(&inputs[i], &inputs[j]),
             u64::from(limits.min_storage_buffer_offset_alignment),
         );
         let staging = match staging {
@@ -484,9 +544,9 @@ impl Executor {
                 len: words,
                 max: u64::from(u32::MAX),
             })?;
-            copies.push(PreparedDispatch {
+            copies.push(PendingDispatch {
                 kernel: Pipe::Builtin(Kernel::CopyWords),
-                bindings: vec![Bound::Planned(ranges[i]), Bound::Workspace(slot)],
+                bindings: vec![Bound::Planned(inputs[i]), Bound::Workspace(slot)],
                 offset: Some(packer.push(&KernelParams::copy(small))?),
                 grid: kernels::copy_workgroups(
                     words,
@@ -495,23 +555,29 @@ impl Executor {
                 )?,
             });
         }
-        let bindings = order
-            .iter()
-            .map(|&i| match staging.slots.get(i).copied().flatten() {
-                Some(slot) => Bound::Workspace(slot),
-                None => Bound::Planned(ranges[i]),
-            })
-            .collect();
-        let max_groups = limits.max_compute_workgroups_per_dimension;
-        let (grid, offset) = match &target {
-            Target::Builtin(call) => (
-                kernels::workgroups_with(call, node_id, max_groups, tile)?,
+        Ok((copies, staging))
+    }
+
+    /// A node's workgroup grid and the offset of its parameter block in the uniform
+    /// buffer (`None` for a user op without one).
+    fn grid_and_params(
+        &self,
+        target: &Target,
+        kernel: &Pipe,
+        node_id: u32,
+        inplace: bool,
+        packer: &mut UniformPacker,
+    ) -> Result<([u32; 3], Option<u32>), ExecError> {
+        let max_groups = self.ctx.limits.max_compute_workgroups_per_dimension;
+        match target {
+            Target::Builtin(call) => Ok((
+                kernels::workgroups_with(call, node_id, max_groups, self.tile_of(call))?,
                 Some(packer.push(&KernelParams::for_call(call))?),
-            ),
+            )),
             Target::User(op, _, call) => {
                 let grid = custom::grid(op, call, node_id, max_groups, inplace)?;
                 let uses_params = matches!(
-                    &kernel,
+                    kernel,
                     Pipe::User {
                         params: Some(_),
                         ..
@@ -521,26 +587,15 @@ impl Executor {
                     (Some(block), true) => Some(packer.push_bytes(block)?),
                     _ => None,
                 };
-                (grid, offset)
+                Ok((grid, offset))
             }
-        };
-        Ok(Prepared {
-            copies,
-            node: PreparedDispatch {
-                kernel,
-                bindings,
-                offset,
-                grid,
-            },
-            workspace: staging.bytes,
-            inplace,
-        })
+        }
     }
 
     /// The pipeline and (cached) bind group of one prepared dispatch.
     fn record(
         &mut self,
-        p: &PreparedDispatch<'_>,
+        p: &PendingDispatch<'_>,
         uniform: &wgpu::Buffer,
     ) -> Result<Dispatch, ExecError> {
         let device = &self.ctx.device;

@@ -11,14 +11,16 @@ use super::layout::Layout;
 use super::{CallbackError, MemoryRole, RuntimeError};
 use crate::device::{GpuContext, PlannedMemory, SharedStorage, STORAGE_USAGE};
 use crate::plan::BufferId;
-use crate::storage::{Memory, Region, RegionRequest, Storage, StorageError};
+use crate::storage::{free_last_first, Memory, OwnedRegion, RegionRequest, Storage, StorageError};
+use std::sync::Arc;
 
 /// The blocks of one kind of memory, and where they come from.
 pub(super) struct Blocks {
     pub(super) role: MemoryRole,
     allocation: BlockSource,
-    /// One region per chunk; `None` where none is held.
-    pub(super) chunks: Vec<Option<Region>>,
+    /// One held region per chunk (it goes back to its storage when dropped); `None`
+    /// where none is held.
+    pub(super) chunks: Vec<Option<OwnedRegion>>,
     /// The storage of the current setting ([`BlockSource::storage`]), made on the first
     /// growth: every block comes from it and goes back to it.
     storage: Option<SharedStorage>,
@@ -50,18 +52,11 @@ impl Blocks {
         held_bytes(&self.chunks)
     }
 
-    /// Forgets every block, each given back to the storage it came from: the default
-    /// storage frees it; the callbacks' storage takes nothing back (their free-all,
-    /// called by the caller, does).
+    /// Forgets every block, last first, each given back to the storage it came from:
+    /// the default storage frees it; the callbacks' storage takes nothing back (their
+    /// free-all, called by the caller, does).
     pub(super) fn forget(&mut self) {
-        let blocks: Vec<Region> = self.chunks.drain(..).flatten().collect();
-        if let Some(storage) = &self.storage {
-            for block in blocks {
-                if let Err(e) = storage.free(block) {
-                    log::warn!("a context's storage refused its own block: {e}");
-                }
-            }
-        }
+        free_last_first(self.chunks.drain(..).flatten().collect());
     }
 
     /// Makes chunk `c`'s block at least `size` bytes, keeping its first `used` bytes,
@@ -79,49 +74,34 @@ impl Blocks {
             .storage
             .get_or_insert_with(|| self.allocation.storage(gpu, role))
             .clone();
-        let request = RegionRequest::new(size)
-            .usage(STORAGE_USAGE)
-            .for_chunk(BufferId(0), chunk);
-        let realloc = |old: Option<Region>, used: u64| {
-            storage
-                .realloc(old, used, &request)
-                .map_err(|(e, _old)| match e {
-                    StorageError::Refused { message } => CallbackError::new(message),
-                    other => CallbackError::new(other.to_string()),
-                })
+        let grow = Grow {
+            role,
+            chunk,
+            size,
+            used,
+            usage: STORAGE_USAGE,
         };
-        let discard = |region: Region| {
-            let _ = storage.free(region);
-        };
-        grow_chunk(
-            &mut self.chunks,
-            Grow {
-                role,
-                chunk,
-                size,
-                used,
-                usage: STORAGE_USAGE,
-            },
-            &other.chunks,
-            other.role,
-            realloc,
-            discard,
-        )
+        grow_chunk(&mut self.chunks, grow, &other.chunks, other.role, &storage)
     }
 
     /// The held blocks as planned memory that does not own them.
     pub(super) fn memory(&self) -> PlannedMemory {
-        let row = self.chunks.iter().flatten().cloned().collect();
+        let row = self
+            .chunks
+            .iter()
+            .flatten()
+            .map(|b| b.region().clone())
+            .collect();
         PlannedMemory::from_regions(vec![row])
     }
 }
 
 /// Bytes of the regions held.
-fn held_bytes<M>(chunks: &[Option<Region<M>>]) -> u64 {
+fn held_bytes<M: Memory>(chunks: &[Option<OwnedRegion<M>>]) -> u64 {
     chunks
         .iter()
         .flatten()
-        .fold(0u64, |acc, b| acc.saturating_add(b.size))
+        .fold(0u64, |acc, b| acc.saturating_add(b.region().size))
 }
 
 /// One growth: chunk `chunk` of `role`'s memory to at least `size` bytes keeping its
@@ -136,18 +116,17 @@ pub(super) struct Grow {
 }
 
 /// The growth rule of a context's blocks, on any memory: nothing happens while the
-/// chunk's block is large enough; otherwise `realloc` gets the old block (taken out of
-/// the chunk) and the bytes to keep, and the block it returns must be large enough,
-/// have the usage, and be held by no other chunk of either memory (it would overlap
-/// live tensors). A refused block is handed to `discard` (which frees it when the
-/// context owns it) and the chunk is left empty.
+/// chunk's block is large enough; otherwise `storage.realloc` gets the old block (taken
+/// out of the chunk) and the bytes to keep. A refused realloc leaves the old block in
+/// the chunk (C's `realloc` keeps it). The block it returns must be large enough, have
+/// the usage, and be held by no other chunk of either memory (it would overlap live
+/// tensors); a refused block goes back to the storage and the chunk is left empty.
 pub(super) fn grow_chunk<M: Memory>(
-    chunks: &mut Vec<Option<Region<M>>>,
+    chunks: &mut Vec<Option<OwnedRegion<M>>>,
     grow: Grow,
-    other: &[Option<Region<M>>],
+    other: &[Option<OwnedRegion<M>>],
     other_role: MemoryRole,
-    realloc: impl FnOnce(Option<Region<M>>, u64) -> Result<Region<M>, CallbackError>,
-    discard: impl FnOnce(Region<M>),
+    storage: &Arc<dyn Storage<Memory = M>>,
 ) -> Result<(), RuntimeError> {
     let Grow {
         role,
@@ -157,38 +136,55 @@ pub(super) fn grow_chunk<M: Memory>(
         usage,
     } = grow;
     if chunks.len() <= chunk {
-        chunks.resize(chunk + 1, None);
+        chunks.resize_with(chunk + 1, || None);
     }
-    if chunks[chunk].as_ref().is_some_and(|b| b.size >= size) {
+    if chunks[chunk]
+        .as_ref()
+        .is_some_and(|b| b.region().size >= size)
+    {
         return Ok(());
     }
-    let old = chunks[chunk].take();
+    let old = chunks[chunk].take().map(OwnedRegion::into_region);
     // Nothing to keep without an old block (or past its end).
     let used = old.as_ref().map_or(0, |o| used.min(o.size));
-    let block = realloc(old, used).map_err(|source| RuntimeError::Callback {
-        role,
-        chunk,
-        size,
-        source,
-    })?;
-    if block.size < size || !block.is_inside_buffer() {
-        let got = block.size;
-        discard(block);
+    let request = RegionRequest::new(size)
+        .usage(usage)
+        .for_chunk(BufferId(0), chunk);
+    let block = match storage.realloc(old, used, &request) {
+        Ok(block) => OwnedRegion::new(storage.clone(), block),
+        Err((e, old)) => {
+            chunks[chunk] = old.map(|old| OwnedRegion::new(storage.clone(), old));
+            let message = match e {
+                StorageError::Refused { message } => message,
+                other => other.to_string(),
+            };
+            return Err(RuntimeError::Callback {
+                role,
+                chunk,
+                size,
+                source: CallbackError::new(message),
+            });
+        }
+    };
+    let got = block.region();
+    if got.size < size || !got.is_inside_buffer() {
         return Err(RuntimeError::ShortBlock {
             role,
             chunk,
             requested: size,
-            got,
+            got: got.size,
         });
     }
     // A block held elsewhere would overlap live tensors (and bind one buffer range
     // as two writable ones). This chunk's own old block was taken out above.
-    let holder = |held: &[Option<Region<M>>], held_role: MemoryRole| {
+    let holder = |held: &[Option<OwnedRegion<M>>], held_role: MemoryRole| {
         held.iter()
-            .position(|h| h.as_ref().is_some_and(|h| h.overlaps(&block)))
+            .position(|h| h.as_ref().is_some_and(|h| h.region().overlaps(got)))
             .map(|c| (held_role, c))
     };
     if let Some((held_role, held_chunk)) = holder(chunks, role).or(holder(other, other_role)) {
+        // Not ours to give back: it is a live block of another chunk.
+        let _ = block.into_region();
         return Err(RuntimeError::BlockAlreadyHeld {
             role,
             chunk,
@@ -196,14 +192,12 @@ pub(super) fn grow_chunk<M: Memory>(
             held_chunk,
         });
     }
-    if !block.buffer.usage().contains(usage) {
-        let has = format!("{:?}", block.buffer.usage());
-        discard(block);
+    if !got.buffer.usage().contains(usage) {
         return Err(RuntimeError::MissingUsage {
             role,
             chunk,
             needed: format!("{usage:?}"),
-            has,
+            has: format!("{:?}", got.buffer.usage()),
         });
     }
     chunks[chunk] = Some(block);
@@ -230,56 +224,62 @@ pub(super) fn grow(
 mod tests {
     use super::*;
     use crate::runtime::BlockPool;
-    use crate::storage::{CountingStorage, HostMemory, HostStorage};
-    use std::sync::Arc;
+    use crate::storage::{CountingStorage, HostMemory, HostStorage, Region};
 
-    type Pool = Arc<BlockPool<CountingStorage<HostStorage>>>;
+    type Counted = Arc<CountingStorage<HostStorage>>;
 
-    fn pool() -> Pool {
-        BlockPool::new(CountingStorage::new(HostStorage::unlimited()))
+    fn counted() -> Counted {
+        Arc::new(CountingStorage::new(HostStorage::unlimited()))
     }
 
-    fn grow_to(
-        pool: &Pool,
-        chunks: &mut Vec<Option<Region<HostMemory>>>,
-        chunk: usize,
-        size: u64,
-        used: u64,
-    ) -> Result<(), RuntimeError> {
-        let grow = Grow {
+    fn grow(size: u64, used: u64, chunk: usize) -> Grow {
+        Grow {
             role: MemoryRole::Workspace,
             chunk,
             size,
             used,
             usage: STORAGE_USAGE,
-        };
+        }
+    }
+
+    fn grow_to(
+        storage: &Counted,
+        chunks: &mut Vec<Option<OwnedRegion<HostMemory>>>,
+        chunk: usize,
+        size: u64,
+        used: u64,
+    ) -> Result<(), RuntimeError> {
+        let shared: Arc<dyn Storage<Memory = HostMemory>> = storage.clone();
         grow_chunk(
             chunks,
-            grow,
+            grow(size, used, chunk),
             &[],
             MemoryRole::Output,
-            |old, used| pool.realloc_block(old, used, size, STORAGE_USAGE),
-            |_| {},
+            &shared,
         )
+    }
+
+    fn held(chunks: &[Option<OwnedRegion<HostMemory>>], chunk: usize) -> Region<HostMemory> {
+        chunks[chunk].as_ref().expect("held").region().clone()
     }
 
     #[test]
     fn blocks_grow_only_when_too_small_and_keep_their_live_prefix() {
-        let pool = pool();
+        let storage = counted();
         let mut chunks = Vec::new();
-        grow_to(&pool, &mut chunks, 0, 16, 0).expect("first block");
-        let first = chunks[0].clone().expect("held");
-        let host = pool.storage().inner();
+        grow_to(&storage, &mut chunks, 0, 16, 0).expect("first block");
+        let first = held(&chunks, 0);
+        let host = storage.inner();
         host.write(&first, &[1, 2, 3, 4, 5, 6, 7, 8])
             .expect("write");
-        grow_to(&pool, &mut chunks, 0, 8, 8).expect("large enough");
+        grow_to(&storage, &mut chunks, 0, 8, 8).expect("large enough");
         assert_eq!(
-            pool.stats().reallocs,
+            storage.report().allocations,
             1,
             "no realloc while the block is large enough"
         );
-        grow_to(&pool, &mut chunks, 0, 64, 6).expect("grown");
-        let grown = chunks[0].clone().expect("held");
+        grow_to(&storage, &mut chunks, 0, 64, 6).expect("grown");
+        let grown = held(&chunks, 0);
         assert!(grown.size >= 64);
         // 6 live bytes move as two whole words.
         assert_eq!(
@@ -287,23 +287,24 @@ mod tests {
             &[1, 2, 3, 4, 5, 6, 7, 8]
         );
         assert!(host.read(&first).is_err(), "the old block was freed");
-        grow_to(&pool, &mut chunks, 2, 4, 0).expect("a later chunk");
+        grow_to(&storage, &mut chunks, 2, 4, 0).expect("a later chunk");
         assert_eq!(chunks.len(), 3);
         assert!(chunks[1].is_none());
-        assert_eq!(pool.outstanding(), 2);
-        pool.free_all();
-        let report = pool.storage().report();
+        assert_eq!(storage.report().live_regions, 2);
+        free_last_first(chunks.into_iter().flatten().collect());
+        let report = storage.report();
         assert_eq!((report.live_regions, report.bad_frees), (0, 0));
-        assert_eq!(pool.stats().free_alls, 1);
+        assert!(report.balanced());
     }
 
     #[test]
-    fn a_failed_realloc_is_a_callback_error_and_leaks_nothing() {
-        let pool = pool();
+    fn a_refused_realloc_is_a_callback_error_keeps_the_old_block_and_leaks_nothing() {
+        let storage = counted();
         let mut chunks = Vec::new();
-        grow_to(&pool, &mut chunks, 0, 16, 0).expect("first block");
-        pool.storage().inner().refuse_after(0);
-        let error = grow_to(&pool, &mut chunks, 0, 64, 16).expect_err("refused");
+        grow_to(&storage, &mut chunks, 0, 16, 0).expect("first block");
+        let first = held(&chunks, 0);
+        storage.inner().refuse_after(0);
+        let error = grow_to(&storage, &mut chunks, 0, 64, 16).expect_err("refused");
         assert!(matches!(
             error,
             RuntimeError::Callback {
@@ -312,30 +313,63 @@ mod tests {
                 ..
             }
         ));
-        pool.free_all();
-        assert_eq!(pool.storage().report().live_regions, 0);
+        assert_eq!(
+            held(&chunks, 0),
+            first,
+            "the old block is still the chunk's"
+        );
+        drop(chunks);
+        assert!(storage.report().balanced());
+    }
+
+    /// A storage whose realloc returns one fixed region (a misbehaving callback).
+    struct Returns {
+        host: Counted,
+        block: Region<HostMemory>,
+    }
+
+    impl Storage for Returns {
+        type Memory = HostMemory;
+
+        fn allocate(&self, _: &RegionRequest) -> Result<Region<HostMemory>, StorageError> {
+            Ok(self.block.clone())
+        }
+
+        fn free(&self, region: Region<HostMemory>) -> Result<(), StorageError> {
+            self.host.free(region)
+        }
+
+        fn copy(
+            &self,
+            from: &Region<HostMemory>,
+            to: &Region<HostMemory>,
+            bytes: u64,
+        ) -> Result<(), StorageError> {
+            self.host.copy(from, to, bytes)
+        }
+    }
+
+    fn returning(
+        host: &Counted,
+        block: Region<HostMemory>,
+    ) -> Arc<dyn Storage<Memory = HostMemory>> {
+        Arc::new(Returns {
+            host: host.clone(),
+            block,
+        })
     }
 
     #[test]
     fn short_shared_or_unusable_blocks_are_refused() {
-        let host = HostStorage::unlimited();
-        let mut chunks: Vec<Option<Region<HostMemory>>> = Vec::new();
-        let grow = |size| Grow {
-            role: MemoryRole::Output,
-            chunk: 0,
-            size,
-            used: 0,
-            usage: STORAGE_USAGE,
-        };
+        let host = counted();
+        let mut chunks: Vec<Option<OwnedRegion<HostMemory>>> = Vec::new();
         let small = host.allocate(&RegionRequest::new(8)).expect("small");
-        let mut discarded = 0;
         let error = grow_chunk(
             &mut chunks,
-            grow(32),
+            grow(32, 0, 0),
             &[],
             MemoryRole::Workspace,
-            |_, _| Ok(small.clone()),
-            |_| discarded += 1,
+            &returning(&host, small),
         )
         .expect_err("short");
         assert!(matches!(
@@ -346,18 +380,20 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(discarded, 1);
+        assert_eq!(host.report().frees, 1, "the short block went back");
 
-        let held = host.allocate(&RegionRequest::new(64)).expect("held");
-        let other = vec![Some(held.clone())];
-        let overlapping = held.sub(32, 32).expect("part");
+        let big = host.allocate(&RegionRequest::new(64)).expect("held");
+        let other = vec![Some(OwnedRegion::new(
+            returning(&host, big.clone()),
+            big.clone(),
+        ))];
+        let overlapping = big.sub(32, 32).expect("part");
         let error = grow_chunk(
             &mut chunks,
-            grow(32),
+            grow(32, 0, 0),
             &other,
             MemoryRole::Workspace,
-            |_, _| Ok(overlapping),
-            |_| {},
+            &returning(&host, overlapping),
         )
         .expect_err("overlaps the other memory's block");
         assert!(matches!(
@@ -368,26 +404,32 @@ mod tests {
                 ..
             }
         ));
+        assert_eq!(
+            host.report().bad_frees,
+            0,
+            "another chunk's block is not freed"
+        );
 
         let unusable = host
             .allocate(&RegionRequest::new(32).usage(wgpu::BufferUsages::MAP_READ))
             .expect("map-read block");
         let error = grow_chunk(
             &mut chunks,
-            grow(32),
+            grow(32, 0, 0),
             &[],
             MemoryRole::Workspace,
-            |_, _| Ok(unusable),
-            |_| {},
+            &returning(&host, unusable),
         )
         .expect_err("no storage usage");
         assert!(matches!(error, RuntimeError::MissingUsage { .. }));
         assert!(chunks[0].is_none(), "nothing refused is held");
+        drop(other);
+        assert!(host.report().balanced(), "{:?}", host.report());
     }
 
     #[test]
     fn a_pool_counts_releases_it_never_handed_out() {
-        let pool = pool();
+        let pool = BlockPool::new(CountingStorage::new(HostStorage::unlimited()));
         let foreign = HostStorage::unlimited()
             .allocate(&RegionRequest::new(8))
             .expect("foreign");
@@ -400,7 +442,7 @@ mod tests {
             .realloc_block(Some(foreign), 8, 16, STORAGE_USAGE)
             .is_err());
         assert_eq!(pool.outstanding(), 1);
-        assert_eq!(pool.stats().unknown_releases, 1);
+        assert_eq!(pool.calls().unknown_releases, 1);
         assert!(block.size >= 16);
         pool.free_all();
         assert_eq!(pool.storage().report().live_regions, 0);

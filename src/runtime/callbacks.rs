@@ -235,9 +235,12 @@ pub fn copy_prefix(
         .map_err(|e| CallbackError::new(format!("copying {bytes} bytes into the new block: {e}")))
 }
 
-/// What a [`BlockPool`] has done.
+/// The calls a [`BlockPool`]'s callback pair has taken (the protocol a graph context
+/// follows). What the pool's storage handed out and took back is a
+/// [`crate::storage::StorageReport`]: wrap the storage in a
+/// [`crate::storage::CountingStorage`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PoolStats {
+pub struct PoolCalls {
     /// `realloc` calls.
     pub reallocs: u64,
     /// `new_size` of the last `realloc` call.
@@ -258,7 +261,7 @@ pub struct PoolStats {
 pub struct BlockPool<S: Storage> {
     storage: S,
     outstanding: Mutex<Vec<Region<S::Memory>>>,
-    stats: Mutex<PoolStats>,
+    calls: Mutex<PoolCalls>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -271,7 +274,7 @@ impl<S: Storage + 'static> BlockPool<S> {
         Arc::new(BlockPool {
             storage,
             outstanding: Mutex::new(Vec::new()),
-            stats: Mutex::new(PoolStats::default()),
+            calls: Mutex::new(PoolCalls::default()),
         })
     }
 
@@ -280,9 +283,9 @@ impl<S: Storage + 'static> BlockPool<S> {
         &self.storage
     }
 
-    /// What the pool has done so far.
-    pub fn stats(&self) -> PoolStats {
-        *lock(&self.stats)
+    /// The calls the pool has taken so far.
+    pub fn calls(&self) -> PoolCalls {
+        *lock(&self.calls)
     }
 
     /// Blocks handed out and not yet taken back.
@@ -298,10 +301,10 @@ impl<S: Storage + 'static> BlockPool<S> {
                 let block = out.swap_remove(i);
                 drop(out);
                 if self.storage.free(block).is_err() {
-                    lock(&self.stats).unknown_releases += 1;
+                    lock(&self.calls).unknown_releases += 1;
                 }
             }
-            None => lock(&self.stats).unknown_releases += 1,
+            None => lock(&self.calls).unknown_releases += 1,
         }
     }
 
@@ -320,9 +323,9 @@ impl<S: Storage + 'static> BlockPool<S> {
         usage: wgpu::BufferUsages,
     ) -> Result<Region<S::Memory>, CallbackError> {
         {
-            let mut stats = lock(&self.stats);
-            stats.reallocs += 1;
-            stats.last_size = new_size;
+            let mut calls = lock(&self.calls);
+            calls.reallocs += 1;
+            calls.last_size = new_size;
         }
         let request = RegionRequest::new(new_size).usage(usage);
         // The one move of a realloc; the old block goes back through the pool, which
@@ -338,11 +341,11 @@ impl<S: Storage + 'static> BlockPool<S> {
 
     /// The `free_all` of the pair: every outstanding block back to the storage.
     pub fn free_all(&self) {
-        lock(&self.stats).free_alls += 1;
+        lock(&self.calls).free_alls += 1;
         let blocks = std::mem::take(&mut *lock(&self.outstanding));
         for block in blocks.into_iter().rev() {
             if self.storage.free(block).is_err() {
-                lock(&self.stats).unknown_releases += 1;
+                lock(&self.calls).unknown_releases += 1;
             }
         }
     }

@@ -83,7 +83,7 @@ pub(super) fn output_tensors(graph: &Graph, layout: &Layout, blocks: &Blocks) ->
         .filter_map(|t| {
             let root = graph.root_of(t.id)?;
             let p: Placement = layout.placements.get(root.index()).copied().flatten()?;
-            let block = blocks.chunks.get(p.chunk)?.clone()?;
+            let block = blocks.chunks.get(p.chunk)?.as_ref()?.region().clone();
             Some(OutputTensor {
                 tensor: t.id,
                 buffer: block.buffer,

@@ -32,7 +32,7 @@ mod reference;
 use std::fmt;
 
 pub use callbacks::{
-    copy_prefix, BlockPool, FreeAllFn, PoolStats, ReallocFn, ReallocRequest, UserContext,
+    copy_prefix, BlockPool, FreeAllFn, PoolCalls, ReallocFn, ReallocRequest, UserContext,
 };
 pub use error::{CallbackError, RuntimeError};
 pub use execution::{Execution, OutputTensor};

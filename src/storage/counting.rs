@@ -24,14 +24,19 @@ pub struct StorageReport {
 }
 
 impl StorageReport {
-    pub(super) fn record_allocation(&mut self, size: u64) {
+    /// Every region handed out came back exactly once, and nothing else was given back.
+    pub fn balanced(&self) -> bool {
+        self.allocations == self.frees && self.bad_frees == 0
+    }
+
+    pub(crate) fn record_allocation(&mut self, size: u64) {
         self.allocations += 1;
         self.live_regions += 1;
         self.live_bytes = self.live_bytes.saturating_add(size);
         self.peak_bytes = self.peak_bytes.max(self.live_bytes);
     }
 
-    pub(super) fn record_free(&mut self, size: u64) {
+    pub(crate) fn record_free(&mut self, size: u64) {
         self.frees += 1;
         self.live_regions = self.live_regions.saturating_sub(1);
         self.live_bytes = self.live_bytes.saturating_sub(size);

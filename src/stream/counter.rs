@@ -1,149 +1,84 @@
-//! [`BlockCounter`]: counts what an allocator descriptor's callbacks do, so tests (and
-//! users) can see that every block given out came back exactly once.
+//! [`BlockCounter`]: what a registered allocator descriptor's storage handed out and
+//! took back, as a [`StorageReport`] (the one report of what a storage hands out), so
+//! tests (and users) can see that every block given out came back exactly once.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::AllocatorDesc;
+use crate::storage::StorageReport;
 
-/// What a counted descriptor's callbacks have done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct BlockReport {
-    /// `alloc` calls that gave a block.
-    pub allocations: u64,
-    /// `alloc` calls that failed.
-    pub failures: u64,
-    /// `free` calls.
-    pub frees: u64,
-    /// Bytes asked for by successful `alloc` calls.
-    pub allocated_bytes: u64,
-}
-
-impl BlockReport {
-    /// Blocks given out and not yet freed (0 when everything came back; negative
-    /// balances show as [`BlockReport::excess_frees`]).
-    pub fn live_blocks(&self) -> u64 {
-        self.allocations.saturating_sub(self.frees)
-    }
-
-    /// Frees beyond the blocks given out (a double free); 0 when none.
-    pub fn excess_frees(&self) -> u64 {
-        self.frees.saturating_sub(self.allocations)
-    }
-
-    /// Every block given out was freed exactly once.
-    pub fn balanced(&self) -> bool {
-        self.allocations == self.frees
-    }
-}
-
-/// Shared counters behind a counted descriptor ([`AllocatorDesc::counted`]).
+/// The counts behind a counted descriptor ([`AllocatorDesc::counted`]), shared by every
+/// stream the descriptor is registered on. The stream's adapter of the descriptor onto
+/// the storage trait records each block: an `alloc` that gave one (with the size
+/// `address_of` reports), an `alloc` that failed, a `free`, and a block given back that
+/// the descriptor never handed out (`bad_frees`; the user's `free` is not called).
 #[derive(Debug, Default)]
 pub struct BlockCounter {
-    allocations: AtomicU64,
-    failures: AtomicU64,
-    frees: AtomicU64,
-    allocated_bytes: AtomicU64,
+    report: Mutex<StorageReport>,
 }
 
 impl BlockCounter {
     /// The counts so far.
-    pub fn report(&self) -> BlockReport {
-        BlockReport {
-            allocations: self.allocations.load(Ordering::SeqCst),
-            failures: self.failures.load(Ordering::SeqCst),
-            frees: self.frees.load(Ordering::SeqCst),
-            allocated_bytes: self.allocated_bytes.load(Ordering::SeqCst),
-        }
+    pub fn report(&self) -> StorageReport {
+        *self.lock()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, StorageReport> {
+        self.report.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A block of `size` bytes handed out.
+    pub(crate) fn record_allocation(&self, size: u64) {
+        self.lock().record_allocation(size);
+    }
+
+    /// An `alloc` that failed.
+    pub(crate) fn record_failure(&self) {
+        self.lock().failures += 1;
+    }
+
+    /// A block of `size` bytes taken back through `free`.
+    pub(crate) fn record_free(&self, size: u64) {
+        self.lock().record_free(size);
+    }
+
+    /// A block given back that was not handed out (or was freed already).
+    pub(crate) fn record_bad_free(&self) {
+        self.lock().bad_frees += 1;
     }
 }
 
-impl<T: 'static, B: 'static> AllocatorDesc<T, B> {
-    /// The same descriptor with its `alloc` and `free` callbacks counted (callbacks not
-    /// set stay unset), and the counter.
-    pub fn counted(self) -> (AllocatorDesc<T, B>, Arc<BlockCounter>) {
+impl<T, B> AllocatorDesc<T, B> {
+    /// The same descriptor, counted: every stream it is registered on records what its
+    /// callbacks hand out and take back in the returned counter.
+    pub fn counted(mut self) -> (AllocatorDesc<T, B>, Arc<BlockCounter>) {
         let counter = Arc::new(BlockCounter::default());
-        let mut desc = self;
-        if let Some(alloc) = desc.alloc.take() {
-            let c = counter.clone();
-            desc = desc.alloc(move |object, request| {
-                let result = alloc(object, request);
-                match &result {
-                    Ok(_) => {
-                        c.allocations.fetch_add(1, Ordering::SeqCst);
-                        let _ = c.allocated_bytes.fetch_update(
-                            Ordering::SeqCst,
-                            Ordering::SeqCst,
-                            |v| Some(v.saturating_add(request.size)),
-                        );
-                    }
-                    Err(_) => {
-                        c.failures.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-                result
-            });
-        }
-        if let Some(free) = desc.free.take() {
-            let c = counter.clone();
-            desc = desc.free(move |object, block| {
-                c.frees.fetch_add(1, Ordering::SeqCst);
-                free(object, block);
-            });
-        }
-        (desc, counter)
+        self.counter = Some(counter.clone());
+        (self, counter)
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::stream::BlockRequest;
-
-    fn request(size: u64) -> BlockRequest {
-        BlockRequest {
-            buffer: 0,
-            chunk: 0,
-            size,
-            alignment: 32,
-            usage: wgpu::BufferUsages::STORAGE,
-        }
-    }
 
     #[test]
-    fn counted_callbacks_count_successes_failures_and_frees() {
-        let desc: AllocatorDesc<(), u64> = AllocatorDesc::new()
-            .object(Arc::new(()))
-            .alloc(|_, r| {
-                if r.size > 100 {
-                    Err("too big".into())
-                } else {
-                    Ok(r.size)
-                }
-            })
-            .free(|_, _| {});
-        let (desc, counter) = desc.counted();
-        let parts = desc.parts();
-        assert!(parts.is_err(), "address_of is still missing");
-        let alloc = desc.alloc.clone().unwrap();
-        let free = desc.free.clone().unwrap();
-        let a = alloc(&(), &request(64)).unwrap();
-        assert!(alloc(&(), &request(128)).is_err());
+    fn a_counter_balances_when_every_block_came_back_once() {
+        let (desc, counter) = AllocatorDesc::<(), u64>::new().counted();
+        assert!(desc.counter.is_some(), "registration sees the counter");
+        counter.record_allocation(64);
+        counter.record_failure();
+        let report = counter.report();
         assert_eq!(
-            counter.report(),
-            BlockReport {
-                allocations: 1,
-                failures: 1,
-                frees: 0,
-                allocated_bytes: 64
-            }
+            (report.allocations, report.failures, report.live_regions),
+            (1, 1, 1)
         );
-        assert_eq!(counter.report().live_blocks(), 1);
-        assert!(!counter.report().balanced());
-        free(&(), a);
+        assert_eq!((report.live_bytes, report.peak_bytes), (64, 64));
+        assert!(!report.balanced());
+        counter.record_free(64);
         assert!(counter.report().balanced());
-        free(&(), 7);
-        assert_eq!(counter.report().excess_frees(), 1);
+        counter.record_bad_free();
+        assert_eq!(counter.report().bad_frees, 1);
+        assert!(!counter.report().balanced(), "a foreign free unbalances");
     }
 }

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::StreamError;
+use super::{BlockCounter, StreamError};
 
 /// The error an `alloc` callback returns (any error type, boxed).
 pub type AllocFailure = Box<dyn std::error::Error + Send + Sync>;
@@ -49,6 +49,9 @@ pub struct AllocatorDesc<T, B> {
     pub(crate) alloc: Option<Arc<AllocCallback<T, B>>>,
     pub(crate) free: Option<Arc<FreeCallback<T, B>>>,
     pub(crate) address_of: Option<Arc<AddressCallback<T, B>>>,
+    /// Where the registered storage records what it hands out
+    /// ([`AllocatorDesc::counted`]).
+    pub(crate) counter: Option<Arc<BlockCounter>>,
 }
 
 impl<T, B> fmt::Debug for AllocatorDesc<T, B> {
@@ -58,6 +61,7 @@ impl<T, B> fmt::Debug for AllocatorDesc<T, B> {
             .field("alloc", &self.alloc.is_some())
             .field("free", &self.free.is_some())
             .field("address_of", &self.address_of.is_some())
+            .field("counted", &self.counter.is_some())
             .finish()
     }
 }
@@ -69,6 +73,7 @@ impl<T, B> Default for AllocatorDesc<T, B> {
             alloc: None,
             free: None,
             address_of: None,
+            counter: None,
         }
     }
 }
@@ -80,6 +85,7 @@ impl<T, B> Clone for AllocatorDesc<T, B> {
             alloc: self.alloc.clone(),
             free: self.free.clone(),
             address_of: self.address_of.clone(),
+            counter: self.counter.clone(),
         }
     }
 }
@@ -139,6 +145,7 @@ impl<T, B> AllocatorDesc<T, B> {
             alloc: self.alloc.clone().ok_or(missing("alloc"))?,
             free: self.free.clone().ok_or(missing("free"))?,
             address_of: self.address_of.clone().ok_or(missing("address_of"))?,
+            counter: self.counter.clone(),
         })
     }
 }
@@ -149,6 +156,7 @@ pub(crate) struct Parts<T, B> {
     pub(crate) alloc: Arc<AllocCallback<T, B>>,
     pub(crate) free: Arc<FreeCallback<T, B>>,
     pub(crate) address_of: Arc<AddressCallback<T, B>>,
+    pub(crate) counter: Option<Arc<BlockCounter>>,
 }
 
 #[cfg(test)]

@@ -14,8 +14,9 @@
 //!   stream's submissions, reads back the outputs and only then frees the blocks.
 //! * One allocator object on two streams: executing on one while the other has
 //!   unsynchronized work is refused ([`StreamError::AllocatorBusy`]).
-//! * [`AllocatorDesc::counted`] counts the callbacks ([`BlockReport`]) to show that
-//!   every block came back exactly once.
+//! * [`AllocatorDesc::counted`] counts what the descriptor hands out and takes back
+//!   (a [`crate::storage::StorageReport`]) to show that every block came back exactly
+//!   once.
 
 mod busy;
 mod counter;
@@ -27,7 +28,7 @@ mod request;
 #[allow(clippy::module_inception)]
 mod stream;
 
-pub use counter::{BlockCounter, BlockReport};
+pub use counter::BlockCounter;
 pub use descriptor::{AllocFailure, AllocatorDesc, BlockAddress, BlockRequest};
 pub use error::StreamError;
 pub use request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};

@@ -107,6 +107,14 @@ impl<T, B> DescStorage<T, B> {
     fn lock(&self) -> MutexGuard<'_, Vec<(Region, B)>> {
         self.live.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Hands `block` (`size` bytes) to the user's `free`, counted.
+    fn give_back(&self, size: u64, block: B) {
+        (self.parts.free)(&self.parts.object, block);
+        if let Some(counter) = &self.parts.counter {
+            counter.record_free(size);
+        }
+    }
 }
 
 impl<T, B> Storage for DescStorage<T, B>
@@ -126,11 +134,21 @@ where
             usage: request.usage,
         };
         let parts = &self.parts;
-        let block =
-            (parts.alloc)(&parts.object, &block_request).map_err(|e| StorageError::Refused {
-                message: e.to_string(),
-            })?;
+        let block = match (parts.alloc)(&parts.object, &block_request) {
+            Ok(block) => block,
+            Err(e) => {
+                if let Some(counter) = &parts.counter {
+                    counter.record_failure();
+                }
+                return Err(StorageError::Refused {
+                    message: e.to_string(),
+                });
+            }
+        };
         let address = (parts.address_of)(&parts.object, &block);
+        if let Some(counter) = &parts.counter {
+            counter.record_allocation(address.size);
+        }
         self.lock().push((address.clone(), block));
         Ok(address)
     }
@@ -143,13 +161,18 @@ where
         };
         match block {
             Some(block) => {
-                (self.parts.free)(&self.parts.object, block);
+                self.give_back(region.size, block);
                 Ok(())
             }
-            None => Err(StorageError::UnknownRegion {
-                offset: region.offset,
-                size: region.size,
-            }),
+            None => {
+                if let Some(counter) = &self.parts.counter {
+                    counter.record_bad_free();
+                }
+                Err(StorageError::UnknownRegion {
+                    offset: region.offset,
+                    size: region.size,
+                })
+            }
         }
     }
 
@@ -163,8 +186,8 @@ impl<T, B> Drop for DescStorage<T, B> {
         // Blocks still live go back through the user's `free` (none are, once every
         // held region has dropped: they hold this storage).
         let live = std::mem::take(&mut *self.lock());
-        for (_, block) in live {
-            (self.parts.free)(&self.parts.object, block);
+        for (region, block) in live {
+            self.give_back(region.size, block);
         }
     }
 }
