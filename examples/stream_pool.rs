@@ -14,7 +14,8 @@ use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::model::{build_gpt, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights};
-use wgalloc::stream::{AllocatorDesc, BlockAddress, ExecuteRequest, Stream, StreamError};
+use wgalloc::storage::Region;
+use wgalloc::stream::{AllocatorDesc, ExecuteRequest, Stream, StreamError};
 
 /// A bump pool over one buffer with a free list of exact-size ranges.
 struct Pool {
@@ -55,7 +56,7 @@ fn pool_desc(pool: Arc<Pool>) -> AllocatorDesc<Pool, Block> {
                 state.1.push((block.offset, block.size));
             }
         })
-        .address_of(|pool: &Pool, block| BlockAddress {
+        .address_of(|pool: &Pool, block| Region {
             buffer: pool.buffer.clone(),
             offset: block.offset,
             size: block.size,

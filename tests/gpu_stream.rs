@@ -27,8 +27,8 @@ use wgalloc::model::{build_gpt, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights, BufferId, BufferTypeDesc, Plan};
 use wgalloc::storage::Region;
 use wgalloc::stream::{
-    AllocatorDesc, BlockAddress, BlockCounter, BlockRequest, ExecuteRequest, ExecutionResult,
-    Stream, StreamError, SyncReport,
+    AllocatorDesc, BlockCounter, BlockRequest, ExecuteRequest, ExecutionResult, Stream,
+    StreamError, SyncReport,
 };
 
 /// A device of this test's own (or a passing return when there is no GPU). Tests in
@@ -153,8 +153,8 @@ impl Pool {
         state.free.push((block.offset, block.size));
     }
 
-    fn address(&self, block: &PoolBlock) -> BlockAddress {
-        BlockAddress {
+    fn address(&self, block: &PoolBlock) -> Region {
+        Region {
             buffer: self.buffer.clone(),
             offset: block.offset + self.skew,
             size: block.size - self.shrink,

@@ -838,6 +838,26 @@ impl Executor {
         self.record_and_submit(graph, memory, false, None)
     }
 
+    /// Every node's dispatches, copies first, in execution order; on the first
+    /// failure, those recorded before it and the failure.
+    fn record_all(
+        &mut self,
+        prepared: &[NodeDispatches<'_>],
+        staging_copies: usize,
+        uniform: &wgpu::Buffer,
+    ) -> (Vec<Dispatch>, Option<ExecError>) {
+        let mut dispatches = Vec::with_capacity(prepared.len() + staging_copies);
+        for p in prepared {
+            for d in p.copies.iter().chain(std::iter::once(&p.node)) {
+                match self.record(d, uniform) {
+                    Ok(dispatch) => dispatches.push(dispatch),
+                    Err(e) => return (dispatches, Some(e)),
+                }
+            }
+        }
+        (dispatches, None)
+    }
+
     /// Records and submits the graph (or resubmits the recording under `key`); waits
     /// for the device when `wait`.
     fn record_and_submit(
@@ -855,10 +875,9 @@ impl Executor {
         let started = Instant::now();
         let tuned_before = tune::time_spent(&self.ctx);
         let mut packer = UniformPacker::new(self.ctx.limits.min_uniform_buffer_offset_alignment)?;
-        let mut prepared = Vec::with_capacity(graph.nodes.len());
-        for step in 0..graph.nodes.len() {
-            prepared.push(self.prepare(graph, memory, step, &mut packer)?);
-        }
+        let prepared = (0..graph.nodes.len())
+            .map(|step| self.prepare(graph, memory, step, &mut packer))
+            .collect::<Result<Vec<_>, _>>()?;
         let tune_time = tune::time_spent(&self.ctx).saturating_sub(tuned_before);
         // The tuning time is reported on its own, not as encoding.
         let started = started.checked_add(tune_time).unwrap_or(started);
@@ -882,19 +901,7 @@ impl Executor {
                 self.uniform_generation,
                 self.workspace.generation(),
             );
-            let mut dispatches = Vec::with_capacity(prepared.len() + staging_copies);
-            let mut failure = None;
-            'nodes: for p in &prepared {
-                for d in p.copies.iter().chain(std::iter::once(&p.node)) {
-                    match self.record(d, &uniform) {
-                        Ok(dispatch) => dispatches.push(dispatch),
-                        Err(e) => {
-                            failure = Some(e);
-                            break 'nodes;
-                        }
-                    }
-                }
-            }
+            let (dispatches, failure) = self.record_all(&prepared, staging_copies, &uniform);
             let commands = self.encode(&dispatches);
             let encode_time = started.elapsed();
             let submitted = Instant::now();

@@ -24,8 +24,7 @@ impl Memory for wgpu::Buffer {
 }
 
 /// `size` bytes of `buffer` from byte `offset`: a planned chunk, a tensor's binding, a
-/// block of a user's pool (a stream's [`BlockAddress`](crate::stream::BlockAddress) is
-/// a `Region`). `M` is the block the bytes lie in; on a device it is a `wgpu::Buffer`.
+/// block of a user's pool /// a `Region`). `M` is the block the bytes lie in; on a device it is a `wgpu::Buffer`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Region<M = wgpu::Buffer> {
     /// The block that holds the bytes.

@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::{BlockCounter, StreamError};
+use crate::storage::Region;
 
 /// The error an `alloc` callback returns (any error type, boxed).
 pub type AllocFailure = Box<dyn std::error::Error + Send + Sync>;
@@ -28,15 +29,10 @@ pub struct BlockRequest {
     pub usage: wgpu::BufferUsages,
 }
 
-/// Where a block lives: `size` bytes of `buffer` from `offset`. Several blocks may be
-/// ranges of one buffer (a pool). The stream binds the block's chunk at exactly this
-/// range, so it is the device layer's [`Region`](crate::storage::Region).
-pub type BlockAddress = crate::storage::Region;
-
 pub(crate) type AllocCallback<T, B> =
     dyn Fn(&T, &BlockRequest) -> Result<B, AllocFailure> + Send + Sync;
 pub(crate) type FreeCallback<T, B> = dyn Fn(&T, B) + Send + Sync;
-pub(crate) type AddressCallback<T, B> = dyn Fn(&T, &B) -> BlockAddress + Send + Sync;
+pub(crate) type AddressCallback<T, B> = dyn Fn(&T, &B) -> Region + Send + Sync;
 
 /// A user allocator: an object of type `T` and the callbacks that allocate a block of
 /// type `B` from it, free a block, and tell where a block lives. Every part must be set
@@ -123,7 +119,7 @@ impl<T, B> AllocatorDesc<T, B> {
     /// Sets the `address_of` callback: the buffer range of a block.
     pub fn address_of(
         mut self,
-        address_of: impl Fn(&T, &B) -> BlockAddress + Send + Sync + 'static,
+        address_of: impl Fn(&T, &B) -> Region + Send + Sync + 'static,
     ) -> Self {
         self.address_of = Some(Arc::new(address_of));
         self

@@ -29,7 +29,7 @@ mod request;
 mod stream;
 
 pub use counter::BlockCounter;
-pub use descriptor::{AllocFailure, AllocatorDesc, BlockAddress, BlockRequest};
+pub use descriptor::{AllocFailure, AllocatorDesc, BlockRequest};
 pub use error::StreamError;
 pub use request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};
 pub use stream::Stream;

@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::descriptor::Parts;
-use super::{AllocFailure, BlockAddress, BlockRequest};
+use super::{AllocFailure, BlockRequest};
 use crate::device::{storage_copy, GpuContext, SharedStorage, WgpuStorage};
 use crate::plan::BufferId;
 use crate::storage::{OwnedRegion, Region, RegionRequest, Storage, StorageError};
@@ -69,7 +69,7 @@ impl StreamStorage {
     pub(crate) fn allocate(
         &self,
         request: &BlockRequest,
-    ) -> Result<(OwnedRegion, BlockAddress), AllocFailure> {
+    ) -> Result<(OwnedRegion, Region), AllocFailure> {
         let wanted = RegionRequest::new(request.size)
             .alignment(request.alignment)
             .usage(request.usage)

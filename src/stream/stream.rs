@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::pending::{Pending, PendingWork};
 use super::registered::StreamStorage;
 use super::request::{ExecuteRequest, ExecutionId, ExecutionResult, SyncReport};
-use super::{busy, AllocatorDesc, BlockAddress, BlockRequest, StreamError};
+use super::{busy, AllocatorDesc, BlockRequest, StreamError};
 use crate::device::{
     chunk_alloc_size, read_staging, scoped, GpuContext, PlannedMemory, StagingRead, STORAGE_USAGE,
 };
@@ -423,7 +423,7 @@ impl Stream {
 }
 
 /// Checks a block's address against its request and the device's alignment.
-fn check_address(request: &BlockRequest, address: &BlockAddress) -> Result<(), StreamError> {
+fn check_address(request: &BlockRequest, address: &Region) -> Result<(), StreamError> {
     let (buffer, chunk) = (request.buffer, request.chunk);
     if address.size < request.size {
         return Err(StreamError::BlockTooSmall {

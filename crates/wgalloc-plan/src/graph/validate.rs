@@ -54,15 +54,49 @@ impl Graph {
     /// One validation. `exact`: first mark every tensor some node produces (a view
     /// read before its producer runs is then an error at the read). Otherwise such a
     /// view is read as an alias of its root and marked, and producing a marked view
-    /// later fails the pass (the exact pass then reports it at the read).
+    /// later fails the pass (the exact pass then reports it at the read). The steps:
+    /// [`Graph::tensor_pass`], [`Graph::node_pass`], [`Graph::check_all_produced`].
     fn check_pass(&self, facts: bool, exact: bool) -> Result<GraphFacts, GraphError> {
+        let (mut kind, root) = self.tensor_pass(facts)?;
+        if exact {
+            for node in &self.nodes {
+                if let Some(k) = kind.get_mut(node.output.index()) {
+                    *k |= K_HAS_PRODUCER;
+                }
+            }
+        }
+        let (nodes, inputs) = self.node_pass(&mut kind, facts, exact)?;
+        if !exact {
+            // Every node produced its output: the producers are known now.
+            for k in &mut kind {
+                if *k & K_PRODUCED != 0 {
+                    *k |= K_HAS_PRODUCER;
+                }
+            }
+        }
+        self.check_all_produced(&mut kind)?;
+        for k in &mut kind {
+            *k &= !(K_PRODUCED | K_READ_AS_ALIAS);
+        }
+        Ok(GraphFacts {
+            root,
+            kind,
+            nodes,
+            inputs,
+        })
+    }
+
+    /// The pass over tensors: ids match positions, sizes are representable and
+    /// bindable, view chains end at a real root. Returns each tensor's kind bits and,
+    /// with `facts`, its root.
+    fn tensor_pass(&self, facts: bool) -> Result<(Vec<u8>, Vec<u32>), GraphError> {
+        const PENDING: u32 = u32::MAX;
         let n = self.tensors.len();
         let mut kind = vec![0u8; n];
         let mut root: Vec<u32> = Vec::with_capacity(if facts { n } else { 0 });
         // A view whose target is unknown or comes later (a cycle needs one).
         let mut view_problem = false;
         let mut forward_views = false;
-        const PENDING: u32 = u32::MAX;
         for (position, tensor) in self.tensors.iter().enumerate() {
             if tensor.id.index() != position {
                 return Err(GraphError::IdMismatch {
@@ -125,13 +159,19 @@ impl Graph {
         if view_problem {
             self.first_view_error()?;
         }
-        if exact {
-            for node in &self.nodes {
-                if let Some(k) = kind.get_mut(node.output.index()) {
-                    *k |= K_HAS_PRODUCER;
-                }
-            }
-        }
+        Ok((kind, root))
+    }
+
+    /// The pass over nodes in execution order: known tensors, no input or weight
+    /// produced, each tensor produced once and read after it is produced, in-place
+    /// rules. Marks each output produced; with `facts`, returns the node lists.
+    fn node_pass(
+        &self,
+        kind: &mut [u8],
+        facts: bool,
+        exact: bool,
+    ) -> Result<(Vec<NodeFacts>, Vec<u32>), GraphError> {
+        let n = self.tensors.len();
         let mut nodes = Vec::with_capacity(if facts { self.nodes.len() } else { 0 });
         let mut inputs = Vec::with_capacity(if facts { self.nodes.len() * 2 } else { 0 });
         for (step, node) in self.nodes.iter().enumerate() {
@@ -160,7 +200,7 @@ impl Graph {
                 self.check_inplace(step)?;
             }
             for &input in &node.inputs {
-                if !self.is_available(input.index(), &mut kind, exact) {
+                if !self.is_available(input.index(), kind, exact) {
                     return Err(GraphError::ReadBeforeProduced {
                         node: NodeId(step as u32),
                         op: node.op.clone(),
@@ -188,21 +228,19 @@ impl Graph {
                 });
             }
         }
-        if !exact {
-            // Every node produced its output: the producers are known now.
-            for k in &mut kind {
-                if *k & K_PRODUCED != 0 {
-                    *k |= K_HAS_PRODUCER;
-                }
-            }
-        }
-        for i in 0..n {
+        Ok((nodes, inputs))
+    }
+
+    /// Every intermediate or output tensor is produced by a node, or is a view of
+    /// memory available from outside.
+    fn check_all_produced(&self, kind: &mut [u8]) -> Result<(), GraphError> {
+        for i in 0..self.tensors.len() {
             // Intermediate (2) or output (3), not produced by any node.
             let needs_producer =
                 kind[i] & (ROLE_MASK | K_PRODUCED) >= 2 && kind[i] & (ROLE_MASK | K_PRODUCED) <= 3;
             if needs_producer {
                 // A view needs a producer only if its root is not available from outside.
-                let from_outside = kind[i] & K_VIEW != 0 && self.is_available(i, &mut kind, true);
+                let from_outside = kind[i] & K_VIEW != 0 && self.is_available(i, kind, true);
                 if !from_outside {
                     let tensor = &self.tensors[i];
                     return Err(GraphError::NeverProduced {
@@ -213,15 +251,7 @@ impl Graph {
                 }
             }
         }
-        for k in &mut kind {
-            *k &= !(K_PRODUCED | K_READ_AS_ALIAS);
-        }
-        Ok(GraphFacts {
-            root,
-            kind,
-            nodes,
-            inputs,
-        })
+        Ok(())
     }
 
     /// The first view problem, in tensor order: an unknown target or a cyclic chain.
