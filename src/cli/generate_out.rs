@@ -145,88 +145,137 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// Prints a generation run.
-pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
-    let g = f.generation;
-    let decode: Vec<&StepReport> = f.steps.iter().filter(|s| is_decode(s)).collect();
-    let steady = steady(f.steps);
-    let all = Counts::of(f.steps.iter());
-    let warm = Counts::of(steady.iter().copied());
-    let host = median(steady.iter().map(|s| s.host_time).collect());
-    let encode = median(steady.iter().map(|s| s.encode_time).collect());
-    let submit = median(steady.iter().map(|s| s.submit_time).collect());
-    let ahead = median(steady.iter().map(|s| s.encode_ahead_time).collect());
-    let dispatches = steady.iter().map(|s| s.dispatches).max();
-    let step_wall = median(steady.iter().map(|s| s.wall_time()).collect());
-    let gpu = median(steady.iter().filter_map(|s| s.gpu_time).collect());
-    let m = &f.memory;
-    if as_json {
-        let buckets: Vec<Value> = m
-            .buckets
-            .iter()
-            .map(|b| {
-                json!({
-                    "bucket": key_json(&b.key),
-                    "nodes": b.nodes,
-                    "plan_bytes": b.plan_bytes,
-                    "lower_bound_bytes": b.lower_bound,
-                    "runs": b.runs,
-                    "plan_seconds": b.plan_time.as_secs_f64(),
-                })
-            })
-            .collect();
-        let out = json!({
-            "adapter": f.adapter,
-            "weights": f.source,
-            "config": f.config,
-            "prompt_ids": g.prompt_ids,
-            "generated_ids": g.generated_ids,
-            "text": f.text,
-            "proofs": f.proofs.iter().map(|(key, verified, mismatches)| json!({
-                "bucket": key_json(key),
-                "verified": verified,
-                "mismatches": mismatches,
-            })).collect::<Vec<_>>(),
-            "cpu_check": f.check.map(|c| json!({
-                "tokens_match": c.tokens_match,
-                "max_abs_error": c.max_abs_error,
-                "max_abs_logit": c.max_abs_logit,
-                "passed": c.passed,
-            })),
-            "timings": {
-                "pipelines_seconds": f.pipeline_time.as_secs_f64(),
-                "prefill_seconds": g.prefill_time.as_secs_f64(),
-                "prefill_tokens_per_second": g.prefill_tokens_per_second(),
-                "decode_steps": g.decode_times.len(),
-                "decode_tokens_per_second": g.decode_tokens_per_second(),
-                "decode_step_median_seconds": step_wall.map(|d| d.as_secs_f64()),
-                "decode_host_median_seconds": host.map(|d| d.as_secs_f64()),
-                "decode_encode_median_seconds": encode.map(|d| d.as_secs_f64()),
-                "decode_submit_median_seconds": submit.map(|d| d.as_secs_f64()),
-                "decode_encode_ahead_median_seconds": ahead.map(|d| d.as_secs_f64()),
-                "decode_dispatches": dispatches,
-                "decode_gpu_median_seconds": gpu.map(|d| d.as_secs_f64()),
-            },
-            "steps": {"all": all.json(), "decode": Counts::of(decode.iter().copied()).json(), "decode_after_warm_up": warm.json()},
-            "memory": {
-                "weights_bytes": m.weight_bytes,
-                "host_embedding_bytes": m.host_embedding_bytes,
-                "lm_head_pieces": m.head_pieces,
-                "kv_reserved_bytes": m.kv.reserved_bytes + m.kv.table_bytes,
-                "kv_used_bytes": m.kv.used_bytes,
-                "kv_pages": m.kv.pages,
-                "kv_tokens": m.kv.tokens,
-                "activation_bytes": m.activation_bytes,
-                "planned_device_bytes": m.planned_device_bytes,
-                "driver_allocated_bytes": m.driver_bytes.map(|b| b.0),
-                "driver_reserved_bytes": m.driver_bytes.map(|b| b.1),
-                "buckets": buckets,
-                "ggml_worst_case": f.worst_case,
-            },
-        });
-        println!("{out}");
-        return;
+/// The decode steps' counts and medians, shared by both printers.
+struct DecodeSummary {
+    all: Counts,
+    decode: Counts,
+    warm: Counts,
+    host: Option<Duration>,
+    encode: Option<Duration>,
+    submit: Option<Duration>,
+    ahead: Option<Duration>,
+    dispatches: Option<usize>,
+    step_wall: Option<Duration>,
+    gpu: Option<Duration>,
+}
+
+impl DecodeSummary {
+    fn of(steps: &[StepReport]) -> DecodeSummary {
+        let steady = steady(steps);
+        DecodeSummary {
+            all: Counts::of(steps.iter()),
+            decode: Counts::of(steps.iter().filter(|s| is_decode(s))),
+            warm: Counts::of(steady.iter().copied()),
+            host: median(steady.iter().map(|s| s.host_time).collect()),
+            encode: median(steady.iter().map(|s| s.encode_time).collect()),
+            submit: median(steady.iter().map(|s| s.submit_time).collect()),
+            ahead: median(steady.iter().map(|s| s.encode_ahead_time).collect()),
+            dispatches: steady.iter().map(|s| s.dispatches).max(),
+            step_wall: median(steady.iter().map(|s| s.wall_time()).collect()),
+            gpu: median(steady.iter().filter_map(|s| s.gpu_time).collect()),
+        }
     }
+}
+
+/// Prints a generation run, as JSON or as text.
+pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
+    let summary = DecodeSummary::of(f.steps);
+    if as_json {
+        println!("{}", generation_json(f, &summary));
+    } else {
+        print_generation_text(f, &summary);
+    }
+}
+
+/// A generation run as one JSON value.
+fn generation_json(f: &RunFacts<'_>, d: &DecodeSummary) -> Value {
+    let g = f.generation;
+    let m = &f.memory;
+    let DecodeSummary {
+        host,
+        encode,
+        submit,
+        ahead,
+        dispatches,
+        step_wall,
+        gpu,
+        ..
+    } = *d;
+    let buckets: Vec<Value> = m
+        .buckets
+        .iter()
+        .map(|b| {
+            json!({
+                "bucket": key_json(&b.key),
+                "nodes": b.nodes,
+                "plan_bytes": b.plan_bytes,
+                "lower_bound_bytes": b.lower_bound,
+                "runs": b.runs,
+                "plan_seconds": b.plan_time.as_secs_f64(),
+            })
+        })
+        .collect();
+    json!({
+        "adapter": f.adapter,
+        "weights": f.source,
+        "config": f.config,
+        "prompt_ids": g.prompt_ids,
+        "generated_ids": g.generated_ids,
+        "text": f.text,
+        "proofs": f.proofs.iter().map(|(key, verified, mismatches)| json!({
+            "bucket": key_json(key),
+            "verified": verified,
+            "mismatches": mismatches,
+        })).collect::<Vec<_>>(),
+        "cpu_check": f.check.map(|c| json!({
+            "tokens_match": c.tokens_match,
+            "max_abs_error": c.max_abs_error,
+            "max_abs_logit": c.max_abs_logit,
+            "passed": c.passed,
+        })),
+        "timings": {
+            "pipelines_seconds": f.pipeline_time.as_secs_f64(),
+            "prefill_seconds": g.prefill_time.as_secs_f64(),
+            "prefill_tokens_per_second": g.prefill_tokens_per_second(),
+            "decode_steps": g.decode_times.len(),
+            "decode_tokens_per_second": g.decode_tokens_per_second(),
+            "decode_step_median_seconds": step_wall.map(|d| d.as_secs_f64()),
+            "decode_host_median_seconds": host.map(|d| d.as_secs_f64()),
+            "decode_encode_median_seconds": encode.map(|d| d.as_secs_f64()),
+            "decode_submit_median_seconds": submit.map(|d| d.as_secs_f64()),
+            "decode_encode_ahead_median_seconds": ahead.map(|d| d.as_secs_f64()),
+            "decode_dispatches": dispatches,
+            "decode_gpu_median_seconds": gpu.map(|d| d.as_secs_f64()),
+        },
+        "steps": {"all": d.all.json(), "decode": d.decode.json(), "decode_after_warm_up": d.warm.json()},
+        "memory": {
+            "weights_bytes": m.weight_bytes,
+            "host_embedding_bytes": m.host_embedding_bytes,
+            "lm_head_pieces": m.head_pieces,
+            "kv_reserved_bytes": m.kv.reserved_bytes + m.kv.table_bytes,
+            "kv_used_bytes": m.kv.used_bytes,
+            "kv_pages": m.kv.pages,
+            "kv_tokens": m.kv.tokens,
+            "activation_bytes": m.activation_bytes,
+            "planned_device_bytes": m.planned_device_bytes,
+            "driver_allocated_bytes": m.driver_bytes.map(|b| b.0),
+            "driver_reserved_bytes": m.driver_bytes.map(|b| b.1),
+            "buckets": buckets,
+            "ggml_worst_case": f.worst_case,
+        },
+    })
+}
+
+/// A generation run as text: the run, then its timings, then its memory.
+fn print_generation_text(f: &RunFacts<'_>, d: &DecodeSummary) {
+    print_run_header(f);
+    print_timings(f, d);
+    print_memory(f);
+}
+
+/// The adapter, model, tokens, CPU check and proofs of a generation run.
+fn print_run_header(f: &RunFacts<'_>) {
+    let g = f.generation;
     let c = f.config;
     println!("adapter  {}", f.adapter);
     println!(
@@ -273,6 +322,22 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
             println!("proof    FAILED: {}", failed.join(", "));
         }
     }
+}
+
+/// Prefill and decode rates, and what the decode steps created.
+fn print_timings(f: &RunFacts<'_>, d: &DecodeSummary) {
+    let g = f.generation;
+    let DecodeSummary {
+        host,
+        encode,
+        submit,
+        ahead,
+        dispatches,
+        step_wall,
+        gpu,
+        ..
+    } = *d;
+    let (all, warm) = (&d.all, &d.warm);
     println!(
         "prefill  {} tokens in {:.2} ms: {:.1} tokens/s",
         g.prompt_ids.len(),
@@ -304,6 +369,11 @@ pub fn print_generation(f: &RunFacts<'_>, as_json: bool) {
         "         {} decode steps after warm-up (not their bucket's first): {} planned, {} buffers, {} bind groups, {} pipelines created",
         warm.steps, warm.planned, warm.buffers, warm.bind_groups, warm.pipelines
     );
+}
+
+/// Weights, KV cache, activations and the ggml worst case of a generation run.
+fn print_memory(f: &RunFacts<'_>) {
+    let m = &f.memory;
     println!(
         "memory   weights {} B on the device (LM head in {} piece(s)); embeddings {} B on the host",
         m.weight_bytes, m.head_pieces, m.host_embedding_bytes
