@@ -279,10 +279,7 @@ fn a_device_without_shader_f16_refuses_f16_with_a_typed_error() {
         executor.check_graph(&model.graph),
         Err(ExecError::ShaderF16Missing)
     );
-    let mut session = ModelSession::new(&without, &config).expect("weights upload");
-    let error = session
-        .run(config.seq, RunOptions::default())
-        .expect_err("no f16 kernels here");
+    let error = ModelSession::new(&without, &config).expect_err("no f16 kernels here");
     assert!(
         error.to_string().contains("shader-f16"),
         "the message names the feature: {error}"

@@ -362,9 +362,25 @@ impl Executor {
     /// # Errors
     /// [`ExecError::Device`] when wgpu rejects a shader or pipeline.
     pub fn build_all_pipelines(&mut self) -> Result<(), ExecError> {
+        self.build_all_pipelines_for(StorageType::F32)
+    }
+
+    /// Builds every kernel's pipeline for tensors stored as `storage` now (for f16,
+    /// the kernels that have an f16 form, [`crate::exec::Shader::has_f16`]).
+    ///
+    /// # Errors
+    /// [`ExecError::ShaderF16Missing`] for f16 on a device without `shader-f16`;
+    /// [`ExecError::Device`] when wgpu rejects a shader or pipeline.
+    pub fn build_all_pipelines_for(&mut self, storage: StorageType) -> Result<(), ExecError> {
+        if storage == StorageType::F16 && !self.has_f16() {
+            return Err(ExecError::ShaderF16Missing);
+        }
         for kernel in Kernel::ALL {
+            if kernel.entry().0.source_for(storage).is_none() {
+                continue;
+            }
             self.registry
-                .with(|r| r.pipeline(&self.ctx.device, kernel))?;
+                .with(|r| r.pipeline_for(&self.ctx.device, kernel, storage))?;
         }
         Ok(())
     }

@@ -176,7 +176,9 @@ impl ModelSession {
     ///
     /// # Errors
     /// [`crate::model::ModelError`] for a bad configuration or one whose tensors exceed
-    /// the device's storage binding; planning, allocation and upload errors.
+    /// the device's storage binding; [`ExecError::ShaderF16Missing`] for an f16
+    /// configuration on a device without `shader-f16`; planning, allocation and upload
+    /// errors.
     pub fn new(ctx: &GpuContext, config: &ModelConfig) -> crate::Result<ModelSession> {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
         let storage = ctx.buffer_types()?.storage.desc;
@@ -189,7 +191,7 @@ impl ModelSession {
         // compiling them (a one-time cost, reported apart).
         let mut executor = Executor::new(ctx);
         let pipelines_started = Instant::now();
-        executor.build_all_pipelines()?;
+        executor.build_all_pipelines_for(config.dtype)?;
         let pipeline_time = pipelines_started.elapsed();
         Ok(ModelSession {
             ctx: ctx.clone(),
