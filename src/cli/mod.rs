@@ -180,6 +180,11 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
                 // on planned memory and the paged KV cache.
                 println!();
                 println!("generate (wgalloc generate: seeded GPT-2, greedy, paged KV cache)");
+                if args.dtype == wgalloc::exec::StorageType::F16 {
+                    println!(
+                        "note     generation stores f32: the KV-cache kernels have no f16 form yet"
+                    );
+                }
                 return generate_cmd::run(&generate_cmd::GenerateArgs::default_run());
             }
             Ok(code)

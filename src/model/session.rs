@@ -182,17 +182,18 @@ impl ModelSession {
     pub fn new(ctx: &GpuContext, config: &ModelConfig) -> crate::Result<ModelSession> {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
         let storage = ctx.buffer_types()?.storage.desc;
+        // Every pipeline up front, so that the forward pass's times do not include
+        // compiling them (a one-time cost, reported apart); f16 on a device without
+        // shader-f16 is refused here, before any upload.
+        let mut executor = Executor::new(ctx);
+        let pipelines_started = Instant::now();
+        executor.build_all_pipelines_for(config.dtype)?;
+        let pipeline_time = pipelines_started.elapsed();
         let weights = upload_weights(ctx, config, &storage)?;
         // ggml's reserve / needs_realloc / alloc_graph, with every reservation planned by
         // the offline `best` planner: activations at the in-place lower bound.
         let allocator =
             GraphAllocator::with_strategy(vec![storage.clone()], Strategy::Best, Budget::default());
-        // Every pipeline up front, so that the forward pass's times do not include
-        // compiling them (a one-time cost, reported apart).
-        let mut executor = Executor::new(ctx);
-        let pipelines_started = Instant::now();
-        executor.build_all_pipelines_for(config.dtype)?;
-        let pipeline_time = pipelines_started.elapsed();
         Ok(ModelSession {
             ctx: ctx.clone(),
             config: *config,
