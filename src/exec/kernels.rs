@@ -929,6 +929,122 @@ mod tests {
         }
     }
 
+    /// Every kernel the ops with f16 storage ([`crate::exec::Op::has_f16`]) select, in
+    /// place or not, has an f16 form; the ops without one select shaders without it.
+    #[test]
+    fn every_kernel_an_f16_op_selects_has_an_f16_form() {
+        use crate::exec::ops::{BinaryOp, Op};
+        let matmul = |m, k, n, transposed_b| OpCall::Matmul {
+            m,
+            k,
+            n,
+            transposed_b,
+        };
+        let mut calls = vec![
+            (
+                "gelu",
+                OpCall::Unary {
+                    op: UnaryOp::Gelu,
+                    len: 4,
+                    alpha: 1.0,
+                },
+            ),
+            (
+                "add",
+                OpCall::Binary {
+                    op: BinaryOp::Add,
+                    len: 4,
+                    len_b: 4,
+                },
+            ),
+            (
+                "softmax",
+                OpCall::Softmax {
+                    rows: 2,
+                    cols: 4,
+                    causal_period: None,
+                },
+            ),
+            (
+                "layer_norm",
+                OpCall::LayerNorm {
+                    rows: 2,
+                    cols: 4,
+                    eps: 1e-5,
+                },
+            ),
+            (
+                "layer_norm",
+                OpCall::LayerNorm {
+                    rows: 256,
+                    cols: 4,
+                    eps: 1e-5,
+                },
+            ),
+            (
+                "rms_norm",
+                OpCall::RmsNorm {
+                    rows: 2,
+                    cols: 4,
+                    eps: 1e-5,
+                },
+            ),
+            ("matmul", matmul(8, 8, 8, false)),
+            ("matmul_bt", matmul(8, 8, 8, true)),
+            ("matmul", matmul(3, 3, 3, false)),
+            ("matmul_bt", matmul(3, 3, 3, true)),
+            (
+                "embedding",
+                OpCall::Embedding {
+                    rows: 2,
+                    dim: 4,
+                    vocab: 8,
+                },
+            ),
+            (
+                "attention_causal",
+                OpCall::Attention {
+                    seq: 4,
+                    heads: 1,
+                    head_dim: 4,
+                    scale: 0.5,
+                },
+            ),
+        ];
+        for (name, epilogue, bias) in [
+            ("matmul_gelu", Epilogue::Gelu, false),
+            ("matmul_add", Epilogue::Residual, false),
+            ("matmul_bias", Epilogue::Plain, true),
+            ("matmul_bias_gelu", Epilogue::Gelu, true),
+            ("matmul_add_bias", Epilogue::Residual, true),
+        ] {
+            let call = OpCall::MatmulFused {
+                m: 8,
+                k: 8,
+                n: 8,
+                epilogue,
+                bias,
+            };
+            calls.push((name, call));
+        }
+        for (name, call) in calls {
+            assert!(Op::parse(name).is_some_and(Op::has_f16), "{name}");
+            for inplace in [false, true] {
+                if let Some((kernel, _)) = select(&call, inplace) {
+                    assert!(kernel.entry().0.has_f16(), "{name}: {kernel:?}");
+                }
+            }
+        }
+        let rope = OpCall::Rope {
+            rows: 2,
+            dim: 4,
+            base: 10000.0,
+        };
+        let (kernel, _) = select(&rope, false).expect("rope");
+        assert!(!kernel.entry().0.has_f16());
+        assert!(!Op::parse("rope").is_some_and(Op::has_f16));
+    }
+
     #[test]
     fn large_elementwise_grids_spill_into_the_second_dimension() {
         let call = OpCall::Unary {
