@@ -30,6 +30,7 @@ const SHAPES: [(&str, ModelConfig); 2] = [
             seq: 128,
             vocab: 1024,
             seed: 42,
+            dtype: wgalloc::exec::StorageType::F32,
         },
     ),
     (
@@ -41,6 +42,7 @@ const SHAPES: [(&str, ModelConfig); 2] = [
             seq: 256,
             vocab: 4096,
             seed: 42,
+            dtype: wgalloc::exec::StorageType::F32,
         },
     ),
 ];

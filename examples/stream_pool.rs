@@ -83,6 +83,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         seq: 16,
         vocab: 128,
         seed: 7,
+        dtype: Default::default(),
     };
     let model = build_gpt(&config)?;
     let graph = &model.graph;

@@ -35,6 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         seq: 64,
         vocab: 512,
         seed: 7,
+        dtype: Default::default(),
     };
     let mut session = ModelSession::new(&ctx, &config)?;
     println!(

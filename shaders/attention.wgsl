@@ -22,8 +22,8 @@ struct Params {
     unused3: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<T>>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<T>>;
 
 const QUERIES: u32 = 16u; // queries per workgroup (one per invocation)
 const CHUNK: u32 = 8u; // keys scored before each rescale
@@ -46,7 +46,7 @@ fn attention_causal(
     var q: array<vec4<f32>, MAX_HD4>;
     var acc: array<vec4<f32>, MAX_HD4>;
     for (var e = 0u; e < hd4; e++) {
-        q[e] = qkv[query * stride + head + e] * params.scale;
+        q[e] = vec4<f32>(qkv[query * stride + head + e]) * params.scale;
     }
     var run_max = MASKED;
     var run_sum = 0.0;
@@ -58,7 +58,7 @@ fn attention_causal(
             let krow = min(key, seq - 1u) * stride + d4 + head;
             var dot_qk = 0.0;
             for (var e = 0u; e < hd4; e++) {
-                dot_qk = dot_qk + dot(q[e], qkv[krow + e]);
+                dot_qk = dot_qk + dot(q[e], vec4<f32>(qkv[krow + e]));
             }
             s[c] = select(MASKED, dot_qk, key <= query);
             chunk_max = max(chunk_max, s[c]);
@@ -76,7 +76,7 @@ fn attention_causal(
             var o = acc[e] * rescale;
             for (var c = 0u; c < CHUNK; c++) {
                 let vrow = min(j0 + c, seq - 1u) * stride + 2u * d4 + head;
-                o = fma(vec4(p[c]), qkv[vrow + e], o);
+                o = fma(vec4(p[c]), vec4<f32>(qkv[vrow + e]), o);
             }
             acc[e] = o;
         }
@@ -84,7 +84,7 @@ fn attention_causal(
     if q0 + lid.x < seq {
         let inv = 1.0 / run_sum;
         for (var e = 0u; e < hd4; e++) {
-            out[query * d4 + head + e] = acc[e] * inv;
+            out[query * d4 + head + e] = vec4<T>(acc[e] * inv);
         }
     }
 }

@@ -14,9 +14,9 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> a: array<T>;
+@group(0) @binding(2) var<storage, read_write> b: array<T>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
 
 fn combine(u: f32, v: f32) -> f32 {
     if params.op == 1u {
@@ -33,7 +33,7 @@ fn binary(
 ) {
     let i = grid_element(wid, groups, lid);
     if i < params.len {
-        out[i] = combine(a[i], b[i % params.len_b]);
+        out[i] = T(combine(f32(a[i]), f32(b[i % params.len_b])));
     }
 }
 
@@ -45,6 +45,6 @@ fn binary_inplace(
 ) {
     let i = grid_element(wid, groups, lid);
     if i < params.len {
-        a[i] = combine(a[i], b[i % params.len_b]);
+        a[i] = T(combine(f32(a[i]), f32(b[i % params.len_b])));
     }
 }

@@ -13,8 +13,8 @@ struct Params {
 }
 
 @group(0) @binding(1) var<storage, read_write> ids: array<u32>;
-@group(0) @binding(2) var<storage, read_write> table: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read_write> table: array<T>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
 
 @compute @workgroup_size(256)
 fn embedding(
@@ -29,8 +29,8 @@ fn embedding(
         let id = ids[row];
         var v = 0.0;
         if id < params.vocab {
-            v = table[id * params.dim + c];
+            v = f32(table[id * params.dim + c]);
         }
-        out[i] = v;
+        out[i] = T(v);
     }
 }

@@ -18,9 +18,9 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> a: array<T>;
+@group(0) @binding(2) var<storage, read_write> b: array<T>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
 
 const BLOCK: u32 = 64u; // output rows and columns per workgroup
 const KSTEP: u32 = 16u; // k per staged tile
@@ -35,7 +35,7 @@ fn load_a(row0: u32, k0: u32, lid: vec3<u32>) {
         let row = row0 + lid.y + 16u * r;
         var v = 0.0;
         if row < params.m && kk < params.k {
-            v = a[row * params.k + kk];
+            v = f32(a[row * params.k + kk]);
         }
         tile_a[lid.y + 16u * r][lid.x] = v;
     }
@@ -63,7 +63,7 @@ fn store(row0: u32, col0: u32, acc: array<vec4<f32>, 4>, lid: vec3<u32>) {
         for (var c = 0u; c < 4u; c = c + 1u) {
             let col = col0 + lid.x + 16u * c;
             if row < params.m && col < params.n {
-                out[row * params.n + col] = acc[r][c];
+                out[row * params.n + col] = T(acc[r][c]);
             }
         }
     }
@@ -87,7 +87,7 @@ fn matmul(
             let col = col0 + lid.x + 16u * c;
             var v = 0.0;
             if kk < params.k && col < params.n {
-                v = b[kk * params.n + col];
+                v = f32(b[kk * params.n + col]);
             }
             tile_b[lid.y][lid.x + 16u * c] = v;
         }
@@ -117,7 +117,7 @@ fn matmul_bt(
             let col = col0 + lid.y + 16u * c;
             var v = 0.0;
             if col < params.n && kk < params.k {
-                v = b[col * params.k + kk];
+                v = f32(b[col * params.k + kk]);
             }
             tile_b[lid.x][lid.y + 16u * c] = v;
         }

@@ -14,9 +14,9 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> a: array<vec4<T>>;
+@group(0) @binding(2) var<storage, read_write> b: array<vec4<T>>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
 
 override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
 override LANES: u32 = 16u; // invocations per workgroup
@@ -42,12 +42,12 @@ fn matmul_bt_tiled(
     let b3r = min(col0 + 3u, params.n - 1u) * k4;
     var acc: array<vec4<f32>, MAX_ROWS>;
     for (var kq = 0u; kq < k4; kq++) {
-        let b0 = b[b0r + kq];
-        let b1 = b[b1r + kq];
-        let b2 = b[b2r + kq];
-        let b3 = b[b3r + kq];
+        let b0 = vec4<f32>(b[b0r + kq]);
+        let b1 = vec4<f32>(b[b1r + kq]);
+        let b2 = vec4<f32>(b[b2r + kq]);
+        let b3 = vec4<f32>(b[b3r + kq]);
         for (var r = 0u; r < ROWS; r++) {
-            let av = a[rows[r] + kq];
+            let av = vec4<f32>(a[rows[r] + kq]);
             acc[r] = acc[r] + vec4(dot(av, b0), dot(av, b1), dot(av, b2), dot(av, b3));
         }
     }
@@ -56,7 +56,7 @@ fn matmul_bt_tiled(
         if row < params.m {
             for (var j = 0u; j < 4u; j++) {
                 if col0 + j < params.n {
-                    out[row * params.n + col0 + j] = acc[r][j];
+                    out[row * params.n + col0 + j] = T(acc[r][j]);
                 }
             }
         }

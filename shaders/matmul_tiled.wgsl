@@ -24,11 +24,11 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> res: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> bias5: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> a: array<vec4<T>>;
+@group(0) @binding(2) var<storage, read_write> b: array<vec4<T>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<T>>;
+@group(0) @binding(4) var<storage, read_write> res: array<vec4<T>>;
+@group(0) @binding(5) var<storage, read_write> bias5: array<vec4<T>>;
 
 override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
 override LANES: u32 = 16u; // invocations per workgroup
@@ -54,12 +54,12 @@ fn block(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {
     var acc: array<vec4<f32>, MAX_ROWS>;
     for (var kq = 0u; kq < k4; kq++) {
         let base = kq * 4u * n4 + col;
-        let b0 = b[base];
-        let b1 = b[base + n4];
-        let b2 = b[base + 2u * n4];
-        let b3 = b[base + 3u * n4];
+        let b0 = vec4<f32>(b[base]);
+        let b1 = vec4<f32>(b[base + n4]);
+        let b2 = vec4<f32>(b[base + 2u * n4]);
+        let b3 = vec4<f32>(b[base + 3u * n4]);
         for (var r = 0u; r < ROWS; r++) {
-            let av = a[rows[r] + kq];
+            let av = vec4<f32>(a[rows[r] + kq]);
             acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
         }
     }
@@ -85,7 +85,7 @@ fn matmul_tiled(
             if params.epilogue == 1u {
                 v = gelu(v);
             }
-            out[row * n4 + c4] = v;
+            out[row * n4 + c4] = vec4<T>(v);
         }
     }
 }
@@ -106,7 +106,7 @@ fn matmul_tiled_acc(
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = out[i] + acc[r];
+            out[i] = vec4<T>(vec4<f32>(out[i]) + acc[r]);
         }
     }
 }
@@ -127,7 +127,7 @@ fn matmul_tiled_acc_to(
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = res[i] + acc[r];
+            out[i] = vec4<T>(vec4<f32>(res[i]) + acc[r]);
         }
     }
 }
@@ -144,7 +144,7 @@ fn matmul_tiled_bias(
     if c4 >= n4 {
         return;
     }
-    let bias = res[c4];
+    let bias = vec4<f32>(res[c4]);
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
@@ -152,7 +152,7 @@ fn matmul_tiled_bias(
             if params.epilogue == 1u {
                 v = gelu(v);
             }
-            out[row * n4 + c4] = v;
+            out[row * n4 + c4] = vec4<T>(v);
         }
     }
 }
@@ -169,12 +169,12 @@ fn matmul_tiled_acc_bias(
     if c4 >= n4 {
         return;
     }
-    let bias = res[c4];
+    let bias = vec4<f32>(res[c4]);
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = out[i] + (acc[r] + bias);
+            out[i] = vec4<T>(vec4<f32>(out[i]) + (acc[r] + bias));
         }
     }
 }
@@ -191,12 +191,12 @@ fn matmul_tiled_acc_to_bias(
     if c4 >= n4 {
         return;
     }
-    let bias = bias5[c4];
+    let bias = vec4<f32>(bias5[c4]);
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = res[i] + (acc[r] + bias);
+            out[i] = vec4<T>(vec4<f32>(res[i]) + (acc[r] + bias));
         }
     }
 }

@@ -14,10 +14,10 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> gain: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read_write> bias: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<T>;
+@group(0) @binding(2) var<storage, read_write> gain: array<T>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
+@group(0) @binding(4) var<storage, read_write> bias: array<T>;
 
 var<workgroup> scratch: array<f32, 256>;
 
@@ -53,18 +53,18 @@ fn layer_norm(
     let n = f32(params.cols);
     var local = 0.0;
     for (var c = lid; c < cols; c = c + 256u) {
-        local = local + x[base + c];
+        local = local + f32(x[base + c]);
     }
     let mean = workgroup_sum(local, lid) / n;
     var local_sq = 0.0;
     for (var c = lid; c < cols; c = c + 256u) {
-        let d = x[base + c] - mean;
+        let d = f32(x[base + c]) - mean;
         local_sq = local_sq + d * d;
     }
     let variance = workgroup_sum(local_sq, lid) / n;
     let inv = inverseSqrt(variance + params.eps);
     for (var c = lid; c < cols; c = c + 256u) {
-        out[base + c] = (x[base + c] - mean) * inv * gain[c] + bias[c];
+        out[base + c] = T((f32(x[base + c]) - mean) * inv * f32(gain[c]) + f32(bias[c]));
     }
 }
 
@@ -79,13 +79,13 @@ fn rms_norm(
     let base = row * params.cols;
     var local_sq = 0.0;
     for (var c = lid; c < cols; c = c + 256u) {
-        let v = x[base + c];
+        let v = f32(x[base + c]);
         local_sq = local_sq + v * v;
     }
     let mean_sq = workgroup_sum(local_sq, lid) / f32(params.cols);
     let inv = inverseSqrt(mean_sq + params.eps);
     for (var c = lid; c < cols; c = c + 256u) {
-        out[base + c] = x[base + c] * inv * gain[c];
+        out[base + c] = T(f32(x[base + c]) * inv * f32(gain[c]));
     }
 }
 
@@ -107,16 +107,16 @@ fn layer_norm_rows(
     let n = f32(cols);
     var sum = 0.0;
     for (var c = 0u; c < cols; c++) {
-        sum = sum + x[base + c];
+        sum = sum + f32(x[base + c]);
     }
     let mean = sum / n;
     var sum_sq = 0.0;
     for (var c = 0u; c < cols; c++) {
-        let d = x[base + c] - mean;
+        let d = f32(x[base + c]) - mean;
         sum_sq = sum_sq + d * d;
     }
     let inv = inverseSqrt(sum_sq / n + params.eps);
     for (var c = 0u; c < cols; c++) {
-        out[base + c] = (x[base + c] - mean) * inv * gain[c] + bias[c];
+        out[base + c] = T((f32(x[base + c]) - mean) * inv * f32(gain[c]) + f32(bias[c]));
     }
 }

@@ -17,8 +17,8 @@ struct Params {
     unused3: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<T>;
+@group(0) @binding(2) var<storage, read_write> out: array<T>;
 
 var<workgroup> scratch: array<f32, 256>;
 
@@ -66,12 +66,12 @@ fn visible_columns(row: u32) -> u32 {
 fn row_stats(base: u32, visible: u32, lid: u32) -> vec2<f32> {
     var local_max = -3.4028234e38;
     for (var c = lid; c < visible; c = c + 256u) {
-        local_max = max(local_max, x[base + c]);
+        local_max = max(local_max, f32(x[base + c]));
     }
     let row_max = workgroup_max(local_max, lid);
     var local_sum = 0.0;
     for (var c = lid; c < visible; c = c + 256u) {
-        local_sum = local_sum + exp(x[base + c] - row_max);
+        local_sum = local_sum + exp(f32(x[base + c]) - row_max);
     }
     let total = workgroup_sum(local_sum, lid);
     return vec2<f32>(row_max, total);
@@ -96,7 +96,7 @@ fn softmax_rows(
     let stats = row_stats(base, visible, lid);
     let cols = select(0u, params.cols, row < params.rows);
     for (var c = lid; c < cols; c = c + 256u) {
-        out[base + c] = probability(x[base + c], c, visible, stats);
+        out[base + c] = T(probability(f32(x[base + c]), c, visible, stats));
     }
 }
 
@@ -112,6 +112,6 @@ fn softmax_rows_inplace(
     let stats = row_stats(base, visible, lid);
     let cols = select(0u, params.cols, row < params.rows);
     for (var c = lid; c < cols; c = c + 256u) {
-        x[base + c] = probability(x[base + c], c, visible, stats);
+        x[base + c] = T(probability(f32(x[base + c]), c, visible, stats));
     }
 }

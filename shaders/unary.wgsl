@@ -15,8 +15,8 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<T>;
+@group(0) @binding(2) var<storage, read_write> out: array<T>;
 
 const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
 
@@ -45,7 +45,7 @@ fn unary(
 ) {
     let i = grid_element(wid, groups, lid);
     if i < params.len {
-        out[i] = apply(x[i]);
+        out[i] = T(apply(f32(x[i])));
     }
 }
 
@@ -57,6 +57,6 @@ fn unary_inplace(
 ) {
     let i = grid_element(wid, groups, lid);
     if i < params.len {
-        x[i] = apply(x[i]);
+        x[i] = T(apply(f32(x[i])));
     }
 }

@@ -104,6 +104,7 @@ fn tiny_config(seq: u64) -> ModelConfig {
         seq,
         vocab: 50,
         seed: 7,
+        ..ModelConfig::default()
     }
 }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use naga::AddressSpace;
 use wgalloc::exec::checksum::CHECKSUM_WGSL;
-use wgalloc::exec::{params_layout_mismatch, Kernel, Shader};
+use wgalloc::exec::{params_layout_mismatch, Kernel, Shader, StorageType};
 
 fn wgsl_files(dir: &Path) -> Vec<PathBuf> {
     let entries =
@@ -33,16 +33,23 @@ fn manifest(dir: &str) -> PathBuf {
 /// Parses and validates `source`; the error names `name` and carries naga's message
 /// with line and column.
 fn validate(name: &str, source: &str) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
+    validate_with(name, source, naga::valid::Capabilities::all())
+}
+
+/// [`validate`] with only `capabilities` granted.
+fn validate_with(
+    name: &str,
+    source: &str,
+    capabilities: naga::valid::Capabilities,
+) -> Result<(naga::Module, naga::valid::ModuleInfo), String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|e| {
         format!(
             "{name}: parse error\n{}",
             e.emit_to_string_with_path(source, name)
         )
     })?;
-    let mut validator = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    );
+    let mut validator =
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities);
     let info = validator.validate(&module).map_err(|e| {
         format!(
             "{name}: invalid\n{}",
@@ -55,7 +62,12 @@ fn validate(name: &str, source: &str) -> Result<(naga::Module, naga::valid::Modu
 #[test]
 fn every_shader_parses_and_validates_as_the_device_compiles_it() {
     let mut failures = Vec::new();
-    let mut covered = vec!["prelude.wgsl".to_string(), "checksum.wgsl".to_string()];
+    let mut covered = vec![
+        "prelude.wgsl".to_string(),
+        "checksum.wgsl".to_string(),
+        "storage_f32.wgsl".to_string(),
+        "storage_f16.wgsl".to_string(),
+    ];
     for shader in Shader::ALL {
         covered.push(shader.file().to_string());
         if let Err(message) = validate(shader.file(), shader.source()) {
@@ -119,11 +131,51 @@ fn check_params(shader: Shader, module: &naga::Module) -> Result<(), String> {
 }
 
 #[test]
+fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
+    let f16 = naga::valid::Capabilities::SHADER_FLOAT16;
+    let mut failures = Vec::new();
+    let mut forms = 0;
+    for shader in Shader::ALL {
+        let Some(source) = shader.source_for(StorageType::F16) else {
+            assert!(!shader.has_f16());
+            continue;
+        };
+        forms += 1;
+        let name = format!("{} (f16)", shader.file());
+        if let Err(message) = validate_with(&name, source, f16) {
+            failures.push(message);
+        }
+        // The f16 form really stores f16: without the capability naga refuses it.
+        if validate_with(&name, source, naga::valid::Capabilities::empty()).is_ok() {
+            failures.push(format!("{name}: validates without SHADER_FLOAT16"));
+        }
+        // And the f32 form needs no f16.
+        if let Err(message) = validate_with(
+            shader.file(),
+            shader.source(),
+            naga::valid::Capabilities::empty(),
+        ) {
+            failures.push(message);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The forward pass's shaders: elementwise, softmax, norms, dense and tiled
+    // matmuls, embedding, fused attention.
+    assert_eq!(forms, 9);
+}
+
+#[test]
 fn every_kernel_matches_the_rust_side_params_and_bindings() {
     let mut failures = Vec::new();
-    for kernel in Kernel::ALL {
+    let forms = Kernel::ALL.into_iter().flat_map(|kernel| {
+        [StorageType::F32, StorageType::F16]
+            .into_iter()
+            .filter_map(move |t| kernel.entry().0.source_for(t).map(|s| (kernel, t, s)))
+    });
+    for (kernel, storage_type, source) in forms {
         let (shader, entry) = kernel.entry();
-        let (module, info) = validate(shader.file(), shader.source()).expect("validates");
+        let name = format!("{} ({})", shader.file(), storage_type.name());
+        let (module, info) = validate(&name, source).expect("validates");
         if let Err(message) = check_params(shader, &module) {
             failures.push(message);
         }
@@ -152,8 +204,7 @@ fn every_kernel_matches_the_rust_side_params_and_bindings() {
         let writes_output = expected.last().is_some_and(|out| storage.contains(out));
         if !within || !writes_output {
             failures.push(format!(
-                "{kernel:?} ({}::{entry}): uses storage bindings {storage:?}, the executor binds {expected:?}",
-                shader.file()
+                "{kernel:?} ({name}::{entry}): uses storage bindings {storage:?}, the executor binds {expected:?}"
             ));
         }
     }

@@ -18,11 +18,21 @@ use clap::{Parser, Subcommand};
 /// wgalloc: plan, allocate and verify GPU memory for compute graphs on wgpu.
 /// With no subcommand: run the built-in transformer end to end.
 #[derive(Debug, Parser)]
-#[command(name = "wgalloc", version, about)]
+#[command(
+    name = "wgalloc",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     /// What to do (default: run the built-in transformer end to end).
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// The default run's storage type (no subcommand): f32, or f16 where the adapter
+    /// offers shader-f16 (else the run says so and uses f32). `wgalloc model --dtype`
+    /// for the model alone.
+    #[arg(long, value_parser = model_cmd::parse_dtype)]
+    pub dtype: Option<wgalloc::exec::StorageType>,
 }
 
 /// The subcommands.
@@ -160,12 +170,21 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
         Some(Command::Model(args)) => model_cmd::run(&args),
         Some(Command::Generate(args)) => generate_cmd::run(&args),
         None => {
-            let code = model_cmd::run(&model_cmd::ModelArgs::default_run())?;
+            let mut args = model_cmd::ModelArgs::default_run();
+            if let Some(dtype) = cli.dtype {
+                args.dtype = dtype;
+            }
+            let code = model_cmd::run(&args)?;
             if code == ExitCode::SUCCESS {
                 // The default run ends by generating a few tokens with the seeded GPT-2
                 // on planned memory and the paged KV cache.
                 println!();
                 println!("generate (wgalloc generate: seeded GPT-2, greedy, paged KV cache)");
+                if args.dtype == wgalloc::exec::StorageType::F16 {
+                    println!(
+                        "note     generation stores f32: the KV-cache kernels have no f16 form yet"
+                    );
+                }
                 return generate_cmd::run(&generate_cmd::GenerateArgs::default_run());
             }
             Ok(code)

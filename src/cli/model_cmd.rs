@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 use wgalloc::device::{no_report_reason, GpuContext};
-use wgalloc::model::{ModelConfig, ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
+use wgalloc::exec::StorageType;
+use wgalloc::model::{ModelConfig, ModelRun, ModelSession, RunOptions};
 
 use super::plan_cmd::{buffers_json, percent_over, write_svg};
 
@@ -31,6 +32,10 @@ pub struct ModelArgs {
     /// Seed of the weights and tokens.
     #[arg(long, default_value_t = ModelConfig::default().seed)]
     pub seed: u64,
+    /// How weights and activations are stored: f32, or f16 (half the bytes, f32
+    /// accumulation; needs the adapter's shader-f16, else the run says so and uses f32).
+    #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+    pub dtype: StorageType,
     /// Sequence lengths to run after the first, reusing its reservation when they fit
     /// (comma separated; default: half the first sequence).
     #[arg(long, value_delimiter = ',')]
@@ -57,6 +62,7 @@ impl ModelArgs {
             seq: self.seq,
             vocab: self.vocab,
             seed: self.seed,
+            dtype: self.dtype,
         }
     }
 
@@ -70,6 +76,7 @@ impl ModelArgs {
             seq: ModelConfig::default().seq,
             vocab: ModelConfig::default().vocab,
             seed: ModelConfig::default().seed,
+            dtype: ModelConfig::default().dtype,
             then_seq: None,
             svg: Some(PathBuf::from("wgalloc-plan.svg")),
             json: false,
@@ -80,15 +87,30 @@ impl ModelArgs {
 
 /// Runs the model and prints the report; exits 1 when the logits or the proof fail.
 pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
-    let config = args.config();
+    let mut config = args.config();
     config.check()?;
     let ctx = GpuContext::from_env()?;
     let text = !args.json;
     if text {
         print_device(&ctx);
     }
+    let asked = config.dtype;
+    config.dtype = usable_dtype(&ctx, asked);
+    if config.dtype != asked {
+        // On stderr too in JSON mode, so that stdout stays one JSON object.
+        let line = format!(
+            "dtype    {} asked, but this adapter does not offer shader-f16: running {}",
+            asked.name(),
+            config.dtype.name()
+        );
+        if text {
+            println!("{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    }
     let mut session = ModelSession::new(&ctx, &config)?;
-    let params = session.weight_bytes() / 4;
+    let params = session.weight_bytes() / config.dtype.dtype().size();
     if text {
         println!(
             "compile  every compute pipeline built once, before the first run: {:.2} ms (one-time; \
@@ -96,8 +118,13 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
             session.pipeline_time().as_secs_f64() * 1e3
         );
         println!(
-            "model    GPT-2-style decoder: {} layers, width {}, {} heads, vocab {}, seed {}",
-            config.layers, config.width, config.heads, config.vocab, config.seed
+            "model    GPT-2-style decoder: {} layers, width {}, {} heads, vocab {}, seed {}, {} storage",
+            config.layers,
+            config.width,
+            config.heads,
+            config.vocab,
+            config.seed,
+            config.dtype.name()
         );
         let chunks = &session.weight_plan().buffers[0].chunks;
         println!(
@@ -154,6 +181,7 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
                 "adapter": ctx.info.name,
                 "backend": format!("{:?}", ctx.info.backend),
                 "config": config,
+                "dtype_asked": asked,
                 "weight_bytes": session.weight_bytes(),
                 "pipeline_seconds": session.pipeline_time().as_secs_f64(),
                 "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
@@ -177,6 +205,21 @@ pub fn run(args: &ModelArgs) -> wgalloc::Result<ExitCode> {
     })
 }
 
+/// `asked`, or f32 when `asked` is f16 and the device has no `shader-f16`.
+pub(crate) fn usable_dtype(ctx: &GpuContext, asked: StorageType) -> StorageType {
+    if asked == StorageType::F16 && !ctx.has_f16() {
+        StorageType::F32
+    } else {
+        asked
+    }
+}
+
+/// Parses `--dtype` (`f32` or `f16`).
+pub(crate) fn parse_dtype(text: &str) -> Result<StorageType, String> {
+    StorageType::from_name(text.trim())
+        .ok_or_else(|| format!("`{text}` is not a storage type: use f32 or f16"))
+}
+
 fn print_device(ctx: &GpuContext) {
     let l = &ctx.limits;
     println!(
@@ -188,11 +231,12 @@ fn print_device(ctx: &GpuContext) {
         ctx.info.driver_info
     );
     println!(
-        "limits   max buffer {} B, max storage binding {} B, storage offset alignment {}, timestamps {}",
+        "limits   max buffer {} B, max storage binding {} B, storage offset alignment {}, timestamps {}, shader-f16 {}",
         l.max_buffer_size,
         l.max_storage_buffer_binding_size,
         l.min_storage_buffer_offset_alignment,
-        if ctx.has_timestamps() { "yes" } else { "no" }
+        if ctx.has_timestamps() { "yes" } else { "no" },
+        if ctx.has_f16() { "yes" } else { "no" }
     );
     if let Some(note) = super::gl_note(ctx.info.backend) {
         println!("note     {note}");
@@ -258,7 +302,7 @@ fn print_run(run: &ModelRun, index: usize, backend: wgpu::Backend) {
     println!(
         "         logits   max |gpu - cpu| = {:.3e} (tolerance {:.1e} x max(1, max|logit| = {:.3})): {}",
         run.max_abs_error,
-        LOGITS_TOLERANCE,
+        run.tolerance,
         run.max_abs_logit,
         if run.logits_match { "PASS" } else { "FAIL" }
     );

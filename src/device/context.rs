@@ -88,7 +88,9 @@ impl GpuContext {
     ///
     /// `WGPU_BACKEND` restricts the backends searched; `WGPU_ADAPTER_NAME` picks the
     /// first adapter whose name contains it (case-insensitive). Otherwise the
-    /// high-performance adapter is chosen.
+    /// high-performance adapter is chosen. `WGALLOC_SHADER_F16=0` leaves f16 out of
+    /// the device's features even where the adapter offers it (f16 models then fall
+    /// back to f32, as on an adapter without it; [`features_from_env`]).
     ///
     /// # Errors
     /// [`DeviceError::BadBackend`] when `WGPU_BACKEND` names no known backend;
@@ -108,6 +110,19 @@ impl GpuContext {
     /// # Errors
     /// As [`GpuContext::from_env`].
     pub fn select(adapter_name: Option<&str>) -> Result<GpuContext, DeviceError> {
+        Self::select_with(adapter_name, features_from_env())
+    }
+
+    /// [`GpuContext::select`] asking for the features of `features` only (see
+    /// [`GpuContext::from_adapter_with`]): say, [`USABLE_FEATURES`] without
+    /// `SHADER_F16` for a device that runs f32 kernels only.
+    ///
+    /// # Errors
+    /// As [`GpuContext::from_env`].
+    pub fn select_with(
+        adapter_name: Option<&str>,
+        features: wgpu::Features,
+    ) -> Result<GpuContext, DeviceError> {
         let backends = checked_backends_from_env()?;
         let instance = instance(backends);
         let adapters = pollster::block_on(instance.enumerate_adapters(backends));
@@ -142,19 +157,32 @@ impl GpuContext {
                 }
             }
         };
-        Self::from_adapter(&adapter)
+        Self::from_adapter_with(&adapter, features)
     }
 
     /// Creates a device on `adapter` with the adapter's real limits (not wgpu's
-    /// defaults) and the features wgalloc can use when present (timestamp queries).
+    /// defaults) and the features wgalloc can use when present ([`USABLE_FEATURES`]:
+    /// timestamp queries, f16 in shaders).
     ///
     /// # Errors
     /// [`DeviceError::RequestDevice`] when the adapter refuses.
     pub fn from_adapter(adapter: &wgpu::Adapter) -> Result<GpuContext, DeviceError> {
+        Self::from_adapter_with(adapter, USABLE_FEATURES)
+    }
+
+    /// [`GpuContext::from_adapter`] asking only for the features of `wanted` that the
+    /// adapter has (say, [`USABLE_FEATURES`] without `SHADER_F16` for a device that runs
+    /// f32 kernels only, as on an adapter without f16).
+    ///
+    /// # Errors
+    /// [`DeviceError::RequestDevice`] when the adapter refuses.
+    pub fn from_adapter_with(
+        adapter: &wgpu::Adapter,
+        wanted: wgpu::Features,
+    ) -> Result<GpuContext, DeviceError> {
         let info = adapter.get_info();
         let limits = adapter.limits();
-        let wanted = wgpu::Features::TIMESTAMP_QUERY;
-        let features = adapter.features() & wanted;
+        let features = adapter.features() & wanted & USABLE_FEATURES;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("wgalloc"),
             required_features: features,
@@ -199,6 +227,12 @@ impl GpuContext {
         super::DeviceBufferTypes::from_limits(&self.limits)
     }
 
+    /// Whether the device runs kernels over f16 storage (it was created with
+    /// `wgpu::Features::SHADER_F16`, which its adapter offers).
+    pub fn has_f16(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SHADER_F16)
+    }
+
     /// Whether the device can time GPU work with timestamp queries.
     pub fn has_timestamps(&self) -> bool {
         self.device
@@ -206,6 +240,21 @@ impl GpuContext {
             .contains(wgpu::Features::TIMESTAMP_QUERY)
     }
 }
+
+/// The optional features [`GpuContext::from_env`] asks for: [`USABLE_FEATURES`], less
+/// `SHADER_F16` when `WGALLOC_SHADER_F16` is `0`.
+pub fn features_from_env() -> wgpu::Features {
+    match std::env::var("WGALLOC_SHADER_F16") {
+        Ok(value) if value.trim() == "0" => USABLE_FEATURES.difference(wgpu::Features::SHADER_F16),
+        _ => USABLE_FEATURES,
+    }
+}
+
+/// The optional features wgalloc requests when the adapter has them: timestamp
+/// queries (GPU timing, the tuner) and f16 in shaders (f16 storage,
+/// [`crate::exec::StorageType::F16`]).
+pub const USABLE_FEATURES: wgpu::Features =
+    wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::SHADER_F16);
 
 #[cfg(test)]
 mod tests {

@@ -25,7 +25,8 @@ pub use buffer_types::{
     STORAGE_USAGE, UNIFORM_USAGE,
 };
 pub use context::{
-    backends_from_env, describe_adapter, list_adapters, match_adapter, parse_backends, GpuContext,
+    backends_from_env, describe_adapter, features_from_env, list_adapters, match_adapter,
+    parse_backends, GpuContext, USABLE_FEATURES,
 };
 pub use device_bytes::{
     allocator_report, device_bytes_between, measure_allocation, no_report_reason, DeviceBytes,

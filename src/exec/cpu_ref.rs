@@ -4,6 +4,10 @@
 //! Tensor values are [`TensorData`]: `F32` for float tensors, `U32` for token ids
 //! (`u32` or `i32` tensors, read as `u32`). A view reads its root's first elements,
 //! and a node writing a view writes its root's first elements, as on the GPU.
+//! An f16 tensor ([`crate::graph::DType::F16`]) holds `F32` values rounded to f16
+//! ([`round_to_f16`]): its given values are rounded on entry and each node that
+//! writes one rounds its result, as the f16 kernels store it; the math between stays
+//! in f64/f32.
 
 use super::custom::{self, Registered, UserCall, UserOps};
 use super::ops::{self, BinaryOp, OpCall, UnaryOp};
@@ -505,7 +509,10 @@ pub fn evaluate_with(
                 got: (data.len() as u64).saturating_mul(4),
             });
         }
-        roots[root.index()] = Some(data.clone());
+        roots[root.index()] = Some(match data {
+            TensorData::F32(v) if is_f16(graph, root) => TensorData::F32(round_to_f16(v)),
+            other => other.clone(),
+        });
     }
     for (step, node) in graph.nodes.iter().enumerate() {
         let node_id = step as u32;
@@ -546,6 +553,12 @@ pub fn evaluate_with(
                 custom::apply_cpu(op, call, &floats, node_id)?
             }
         };
+        // An f16 output is stored rounded, as the GPU's kernels store it.
+        let result = if is_f16(graph, node.output) {
+            round_to_f16(&result)
+        } else {
+            result
+        };
         let root = graph.root_of(node.output).ok_or(ExecError::UnknownTensor {
             node: NodeId(node_id),
             tensor: node.output,
@@ -573,6 +586,20 @@ pub fn evaluate_with(
                 .map(|d| d.prefix(elements(t.id)))
         })
         .collect())
+}
+
+/// Whether `tensor` is stored as f16.
+fn is_f16(graph: &Graph, tensor: TensorId) -> bool {
+    graph.tensor(tensor).is_some_and(|t| t.dtype == DType::F16)
+}
+
+/// `values` rounded to the nearest f16 (ties to even) and widened back: what an f16
+/// tensor holds. Values beyond f16's range become infinities, as on the GPU.
+pub fn round_to_f16(values: &[f32]) -> Vec<f32> {
+    values
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32())
+        .collect()
 }
 
 /// A node's checked call: built in, or a user op's.

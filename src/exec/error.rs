@@ -10,6 +10,17 @@ use crate::graph::{NodeId, TensorId};
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum ExecError {
+    /// f16 storage was asked of a kernel that has only its f32 form
+    /// ([`crate::exec::Shader::has_f16`]).
+    #[error("{shader} has no f16 form: store this node's tensors as f32")]
+    NoF16Kernel {
+        /// The shader file.
+        shader: &'static str,
+    },
+    /// f16 storage was asked of a device whose adapter does not offer `shader-f16`
+    /// (wgpu::Features::SHADER_F16): run the graph with f32 tensors.
+    #[error("this adapter does not offer shader-f16 (wgpu::Features::SHADER_F16): f16 tensors cannot run on it; use f32")]
+    ShaderF16Missing,
     /// An op with no kernel: not built in, and no user op of that name is registered
     /// on the device ([`crate::exec::register_op`]).
     #[error(
@@ -282,7 +293,8 @@ impl ExecError {
             | ExecError::BindingTooLarge { .. }
             | ExecError::WorkspaceTooLarge { .. }
             | ExecError::ChecksumLimit { .. }
-            | ExecError::UniformOffsetOverflow { .. } => ErrorKind::NeverFits,
+            | ExecError::UniformOffsetOverflow { .. }
+            | ExecError::ShaderF16Missing => ErrorKind::NeverFits,
             _ => ErrorKind::BadInput,
         }
     }

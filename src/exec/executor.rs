@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::bindings::{BindGroupCache, BindGroupKey, BindingKey};
 use super::custom::{self, Registered, UserCall, UserPipelines};
-use super::kernels::{self, Kernel, MatmulTile, PipelineKey, SharedRegistry};
+use super::kernels::{self, Kernel, MatmulTile, PipelineKey, SharedRegistry, StorageType};
 use super::ops::{self, Op, OpCall};
 use super::params::{padded_block, KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{TensorMemory, TensorRange};
@@ -109,8 +109,8 @@ impl Bound<'_> {
 /// The pipeline of one dispatch: a built-in kernel (built on first use) or a user
 /// op's entry point (built at registration).
 enum Pipe {
-    /// A built-in kernel.
-    Builtin(Kernel),
+    /// A built-in kernel, for tensors stored as the given type.
+    Builtin(Kernel, StorageType),
     /// A user op's entry point.
     User {
         /// The op's id and entry.
@@ -127,7 +127,7 @@ enum Pipe {
 impl Pipe {
     fn key(&self) -> PipelineKey {
         match self {
-            Pipe::Builtin(kernel) => PipelineKey::Builtin(*kernel),
+            Pipe::Builtin(kernel, _) => PipelineKey::Builtin(*kernel),
             Pipe::User { key, .. } => *key,
         }
     }
@@ -135,7 +135,7 @@ impl Pipe {
 
 /// What a node runs: a built-in op's checked call, or a user op's.
 enum Target {
-    Builtin(OpCall),
+    Builtin(OpCall, StorageType),
     User(std::sync::Arc<Registered>, UserPipelines, UserCall),
 }
 
@@ -174,8 +174,8 @@ fn select(
     tile: Option<MatmulTile>,
 ) -> Option<(Pipe, Vec<usize>)> {
     match target {
-        Target::Builtin(call) => kernels::select_with(call, inplace, tile)
-            .map(|(k, order)| (Pipe::Builtin(k), order.to_vec())),
+        Target::Builtin(call, storage) => kernels::select_with(call, inplace, tile)
+            .map(|(k, order)| (Pipe::Builtin(k, *storage), order.to_vec())),
         Target::User(op, pipelines, _) => {
             let (entry, map) = op.entry(inplace)?;
             let pipeline = if inplace {
@@ -295,6 +295,9 @@ impl Executor {
             let node_id = u32::try_from(step).unwrap_or(u32::MAX);
             let has_inplace = if Op::parse(&node.op).is_some() {
                 let call = ops::resolve(graph, step)?;
+                if ops::storage_of(graph, step) == StorageType::F16 && !self.has_f16() {
+                    return Err(ExecError::ShaderF16Missing);
+                }
                 kernels::select(&call, true).is_some()
             } else {
                 let (op, _) =
@@ -345,6 +348,12 @@ impl Executor {
         Ok(self.tile_of(&ops::resolve(graph, step)?))
     }
 
+    /// Whether this device runs f16 kernels (its adapter offers `shader-f16` and the
+    /// context asked for it, see [`GpuContext::has_f16`]).
+    pub fn has_f16(&self) -> bool {
+        self.ctx.has_f16()
+    }
+
     /// The device context.
     pub fn context(&self) -> &GpuContext {
         &self.ctx
@@ -361,9 +370,25 @@ impl Executor {
     /// # Errors
     /// [`ExecError::Device`] when wgpu rejects a shader or pipeline.
     pub fn build_all_pipelines(&mut self) -> Result<(), ExecError> {
+        self.build_all_pipelines_for(StorageType::F32)
+    }
+
+    /// Builds every kernel's pipeline for tensors stored as `storage` now (for f16,
+    /// the kernels that have an f16 form, [`crate::exec::Shader::has_f16`]).
+    ///
+    /// # Errors
+    /// [`ExecError::ShaderF16Missing`] for f16 on a device without `shader-f16`;
+    /// [`ExecError::Device`] when wgpu rejects a shader or pipeline.
+    pub fn build_all_pipelines_for(&mut self, storage: StorageType) -> Result<(), ExecError> {
+        if storage == StorageType::F16 && !self.has_f16() {
+            return Err(ExecError::ShaderF16Missing);
+        }
         for kernel in Kernel::ALL {
+            if kernel.entry().0.source_for(storage).is_none() {
+                continue;
+            }
             self.registry
-                .with(|r| r.pipeline(&self.ctx.device, kernel))?;
+                .with(|r| r.pipeline_for(&self.ctx.device, kernel, storage))?;
         }
         Ok(())
     }
@@ -419,7 +444,7 @@ impl Executor {
         let (tensors, ranges, inplace) = (&bound.tensors, &bound.ranges, bound.inplace);
         let out = ranges.len() - 1;
         let tile = match &target {
-            Target::Builtin(call) => self.tile_of(call),
+            Target::Builtin(call, _) => self.tile_of(call),
             Target::User(..) => None,
         };
         let (kernel, order) =
@@ -459,7 +484,10 @@ impl Executor {
             nodes: graph.nodes.len(),
         })?;
         if Op::parse(&node.op).is_some() {
-            return Ok(Target::Builtin(ops::resolve(graph, step)?));
+            return Ok(Target::Builtin(
+                ops::resolve(graph, step)?,
+                ops::storage_of(graph, step),
+            ));
         }
         let (op, pipelines) =
             custom::device_op(&self.ctx, &node.op).ok_or_else(|| ExecError::NoKernel {
@@ -545,7 +573,7 @@ impl Executor {
                 max: u64::from(u32::MAX),
             })?;
             copies.push(PendingDispatch {
-                kernel: Pipe::Builtin(Kernel::CopyWords),
+                kernel: Pipe::Builtin(Kernel::CopyWords, StorageType::F32),
                 bindings: vec![Bound::Planned(inputs[i]), Bound::Workspace(slot)],
                 offset: Some(packer.push(&KernelParams::copy(small))?),
                 grid: kernels::copy_workgroups(
@@ -570,7 +598,7 @@ impl Executor {
     ) -> Result<([u32; 3], Option<u32>), ExecError> {
         let max_groups = self.ctx.limits.max_compute_workgroups_per_dimension;
         match target {
-            Target::Builtin(call) => Ok((
+            Target::Builtin(call, _) => Ok((
                 kernels::workgroups_with(call, node_id, max_groups, self.tile_of(call))?,
                 Some(packer.push(&KernelParams::for_call(call))?),
             )),
@@ -600,15 +628,15 @@ impl Executor {
     ) -> Result<Dispatch, ExecError> {
         let device = &self.ctx.device;
         let (pipeline, layout) = self.registry.with(|r| match &p.kernel {
-            Pipe::Builtin(kernel) => {
-                let pipeline = r.pipeline(device, *kernel)?;
+            Pipe::Builtin(kernel, storage) => {
+                let pipeline = r.pipeline_for(device, *kernel, *storage)?;
                 Ok::<_, ExecError>((pipeline, r.layout(device, kernel.storage_bindings())))
             }
             Pipe::User { pipeline, .. } => Ok((pipeline.pipeline.clone(), pipeline.layout.clone())),
         })?;
         // The parameter block's binding and size, then each storage binding's number.
         let (params, numbers): (Option<(u32, u64)>, Vec<u32>) = match &p.kernel {
-            Pipe::Builtin(_) => (
+            Pipe::Builtin(..) => (
                 Some((0, PARAMS_SIZE)),
                 (1..=p.bindings.len() as u32).collect(),
             ),

@@ -93,38 +93,116 @@ impl Shader {
         }
     }
 
-    /// The WGSL source (compiled into the crate).
-    ///
-    /// The source is `shaders/prelude.wgsl` followed by the kernel's own file.
+    /// The WGSL source as the device compiles it for f32 storage (compiled into the
+    /// crate): [`Shader::source_for`] with [`StorageType::F32`].
     pub fn source(self) -> &'static str {
-        /// `shaders/prelude.wgsl` joined in front of a kernel file, at compile time.
-        macro_rules! with_prelude {
-            ($file:literal) => {
+        // Every shader has its f32 form (`forms!` below), so this is never empty.
+        self.source_for(StorageType::F32).unwrap_or_default()
+    }
+
+    /// The WGSL source for tensors stored as `storage`, `None` for a shader without
+    /// that form: `shaders/storage_f32.wgsl` (or `storage_f16.wgsl`, which enables f16
+    /// and declares the element type `T` as f16), then `shaders/prelude.wgsl`, then
+    /// the kernel's own file. Every shader has the f32 form; the f16 form exists for
+    /// [`Shader::has_f16`].
+    pub fn source_for(self, storage: StorageType) -> Option<&'static str> {
+        /// A storage header and the prelude joined in front of a kernel file, at
+        /// compile time.
+        macro_rules! joined {
+            ($header:literal, $file:literal) => {
                 concat!(
+                    include_str!(concat!("../../shaders/", $header)),
                     include_str!("../../shaders/prelude.wgsl"),
                     include_str!(concat!("../../shaders/", $file))
                 )
             };
         }
-        match self {
-            Shader::Unary => with_prelude!("unary.wgsl"),
-            Shader::Binary => with_prelude!("binary.wgsl"),
-            Shader::Softmax => with_prelude!("softmax.wgsl"),
-            Shader::Norm => with_prelude!("norm.wgsl"),
-            Shader::Matmul => with_prelude!("matmul.wgsl"),
-            Shader::Embedding => with_prelude!("embedding.wgsl"),
-            Shader::Rope => with_prelude!("rope.wgsl"),
-            Shader::Copy => with_prelude!("copy.wgsl"),
-            Shader::Compact => with_prelude!("compact.wgsl"),
-            Shader::MatmulPacked => with_prelude!("matmul_packed.wgsl"),
-            Shader::MatmulTiled => with_prelude!("matmul_tiled.wgsl"),
-            Shader::MatmulBtTiled => with_prelude!("matmul_bt_tiled.wgsl"),
-            Shader::Attention => with_prelude!("attention.wgsl"),
-            Shader::KvSelf => with_prelude!("kv_self.wgsl"),
-            Shader::KvAttend => with_prelude!("kv_attend.wgsl"),
-            Shader::MatmulNorm => with_prelude!("matmul_norm.wgsl"),
-            Shader::KvSelfAttend => with_prelude!("kv_self_attend.wgsl"),
+        /// The f32 form of every shader and the f16 form of those that have one.
+        macro_rules! forms {
+            ($($shader:ident => $file:literal, $f16:literal;)*) => {
+                match (self, storage) {
+                    $(
+                        (Shader::$shader, StorageType::F32) => Some(joined!("storage_f32.wgsl", $file)),
+                        (Shader::$shader, StorageType::F16) => {
+                            if $f16 { Some(joined!("storage_f16.wgsl", $file)) } else { None }
+                        }
+                    )*
+                }
+            };
         }
+        forms! {
+            Unary => "unary.wgsl", true;
+            Binary => "binary.wgsl", true;
+            Softmax => "softmax.wgsl", true;
+            Norm => "norm.wgsl", true;
+            Matmul => "matmul.wgsl", true;
+            Embedding => "embedding.wgsl", true;
+            Rope => "rope.wgsl", false;
+            Copy => "copy.wgsl", false;
+            Compact => "compact.wgsl", false;
+            MatmulPacked => "matmul_packed.wgsl", false;
+            MatmulTiled => "matmul_tiled.wgsl", true;
+            MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
+            Attention => "attention.wgsl", true;
+            KvSelf => "kv_self.wgsl", false;
+            KvAttend => "kv_attend.wgsl", false;
+            MatmulNorm => "matmul_norm.wgsl", false;
+            KvSelfAttend => "kv_self_attend.wgsl", false;
+        }
+    }
+
+    /// Whether the shader has an f16 form ([`Shader::source_for`] with
+    /// [`StorageType::F16`]): the kernels of the decoder's forward pass (elementwise,
+    /// softmax, norms, embedding, the matmuls but the packed one, fused attention).
+    pub fn has_f16(self) -> bool {
+        self.source_for(StorageType::F16).is_some()
+    }
+}
+
+/// The element type of a kernel's float tensors in storage. Kernels compute in f32
+/// either way; with [`StorageType::F16`] they load f16, accumulate in f32 and round to
+/// f16 on store (the adapter needs `shader-f16`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageType {
+    /// 32-bit floats.
+    #[default]
+    F32,
+    /// 16-bit floats (IEEE binary16).
+    F16,
+}
+
+impl StorageType {
+    /// The storage type of tensors of `dtype` (`None` for a non-float type).
+    pub fn of(dtype: crate::graph::DType) -> Option<StorageType> {
+        match dtype {
+            crate::graph::DType::F32 => Some(StorageType::F32),
+            crate::graph::DType::F16 => Some(StorageType::F16),
+            _ => None,
+        }
+    }
+
+    /// The graph's element type for this storage.
+    pub fn dtype(self) -> crate::graph::DType {
+        match self {
+            StorageType::F32 => crate::graph::DType::F32,
+            StorageType::F16 => crate::graph::DType::F16,
+        }
+    }
+
+    /// `f32` or `f16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageType::F32 => "f32",
+            StorageType::F16 => "f16",
+        }
+    }
+
+    /// The storage type named `name` (`f32`, `f16`), if any.
+    pub fn from_name(name: &str) -> Option<StorageType> {
+        [StorageType::F32, StorageType::F16]
+            .into_iter()
+            .find(|t| t.name() == name)
     }
 }
 
@@ -706,9 +784,9 @@ impl SharedRegistry {
 /// Pipelines, shader modules and bind-group layouts, each built once on first use.
 #[derive(Debug, Default)]
 pub(crate) struct KernelRegistry {
-    modules: HashMap<Shader, wgpu::ShaderModule>,
+    modules: HashMap<(Shader, StorageType), wgpu::ShaderModule>,
     layouts: HashMap<usize, wgpu::BindGroupLayout>,
-    pipelines: HashMap<Kernel, wgpu::ComputePipeline>,
+    pipelines: HashMap<(Kernel, StorageType), wgpu::ComputePipeline>,
 }
 
 impl KernelRegistry {
@@ -753,7 +831,7 @@ impl KernelRegistry {
             .clone()
     }
 
-    /// The pipeline of `kernel` (built on first use).
+    /// The pipeline of `kernel` for f32 storage (built on first use).
     ///
     /// # Errors
     /// [`ExecError::Device`] when wgpu rejects the shader or the pipeline.
@@ -762,20 +840,41 @@ impl KernelRegistry {
         device: &wgpu::Device,
         kernel: Kernel,
     ) -> Result<wgpu::ComputePipeline, ExecError> {
-        if let Some(p) = self.pipelines.get(&kernel) {
+        self.pipeline_for(device, kernel, StorageType::F32)
+    }
+
+    /// The pipeline of `kernel` for tensors stored as `storage` (built on first use).
+    ///
+    /// # Errors
+    /// [`ExecError::NoF16Kernel`] when the kernel has no f16 form,
+    /// [`ExecError::ShaderF16Missing`] when f16 is asked of a device without
+    /// `shader-f16`, [`ExecError::Device`] when wgpu rejects the shader or the pipeline.
+    pub fn pipeline_for(
+        &mut self,
+        device: &wgpu::Device,
+        kernel: Kernel,
+        storage: StorageType,
+    ) -> Result<wgpu::ComputePipeline, ExecError> {
+        if let Some(p) = self.pipelines.get(&(kernel, storage)) {
             return Ok(p.clone());
         }
         let (shader, entry) = kernel.entry();
+        let source = shader.source_for(storage).ok_or(ExecError::NoF16Kernel {
+            shader: shader.file(),
+        })?;
+        if storage == StorageType::F16 && !device.features().contains(wgpu::Features::SHADER_F16) {
+            return Err(ExecError::ShaderF16Missing);
+        }
         let constants = kernel.constants();
         let layout = self.layout(device, kernel.storage_bindings());
         let modules = &mut self.modules;
         let built = scoped(device, 0, || {
             let module = modules
-                .entry(shader)
+                .entry((shader, storage))
                 .or_insert_with(|| {
                     device.create_shader_module(wgpu::ShaderModuleDescriptor {
                         label: Some(shader.file()),
-                        source: wgpu::ShaderSource::Wgsl(shader.source().into()),
+                        source: wgpu::ShaderSource::Wgsl(source.into()),
                     })
                 })
                 .clone();
@@ -784,16 +883,20 @@ impl KernelRegistry {
         let pipeline = match built {
             Ok(pipeline) => pipeline,
             Err(error) => {
-                self.modules.remove(&shader);
+                self.modules.remove(&(shader, storage));
                 return Err(ExecError::Device(match error {
                     DeviceError::Validation { message } => DeviceError::Validation {
-                        message: format!("{}::{entry}: {message}", shader.file()),
+                        message: format!(
+                            "{}::{entry} ({}): {message}",
+                            shader.file(),
+                            storage.name()
+                        ),
                     },
                     other => other,
                 }));
             }
         };
-        self.pipelines.insert(kernel, pipeline.clone());
+        self.pipelines.insert((kernel, storage), pipeline.clone());
         Ok(pipeline)
     }
 }
@@ -824,6 +927,122 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Every kernel the ops with f16 storage ([`crate::exec::Op::has_f16`]) select, in
+    /// place or not, has an f16 form; the ops without one select shaders without it.
+    #[test]
+    fn every_kernel_an_f16_op_selects_has_an_f16_form() {
+        use crate::exec::ops::{BinaryOp, Op};
+        let matmul = |m, k, n, transposed_b| OpCall::Matmul {
+            m,
+            k,
+            n,
+            transposed_b,
+        };
+        let mut calls = vec![
+            (
+                "gelu",
+                OpCall::Unary {
+                    op: UnaryOp::Gelu,
+                    len: 4,
+                    alpha: 1.0,
+                },
+            ),
+            (
+                "add",
+                OpCall::Binary {
+                    op: BinaryOp::Add,
+                    len: 4,
+                    len_b: 4,
+                },
+            ),
+            (
+                "softmax",
+                OpCall::Softmax {
+                    rows: 2,
+                    cols: 4,
+                    causal_period: None,
+                },
+            ),
+            (
+                "layer_norm",
+                OpCall::LayerNorm {
+                    rows: 2,
+                    cols: 4,
+                    eps: 1e-5,
+                },
+            ),
+            (
+                "layer_norm",
+                OpCall::LayerNorm {
+                    rows: 256,
+                    cols: 4,
+                    eps: 1e-5,
+                },
+            ),
+            (
+                "rms_norm",
+                OpCall::RmsNorm {
+                    rows: 2,
+                    cols: 4,
+                    eps: 1e-5,
+                },
+            ),
+            ("matmul", matmul(8, 8, 8, false)),
+            ("matmul_bt", matmul(8, 8, 8, true)),
+            ("matmul", matmul(3, 3, 3, false)),
+            ("matmul_bt", matmul(3, 3, 3, true)),
+            (
+                "embedding",
+                OpCall::Embedding {
+                    rows: 2,
+                    dim: 4,
+                    vocab: 8,
+                },
+            ),
+            (
+                "attention_causal",
+                OpCall::Attention {
+                    seq: 4,
+                    heads: 1,
+                    head_dim: 4,
+                    scale: 0.5,
+                },
+            ),
+        ];
+        for (name, epilogue, bias) in [
+            ("matmul_gelu", Epilogue::Gelu, false),
+            ("matmul_add", Epilogue::Residual, false),
+            ("matmul_bias", Epilogue::Plain, true),
+            ("matmul_bias_gelu", Epilogue::Gelu, true),
+            ("matmul_add_bias", Epilogue::Residual, true),
+        ] {
+            let call = OpCall::MatmulFused {
+                m: 8,
+                k: 8,
+                n: 8,
+                epilogue,
+                bias,
+            };
+            calls.push((name, call));
+        }
+        for (name, call) in calls {
+            assert!(Op::parse(name).is_some_and(Op::has_f16), "{name}");
+            for inplace in [false, true] {
+                if let Some((kernel, _)) = select(&call, inplace) {
+                    assert!(kernel.entry().0.has_f16(), "{name}: {kernel:?}");
+                }
+            }
+        }
+        let rope = OpCall::Rope {
+            rows: 2,
+            dim: 4,
+            base: 10000.0,
+        };
+        let (kernel, _) = select(&rope, false).expect("rope");
+        assert!(!kernel.entry().0.has_f16());
+        assert!(!Op::parse("rope").is_some_and(Op::has_f16));
     }
 
     #[test]

@@ -65,11 +65,11 @@ pub use custom::{
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use inputs::{Inputs, TensorData};
-pub use kernels::{Kernel, MatmulTile, Shader};
+pub use kernels::{Kernel, MatmulTile, Shader, StorageType};
 pub use limits::check_plan_against_limits;
 pub use ops::{
-    resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
-    SUPPORTED_OPS,
+    resolve, storage_of, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE,
+    MAX_ELEMENTS, SUPPORTED_OPS,
 };
 pub use params::{params_layout_mismatch, KernelParams};
 pub use tensor_memory::{TensorMemory, TensorRange};

@@ -2,7 +2,7 @@
 //! (plan, planned memory) layers, and the upload and readback of tensor bytes.
 
 use super::bindings::RangeKey;
-use super::{ExecError, Inputs};
+use super::{ExecError, Inputs, TensorData};
 use crate::device::{read_buffer_range, write_buffer, DeviceError, GpuContext, PlannedMemory};
 use crate::graph::{Graph, TensorId};
 use crate::plan::Plan;
@@ -266,12 +266,19 @@ impl<'a> TensorMemory<'a> {
         let mut ids: Vec<&TensorId> = inputs.keys().collect();
         ids.sort();
         for &id in ids {
-            self.write(ctx, graph, id, inputs[&id].as_bytes())?;
+            match &inputs[&id] {
+                TensorData::F32(values) if is_f16(graph, id) => {
+                    self.write(ctx, graph, id, &f16_bytes(values))?;
+                }
+                data => self.write(ctx, graph, id, data.as_bytes())?,
+            }
         }
         Ok(())
     }
 
-    /// Writes f32 values (see [`TensorMemory::write`]).
+    /// Writes f32 values (see [`TensorMemory::write`]); an f16 tensor
+    /// ([`crate::graph::DType::F16`]) gets them rounded to f16 (to nearest, ties to
+    /// even).
     ///
     /// # Errors
     /// As [`TensorMemory::write`].
@@ -282,6 +289,9 @@ impl<'a> TensorMemory<'a> {
         tensor: TensorId,
         values: &[f32],
     ) -> Result<(), ExecError> {
+        if is_f16(graph, tensor) {
+            return self.write(ctx, graph, tensor, &f16_bytes(values));
+        }
         self.write(ctx, graph, tensor, bytemuck::cast_slice(values))
     }
 
@@ -316,7 +326,8 @@ impl<'a> TensorMemory<'a> {
         read_buffer_range(ctx, range.buffer, range.key.offset, len).map_err(device_error)
     }
 
-    /// Reads f32 values back (see [`TensorMemory::read`]).
+    /// Reads f32 values back (see [`TensorMemory::read`]); an f16 tensor's values
+    /// are widened to f32 (exactly).
     ///
     /// # Errors
     /// As [`TensorMemory::read`].
@@ -327,9 +338,35 @@ impl<'a> TensorMemory<'a> {
         tensor: TensorId,
     ) -> Result<Vec<f32>, ExecError> {
         let bytes = self.read(ctx, graph, tensor)?;
+        if is_f16(graph, tensor) {
+            return Ok(f32_from_f16_bytes(&bytes));
+        }
         Ok(bytes
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect())
     }
+}
+
+/// Whether `tensor` is stored as f16.
+fn is_f16(graph: &Graph, tensor: TensorId) -> bool {
+    graph
+        .tensor(tensor)
+        .is_some_and(|t| t.dtype == crate::graph::DType::F16)
+}
+
+/// `values` rounded to f16 (to nearest, ties to even), as little-endian bytes.
+pub(crate) fn f16_bytes(values: &[f32]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+        .collect()
+}
+
+/// Little-endian f16 bytes widened to f32 (a trailing odd byte is ignored).
+pub(crate) fn f32_from_f16_bytes(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(2)
+        .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+        .collect()
 }

@@ -1,6 +1,8 @@
 //! Model configuration and its checks.
 
 use serde::Serialize;
+
+use crate::exec::StorageType;
 use thiserror::Error;
 use wgalloc_plan::ErrorKind;
 
@@ -54,6 +56,9 @@ pub struct ModelConfig {
     pub vocab: u64,
     /// Seed of the random weights and tokens.
     pub seed: u64,
+    /// How weights and activations are stored: f32, or f16 (half the bytes; kernels
+    /// accumulate in f32; the device needs `shader-f16`). Token ids stay u32.
+    pub dtype: StorageType,
 }
 
 impl Default for ModelConfig {
@@ -65,6 +70,7 @@ impl Default for ModelConfig {
             seq: 128,
             vocab: 1024,
             seed: 42,
+            dtype: StorageType::F32,
         }
     }
 }
@@ -114,7 +120,8 @@ impl ModelConfig {
     /// [`ModelError::TooLargeForDevice`] naming the first tensor that cannot be bound.
     pub fn check_against(&self, max_binding: u64) -> Result<(), ModelError> {
         self.check()?;
-        let f32s = |n: u64| n.saturating_mul(4);
+        let element = self.dtype.dtype().size();
+        let f32s = |n: u64| n.saturating_mul(element);
         let tensors = [
             (
                 "attention scores",

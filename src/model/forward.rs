@@ -54,7 +54,7 @@ impl Forward {
         let weights = allocate_plan(ctx, &weight_plan, STORAGE_USAGE, &storage)?;
         let lower_bound = lower_bounds(&model.graph)?.inplace_aware;
         let mut executor = Executor::new(ctx);
-        executor.build_all_pipelines()?;
+        executor.build_all_pipelines_for(config.dtype)?;
         let tokens = model.token_ids();
         let forward = Forward {
             ctx: ctx.clone(),

@@ -153,7 +153,8 @@ pub fn build_gpt(config: &ModelConfig) -> Result<GptModel, ModelError> {
     let logits = b.node("matmul_bt", &[hf, wte], &[seq, vocab], false);
     b.rename(logits, "logits");
     b.mark_output(logits);
-    let graph = b.build().map_err(|_| ModelError::Overflow)?;
+    let mut graph = b.build().map_err(|_| ModelError::Overflow)?;
+    store_floats_as(&mut graph, config.dtype.dtype());
     Ok(GptModel {
         config: *config,
         graph,
@@ -161,6 +162,15 @@ pub fn build_gpt(config: &ModelConfig) -> Result<GptModel, ModelError> {
         logits,
         inits,
     })
+}
+
+/// Stores every f32 tensor of `graph` (weights and activations; the token ids are
+/// u32) as `dtype`: an f16 model is the f32 one at half the bytes per float.
+fn store_floats_as(graph: &mut Graph, dtype: DType) {
+    for t in graph.tensors.iter_mut().filter(|t| t.dtype == DType::F32) {
+        t.size = t.size / DType::F32.size() * dtype.size();
+        t.dtype = dtype;
+    }
 }
 
 /// Whether the decoder's layers use the fused kernels (one QKV projection, fused
@@ -247,7 +257,8 @@ impl GptModel {
         else {
             return Vec::new();
         };
-        let len = self.graph.tensors[id.index()].size / 4;
+        let tensor = &self.graph.tensors[id.index()];
+        let len = tensor.size / tensor.dtype.size();
         let mut rng = SeededRng::new(self.config.seed ^ ((index as u64 + 1) << 32));
         (0..len)
             .map(|_| match init {

@@ -14,6 +14,8 @@ pub use forward::Forward;
 pub use gpt::{build_gpt, fused_layers, GptModel};
 pub use hf::CheckpointError;
 pub use prepacked::{PrepackedModel, PrepackedModelRun};
-pub use session::{ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE};
+pub use session::{
+    logits_tolerance, ModelRun, ModelSession, RunOptions, LOGITS_TOLERANCE, LOGITS_TOLERANCE_F16,
+};
 #[doc(hidden)] // The seeded weights' generator, for tests.
 pub use weights::SeededRng;

@@ -131,7 +131,7 @@ impl PrepackedModel {
         let exec = self.executor.run(graph, &memory)?;
         let logits = memory.read_f32(ctx, graph, self.model.logits)?;
         let reference = self.model.reference_logits(tokens)?;
-        let check = LogitsCheck::of(&logits, &reference);
+        let check = LogitsCheck::of(&logits, &reference, super::LOGITS_TOLERANCE);
         let proof = prove(ctx, graph, &plan, &activations)?;
         Ok(PrepackedModelRun {
             packed_matmuls: self.packed.packed.iter().map(|p| p.nodes.len()).sum(),

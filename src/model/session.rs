@@ -12,7 +12,7 @@ use crate::device::{
     STORAGE_USAGE,
 };
 use crate::exec::checksum::{prove, ChecksumReport};
-use crate::exec::{ExecError, Executor, RunReport, TensorMemory};
+use crate::exec::{ExecError, Executor, RunReport, StorageType, TensorMemory};
 use crate::plan::{
     inject_clobber, lower_bounds, naive_size,
     offline::{Budget, Strategy},
@@ -23,19 +23,36 @@ use crate::plan::{
 /// Logits pass when `max |gpu - cpu| <= LOGITS_TOLERANCE * max(1, max |cpu|)`.
 pub const LOGITS_TOLERANCE: f32 = 1e-3;
 
+/// [`LOGITS_TOLERANCE`] for a model stored as f16 ([`StorageType::F16`]). The CPU
+/// reference rounds every f16 tensor as the GPU stores it, so the two differ only
+/// where their f32 sums (summed in another order) round to neighbouring f16 values:
+/// one f16 step is 2^-10 (about 1e-3) of a value, and such steps add up over the
+/// layers and the norms' rescaling. 1e-2 allows about ten steps of the largest logit;
+/// a wrong kernel or a clobbered tensor is off by far more.
+pub const LOGITS_TOLERANCE_F16: f32 = 1e-2;
+
+/// The logits tolerance of a model stored as `dtype`: [`LOGITS_TOLERANCE`] or
+/// [`LOGITS_TOLERANCE_F16`].
+pub fn logits_tolerance(dtype: StorageType) -> f32 {
+    match dtype {
+        StorageType::F32 => LOGITS_TOLERANCE,
+        StorageType::F16 => LOGITS_TOLERANCE_F16,
+    }
+}
+
 /// The GPU's logits against the CPU reference's.
 pub(crate) struct LogitsCheck {
     /// `max |gpu - cpu|` (infinite when the lengths differ).
     pub(crate) max_abs_error: f32,
     /// `max |cpu|`.
     pub(crate) max_abs_logit: f32,
-    /// Whether `max_abs_error <= LOGITS_TOLERANCE * max(1, max_abs_logit)`.
+    /// Whether `max_abs_error <= tolerance * max(1, max_abs_logit)`.
     pub(crate) matches: bool,
 }
 
 impl LogitsCheck {
-    /// Compares `gpu` with `cpu`.
-    pub(crate) fn of(gpu: &[f32], cpu: &[f32]) -> LogitsCheck {
+    /// Compares `gpu` with `cpu` within `tolerance` ([`logits_tolerance`]).
+    pub(crate) fn of(gpu: &[f32], cpu: &[f32], tolerance: f32) -> LogitsCheck {
         let max_abs_logit = cpu.iter().fold(0f32, |m, v| m.max(v.abs()));
         let max_abs_error = if gpu.len() == cpu.len() {
             gpu.iter()
@@ -47,7 +64,7 @@ impl LogitsCheck {
         LogitsCheck {
             max_abs_error,
             max_abs_logit,
-            matches: max_abs_error <= LOGITS_TOLERANCE * max_abs_logit.max(1.0),
+            matches: max_abs_error <= tolerance * max_abs_logit.max(1.0),
         }
     }
 }
@@ -94,7 +111,10 @@ pub struct ModelRun {
     pub max_abs_error: f32,
     /// Largest absolute CPU logit.
     pub max_abs_logit: f32,
-    /// Whether the logits are within [`LOGITS_TOLERANCE`].
+    /// The relative tolerance the logits were checked with ([`logits_tolerance`] of
+    /// the model's storage type).
+    pub tolerance: f32,
+    /// Whether the logits are within `tolerance`.
     pub logits_match: bool,
     /// Time the CPU reference took.
     pub reference_time: Duration,
@@ -156,21 +176,24 @@ impl ModelSession {
     ///
     /// # Errors
     /// [`crate::model::ModelError`] for a bad configuration or one whose tensors exceed
-    /// the device's storage binding; planning, allocation and upload errors.
+    /// the device's storage binding; [`ExecError::ShaderF16Missing`] for an f16
+    /// configuration on a device without `shader-f16`; planning, allocation and upload
+    /// errors.
     pub fn new(ctx: &GpuContext, config: &ModelConfig) -> crate::Result<ModelSession> {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
         let storage = ctx.buffer_types()?.storage.desc;
+        // Every pipeline up front, so that the forward pass's times do not include
+        // compiling them (a one-time cost, reported apart); f16 on a device without
+        // shader-f16 is refused here, before any upload.
+        let mut executor = Executor::new(ctx);
+        let pipelines_started = Instant::now();
+        executor.build_all_pipelines_for(config.dtype)?;
+        let pipeline_time = pipelines_started.elapsed();
         let weights = upload_weights(ctx, config, &storage)?;
         // ggml's reserve / needs_realloc / alloc_graph, with every reservation planned by
         // the offline `best` planner: activations at the in-place lower bound.
         let allocator =
             GraphAllocator::with_strategy(vec![storage.clone()], Strategy::Best, Budget::default());
-        // Every pipeline up front, so that the forward pass's times do not include
-        // compiling them (a one-time cost, reported apart).
-        let mut executor = Executor::new(ctx);
-        let pipelines_started = Instant::now();
-        executor.build_all_pipelines()?;
-        let pipeline_time = pipelines_started.elapsed();
         Ok(ModelSession {
             ctx: ctx.clone(),
             config: *config,
@@ -278,7 +301,7 @@ impl ModelSession {
             max_abs_error,
             max_abs_logit,
             matches: logits_match,
-        } = LogitsCheck::of(&logits, &reference);
+        } = LogitsCheck::of(&logits, &reference, logits_tolerance(config.dtype));
 
         let proof = prove(&self.ctx, graph, &plan, activations)?;
         let graph_bytes = Planner::Offline(Strategy::Best)
@@ -299,6 +322,7 @@ impl ModelSession {
             exec,
             max_abs_error,
             max_abs_logit,
+            tolerance: logits_tolerance(config.dtype),
             logits_match,
             reference_time,
             proof,

@@ -96,6 +96,7 @@ pub fn tiny_model(layers: u64) -> wgalloc::model::ModelConfig {
         seq: 16,
         vocab: 50,
         seed: 3,
+        dtype: Default::default(),
     }
 }
 

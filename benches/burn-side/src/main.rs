@@ -109,6 +109,7 @@ fn shapes() -> [(&'static str, ModelConfig); 2] {
         seq,
         vocab,
         seed: 42,
+        dtype: Default::default(),
     };
     [
         ("4L w256 h4 s128 v1024", config(4, 256, 4, 128, 1024)),

@@ -5,8 +5,11 @@ use super::MAX_ELEMENTS;
 use crate::exec::ExecError;
 use crate::graph::{DType, Graph, NodeId, Tensor, TensorId};
 
-/// The element types the float kernels take.
+/// The element types the f32-only kernels take.
 pub(super) const F32S: &[DType] = &[DType::F32];
+
+/// The element type of an f16 node's float tensors.
+pub(super) const F16S: &[DType] = &[DType::F16];
 
 /// Checks a node against its op and returns its dimensions.
 pub(super) struct Checker<'g> {
@@ -93,8 +96,11 @@ pub(super) struct NodeView<'g> {
     pub(super) inputs: Vec<&'g Tensor>,
     /// The node's output.
     pub(super) out: &'g Tensor,
-    /// Elements of the output (checked f32, 32-bit).
+    /// Elements of the output (checked f32 or f16, 32-bit).
     pub(super) out_len: u64,
+    /// The float type every float tensor of the node has: the output's (f32 or f16;
+    /// a node's inputs and output are stored alike).
+    pub(super) float: &'static [DType],
     /// The node's parameters.
     pub(super) params: &'g [f32],
 }

@@ -10,7 +10,7 @@ use crate::graph::DType;
 pub(super) fn embedding(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
     let (c, ids, table) = (&v.c, v.inputs[0], v.inputs[1]);
     let rows = c.len(ids, &[DType::U32, DType::I32])?;
-    c.len(table, F32S)?;
+    c.len(table, v.float)?;
     if table.shape.len() != 2 {
         return Err(c.bad(format!(
             "table {} must be 2-D, has shape {:?}",

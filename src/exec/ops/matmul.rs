@@ -19,8 +19,8 @@ fn rows_of(v: &NodeView<'_>, a_len: u64, k: u64) -> Result<u64, ExecError> {
 /// Resolves `matmul` (`b` is `[k, n]`) or `matmul_bt` (`b` is `[n, k]`).
 pub(super) fn dense(v: &NodeView<'_>, transposed_b: bool) -> Result<OpCall, ExecError> {
     let (c, x, b) = (&v.c, v.inputs[0], v.inputs[1]);
-    let a_len = c.len(x, F32S)?;
-    c.len(b, F32S)?;
+    let a_len = c.len(x, v.float)?;
+    c.len(b, v.float)?;
     if b.shape.len() != 2 {
         return Err(c.bad(format!(
             "second input {} must be 2-D, has shape {:?}",
@@ -80,8 +80,8 @@ pub(super) fn packed(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
 pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue, bias: bool) -> Result<OpCall, ExecError> {
     let first = usize::from(epilogue == Epilogue::Residual);
     let (c, x, b) = (&v.c, v.inputs[first], v.inputs[first + 1]);
-    let a_len = c.len(x, F32S)?;
-    c.len(b, F32S)?;
+    let a_len = c.len(x, v.float)?;
+    c.len(b, v.float)?;
     if b.shape.len() != 2 {
         return Err(c.bad(format!(
             "weight {} must be 2-D, has shape {:?}",
@@ -107,7 +107,7 @@ pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue, bias: bool) -> Result<
     c.same_len(v.out, v.out_len, m.saturating_mul(n))?;
     if epilogue == Epilogue::Residual {
         let residual = v.inputs[0];
-        let len = c.len(residual, F32S)?;
+        let len = c.len(residual, v.float)?;
         if len != v.out_len {
             return Err(c.bad(format!(
                 "residual {} has {len} elements, the product {}",
@@ -117,7 +117,7 @@ pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue, bias: bool) -> Result<
     }
     if bias {
         let row = v.inputs[first + 2];
-        let len = c.len(row, F32S)?;
+        let len = c.len(row, v.float)?;
         if len != n {
             return Err(c.bad(format!(
                 "bias {} has {len} elements, the product has {n} columns",
@@ -191,7 +191,7 @@ pub(super) fn norm_fused(v: &NodeView<'_>, gelu: bool) -> Result<OpCall, ExecErr
 /// `1/√head_dim`).
 pub(super) fn attention(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
     let (c, qkv) = (&v.c, v.inputs[0]);
-    let len = c.len(qkv, F32S)?;
+    let len = c.len(qkv, v.float)?;
     let cols = Checker::last_dim(qkv);
     if !cols.is_multiple_of(3) {
         return Err(c.bad(format!(

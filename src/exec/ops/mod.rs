@@ -19,7 +19,7 @@ pub use parse::Op;
 
 use super::ExecError;
 use crate::graph::{Graph, Node, NodeId};
-use check::{Checker, NodeView, F32S};
+use check::{Checker, NodeView, F16S, F32S};
 
 /// Every op the executor and the CPU reference run (rustdoc does not show a slice's
 /// value, so here they are): `copy`, `scale`, `relu`, `gelu`, `silu`, `add`, `mul`,
@@ -386,6 +386,11 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
         op: name.to_string(),
     })?;
     let view = node_view(graph, step_id, op.arity())?;
+    if view.float == F16S && !op.has_f16() {
+        return Err(view.c.bad(format!(
+            "{name} has no f16 kernel; store its tensors as f32"
+        )));
+    }
     match op {
         Op::Unary(unary) => elementwise::unary(&view, unary),
         Op::Binary(binary) => elementwise::binary(&view, binary),
@@ -414,6 +419,18 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
     }
 }
 
+/// The element type node `step`'s float tensors are stored as: its output's
+/// ([`crate::exec::StorageType::F16`] for an f16 output, f32 otherwise). Meaningful
+/// for a node [`resolve`] accepts, which checks that its float inputs agree.
+pub fn storage_of(graph: &Graph, step: usize) -> crate::exec::StorageType {
+    graph
+        .nodes
+        .get(step)
+        .and_then(|node| graph.tensor(node.output))
+        .and_then(|t| crate::exec::StorageType::of(t.dtype))
+        .unwrap_or_default()
+}
+
 /// Checks node `step` for an op that takes `arity` dense `f32` inputs and writes a
 /// dense `f32` output (a user op, [`crate::exec::UserOp`]); returns the inputs' shapes
 /// and the output's.
@@ -435,6 +452,7 @@ pub(crate) fn dense_f32_node(
     })?;
     refuse_sparse_views(graph, step_id, node)?;
     let view = node_view(graph, step_id, arity)?;
+    view.c.len(view.out, F32S)?;
     for &input in &view.inputs {
         let len = view.c.len(input, F32S)?;
         view.c.small(len)?;
@@ -497,13 +515,19 @@ fn node_view(graph: &Graph, step: u32, arity: usize) -> Result<NodeView<'_>, Exe
         .map(|&id| c.tensor(id))
         .collect::<Result<Vec<_>, _>>()?;
     let out = c.tensor(node.output)?;
-    let out_len = c.len(out, F32S)?;
+    let float = if out.dtype == crate::graph::DType::F16 {
+        F16S
+    } else {
+        F32S
+    };
+    let out_len = c.len(out, float)?;
     c.small(out_len)?;
     Ok(NodeView {
         c,
         inputs,
         out,
         out_len,
+        float,
         params: &node.params,
     })
 }

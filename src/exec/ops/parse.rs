@@ -64,6 +64,31 @@ pub enum Op {
     NormMatmulBiasGelu,
 }
 
+impl Op {
+    /// Whether the op has kernels for f16 storage ([`crate::exec::StorageType::F16`]):
+    /// the ops of the decoder's forward pass (elementwise, softmax, norms, dense and
+    /// fused matmuls, fused attention, embedding). Rope, the packed matmul, the
+    /// compaction, the KV-cache ops and the norm-fused matmul are f32 only.
+    pub fn has_f16(self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Softmax { .. }
+                | Op::LayerNorm
+                | Op::RmsNorm
+                | Op::Matmul { .. }
+                | Op::Embedding
+                | Op::MatmulGelu
+                | Op::MatmulAdd
+                | Op::MatmulBias
+                | Op::MatmulBiasGelu
+                | Op::MatmulAddBias
+                | Op::AttentionCausal
+        )
+    }
+}
+
 /// Every built-in op with its name, in the order of [`super::SUPPORTED_OPS`].
 const TABLE: [(&str, Op); 31] = [
     ("copy", Op::Unary(UnaryOp::Copy)),

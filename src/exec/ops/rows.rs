@@ -8,7 +8,7 @@ use crate::exec::ExecError;
 /// Resolves a softmax node; a causal one's period is the second-to-last dimension.
 pub(super) fn softmax(v: &NodeView<'_>, causal: bool) -> Result<OpCall, ExecError> {
     let (c, x) = (&v.c, v.inputs[0]);
-    let len = c.len(x, F32S)?;
+    let len = c.len(x, v.float)?;
     c.same_len(v.out, v.out_len, len)?;
     let cols = Checker::last_dim(x);
     let period = if x.shape.len() >= 2 {
@@ -26,11 +26,11 @@ pub(super) fn softmax(v: &NodeView<'_>, causal: bool) -> Result<OpCall, ExecErro
 /// Resolves a norm node: every input after `x` (gain, bias) is one row long.
 pub(super) fn norm(v: &NodeView<'_>, layer: bool) -> Result<OpCall, ExecError> {
     let (c, x) = (&v.c, v.inputs[0]);
-    let len = c.len(x, F32S)?;
+    let len = c.len(x, v.float)?;
     c.same_len(v.out, v.out_len, len)?;
     let cols = Checker::last_dim(x);
     for &w in &v.inputs[1..] {
-        let wl = c.len(w, F32S)?;
+        let wl = c.len(w, v.float)?;
         if wl != cols {
             return Err(c.bad(format!(
                 "gain/bias {} has {wl} elements, rows have {cols}",

@@ -1,0 +1,165 @@
+//! `--dtype` on the default run and on `wgalloc model` (issue 27, item 2): f16 storage
+//! where the adapter offers `shader-f16`, half the planned activation bytes, logits
+//! within the f16 tolerance and the proof passing; on a device without it
+//! (`WGALLOC_SHADER_F16=0` stands in for such an adapter) the run says so and uses f32.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn wgalloc_in(dir: &PathBuf) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wgalloc"));
+    c.current_dir(dir);
+    c
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wgalloc-f16-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+const SMALL: [&str; 13] = [
+    "model",
+    "--layers",
+    "1",
+    "--width",
+    "64",
+    "--heads",
+    "2",
+    "--seq",
+    "32",
+    "--vocab",
+    "128",
+    "--then-seq",
+    "16",
+];
+
+/// `wgalloc model SMALL --dtype dtype --json`, parsed.
+fn model_json(dir: &PathBuf, dtype: &str) -> serde_json::Value {
+    let out = wgalloc_in(dir)
+        .args(SMALL)
+        .args(["--dtype", dtype, "--json"])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn model_dtype_f16_halves_the_activations_and_passes() {
+    let Some(ctx) = common::gpu() else { return };
+    if !ctx.has_f16() {
+        common::skip_for_capability(
+            "model_dtype_f16_halves_the_activations_and_passes",
+            "the adapter does not offer shader-f16",
+        );
+        return;
+    }
+    let dir = scratch_dir("model");
+    let f32_run = model_json(&dir, "f32");
+    let f16_run = model_json(&dir, "f16");
+    assert_eq!(f16_run["config"]["dtype"], "f16");
+    assert_eq!(f16_run["dtype_asked"], "f16");
+    assert_eq!(f32_run["config"]["dtype"], "f32");
+    assert_eq!(f16_run["passed"], true, "{f16_run}");
+    let bytes = |v: &serde_json::Value, key: &str| v["runs"][0][key].as_u64().expect("bytes");
+    // 32 token ids (128 bytes) are the only tensor that keeps its size.
+    let (a32, a16) = (
+        bytes(&f32_run, "graph_bytes"),
+        bytes(&f16_run, "graph_bytes"),
+    );
+    let slack = 2 * u64::from(ctx.limits.min_storage_buffer_offset_alignment).max(128);
+    assert!(
+        2 * a16 >= a32 && 2 * a16 <= a32 + slack,
+        "f16 {a16} B against f32 {a32} B"
+    );
+    assert_eq!(
+        2 * f16_run["weight_bytes"].as_u64().expect("bytes"),
+        f32_run["weight_bytes"].as_u64().expect("bytes")
+    );
+    for run in f16_run["runs"].as_array().expect("runs") {
+        assert_eq!(run["logits_match"], true, "{run}");
+        assert_eq!(run["proof_verified"], true, "{run}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn without_shader_f16_the_run_says_so_and_uses_f32() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let dir = scratch_dir("fallback");
+    let out = wgalloc_in(&dir)
+        .env("WGALLOC_SHADER_F16", "0")
+        .args(SMALL)
+        .args(["--dtype", "f16"])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("shader-f16 no"), "{report}");
+    assert!(
+        report.contains(
+            "dtype    f16 asked, but this adapter does not offer shader-f16: running f32"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("f32 storage"), "{report}");
+    assert!(report.contains("verdict  PASS"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_default_run_takes_dtype_f16() {
+    let Some(ctx) = common::gpu() else { return };
+    if !ctx.has_f16() {
+        common::skip_for_capability(
+            "the_default_run_takes_dtype_f16",
+            "the adapter does not offer shader-f16",
+        );
+        return;
+    }
+    let dir = scratch_dir("default");
+    let out = wgalloc_in(&dir)
+        .args(["--dtype", "f16"])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("shader-f16 yes"), "{report}");
+    assert!(report.contains("f16 storage"), "{report}");
+    assert!(report.contains("tolerance 1.0e-2"), "{report}");
+    assert!(report.contains("verdict  PASS"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_dtype_is_refused_and_the_default_run_s_option_belongs_to_it() {
+    let dir = scratch_dir("bad");
+    let out = wgalloc_in(&dir)
+        .args(SMALL)
+        .args(["--dtype", "f64"])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{report}");
+    assert!(report.contains("use f32 or f16"), "{report}");
+    // `--dtype` before a subcommand is the default run's: not mixed with a subcommand.
+    let out = wgalloc_in(&dir)
+        .args(["--dtype", "f16", "info"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}
