@@ -98,8 +98,8 @@ pub fn check_bindings(
 }
 
 /// The one way a plan gets memory: one region per planned chunk from `storage`, each of
-/// [`chunk_alloc_size`] bytes with `usage` (normally [`super::STORAGE_USAGE`]), starting
-/// at a multiple of the device's `min_storage_buffer_offset_alignment`. The storage
+/// the chunk's size rounded up to whole 4-byte words (at least 4), with `usage`
+/// (normally [`super::STORAGE_USAGE`]), starting at a multiple of the device's `min_storage_buffer_offset_alignment`. The storage
 /// decides what a region is: a whole `wgpu::Buffer` from a [`super::WgpuStorage`]
 /// ([`super::WgpuStorage::shared`]) or from a user's [`super::BufferAllocator`] through
 /// a [`super::BufferStorage`], a sub-range of a page from a

@@ -64,7 +64,7 @@ pub struct DeviceBufferTypes {
     /// Readback staging buffers (`MAP_READ | COPY_DST`): alignment
     /// `wgpu::COPY_BUFFER_ALIGNMENT`, max size `max_buffer_size`.
     pub staging: DeviceBufferType,
-    /// Host (CPU) memory: alignment [`HOST_ALIGNMENT`], max size [`HOST_MAX_SIZE`].
+    /// Host (CPU) memory: alignment 64 bytes (a cache line), max size `isize::MAX` bytes.
     pub host: DeviceBufferType,
 }
 

@@ -68,13 +68,12 @@ pub use inputs::{Inputs, TensorData};
 pub use kernels::{Kernel, MatmulTile, Shader, StorageType};
 pub use limits::check_plan_against_limits;
 pub use ops::{
-    resolve, storage_of, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE,
-    MAX_ELEMENTS, SUPPORTED_OPS,
+    resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
+    SUPPORTED_OPS,
 };
 pub use params::{params_layout_mismatch, KernelParams};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub use tune::{TuneError, TuneSettings};
 pub mod checksum;
-pub use ops::{
-    kv_state_row, Epilogue, KV_TABLE_HEADER, MAX_ATTENTION_HEAD_DIM, MAX_COMPACT_ELEMENTS,
-};
+pub(crate) use ops::{kv_state_row, KV_TABLE_HEADER};
+pub use ops::{Epilogue, MAX_ATTENTION_HEAD_DIM};
