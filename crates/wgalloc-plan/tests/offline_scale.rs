@@ -61,8 +61,9 @@ fn run(problem: &IntervalProblem, planner: Planner, options: PlanOptions) -> u64
 }
 
 /// Every strategy `best` runs or starts from on instances of this size.
-const STRATEGIES: [Strategy; 8] = [
+const STRATEGIES: [Strategy; 9] = [
     Strategy::GreedySize,
+    Strategy::GreedySizeHoles,
     Strategy::GreedySizeBestFit,
     Strategy::GreedyBreadth,
     Strategy::GreedyLifetime,

@@ -25,6 +25,7 @@
 pub mod generate;
 mod graph;
 mod greedy;
+mod holes;
 mod improve;
 mod index;
 mod prepared;
@@ -74,6 +75,14 @@ pub enum Strategy {
     /// sorted by offset per buffer): linear in n at a fixed live-set size, not
     /// O(n log n) when L grows with n.
     GreedySize,
+    /// Largest first, each at the lowest of a bounded set of candidate offsets: the
+    /// free rectangles (holes) left below the placed buffers, or on top of the highest
+    /// one placed in its lifetime (`plan/offline/holes.rs`). Needs no overlap lists:
+    /// O(n log T (K + log n)) for T time sections and at most K = 48 holes examined per
+    /// segment-tree node, whatever the number of overlapping pairs; O(n) memory. An
+    /// approximation of [`Strategy::GreedySize`] (free space split between two holes
+    /// is not found), for instances where that one is too costly.
+    GreedySizeHoles,
     /// Largest first, each in the smallest free gap that holds it (TFLite's variant).
     /// Cost as [`Strategy::GreedySize`].
     GreedySizeBestFit,
@@ -139,8 +148,9 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, in the order [`Strategy::Best`] tries them (itself last).
-    pub const ALL: [Strategy; 9] = [
+    pub const ALL: [Strategy; 10] = [
         Strategy::GreedySize,
+        Strategy::GreedySizeHoles,
         Strategy::GreedySizeBestFit,
         Strategy::GreedyBreadth,
         Strategy::GreedyLifetime,
@@ -155,6 +165,7 @@ impl Strategy {
     pub fn name(self) -> &'static str {
         match self {
             Strategy::GreedySize => "greedy-size",
+            Strategy::GreedySizeHoles => "greedy-size-holes",
             Strategy::GreedySizeBestFit => "greedy-size-best-fit",
             Strategy::GreedyBreadth => "greedy-breadth",
             Strategy::GreedyLifetime => "greedy-lifetime",
@@ -357,6 +368,10 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
             let index = OverlapIndex::new(p);
             let (order, fit) = greedy_order(p, strategy);
             let (offsets, peak) = greedy::place(p, &index, &order, fit);
+            (offsets, peak, strategy)
+        }
+        Strategy::GreedySizeHoles => {
+            let (offsets, peak) = holes::place(p, &greedy::by_size(p));
             (offsets, peak, strategy)
         }
         Strategy::Skyline => {
@@ -639,8 +654,8 @@ fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
 /// alone up to [`GREEDY_SIZE_MAX_PAIRS`] pairs, here above [`FULL_ITEMS`] items), the
 /// skyline orders, on instances too large for the search the column repair, then
 /// greedy-by-size alone (costly band, up to [`FULL_ITEMS`] items) if the goal is still
-/// unreached, and last, with a deadline, the other costly greedy orders; the lowest of
-/// them. `index` is built if a greedy order needs it. `None` only for an instance with
+/// unreached, greedy by size into holes ([`Strategy::GreedySizeHoles`]) if it still is,
+/// and last, with a deadline, the other costly greedy orders; the lowest of them. `index` is built if a greedy order needs it. `None` only for an instance with
 /// no items.
 fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<Placement> {
     let started = Instant::now();
@@ -674,6 +689,16 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     }
     if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
         greedy_size_alone(p, goal, pairs, index, &mut best);
+    }
+    // Greedy by size into holes: O(n log n)-like whatever the pair count, so always
+    // (after the rest, so that it changes no path where they reach the goal).
+    if best.as_ref().is_some_and(|b| !goal.done(b.1)) {
+        let started = Instant::now();
+        let order = greedy::by_size(p);
+        if let Some((offsets, peak)) = holes::place_until(p, &order, goal.budget.deadline) {
+            log::debug!("greedy-size-holes: {peak} in {:?}", started.elapsed());
+            keep_lower(&mut best, (offsets, peak, Strategy::GreedySizeHoles));
+        }
     }
     // With a deadline, last, the greedy orders too where they are costly (each given
     // up if it passes): after the column repair, which reaches iopddl_S_1's bound
