@@ -263,6 +263,18 @@ fn shared(dirs: &[String], planners: &[String]) {
     }
 }
 
+/// This process's CPU time (user and system) in seconds, in clock ticks of 10 ms
+/// (`/proc/self/stat`), if the system reports it.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name (in parentheses, which may hold spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let user: f64 = fields.get(11)?.parse().ok()?;
+    let system: f64 = fields.get(12)?.parse().ok()?;
+    Some((user + system) / 100.0)
+}
+
 /// Writes a 1M-row CSV of the malloc family and times its import.
 fn import() {
     let problem = generate("malloc", 1_000_000, 26);
@@ -276,15 +288,18 @@ fn import() {
     }
     let path = std::env::temp_dir().join(format!("wgalloc-scale-{}.csv", std::process::id()));
     std::fs::write(&path, &text).expect("writes");
-    for _ in 0..3 {
+    for _ in 0..5 {
+        let cpu = cpu_seconds();
         let started = Instant::now();
         let read = IntervalProblem::read_csv(&path).expect("reads");
         let secs = started.elapsed().as_secs_f64();
+        let cpu = cpu_seconds().zip(cpu).map(|(b, a)| b - a);
         assert_eq!(read.intervals.len(), 1_000_000);
         println!(
-            "import of {} rows ({} MiB): {secs:.3} s",
+            "import of {} rows ({} MiB): {secs:.3} s wall, {} s CPU",
             read.intervals.len(),
-            text.len() >> 20
+            text.len() >> 20,
+            cpu.map_or("?".into(), |c| format!("{c:.2}"))
         );
     }
     let _ = std::fs::remove_file(&path);
