@@ -20,25 +20,44 @@
 //! the lowest of the candidates). Holes are stored once, at the
 //! lowest node of a segment tree over sections whose range holds them (the nodes
 //! above the node of `[a, b)` are the only ones that can hold a containing hole), in
-//! one ordered set by (node, lo). A query reads at most [`SCAN_PER_NODE`] holes per
-//! node on that path, dropping holes too low for the current size (sizes only
+//! one ordered map by (node, lo). A query reads at most [`SCAN_PER_QUERY`] holes on
+//! that path (fewer beyond [`FULL_SCAN_ITEMS`] items) (lowest node first, each node's holes from the lowest), dropping holes too low for the current size (sizes only
 //! shrink): it is a bounded-work approximation of the exact lowest fit (free space
 //! split between two holes, or beyond the scan, is not found).
 //!
-//! Cost: O(n log n) for the order, each placement O(log T x (SCAN_PER_NODE + log H))
+//! Cost: O(n log n) for the order, each placement O(SCAN_PER_QUERY + log T log H)
 //! for the query (H holes, O(n) of them: each placement adds at most three plus one
 //! per skyline run it covers, and the runs it covers are removed), plus amortised
-//! O(log n) per skyline run: O(n log T (SCAN_PER_NODE + log n)) in all, independent of
+//! O(log n) per skyline run: O(n (SCAN_PER_QUERY + log T log n)) in all, independent of
 //! how many pairs of buffers are live together; O(n) memory.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use super::prepared::Prepared;
 
-/// Holes a query examines per tree node before moving on (a bound on the work per
-/// placement; a fitting hole beyond it is missed).
-pub(crate) const SCAN_PER_NODE: usize = 4096;
+/// Holes a query examines in all (over the nodes from the lowest one holding the
+/// item's lifetime up) on up to [`FULL_SCAN_ITEMS`] items: a bound on the work per
+/// placement (a fitting hole beyond it is missed).
+pub(crate) const SCAN_PER_QUERY: usize = 512;
+
+/// Beyond this many items the scan per query shrinks as `FULL_SCAN_ITEMS / n` (at
+/// least [`MIN_SCAN`]), so that the whole scan work stays at most about
+/// `SCAN_PER_QUERY * FULL_SCAN_ITEMS + MIN_SCAN * n` (a million malloc-like buffers
+/// took 16 s of CPU with the full scan, a hundred thousand 0.6 s).
+pub(crate) const FULL_SCAN_ITEMS: usize = 1 << 17;
+
+/// The least scan per query.
+const MIN_SCAN: usize = 32;
+
+/// The scan per query on `n` items (see [`FULL_SCAN_ITEMS`]).
+fn scan_for(n: usize) -> usize {
+    if n <= FULL_SCAN_ITEMS {
+        SCAN_PER_QUERY
+    } else {
+        (SCAN_PER_QUERY * FULL_SCAN_ITEMS / n).max(MIN_SCAN)
+    }
+}
 
 /// How often (in items placed) [`place_until`] looks at the clock.
 const CLOCK_EVERY: usize = 256;
@@ -56,8 +75,11 @@ struct Hole {
 struct Holes {
     leaves: usize,
     holes: Vec<Hole>,
-    /// (node, lo, hole id) of every live hole.
-    by_node: BTreeSet<(u32, u64, u32)>,
+    /// (node, lo, hole id) of every live hole,
+    /// with the hole's sections and top inline (a scan reads no other memory).
+    by_node: BTreeMap<(u32, u64, u32), (u32, u32, u64)>,
+    /// Live holes per node (a query skips the empty nodes without a tree lookup).
+    count: Vec<u32>,
     /// Reused ids of removed holes.
     free_ids: Vec<u32>,
 }
@@ -67,7 +89,8 @@ impl Holes {
         Holes {
             leaves: sections.max(1).next_power_of_two(),
             holes: Vec::new(),
-            by_node: BTreeSet::new(),
+            by_node: BTreeMap::new(),
+            count: vec![0; 2 * sections.max(1).next_power_of_two()],
             free_ids: Vec::new(),
         }
     }
@@ -97,38 +120,51 @@ impl Holes {
             }
         };
         let node = self.node(hole.t0, hole.t1);
-        self.by_node.insert((node, hole.lo, id));
+        self.by_node
+            .insert((node, hole.lo, id), (hole.t0, hole.t1, hole.hi));
+        self.count[node as usize] += 1;
     }
 
     fn remove(&mut self, id: u32) {
         let h = self.holes[id as usize];
         let node = self.node(h.t0, h.t1);
         self.by_node.remove(&(node, h.lo, id));
+        self.count[node as usize] -= 1;
         self.free_ids.push(id);
     }
 
     /// The lowest examined hole that holds `size` bytes over `[a, b)`, looking only
     /// below `below` (the skyline's candidate); drops the holes it meets that are
     /// lower than `size` (no later item is larger).
-    fn find(&mut self, a: u32, b: u32, size: u64, below: u64, stale: &mut Vec<u32>) -> Option<u32> {
+    fn find(
+        &mut self,
+        a: u32,
+        b: u32,
+        size: u64,
+        below: u64,
+        scan: usize,
+        stale: &mut Vec<u32>,
+    ) -> Option<u32> {
         let mut best: Option<(u64, u32)> = None;
         stale.clear();
         // Only the nodes from the lowest one holding [a, b) up can hold a hole that
         // contains it.
         let mut node = self.node(a, b);
-        while node >= 1 {
-            for (seen, &(_, lo, id)) in self
-                .by_node
-                .range((node, 0, 0)..(node + 1, 0, 0))
-                .enumerate()
+        let mut seen = 0usize;
+        while node >= 1 && seen < scan {
+            if self.count[node as usize] == 0 {
+                node >>= 1;
+                continue;
+            }
+            for (&(_, lo, id), &(t0, t1, hi)) in self.by_node.range((node, 0, 0)..(node + 1, 0, 0))
             {
-                if seen >= SCAN_PER_NODE || lo >= best.map_or(below, |(b, _)| b) {
+                seen += 1;
+                if seen > scan || lo >= best.map_or(below, |(b, _)| b) {
                     break;
                 }
-                let h = self.holes[id as usize];
-                if h.hi - h.lo < size {
+                if hi - lo < size {
                     stale.push(id);
-                } else if h.t0 <= a && h.t1 >= b {
+                } else if t0 <= a && t1 >= b {
                     best = Some((lo, id));
                     break;
                 }
@@ -304,6 +340,7 @@ pub(crate) fn place_until(
     let mut stale = Vec::new();
     let mut stack = Vec::new();
     let mut peak = 0u64;
+    let scan = scan_for(order.len());
     for (k, &i) in order.iter().enumerate() {
         if k % CLOCK_EVERY == CLOCK_EVERY - 1 && deadline.is_some_and(|d| Instant::now() >= d) {
             return None;
@@ -311,7 +348,7 @@ pub(crate) fn place_until(
         let it = &p.items[i];
         let (a, b, size) = (it.a, it.b, it.size);
         let floor = heights.max_in(a, b);
-        let offset = if let Some(id) = holes.find(a, b, size, floor, &mut stale) {
+        let offset = if let Some(id) = holes.find(a, b, size, floor, scan, &mut stale) {
             let h = holes.holes[id as usize];
             holes.remove(id);
             // The hole's width above the item, the item's height beside it.

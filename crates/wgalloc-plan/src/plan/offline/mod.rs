@@ -78,8 +78,8 @@ pub enum Strategy {
     /// Largest first, each at the lowest of a bounded set of candidate offsets: the
     /// free rectangles (holes) left below the placed buffers, or on top of the highest
     /// one placed in its lifetime (`plan/offline/holes.rs`). Needs no overlap lists:
-    /// O(n log T (K + log n)) for T time sections and at most K = 48 holes examined per
-    /// segment-tree node, whatever the number of overlapping pairs; O(n) memory. An
+    /// O(n (K + log T log n)) for T time sections and at most K = 512 holes examined
+    /// per buffer, whatever the number of overlapping pairs; O(n) memory. An
     /// approximation of [`Strategy::GreedySize`] (free space split between two holes
     /// is not found), for instances where that one is too costly.
     GreedySizeHoles,
@@ -137,7 +137,10 @@ pub enum Strategy {
     /// greedy orders run after the skyline where they are costly). Greedy-by-size still
     /// runs up to 10^9 overlapping pairs (about 6 s on 100,000 malloc-like buffers
     /// with 2,000 live): before the skyline above 32,768 items, after the skyline and
-    /// the repair below, only where they left the goal unreached. With a
+    /// the repair below, only where they left the goal unreached. Greedy by size into
+    /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs last where the goal
+    /// is still unreached (it changes no earlier path), up to 131,072 items: beyond,
+    /// `best` does not run it and can be above it. With a
     /// deadline every phase gives up once it passes (checked every 64 greedy
     /// placements, every 4,096 heap pops, before every search probe and climb move),
     /// returning the lowest plan so far. Up to those sizes it runs every strategy above
@@ -147,7 +150,8 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    /// Every strategy, in the order [`Strategy::Best`] tries them (itself last).
+    /// Every strategy (itself last); [`Strategy::Best`] tries them in this order but
+    /// for [`Strategy::GreedySizeHoles`], which it runs after the skyline phases.
     pub const ALL: [Strategy; 10] = [
         Strategy::GreedySize,
         Strategy::GreedySizeHoles,
@@ -690,9 +694,11 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
         greedy_size_alone(p, goal, pairs, index, &mut best);
     }
-    // Greedy by size into holes: O(n log n)-like whatever the pair count, so always
-    // (after the rest, so that it changes no path where they reach the goal).
-    if best.as_ref().is_some_and(|b| !goal.done(b.1)) {
+    // Greedy by size into holes: its cost does not grow with the pair count, so on
+    // every instance up to holes::FULL_SCAN_ITEMS items (after the rest, so that it
+    // changes no path where they reach the goal). Beyond, it took 8-16 s of CPU on a
+    // million buffers and landed above the sweep, so it does not run there.
+    if p.items.len() <= holes::FULL_SCAN_ITEMS && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
         let started = Instant::now();
         let order = greedy::by_size(p);
         if let Some((offsets, peak)) = holes::place_until(p, &order, goal.budget.deadline) {
