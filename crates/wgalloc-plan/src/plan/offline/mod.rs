@@ -138,9 +138,9 @@ pub enum Strategy {
     /// runs up to 10^9 overlapping pairs (about 6 s on 100,000 malloc-like buffers
     /// with 2,000 live): before the skyline above 32,768 items, after the skyline and
     /// the repair below, only where they left the goal unreached. Greedy by size into
-    /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs last where the goal
-    /// is still unreached (it changes no earlier path), up to 131,072 items: beyond,
-    /// `best` does not run it and can be above it. With a
+    /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
+    /// else where the goal is still unreached (it changes no other path), up to
+    /// 131,072 items: beyond, `best` does not run it and can be above it. With a
     /// deadline every phase gives up once it passes (checked every 64 greedy
     /// placements, every 4,096 heap pops, before every search probe and climb move),
     /// returning the lowest plan so far. Up to those sizes it runs every strategy above
@@ -151,7 +151,7 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy (itself last); [`Strategy::Best`] tries them in this order but
-    /// for [`Strategy::GreedySizeHoles`], which it runs after the skyline phases.
+    /// for [`Strategy::GreedySizeHoles`], which it runs after all the others.
     pub const ALL: [Strategy; 10] = [
         Strategy::GreedySize,
         Strategy::GreedySizeHoles,
@@ -612,6 +612,25 @@ const GREEDY_SIZE_MAX_PAIRS: u64 = 1_000_000_000;
 /// structures), so the default plan of a million buffers takes seconds where it has
 /// more pairs than that budget.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
+    let mut best = best_of_the_others(p, goal);
+    // Greedy by size into holes: its cost does not grow with the pair count, so on
+    // every instance up to holes::FULL_SCAN_ITEMS items where the goal is unreached,
+    // last, so that it changes no other phase's path (the search and the climb
+    // start from what they started from before it existed). Beyond, it took 8-16 s
+    // of CPU on a million buffers and landed above the sweep, so it does not run.
+    if p.items.len() <= holes::FULL_SCAN_ITEMS && !goal.done(best.1) {
+        let started = Instant::now();
+        let order = greedy::by_size(p);
+        if let Some((offsets, peak)) = holes::place_until(p, &order, goal.budget.deadline) {
+            log::debug!("greedy-size-holes: {peak} in {:?}", started.elapsed());
+            keep_lower_placement(&mut best, (offsets, peak, Strategy::GreedySizeHoles));
+        }
+    }
+    best
+}
+
+/// [`best`] without greedy-size-holes.
+fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
     let mut index: Option<OverlapIndex> = None;
     let Some((offsets, peak, strategy)) = start(p, goal, &mut index) else {
         return (Vec::new(), 0, Strategy::Best);
@@ -658,8 +677,8 @@ fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
 /// alone up to [`GREEDY_SIZE_MAX_PAIRS`] pairs, here above [`FULL_ITEMS`] items), the
 /// skyline orders, on instances too large for the search the column repair, then
 /// greedy-by-size alone (costly band, up to [`FULL_ITEMS`] items) if the goal is still
-/// unreached, greedy by size into holes ([`Strategy::GreedySizeHoles`]) if it still is,
-/// and last, with a deadline, the other costly greedy orders; the lowest of them. `index` is built if a greedy order needs it. `None` only for an instance with
+/// unreached, and last, with a deadline, the other costly greedy orders; the lowest of
+/// them. `index` is built if a greedy order needs it. `None` only for an instance with
 /// no items.
 fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<Placement> {
     let started = Instant::now();
@@ -693,18 +712,6 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     }
     if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
         greedy_size_alone(p, goal, pairs, index, &mut best);
-    }
-    // Greedy by size into holes: its cost does not grow with the pair count, so on
-    // every instance up to holes::FULL_SCAN_ITEMS items (after the rest, so that it
-    // changes no path where they reach the goal). Beyond, it took 8-16 s of CPU on a
-    // million buffers and landed above the sweep, so it does not run there.
-    if p.items.len() <= holes::FULL_SCAN_ITEMS && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
-        let started = Instant::now();
-        let order = greedy::by_size(p);
-        if let Some((offsets, peak)) = holes::place_until(p, &order, goal.budget.deadline) {
-            log::debug!("greedy-size-holes: {peak} in {:?}", started.elapsed());
-            keep_lower(&mut best, (offsets, peak, Strategy::GreedySizeHoles));
-        }
     }
     // With a deadline, last, the greedy orders too where they are costly (each given
     // up if it passes): after the column repair, which reaches iopddl_S_1's bound
