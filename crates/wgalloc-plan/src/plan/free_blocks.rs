@@ -14,9 +14,43 @@
 //! A hole freed next to another hole merges with it; a hole that reaches `top` gives
 //! its bytes back to the tail. The high-water mark of a chunk is the chunk's size.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasher, Hasher};
 
 use super::{align_up, BufferTypeDesc, ChunkPlan, PlanError};
+
+/// The hash of the live offsets: a multiply of the offset, its high half folded into
+/// the low one by `finish`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct OffsetHash;
+
+impl BuildHasher for OffsetHash {
+    type Hasher = OffsetHasher;
+
+    fn build_hasher(&self) -> OffsetHasher {
+        OffsetHasher(0)
+    }
+}
+
+/// See [`OffsetHash`].
+#[derive(Debug, Clone, Copy)]
+struct OffsetHasher(u64);
+
+impl Hasher for OffsetHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Chunk {
@@ -30,7 +64,8 @@ struct Chunk {
     /// Holds one allocation larger than the max size; never reused.
     oversized: bool,
     /// The live allocations, `offset -> aligned size`: a free must name one exactly.
-    live: BTreeMap<u64, u64>,
+    /// Hashed: an exact lookup per free; only a refused free scans it.
+    live: HashMap<u64, u64, OffsetHash>,
 }
 
 /// Where an allocation landed: `[offset, offset + size)` of chunk `chunk`; `size` is
@@ -203,7 +238,11 @@ impl FreeBlockAllocator {
             top: size,
             high_water: size,
             oversized,
-            live: BTreeMap::from([(0, size)]),
+            live: {
+                let mut live = HashMap::with_hasher(OffsetHash);
+                live.insert(0, size);
+                live
+            },
         });
         ChunkRange {
             chunk: self.chunks.len() - 1,
@@ -258,12 +297,7 @@ impl FreeBlockAllocator {
                     "block's size differs from the live block at its offset",
                 ))
             }
-            None if c
-                .live
-                .range(..end)
-                .next_back()
-                .is_some_and(|(&o, &s)| o + s > offset) =>
-            {
+            None if c.live.iter().any(|(&o, &s)| o < end && o + s > offset) => {
                 return Err(bad("block overlaps a live block without matching it"))
             }
             None => return Err(bad("no live block starts at this offset")),
