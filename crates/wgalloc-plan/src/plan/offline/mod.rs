@@ -79,9 +79,10 @@ pub enum Strategy {
     /// free rectangles (holes) left below the placed buffers, or on top of the highest
     /// one placed in its lifetime (`plan/offline/holes.rs`). Needs no overlap lists:
     /// O(n (K + log T log n)) for T time sections and at most K = 512 holes examined
-    /// per buffer, whatever the number of overlapping pairs; O(n) memory. An
-    /// approximation of [`Strategy::GreedySize`] (free space split between two holes
-    /// is not found), for instances where that one is too costly.
+    /// per buffer (K shrinks as 2^17 / n beyond 2^17 buffers, at least 32), whatever
+    /// the number of overlapping pairs; O(n) memory. An approximation of
+    /// [`Strategy::GreedySize`] (free space split between two holes, or beyond the
+    /// scan, is not found): 6-36 points above it on 100,000 generated buffers.
     GreedySizeHoles,
     /// Largest first, each in the smallest free gap that holds it (TFLite's variant).
     /// Cost as [`Strategy::GreedySize`].
