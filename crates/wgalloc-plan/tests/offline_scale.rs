@@ -61,8 +61,9 @@ fn run(problem: &IntervalProblem, planner: Planner, options: PlanOptions) -> u64
 }
 
 /// Every strategy `best` runs or starts from on instances of this size.
-const STRATEGIES: [Strategy; 8] = [
+const STRATEGIES: [Strategy; 9] = [
     Strategy::GreedySize,
+    Strategy::GreedySizeHoles,
     Strategy::GreedySizeBestFit,
     Strategy::GreedyBreadth,
     Strategy::GreedyLifetime,
@@ -124,3 +125,63 @@ fn time_limit_holds_when_ten_times_below_the_unlimited_run() {
     );
     assert!(started.elapsed() < full / 2 + Duration::from_millis(50));
 }
+
+/// FNV-1a over a plan's offsets and peak: one number that changes with any offset.
+fn fingerprint(offsets: &[u64], peak: u64) -> u64 {
+    let mut h = 0xCBF2_9CE4_8422_2325u64;
+    for &x in offsets.iter().chain(std::iter::once(&peak)) {
+        for b in x.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
+        }
+    }
+    h
+}
+
+#[test]
+fn ggml_plans_are_those_of_the_linear_hole_scan() {
+    // Recorded with the allocator that scanned every hole per allocation (before the
+    // holes were indexed by size): ggml's offsets must stay bit-identical.
+    let cases: [(usize, u64, u64, u32, u64); 6] = [
+        (2_000, 1, 40, 12, 1),
+        (20_000, 2, 2_000, 16, 1),
+        (20_000, 3, 300, 8, 0),
+        (50_000, 4, 5_000, 18, 2),
+        (5_000, 5, 10, 3, 1),
+        (30_000, 6, 800, 14, 0),
+    ];
+    let mut report = String::new();
+    for (n, seed, life, spread, gap) in cases {
+        let problem = generated(n, seed, life, spread, gap);
+        for alignment in [1u64, 32] {
+            let plan = plan_intervals(
+                &problem,
+                alignment,
+                &PlanOptions::with_planner(Planner::Ggml),
+            )
+            .expect("plans");
+            problem.verify(&plan).expect("verifies");
+            report.push_str(&format!(
+                "({n}, {seed}, a{alignment}): peak {} fingerprint {:#x}\n",
+                plan.peak,
+                fingerprint(&plan.offsets, plan.peak)
+            ));
+        }
+    }
+    assert_eq!(report, RECORDED, "got:\n{report}");
+}
+
+/// What the linear hole scan gave on the cases above.
+const RECORDED: &str = "\
+(2000, 1, a1): peak 462874 fingerprint 0xbcc2e364cdc8ab0f\n\
+(2000, 1, a32): peak 463104 fingerprint 0x35599787370eadd1\n\
+(20000, 2, a1): peak 132848015 fingerprint 0xab80c603506d304b\n\
+(20000, 2, a32): peak 133851328 fingerprint 0x64b95df062384391\n\
+(20000, 3, a1): peak 1118231 fingerprint 0x734b4bfda90c3841\n\
+(20000, 3, a32): peak 1129888 fingerprint 0xb54ab71db2abef90\n\
+(50000, 4, a1): peak 586185297 fingerprint 0x49bfd49da562059f\n\
+(50000, 4, a32): peak 592554880 fingerprint 0xee1be05dbd81b299\n\
+(5000, 5, a1): peak 900 fingerprint 0xa9fa4bd5ea50092e\n\
+(5000, 5, a32): peak 960 fingerprint 0xc65c5c8576595a6f\n\
+(30000, 6, a1): peak 111637724 fingerprint 0x2e31b9837998208e\n\
+(30000, 6, a32): peak 110160512 fingerprint 0x7ae3099195e22642\n\
+";

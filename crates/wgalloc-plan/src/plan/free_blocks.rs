@@ -14,29 +14,49 @@
 //! A hole freed next to another hole merges with it; a hole that reaches `top` gives
 //! its bytes back to the tail. The high-water mark of a chunk is the chunk's size.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasher, Hasher};
 
 use super::{align_up, BufferTypeDesc, ChunkPlan, PlanError};
 
-/// A free byte range `[offset, offset + size)` inside a chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Hole {
-    offset: u64,
-    size: u64,
+/// The hash of the live offsets: a multiply of the offset, its high half folded into
+/// the low one by `finish`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct OffsetHash;
+
+impl BuildHasher for OffsetHash {
+    type Hasher = OffsetHasher;
+
+    fn build_hasher(&self) -> OffsetHasher {
+        OffsetHasher(0)
+    }
 }
 
-impl Hole {
-    fn end(self) -> u64 {
-        // Holes lie below `top <= max_size`, so this cannot overflow.
-        self.offset + self.size
+/// See [`OffsetHash`].
+#[derive(Debug, Clone, Copy)]
+struct OffsetHasher(u64);
+
+impl Hasher for OffsetHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Chunk {
-    /// Free blocks strictly below `top`, in offset order, never adjacent to each
+    /// Free blocks strictly below `top`, `offset -> size`, never adjacent to each
     /// other nor ending at `top` (those are merged).
-    holes: Vec<Hole>,
+    holes: BTreeMap<u64, u64>,
     /// One past the highest allocated byte.
     top: u64,
     /// The largest `top` ever reached: the bytes the chunk needs.
@@ -44,7 +64,8 @@ struct Chunk {
     /// Holds one allocation larger than the max size; never reused.
     oversized: bool,
     /// The live allocations, `offset -> aligned size`: a free must name one exactly.
-    live: BTreeMap<u64, u64>,
+    /// Hashed: an exact lookup per free; only a refused free scans it.
+    live: HashMap<u64, u64, OffsetHash>,
 }
 
 /// Where an allocation landed: `[offset, offset + size)` of chunk `chunk`; `size` is
@@ -80,6 +101,9 @@ pub struct FreeBlockAllocator {
     chunks: Vec<Chunk>,
     /// Number of holes over all chunks (lets `alloc` skip the hole search).
     holes: usize,
+    /// Every hole as `(size, chunk, offset)`: the first at or above a size is the best
+    /// fit (smallest, then lowest chunk, then lowest offset) in O(log holes).
+    by_size: BTreeSet<(u64, usize, u64)>,
 }
 
 impl FreeBlockAllocator {
@@ -100,6 +124,7 @@ impl FreeBlockAllocator {
             max_size,
             chunks: Vec::new(),
             holes: 0,
+            by_size: BTreeSet::new(),
         })
     }
 
@@ -110,6 +135,7 @@ impl FreeBlockAllocator {
             max_size: buffer_type.max_size,
             chunks: Vec::new(),
             holes: 0,
+            by_size: BTreeSet::new(),
         }
     }
 
@@ -149,39 +175,34 @@ impl FreeBlockAllocator {
         Ok(self.new_chunk(size, false))
     }
 
-    /// The smallest hole that holds `size` bytes, cut from its start.
+    /// The smallest hole that holds `size` bytes (ties: the lowest chunk, then the
+    /// lowest offset), cut from its start. O(log holes).
     fn take_best_hole(&mut self, size: u64) -> Option<ChunkRange> {
-        let mut best: Option<(u64, usize, usize)> = None;
-        for (c, chunk) in self.chunks.iter().enumerate() {
-            for (h, hole) in chunk.holes.iter().enumerate() {
-                if hole.size >= size && best.is_none_or(|(s, _, _)| hole.size < s) {
-                    best = Some((hole.size, c, h));
-                    if hole.size == size {
-                        break;
-                    }
-                }
-            }
-            if best.is_some_and(|(s, _, _)| s == size) {
-                break;
-            }
+        let &(hole, c, offset) = self.by_size.range((size, 0, 0)..).next()?;
+        self.remove_hole(c, offset, hole);
+        if hole > size {
+            self.add_hole(c, offset + size, hole - size);
         }
-        let (_, c, h) = best?;
-        let chunk = &mut self.chunks[c];
-        let hole = &mut chunk.holes[h];
-        let offset = hole.offset;
-        chunk.live.insert(offset, size);
-        if hole.size == size {
-            chunk.holes.remove(h);
-            self.holes -= 1;
-        } else {
-            hole.offset += size;
-            hole.size -= size;
-        }
+        self.chunks[c].live.insert(offset, size);
         Some(ChunkRange {
             chunk: c,
             offset,
             size,
         })
+    }
+
+    /// Records the hole `[offset, offset + size)` of chunk `c`.
+    fn add_hole(&mut self, c: usize, offset: u64, size: u64) {
+        self.chunks[c].holes.insert(offset, size);
+        self.by_size.insert((size, c, offset));
+        self.holes += 1;
+    }
+
+    /// Forgets the hole `[offset, offset + size)` of chunk `c`.
+    fn remove_hole(&mut self, c: usize, offset: u64, size: u64) {
+        self.chunks[c].holes.remove(&offset);
+        self.by_size.remove(&(size, c, offset));
+        self.holes -= 1;
     }
 
     /// The tail of the chunk whose high-water mark rises least.
@@ -213,11 +234,15 @@ impl FreeBlockAllocator {
 
     fn new_chunk(&mut self, size: u64, oversized: bool) -> ChunkRange {
         self.chunks.push(Chunk {
-            holes: Vec::new(),
+            holes: BTreeMap::new(),
             top: size,
             high_water: size,
             oversized,
-            live: BTreeMap::from([(0, size)]),
+            live: {
+                let mut live = HashMap::with_hasher(OffsetHash);
+                live.insert(0, size);
+                live
+            },
         });
         ChunkRange {
             chunk: self.chunks.len() - 1,
@@ -272,12 +297,7 @@ impl FreeBlockAllocator {
                     "block's size differs from the live block at its offset",
                 ))
             }
-            None if c
-                .live
-                .range(..end)
-                .next_back()
-                .is_some_and(|(&o, &s)| o + s > offset) =>
-            {
+            None if c.live.iter().any(|(&o, &s)| o < end && o + s > offset) => {
                 return Err(bad("block overlaps a live block without matching it"))
             }
             None => return Err(bad("no live block starts at this offset")),
@@ -287,51 +307,34 @@ impl FreeBlockAllocator {
             c.top = 0;
             return Ok(());
         }
-        // First hole at or after the block.
-        let next = c.holes.partition_point(|h| h.offset < offset);
-        if next < c.holes.len() && c.holes[next].offset < end {
+        // The holes just before and at or after the block.
+        let prev = c.holes.range(..offset).next_back().map(|(&o, &s)| (o, s));
+        let next = c.holes.range(offset..).next().map(|(&o, &s)| (o, s));
+        if next.is_some_and(|(o, _)| o < end) || prev.is_some_and(|(o, s)| o + s > offset) {
             return Err(bad("block overlaps a free block"));
         }
-        let prev_adjacent = match next.checked_sub(1).map(|p| c.holes[p]) {
-            Some(p) if p.end() > offset => return Err(bad("block overlaps a free block")),
-            Some(p) => p.end() == offset,
-            None => false,
-        };
-        let next_adjacent = next < c.holes.len() && c.holes[next].offset == end;
-        if end == c.top {
+        let prev = prev.filter(|&(o, s)| o + s == offset);
+        let next = next.filter(|&(o, _)| o == end);
+        let top = c.top;
+        if end == top {
             // Back to the tail, together with a hole just below it.
-            c.top = offset;
-            if prev_adjacent {
-                let p = next - 1;
-                c.top = c.holes[p].offset;
-                c.holes.remove(p);
-                self.holes -= 1;
+            self.chunks[chunk].top = offset;
+            if let Some((o, s)) = prev {
+                self.chunks[chunk].top = o;
+                self.remove_hole(chunk, o, s);
             }
             return Ok(());
         }
-        match (prev_adjacent, next_adjacent) {
-            (true, true) => {
-                let following = c.holes.remove(next);
-                c.holes[next - 1].size += aligned + following.size;
-                self.holes -= 1;
-            }
-            (true, false) => c.holes[next - 1].size += aligned,
-            (false, true) => {
-                let h = &mut c.holes[next];
-                h.offset = offset;
-                h.size += aligned;
-            }
-            (false, false) => {
-                c.holes.insert(
-                    next,
-                    Hole {
-                        offset,
-                        size: aligned,
-                    },
-                );
-                self.holes += 1;
-            }
+        let (mut start, mut stop) = (offset, end);
+        if let Some((o, s)) = prev {
+            self.remove_hole(chunk, o, s);
+            start = o;
         }
+        if let Some((o, s)) = next {
+            self.remove_hole(chunk, o, s);
+            stop = o + s;
+        }
+        self.add_hole(chunk, start, stop - start);
         Ok(())
     }
 
@@ -361,7 +364,7 @@ impl FreeBlockAllocator {
             let free: u64 = if c.oversized {
                 0
             } else {
-                c.holes.iter().map(|h| h.size).sum()
+                c.holes.values().sum()
             };
             acc.saturating_add(c.top - free)
         })
