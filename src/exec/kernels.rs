@@ -144,10 +144,10 @@ impl Shader {
             MatmulTiled => "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
-            KvSelf => "kv_self.wgsl", false;
-            KvAttend => "kv_attend.wgsl", false;
-            MatmulNorm => "matmul_norm.wgsl", false;
-            KvSelfAttend => "kv_self_attend.wgsl", false;
+            KvSelf => "kv_self.wgsl", true;
+            KvAttend => "kv_attend.wgsl", true;
+            MatmulNorm => "matmul_norm.wgsl", true;
+            KvSelfAttend => "kv_self_attend.wgsl", true;
         }
     }
 
