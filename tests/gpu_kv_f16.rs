@@ -119,11 +119,11 @@ fn run_chunks(ctx: &GpuContext, config: KvConfig, chunks: &[u32]) -> (f32, KvRep
     let mut worst = 0f32;
     let mut past = 0usize;
     for &n in chunks {
-        if !steps.contains_key(&n) {
+        steps.entry(n).or_insert_with(|| {
             let s = step(ctx, &config, u64::from(n));
             let layer = cache.layer(&s.graph, &s.kv).expect("the cache's layer");
-            steps.insert(n, (s, layer));
-        }
+            (s, layer)
+        });
         let (s, layer) = &steps[&n];
         let info = cache.begin_step(&s.kv, n).expect("blocks for the chunk");
         assert_eq!(info.past as usize, past);
