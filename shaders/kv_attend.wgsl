@@ -12,6 +12,9 @@
 // l * 2 * block_tokens * d words, its K rows [block_tokens, d] then its V rows.
 // One invocation per query and head, QUERIES queries of one head per workgroup; every
 // invocation of a workgroup walks the same blocks (the table reads are uniform).
+// qkv, the pages and the normalised output are stored as T (storage_f32.wgsl /
+// storage_f16.wgsl; the table's offsets count elements of T); the state and every
+// score, sum and accumulator are f32.
 // Params: n, heads, hd, layer; scale, page (a whole number).
 
 struct Params {
@@ -26,10 +29,13 @@ struct Params {
 }
 
 @group(0) @binding(1) var<storage, read_write> state: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> qkv: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> qkv: array<vec4<T>>;
 @group(0) @binding(3) var<storage, read_write> table: array<u32>;
-@group(0) @binding(4) var<storage, read_write> page: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> page: array<vec4<T>>;
 @group(0) @binding(5) var<storage, read_write> out: array<vec4<f32>>;
+// The normalised output [n, d], stored as T (the same binding as `out`; an entry point
+// uses one of the two).
+@group(0) @binding(5) var<storage, read_write> out_t: array<vec4<T>>;
 
 const QUERIES: u32 = 16u;
 const CHUNK: u32 = 8u;
@@ -86,7 +92,7 @@ fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32) {
             let krow = k0 + min(c0 + c, rows - 1u) * l.d4;
             var dot_qk = 0.0;
             for (var e = 0u; e < l.hd4; e++) {
-                dot_qk = dot_qk + dot(q[e], page[krow + e]);
+                dot_qk = dot_qk + dot(q[e], vec4<f32>(page[krow + e]));
             }
             s[c] = select(MASKED, dot_qk, c0 + c < rows);
             chunk_max = max(chunk_max, s[c]);
@@ -104,7 +110,7 @@ fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32) {
             var o = acc[e] * rescale;
             for (var c = 0u; c < CHUNK; c++) {
                 let vrow = v0 + min(c0 + c, rows - 1u) * l.d4;
-                o = fma(vec4(p[c]), page[vrow + e], o);
+                o = fma(vec4(p[c]), vec4<f32>(page[vrow + e]), o);
             }
             acc[e] = o;
         }
@@ -121,7 +127,7 @@ fn attend(l: Lane) {
     run_max = first.x;
     run_sum = first.y;
     for (var e = 0u; e < l.hd4; e++) {
-        q[e] = qkv[l.query * 3u * l.d4 + l.head + e] * params.scale;
+        q[e] = vec4<f32>(qkv[l.query * 3u * l.d4 + l.head + e]) * params.scale;
         acc[e] = state[l.row + 1u + e];
     }
     append(l, past, mapped, bt, this_page);
@@ -177,7 +183,7 @@ fn kv_attend_out(
     if l.valid {
         let inv = 1.0 / run_sum;
         for (var e = 0u; e < l.hd4; e++) {
-            out[l.query * l.d4 + l.head + e] = acc[e] * inv;
+            out_t[l.query * l.d4 + l.head + e] = vec4<T>(acc[e] * inv);
         }
     }
 }

@@ -9,6 +9,7 @@
 // One invocation per query and head, QUERIES consecutive queries of one head per
 // workgroup; keys in chunks of CHUNK read by the whole workgroup at once, one rescale
 // per chunk (as attention.wgsl). hd a multiple of 4, at most 4 * MAX_HD4 (256).
+// qkv is stored as T (storage_f32.wgsl / storage_f16.wgsl); the state is f32 either way.
 // Params: n, heads, hd, unused; scale.
 
 struct Params {
@@ -22,7 +23,7 @@ struct Params {
     unused3: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<T>>;
 @group(0) @binding(2) var<storage, read_write> state: array<vec4<f32>>;
 
 const QUERIES: u32 = 16u;
@@ -46,7 +47,7 @@ fn kv_self(
     var q: array<vec4<f32>, MAX_HD4>;
     var acc: array<vec4<f32>, MAX_HD4>;
     for (var e = 0u; e < hd4; e++) {
-        q[e] = qkv[query * stride + head + e] * params.scale;
+        q[e] = vec4<f32>(qkv[query * stride + head + e]) * params.scale;
     }
     var run_max = MASKED;
     var run_sum = 0.0;
@@ -58,7 +59,7 @@ fn kv_self(
             let krow = min(key, n - 1u) * stride + d4 + head;
             var dot_qk = 0.0;
             for (var e = 0u; e < hd4; e++) {
-                dot_qk = dot_qk + dot(q[e], qkv[krow + e]);
+                dot_qk = dot_qk + dot(q[e], vec4<f32>(qkv[krow + e]));
             }
             s[c] = select(MASKED, dot_qk, key <= query);
             chunk_max = max(chunk_max, s[c]);
@@ -76,7 +77,7 @@ fn kv_self(
             var o = acc[e] * rescale;
             for (var c = 0u; c < CHUNK; c++) {
                 let vrow = min(j0 + c, n - 1u) * stride + 2u * d4 + head;
-                o = fma(vec4(p[c]), qkv[vrow + e], o);
+                o = fma(vec4(p[c]), vec4<f32>(qkv[vrow + e]), o);
             }
             acc[e] = o;
         }

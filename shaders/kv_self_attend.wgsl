@@ -8,6 +8,9 @@
 // rows whose block lies in this page (as kv_attend.wgsl, whose append and block scan
 // this file repeats: WGSL has no include). One dispatch fewer per layer; the state
 // between kv_self and the first page is never stored.
+// qkv, the pages and the normalised output are stored as T (storage_f32.wgsl /
+// storage_f16.wgsl; the table's offsets count elements of T); the state and every
+// score, sum and accumulator are f32.
 // Params: n, heads, hd, layer; scale, page (a whole number).
 
 struct Params {
@@ -21,10 +24,13 @@ struct Params {
     unused3: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<T>>;
 @group(0) @binding(2) var<storage, read_write> table: array<u32>;
-@group(0) @binding(3) var<storage, read_write> page: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> page: array<vec4<T>>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
+// The normalised output [n, d], stored as T (the same binding as `out`; an entry point
+// uses one of the two).
+@group(0) @binding(4) var<storage, read_write> out_t: array<vec4<T>>;
 
 const QUERIES: u32 = 16u;
 const CHUNK: u32 = 8u;
@@ -81,7 +87,7 @@ fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32) {
             let krow = k0 + min(c0 + c, rows - 1u) * l.d4;
             var dot_qk = 0.0;
             for (var e = 0u; e < l.hd4; e++) {
-                dot_qk = dot_qk + dot(q[e], page[krow + e]);
+                dot_qk = dot_qk + dot(q[e], vec4<f32>(page[krow + e]));
             }
             s[c] = select(MASKED, dot_qk, c0 + c < rows);
             chunk_max = max(chunk_max, s[c]);
@@ -99,7 +105,7 @@ fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32) {
             var o = acc[e] * rescale;
             for (var c = 0u; c < CHUNK; c++) {
                 let vrow = v0 + min(c0 + c, rows - 1u) * l.d4;
-                o = fma(vec4(p[c]), page[vrow + e], o);
+                o = fma(vec4(p[c]), vec4<f32>(page[vrow + e]), o);
             }
             acc[e] = o;
         }
@@ -125,7 +131,7 @@ fn self_state(l: Lane, wid: vec3<u32>) {
             let krow = min(key, n - 1u) * stride + l.d4 + l.head;
             var dot_qk = 0.0;
             for (var e = 0u; e < l.hd4; e++) {
-                dot_qk = dot_qk + dot(q[e], qkv[krow + e]);
+                dot_qk = dot_qk + dot(q[e], vec4<f32>(qkv[krow + e]));
             }
             s[c] = select(MASKED, dot_qk, key <= l.query);
             chunk_max = max(chunk_max, s[c]);
@@ -143,7 +149,7 @@ fn self_state(l: Lane, wid: vec3<u32>) {
             var o = acc[e] * rescale;
             for (var c = 0u; c < CHUNK; c++) {
                 let vrow = min(j0 + c, n - 1u) * stride + 2u * l.d4 + l.head;
-                o = fma(vec4(p[c]), qkv[vrow + e], o);
+                o = fma(vec4(p[c]), vec4<f32>(qkv[vrow + e]), o);
             }
             acc[e] = o;
         }
@@ -158,7 +164,7 @@ fn self_attend(l: Lane, wid: vec3<u32>) {
     let bt = max(table[2], 1u);
     let this_page = u32(params.page);
     for (var e = 0u; e < l.hd4; e++) {
-        q[e] = qkv[l.query * 3u * l.d4 + l.head + e] * params.scale;
+        q[e] = vec4<f32>(qkv[l.query * 3u * l.d4 + l.head + e]) * params.scale;
     }
     self_state(l, wid);
     append(l, past, mapped, bt, this_page);
@@ -199,7 +205,7 @@ fn kv_self_attend_out(
     if l.valid {
         let inv = 1.0 / run_sum;
         for (var e = 0u; e < l.hd4; e++) {
-            out[l.query * l.d4 + l.head + e] = acc[e] * inv;
+            out_t[l.query * l.d4 + l.head + e] = vec4<T>(acc[e] * inv);
         }
     }
 }

@@ -9,6 +9,8 @@
 // `out`; a workgroup of LANES invocations covers ROWS rows and 4 * LANES columns. The
 // workgroup first computes the mean and inverse deviation of its ROWS rows together
 // (each lane sums a stride of the row, then one lane per row adds the partial sums).
+// Tensors are stored as T (storage_f32.wgsl / storage_f16.wgsl); the statistics, the
+// normalised row and the accumulators are f32.
 // Params: m, k, n, epilogue (0 none, 1 GELU); eps.
 
 struct Params {
@@ -22,12 +24,12 @@ struct Params {
     unused3: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> x: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> w: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> bias: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> gain: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> beta: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> x: array<vec4<T>>;
+@group(0) @binding(2) var<storage, read_write> w: array<vec4<T>>;
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<T>>;
+@group(0) @binding(4) var<storage, read_write> bias: array<vec4<T>>;
+@group(0) @binding(5) var<storage, read_write> gain: array<vec4<T>>;
+@group(0) @binding(6) var<storage, read_write> beta: array<vec4<T>>;
 
 override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
 override LANES: u32 = 16u; // invocations per workgroup, at most MAX_LANES
@@ -59,7 +61,7 @@ fn row_stats(row0: u32, lane: u32) {
         let base = row_base(row0, r);
         var s = 0.0;
         for (var q = lane; q < k4; q += LANES) {
-            let v = x[base + q];
+            let v = vec4<f32>(x[base + q]);
             s = s + (v.x + v.y + v.z + v.w);
         }
         partial[r * MAX_LANES + lane] = s;
@@ -78,7 +80,7 @@ fn row_stats(row0: u32, lane: u32) {
         let mean = stats[r].x;
         var s = 0.0;
         for (var q = lane; q < k4; q += LANES) {
-            let d = x[base + q] - vec4(mean);
+            let d = vec4<f32>(x[base + q]) - vec4(mean);
             s = s + dot(d, d);
         }
         partial[r * MAX_LANES + lane] = s;
@@ -116,21 +118,21 @@ fn matmul_norm_bias(
     var acc: array<vec4<f32>, MAX_ROWS>;
     for (var kq = 0u; kq < k4; kq++) {
         let base = kq * 4u * n4 + col;
-        let b0 = w[base];
-        let b1 = w[base + n4];
-        let b2 = w[base + 2u * n4];
-        let b3 = w[base + 3u * n4];
-        let g = gain[kq];
-        let t = beta[kq];
+        let b0 = vec4<f32>(w[base]);
+        let b1 = vec4<f32>(w[base + n4]);
+        let b2 = vec4<f32>(w[base + 2u * n4]);
+        let b3 = vec4<f32>(w[base + 3u * n4]);
+        let g = vec4<f32>(gain[kq]);
+        let t = vec4<f32>(beta[kq]);
         for (var r = 0u; r < ROWS; r++) {
-            let av = (x[rows[r] + kq] - vec4(mean[r])) * inv[r] * g + t;
+            let av = (vec4<f32>(x[rows[r] + kq]) - vec4(mean[r])) * inv[r] * g + t;
             acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
         }
     }
     if c4 >= n4 {
         return;
     }
-    let bias_c = bias[c4];
+    let bias_c = vec4<f32>(bias[c4]);
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
@@ -138,7 +140,7 @@ fn matmul_norm_bias(
             if params.epilogue == 1u {
                 v = gelu(v);
             }
-            out[row * n4 + c4] = v;
+            out[row * n4 + c4] = vec4<T>(v);
         }
     }
 }

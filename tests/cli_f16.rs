@@ -1,7 +1,9 @@
-//! `--dtype` on the default run and on `wgalloc model` (issue 27, item 2): f16 storage
-//! where the adapter offers `shader-f16`, half the planned activation bytes, logits
-//! within the f16 tolerance and the proof passing; on a device without it
-//! (`WGALLOC_SHADER_F16=0` stands in for such an adapter) the run says so and uses f32.
+//! `--dtype` on the default run, on `wgalloc model` and on `wgalloc generate` (issue
+//! 27, item 2): f16 storage where the adapter offers `shader-f16`, half the planned
+//! activation (and KV-cache) bytes, logits within the f16 tolerance, the same greedy
+//! tokens as the f16-rounding CPU reference and the proof passing; on a device without
+//! it (`WGALLOC_SHADER_F16=0` stands in for such an adapter) the run says so and uses
+//! f32.
 
 mod common;
 
@@ -141,6 +143,113 @@ fn the_default_run_takes_dtype_f16() {
     assert!(report.contains("f16 storage"), "{report}");
     assert!(report.contains("tolerance 1.0e-2"), "{report}");
     assert!(report.contains("verdict  PASS"), "{report}");
+    // Its generation stores f16 too, checked against the f16-rounding reference.
+    assert!(!report.contains("generation stores f32"), "{report}");
+    assert!(
+        report.contains("storage  f16 (weights, activations, KV-cache pages)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("check    CPU reference: tokens identical"),
+        "{report}"
+    );
+    assert!(report.contains("(tolerance 1e-2 x max(1, "), "{report}");
+    assert!(!report.contains("FAIL"), "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `wgalloc generate` on the gpt2-tiny fixture, `--check --prove --json`, stored as
+/// `dtype`, parsed.
+fn generate_json(dir: &PathBuf, dtype: &str) -> serde_json::Value {
+    let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/gpt2-tiny");
+    let out = wgalloc_in(dir)
+        .arg("generate")
+        .arg("--weights")
+        .arg(&fixture)
+        .args(["--prompt-ids", "5,42,79,116,153,190,227,264,301,338,375"])
+        .args(["--max-new-tokens", "10", "--prefill-chunk", "8"])
+        .args(["--block-tokens", "4", "--check", "--prove", "--json"])
+        .args(["--dtype", dtype])
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn generate_dtype_f16_matches_the_rounded_reference_in_half_the_bytes() {
+    let Some(ctx) = common::gpu() else { return };
+    if !ctx.has_f16() {
+        common::skip_for_capability(
+            "generate_dtype_f16_matches_the_rounded_reference_in_half_the_bytes",
+            "the adapter does not offer shader-f16",
+        );
+        return;
+    }
+    let dir = scratch_dir("generate");
+    let g32 = generate_json(&dir, "f32");
+    let g16 = generate_json(&dir, "f16");
+    assert_eq!(
+        (g32["dtype"].as_str(), g16["dtype"].as_str()),
+        (Some("f32"), Some("f16"))
+    );
+    let check = &g16["cpu_check"];
+    assert_eq!(check["passed"], true, "{check}");
+    assert_eq!(check["tokens_match"], true, "{check}");
+    let tolerance = check["tolerance"].as_f64().expect("tolerance");
+    assert!((tolerance - 1e-2).abs() < 1e-6, "{check}");
+    for proof in g16["proofs"].as_array().expect("proofs") {
+        assert_eq!(proof["verified"], true, "{proof}");
+    }
+    let bytes = |v: &serde_json::Value, key: &str| v["memory"][key].as_u64().expect(key);
+    assert_eq!(
+        2 * bytes(&g16, "kv_used_bytes"),
+        bytes(&g32, "kv_used_bytes"),
+        "the KV cache's blocks at half the bytes"
+    );
+    assert_eq!(
+        2 * bytes(&g16, "weights_bytes"),
+        bytes(&g32, "weights_bytes")
+    );
+    let (a16, a32) = (
+        bytes(&g16, "activation_bytes"),
+        bytes(&g32, "activation_bytes"),
+    );
+    assert!(
+        a16 < a32 && 10 * a16 <= 6 * a32,
+        "activations f16 {a16} B against f32 {a32} B"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn generate_without_shader_f16_says_so_and_uses_f32() {
+    if common::gpu().is_none() {
+        return;
+    }
+    let dir = scratch_dir("generate-fallback");
+    let out = wgalloc_in(&dir)
+        .env("WGALLOC_SHADER_F16", "0")
+        .args([
+            "generate",
+            "--seeded-shape",
+            "1,32,2,64,32",
+            "--max-new-tokens",
+            "2",
+        ])
+        .args(["--check", "--dtype", "f16"])
+        .output()
+        .expect("runs");
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains(
+            "dtype    f16 asked, but this adapter does not offer shader-f16: running f32"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("storage  f32"), "{report}");
+    assert!(report.contains("(tolerance 1e-3 x max(1, "), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use wgalloc::device::GpuContext;
+use wgalloc::exec::StorageType;
 use wgalloc::model::hf::{
     check_tokens, fit, generate_greedy, Checkpoint, CheckpointError, CpuDecoder, CpuGpt2,
     FitRequest, Generation, Gpt2Config, Gpt2Weights, GpuGpt2, GpuOptions, DEFAULT_PAGE_BYTES,
 };
-use wgalloc::model::SeededRng;
+use wgalloc::model::{logits_tolerance, SeededRng};
 
 use super::generate_out::{print_dry_run, print_generation, CpuCheck, RunFacts};
 use super::tokenizer::{Gpt2Tokenizer, GPT2_VOCAB};
@@ -63,6 +64,12 @@ pub struct GenerateArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// How weights, activations and the KV cache's pages are stored: f32, or f16 (half
+    /// the bytes, f32 accumulation; needs the adapter's shader-f16, else the run says
+    /// so and uses f32). `--check` then compares with a CPU reference that rounds as
+    /// f16 storage does, within the f16 tolerance.
+    #[arg(long, default_value = "f32", value_parser = super::model_cmd::parse_dtype)]
+    pub dtype: StorageType,
 }
 
 impl GenerateArgs {
@@ -84,6 +91,7 @@ impl GenerateArgs {
             check: true,
             prove: true,
             json: false,
+            dtype: StorageType::F32,
         }
     }
 }
@@ -146,19 +154,42 @@ pub fn run(args: &GenerateArgs) -> wgalloc::Result<ExitCode> {
     // Bad prompts are refused before a device is opened.
     check_tokens(&config, 0, &prompt_ids)?;
     let ctx = GpuContext::from_env()?;
+    let dtype = super::model_cmd::usable_dtype(&ctx, args.dtype);
+    if dtype != args.dtype {
+        let note = format!(
+            "dtype    {} asked, but this adapter does not offer shader-f16: running {}",
+            args.dtype.name(),
+            dtype.name()
+        );
+        if args.json {
+            eprintln!("{note}");
+        } else {
+            println!("{note}");
+        }
+    }
     let options = GpuOptions {
         prefill_chunk: args.prefill_chunk.max(1),
         block_tokens: args.block_tokens,
         max_page_bytes: args.page_bytes,
+        dtype,
         ..GpuOptions::default()
     };
     let mut gpu = GpuGpt2::new(&ctx, &config, &weights, options)?;
     let generation: Generation = generate_greedy(&mut gpu, &prompt_ids, args.max_new_tokens)?;
     let check = if args.check {
-        let cpu = CpuGpt2::new(config.clone(), weights)?;
+        let mut cpu = CpuGpt2::new(config.clone(), weights)?;
+        // f16 storage: the reference rounds as the device stores, within f16's
+        // tolerance; f32: 1e-3 as before.
+        let tolerance = match dtype {
+            StorageType::F16 => {
+                cpu = cpu.with_f16_storage();
+                logits_tolerance(dtype)
+            }
+            StorageType::F32 => 1e-3,
+        };
         let reference =
             generate_greedy(&mut CpuDecoder::new(cpu), &prompt_ids, args.max_new_tokens)?;
-        Some(CpuCheck::of(&generation, &reference))
+        Some(CpuCheck::within(&generation, &reference, tolerance))
     } else {
         None
     };
@@ -186,6 +217,7 @@ pub fn run(args: &GenerateArgs) -> wgalloc::Result<ExitCode> {
         pipeline_time: gpu.pipeline_time(),
         check,
         proofs,
+        dtype,
     };
     print_generation(&facts, args.json);
     let proved = facts.proofs.iter().all(|p| p.1);

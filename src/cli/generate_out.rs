@@ -32,6 +32,8 @@ pub struct RunFacts<'a> {
     /// Each bucket's proof, when asked for: the bucket, whether it verified, and its
     /// mismatches.
     pub proofs: Vec<(BucketKey, bool, u32)>,
+    /// How weights, activations and the KV cache's pages were stored.
+    pub dtype: wgalloc::exec::StorageType,
 }
 
 /// The device's generation against the CPU reference's.
@@ -43,13 +45,17 @@ pub struct CpuCheck {
     pub max_abs_error: f32,
     /// The largest `|cpu|` logit.
     pub max_abs_logit: f32,
-    /// Tokens match and every logit is within 1e-3 x max(1, max |logit|).
+    /// The relative tolerance: 1e-3 for f32 storage, the f16 tolerance
+    /// ([`wgalloc::model::LOGITS_TOLERANCE_F16`]) for f16.
+    pub tolerance: f32,
+    /// Tokens match and every logit is within `tolerance` x max(1, max |logit|).
     pub passed: bool,
 }
 
 impl CpuCheck {
-    /// Compares two generations of the same prompt.
-    pub fn of(gpu: &Generation, cpu: &Generation) -> CpuCheck {
+    /// Compares two generations of the same prompt, logits within `tolerance` x
+    /// max(1, max |logit|).
+    pub fn within(gpu: &Generation, cpu: &Generation, tolerance: f32) -> CpuCheck {
         let mut max_abs_error = 0f32;
         let mut max_abs_logit = 0f32;
         for (g, c) in gpu.step_logits.iter().zip(&cpu.step_logits) {
@@ -63,7 +69,8 @@ impl CpuCheck {
             tokens_match,
             max_abs_error,
             max_abs_logit,
-            passed: tokens_match && max_abs_error <= 1e-3 * max_abs_logit.max(1.0),
+            tolerance,
+            passed: tokens_match && max_abs_error <= tolerance * max_abs_logit.max(1.0),
         }
     }
 }
@@ -218,6 +225,7 @@ fn generation_json(f: &RunFacts<'_>, d: &DecodeSummary) -> Value {
     json!({
         "adapter": f.adapter,
         "weights": f.source,
+        "dtype": f.dtype.name(),
         "config": f.config,
         "prompt_ids": g.prompt_ids,
         "generated_ids": g.generated_ids,
@@ -231,6 +239,7 @@ fn generation_json(f: &RunFacts<'_>, d: &DecodeSummary) -> Value {
             "tokens_match": c.tokens_match,
             "max_abs_error": c.max_abs_error,
             "max_abs_logit": c.max_abs_logit,
+            "tolerance": c.tolerance,
             "passed": c.passed,
         })),
         "timings": {
@@ -289,6 +298,10 @@ fn print_run_header(f: &RunFacts<'_>) {
         c.parameters() as f64 / 1e6
     );
     println!(
+        "storage  {} (weights, activations, KV-cache pages)",
+        f.dtype.name()
+    );
+    println!(
         "prompt   {} tokens: {}",
         g.prompt_ids.len(),
         ids(&g.prompt_ids)
@@ -299,9 +312,10 @@ fn print_run_header(f: &RunFacts<'_>) {
     }
     if let Some(c) = &f.check {
         println!(
-            "check    CPU reference: tokens {}, max |gpu - cpu| = {:.3e} (tolerance 1e-3 x max(1, {:.3})): {}",
+            "check    CPU reference: tokens {}, max |gpu - cpu| = {:.3e} (tolerance {:.0e} x max(1, {:.3})): {}",
             if c.tokens_match { "identical" } else { "DIFFER" },
             c.max_abs_error,
+            c.tolerance,
             c.max_abs_logit,
             if c.passed { "PASS" } else { "FAIL" }
         );
@@ -520,11 +534,11 @@ mod tests {
     fn the_cpu_check_needs_the_same_tokens_and_close_logits() {
         let cpu = generation(vec![1, 0], vec![vec![0.0, 10.0], vec![5.0, 1.0]]);
         let same = generation(vec![1, 0], vec![vec![0.001, 10.0], vec![5.0, 1.0]]);
-        assert!(CpuCheck::of(&same, &cpu).passed);
+        assert!(CpuCheck::within(&same, &cpu, 1e-3).passed);
         let far = generation(vec![1, 0], vec![vec![0.2, 10.0], vec![5.0, 1.0]]);
-        assert!(!CpuCheck::of(&far, &cpu).passed);
+        assert!(!CpuCheck::within(&far, &cpu, 1e-3).passed);
         let other = generation(vec![1, 1], vec![vec![0.0, 10.0], vec![5.0, 1.0]]);
-        let check = CpuCheck::of(&other, &cpu);
+        let check = CpuCheck::within(&other, &cpu, 1e-3);
         assert!(!check.tokens_match && !check.passed);
     }
 

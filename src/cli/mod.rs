@@ -28,9 +28,10 @@ pub struct Cli {
     /// What to do (default: run the built-in transformer end to end).
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// The default run's storage type (no subcommand): f32, or f16 where the adapter
+    /// The default run's storage type (no subcommand), for its model run and its
+    /// generation (weights, activations, KV-cache pages): f32, or f16 where the adapter
     /// offers shader-f16 (else the run says so and uses f32). `wgalloc model --dtype`
-    /// for the model alone.
+    /// for the model alone, `wgalloc generate --dtype` for generation alone.
     #[arg(long, value_parser = model_cmd::parse_dtype)]
     pub dtype: Option<wgalloc::exec::StorageType>,
 }
@@ -180,12 +181,11 @@ pub fn run(cli: Cli) -> wgalloc::Result<ExitCode> {
                 // on planned memory and the paged KV cache.
                 println!();
                 println!("generate (wgalloc generate: seeded GPT-2, greedy, paged KV cache)");
-                if args.dtype == wgalloc::exec::StorageType::F16 {
-                    println!(
-                        "note     generation stores f32: the KV-cache kernels have no f16 form yet"
-                    );
-                }
-                return generate_cmd::run(&generate_cmd::GenerateArgs::default_run());
+                let generate = generate_cmd::GenerateArgs {
+                    dtype: args.dtype,
+                    ..generate_cmd::GenerateArgs::default_run()
+                };
+                return generate_cmd::run(&generate);
             }
             Ok(code)
         }

@@ -144,16 +144,17 @@ impl Shader {
             MatmulTiled => "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
-            KvSelf => "kv_self.wgsl", false;
-            KvAttend => "kv_attend.wgsl", false;
-            MatmulNorm => "matmul_norm.wgsl", false;
-            KvSelfAttend => "kv_self_attend.wgsl", false;
+            KvSelf => "kv_self.wgsl", true;
+            KvAttend => "kv_attend.wgsl", true;
+            MatmulNorm => "matmul_norm.wgsl", true;
+            KvSelfAttend => "kv_self_attend.wgsl", true;
         }
     }
 
     /// Whether the shader has an f16 form ([`Shader::source_for`] with
     /// [`StorageType::F16`]): the kernels of the decoder's forward pass (elementwise,
-    /// softmax, norms, embedding, the matmuls but the packed one, fused attention).
+    /// softmax, norms, embedding, the matmuls but the packed one, fused attention) and
+    /// of its generation step (the paged KV cache's kernels, the norm-fused matmul).
     pub fn has_f16(self) -> bool {
         self.source_for(StorageType::F16).is_some()
     }
@@ -1024,6 +1025,53 @@ mod tests {
                 n: 8,
                 epilogue,
                 bias,
+            };
+            calls.push((name, call));
+        }
+        // The generation step's ops: the norm-fused matmul and the paged KV cache's.
+        for (name, gelu) in [
+            ("layer_norm_matmul_bias", false),
+            ("layer_norm_matmul_bias_gelu", true),
+        ] {
+            let call = OpCall::NormMatmul {
+                m: 8,
+                k: 8,
+                n: 8,
+                gelu,
+                eps: 1e-5,
+            };
+            calls.push((name, call));
+        }
+        calls.push((
+            "kv_self",
+            OpCall::KvSelf {
+                n: 2,
+                heads: 1,
+                head_dim: 4,
+                scale: 0.5,
+            },
+        ));
+        for (name, normalize) in [("kv_attend", false), ("kv_attend_out", true)] {
+            let call = OpCall::KvAttend {
+                n: 2,
+                heads: 1,
+                head_dim: 4,
+                layer: 0,
+                page: 0,
+                scale: 0.5,
+                normalize,
+            };
+            calls.push((name, call));
+        }
+        for (name, normalize) in [("kv_self_attend", false), ("kv_self_attend_out", true)] {
+            let call = OpCall::KvSelfAttend {
+                n: 2,
+                heads: 1,
+                head_dim: 4,
+                layer: 0,
+                page: 0,
+                scale: 0.5,
+                normalize,
             };
             calls.push((name, call));
         }

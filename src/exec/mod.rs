@@ -72,6 +72,7 @@ pub use ops::{
     SUPPORTED_OPS,
 };
 pub use params::{params_layout_mismatch, KernelParams};
+pub(crate) use tensor_memory::{f16_bytes, f32_from_f16_bytes};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub use tune::{TuneError, TuneSettings};
 pub mod checksum;

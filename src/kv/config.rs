@@ -3,6 +3,7 @@
 
 use super::KvError;
 use crate::exec::{KV_TABLE_HEADER, MAX_ATTENTION_HEAD_DIM};
+use crate::graph::DType;
 
 /// Default offset alignment of blocks and pages: wgpu's largest
 /// `min_storage_buffer_offset_alignment` (use [`KvConfig::fit_pages`] for a device's).
@@ -11,9 +12,10 @@ pub const DEFAULT_ALIGNMENT: u64 = 256;
 /// The shape of a KV cache.
 ///
 /// A **block** holds `block_tokens` tokens of K and V for every layer and head:
-/// `block_words = layers * 2 * block_tokens * d` floats (`d = heads * head_dim`), layer
-/// `l` from word `l * 2 * block_tokens * d`, its K rows `[block_tokens, d]` then its V
-/// rows. A **page** is one region of the storage holding `blocks_per_page` blocks, and
+/// `block_words = layers * 2 * block_tokens * d` elements (`d = heads * head_dim`), layer
+/// `l` from element `l * 2 * block_tokens * d`, its K rows `[block_tokens, d]` then its V
+/// rows. An element is an f32 (4 bytes) or, with [`KvConfig::with_dtype`] f16, an f16
+/// (2 bytes): "words" below count elements, the byte sizes follow the element type. A **page** is one region of the storage holding `blocks_per_page` blocks, and
 /// one binding of the kernels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvConfig {
@@ -31,6 +33,9 @@ pub struct KvConfig {
     pub max_tokens: u32,
     /// Offset alignment of pages and the table (a power of two, at least 4).
     pub alignment: u64,
+    /// The element type of K and V in the pages: [`DType::F32`] (the default) or
+    /// [`DType::F16`] (half the bytes; the step graph's qkv must be f16 too).
+    pub dtype: DType,
 }
 
 impl KvConfig {
@@ -55,6 +60,7 @@ impl KvConfig {
             blocks_per_page: 1,
             max_tokens,
             alignment: DEFAULT_ALIGNMENT,
+            dtype: DType::F32,
         };
         config.check()?;
         Ok(config)
@@ -68,6 +74,21 @@ impl KvConfig {
         self.blocks_per_page = blocks;
         self.check()?;
         Ok(self)
+    }
+
+    /// The same cache with K and V stored as `dtype` (f32 or f16).
+    ///
+    /// # Errors
+    /// [`KvError::BadConfig`] for another element type.
+    pub fn with_dtype(mut self, dtype: DType) -> Result<KvConfig, KvError> {
+        self.dtype = dtype;
+        self.check()?;
+        Ok(self)
+    }
+
+    /// Bytes of one element of K or V (4 for f32, 2 for f16).
+    pub fn element_bytes(&self) -> u64 {
+        self.dtype.size()
     }
 
     /// The same cache for a device: pages and the table aligned to its
@@ -115,6 +136,9 @@ impl KvConfig {
                 self.head_dim
             ));
         }
+        if !matches!(self.dtype, DType::F32 | DType::F16) {
+            return bad(format!("K and V are f32 or f16, not {:?}", self.dtype));
+        }
         if !self.alignment.is_power_of_two() || self.alignment < 4 {
             return bad(format!(
                 "alignment {} is not a power of two >= 4",
@@ -136,17 +160,17 @@ impl KvConfig {
         u64::from(self.heads) * u64::from(self.head_dim)
     }
 
-    /// Floats of one block (every layer's K and V rows).
+    /// Elements of one block (every layer's K and V rows).
     pub fn block_words(&self) -> u64 {
         u64::from(self.layers) * 2 * u64::from(self.block_tokens) * self.width()
     }
 
     /// Bytes of one block.
     pub fn block_bytes(&self) -> u64 {
-        self.block_words().saturating_mul(4)
+        self.block_words().saturating_mul(self.element_bytes())
     }
 
-    /// Floats of one page.
+    /// Elements of one page.
     pub fn page_words(&self) -> u64 {
         self.block_words()
             .saturating_mul(u64::from(self.blocks_per_page))
@@ -154,7 +178,7 @@ impl KvConfig {
 
     /// Bytes of one page (one binding).
     pub fn page_bytes(&self) -> u64 {
-        self.page_words().saturating_mul(4)
+        self.page_words().saturating_mul(self.element_bytes())
     }
 
     /// Blocks of the longest context.
@@ -176,7 +200,8 @@ impl KvConfig {
             .max(1)
     }
 
-    /// Words of the block table: the header, then (page, word offset) per block.
+    /// Words (u32) of the block table: the header, then (page, element offset) per
+    /// block.
     pub fn table_words(&self) -> u64 {
         KV_TABLE_HEADER + 2 * u64::from(self.max_blocks())
     }
@@ -185,7 +210,7 @@ impl KvConfig {
     pub fn bytes_for_tokens(&self, tokens: u64) -> u64 {
         tokens
             .saturating_mul(u64::from(self.layers))
-            .saturating_mul(2 * self.width() * 4)
+            .saturating_mul(2 * self.width() * self.element_bytes())
     }
 }
 
@@ -205,6 +230,22 @@ mod tests {
         assert_eq!(paged.pages_for(23), 3);
         assert_eq!(paged.pages_for(10), 1);
         assert_eq!(paged.pages_for(0), 1);
+    }
+
+    #[test]
+    fn an_f16_cache_holds_the_same_elements_in_half_the_bytes() {
+        let c = KvConfig::new(2, 3, 8, 5, 23).expect("valid");
+        let h = c.with_dtype(DType::F16).expect("f16 pages");
+        assert_eq!(h.block_words(), c.block_words());
+        assert_eq!(h.table_words(), c.table_words());
+        assert_eq!((c.element_bytes(), h.element_bytes()), (4, 2));
+        assert_eq!(2 * h.block_bytes(), c.block_bytes());
+        assert_eq!(2 * h.page_bytes(), c.page_bytes());
+        assert_eq!(2 * h.bytes_for_tokens(7), c.bytes_for_tokens(7));
+        assert!(matches!(
+            c.with_dtype(DType::U32),
+            Err(KvError::BadConfig { .. })
+        ));
     }
 
     #[test]

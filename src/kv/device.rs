@@ -262,8 +262,8 @@ impl<S: Storage<Memory = wgpu::Buffer>> DeviceKvCache<S> {
         super::prove_step(&self.ctx, graph, kv, activations, memory)
     }
 
-    /// Reads back logical block `block` (every layer's K and V rows); `None` when it
-    /// is not mapped.
+    /// Reads back logical block `block` (every layer's K and V rows, widened to f32
+    /// from the cache's element type); `None` when it is not mapped.
     ///
     /// # Errors
     /// [`KvError::Device`] when the readback fails.
@@ -272,12 +272,7 @@ impl<S: Storage<Memory = wgpu::Buffer>> DeviceKvCache<S> {
             return Ok(None);
         };
         let bytes = read_buffer_range(&self.ctx, &region.buffer, region.offset, region.size)?;
-        Ok(Some(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ))
+        Ok(Some(super::decode(self.cache.config().dtype, &bytes)))
     }
 
     /// Reads back the block table as the kernels see it.

@@ -4,10 +4,10 @@
 
 use super::{KvConfig, KvError};
 use crate::exec::kv_state_row;
-use crate::graph::{DType, Graph, GraphBuilder, Role, TensorId};
+use crate::graph::{DType, Graph, GraphBuilder, Role, Tensor, TensorId};
 
 /// The cache's tensors in one step graph: the block table (u32) and `slots` page
-/// tensors (f32, one page each). All are [`Role::Weight`]: the activation planner never
+/// tensors (the config's element type, f32 or f16, one page each). All are [`Role::Weight`]: the activation planner never
 /// places them; [`super::DeviceKvCache::layer`] places them on the cache's regions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvTensors {
@@ -21,6 +21,8 @@ pub struct KvTensors {
     pub head_dim: u32,
     /// Layers of the cache.
     pub layers: u32,
+    /// The element type of the pages (and of the qkv the attention nodes take).
+    pub dtype: DType,
 }
 
 impl KvTensors {
@@ -29,7 +31,7 @@ impl KvTensors {
     pub fn add(builder: &mut GraphBuilder, config: &KvConfig, slots: u32) -> KvTensors {
         let table = builder.weight("kv.table", DType::U32, &[config.table_words()]);
         let pages = (0..slots.max(1))
-            .map(|i| builder.weight(format!("kv.page{i}"), DType::F32, &[config.page_words()]))
+            .map(|i| builder.weight(format!("kv.page{i}"), config.dtype, &[config.page_words()]))
             .collect();
         KvTensors {
             table,
@@ -37,6 +39,7 @@ impl KvTensors {
             heads: config.heads,
             head_dim: config.head_dim,
             layers: config.layers,
+            dtype: config.dtype,
         }
     }
 
@@ -53,12 +56,13 @@ impl KvTensors {
     /// Appends layer `layer`'s attention over the cache for `qkv [n, 3·d]` (rows
     /// `q | k | v`) and returns its output `[n, d]`: one node per page slot,
     /// `kv_self_attend` for the first (the chunk's own keys, then the page), then
-    /// `kv_attend`, the last one normalised (`kv_self_attend_out` or `kv_attend_out`).
+    /// `kv_attend`, the last one normalised (`kv_self_attend_out` or `kv_attend_out`,
+    /// its output of the pages' element type; the states between are f32).
     /// Each page's node also writes the chunk's K and V rows that fall in that page.
     ///
     /// # Errors
     /// [`KvError::NotInGraph`] when `qkv` is not in the builder's graph or is not
-    /// `[n, 3·heads·head_dim]` f32; [`KvError::BadConfig`] for a layer past the cache's.
+    /// `[n, 3·heads·head_dim]` of the pages' element type; [`KvError::BadConfig`] for a layer past the cache's.
     pub fn attention(
         &self,
         builder: &mut GraphBuilder,
@@ -71,7 +75,7 @@ impl KvTensors {
             });
         }
         let width = u64::from(self.heads) * u64::from(self.head_dim);
-        let n = qkv_rows(builder.graph(), qkv, width)?;
+        let n = qkv_rows(builder.graph(), qkv, width, self.dtype)?;
         let heads = self.heads as f32;
         let scale = 1.0 / (self.head_dim as f32).sqrt();
         let state_shape = [
@@ -85,13 +89,7 @@ impl KvTensors {
         let first = [qkv, self.table, self.pages[0]];
         let params = [heads, layer as f32, 0.0, scale];
         if last == 0 {
-            return Ok(builder.node_with_params(
-                "kv_self_attend_out",
-                &first,
-                &[n, width],
-                false,
-                &params,
-            ));
+            return Ok(self.normalised(builder, "kv_self_attend_out", &first, [n, width], &params));
         }
         let mut state =
             builder.node_with_params("kv_self_attend", &first, &state_shape, false, &params);
@@ -99,12 +97,36 @@ impl KvTensors {
             let inputs = [state, qkv, self.table, page];
             let params = [heads, layer as f32, i as f32, scale];
             state = if i == last {
-                builder.node_with_params("kv_attend_out", &inputs, &[n, width], false, &params)
+                self.normalised(builder, "kv_attend_out", &inputs, [n, width], &params)
             } else {
                 builder.node_with_params("kv_attend", &inputs, &state_shape, true, &params)
             };
         }
         Ok(state)
+    }
+
+    /// Appends the last, normalising node of a layer's attention: its output `[n, d]`
+    /// is of the pages' element type (f32 or f16); the states before it stay f32.
+    fn normalised(
+        &self,
+        builder: &mut GraphBuilder,
+        op: &str,
+        inputs: &[TensorId],
+        shape: [u64; 2],
+        params: &[f32],
+    ) -> TensorId {
+        let output = builder.tensor(Tensor {
+            id: TensorId(0),
+            name: format!("{op}_{}", builder.graph().nodes.len()),
+            dtype: self.dtype,
+            shape: shape.to_vec(),
+            size: shape[0] * shape[1] * self.dtype.size(),
+            role: Role::Intermediate,
+            view_of: None,
+            dynamic: None,
+        });
+        builder.push_node(op, inputs, output, false, params);
+        output
     }
 
     /// Checks that the graph holds these tensors as the cache of `config` lays them out.
@@ -113,16 +135,15 @@ impl KvTensors {
     /// [`KvError::NotInGraph`] naming the first tensor that differs.
     pub fn check(&self, graph: &Graph, config: &KvConfig) -> Result<(), KvError> {
         let expect = |id: TensorId, dtype: DType, words: u64| {
+            let bytes = words * dtype.size();
             let problem = match graph.tensor(id) {
                 None => Some("missing".to_string()),
                 Some(t) if t.role != Role::Weight || t.view_of.is_some() => {
                     Some(format!("role {:?}, expected a weight (not a view)", t.role))
                 }
-                Some(t) if t.dtype != dtype || t.size != words * 4 => Some(format!(
-                    "{:?} of {} bytes, expected {dtype:?} of {} bytes",
-                    t.dtype,
-                    t.size,
-                    words * 4
+                Some(t) if t.dtype != dtype || t.size != bytes => Some(format!(
+                    "{:?} of {} bytes, expected {dtype:?} of {bytes} bytes",
+                    t.dtype, t.size
                 )),
                 Some(_) => None,
             };
@@ -136,24 +157,25 @@ impl KvTensors {
         };
         expect(self.table, DType::U32, config.table_words())?;
         for &page in &self.pages {
-            expect(page, DType::F32, config.page_words())?;
+            expect(page, config.dtype, config.page_words())?;
         }
         Ok(())
     }
 }
 
-/// Rows of `qkv`, checked to be `[n, 3·width]` f32.
-fn qkv_rows(graph: &Graph, qkv: TensorId, width: u64) -> Result<u64, KvError> {
+/// Rows of `qkv`, checked to be `[n, 3·width]` of `dtype`.
+fn qkv_rows(graph: &Graph, qkv: TensorId, width: u64, dtype: DType) -> Result<u64, KvError> {
     let t = graph.tensor(qkv).ok_or(KvError::NotInGraph {
         tensor: qkv.0,
         problem: "missing".to_string(),
     })?;
-    let rows = t.size / 4 / (3 * width);
-    if t.dtype != DType::F32 || rows == 0 || t.size != rows * 3 * width * 4 {
+    let element = dtype.size();
+    let rows = t.size / element / (3 * width);
+    if t.dtype != dtype || rows == 0 || t.size != rows * 3 * width * element {
         return Err(KvError::NotInGraph {
             tensor: qkv.0,
             problem: format!(
-                "qkv is {:?} {:?} ({} bytes), expected f32 [n, {}]",
+                "qkv is {:?} {:?} ({} bytes), expected {dtype:?} [n, {}]",
                 t.dtype,
                 t.shape,
                 t.size,
@@ -204,10 +226,57 @@ mod tests {
                 other => panic!("node {step}: {other:?}"),
             }
         }
+        assert_eq!(
+            crate::exec::storage_of(&g, 0),
+            crate::exec::StorageType::F32
+        );
         let other = KvConfig::new(2, 2, 8, 4, 64).expect("valid");
         assert!(matches!(
             kv.check(&g, &other),
             Err(KvError::NotInGraph { .. })
         ));
+    }
+
+    #[test]
+    fn an_f16_cache_has_f16_pages_and_takes_an_f16_qkv() {
+        let config = KvConfig::new(2, 2, 8, 4, 32)
+            .and_then(|c| c.with_blocks_per_page(2))
+            .and_then(|c| c.with_dtype(DType::F16))
+            .expect("valid");
+        let mut b = GraphBuilder::new("step");
+        let qkv = b.input("qkv", DType::F16, &[3, 48]);
+        let wide = b.input("wide", DType::F32, &[3, 48]);
+        let kv = KvTensors::add(&mut b, &config, config.pages_for(20));
+        let out = kv.attention(&mut b, qkv, 0).expect("fits");
+        assert!(
+            matches!(
+                kv.attention(&mut b, wide, 0),
+                Err(KvError::NotInGraph { .. })
+            ),
+            "an f32 qkv against f16 pages"
+        );
+        b.mark_output(out);
+        let g = b.build().expect("valid");
+        kv.check(&g, &config).expect("laid out as the config says");
+        for &page in &kv.pages {
+            let t = g.tensor(page).expect("page");
+            assert_eq!((t.dtype, t.size), (DType::F16, config.page_bytes()));
+        }
+        let f32_config = config.with_dtype(DType::F32).expect("valid");
+        assert!(matches!(
+            kv.check(&g, &f32_config),
+            Err(KvError::NotInGraph { .. })
+        ));
+        for step in 0..g.nodes.len() {
+            resolve(&g, step).expect("f16 KV nodes resolve");
+            assert_eq!(
+                crate::exec::storage_of(&g, step),
+                crate::exec::StorageType::F16
+            );
+        }
+        // The state between the pages stays f32; the normalised output is f16.
+        let state = g.tensor(g.nodes[0].output).expect("state");
+        assert_eq!(state.dtype, DType::F32);
+        assert_eq!(g.tensor(out).map(|t| t.dtype), Some(DType::F16));
     }
 }

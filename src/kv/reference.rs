@@ -60,13 +60,10 @@ pub fn attend_layer<S: Storage<Memory = HostMemory>>(
         let bytes = host
             .read(region)
             .map_err(|e| storage_error("page read", e))?;
-        let mut values: Vec<f32> = bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let mut values = super::decode(config.dtype, &bytes);
         kv_append_page(&dims, qkv, &table, p as u32, &mut values).map_err(bad)?;
         kv_attend_page(&dims, &mut state, qkv, &table, p as u32, &values).map_err(bad)?;
-        let out: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let out = super::encode(config.dtype, &values);
         host.write(region, &out)
             .map_err(|e| storage_error("page write", e))?;
     }

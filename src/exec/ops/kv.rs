@@ -2,8 +2,8 @@
 //! attention of a chunk of new queries against a KV cache kept in pages outside the
 //! plan, read through a block table (see `crate::kv` and `shaders/kv_*.wgsl`).
 
-use super::check::{Checker, NodeView, F32S};
-use super::{OpCall, MAX_ATTENTION_HEAD_DIM};
+use super::check::{Checker, NodeView, F16S, F32S};
+use super::{Op, OpCall, MAX_ATTENTION_HEAD_DIM};
 use crate::exec::ExecError;
 use crate::graph::DType;
 
@@ -14,6 +14,32 @@ pub const KV_TABLE_HEADER: u64 = 4;
 /// the head's `head_dim` accumulators.
 pub fn kv_state_row(head_dim: u64) -> u64 {
     head_dim + 4
+}
+
+/// The input that is `qkv` for a KV-cache op (its storage type is that input's, see
+/// [`super::storage_of`]); `None` for the other ops.
+pub(super) fn qkv_index(op: Op) -> Option<usize> {
+    match op {
+        Op::KvSelf | Op::KvSelfAttend | Op::KvSelfAttendOut => Some(0),
+        Op::KvAttend | Op::KvAttendOut => Some(1),
+        _ => None,
+    }
+}
+
+/// The storage type of a KV-cache node, its `qkv` input's (f16 or f32): the pages and
+/// the normalised output are stored as it, the state is f32 either way.
+fn storage(v: &NodeView<'_>, qkv: usize) -> &'static [DType] {
+    if v.inputs[qkv].dtype == DType::F16 {
+        F16S
+    } else {
+        F32S
+    }
+}
+
+/// Checks the output's element type: `float` for a normalised output, f32 for a state.
+fn out_dtype(v: &NodeView<'_>, float: &'static [DType], normalize: bool) -> Result<(), ExecError> {
+    v.c.len(v.out, if normalize { float } else { F32S })
+        .map(|_| ())
 }
 
 /// `params[i]` as a whole number in `min..=u32::MAX` (default `default` when absent).
@@ -43,7 +69,7 @@ fn whole(
 /// of 4 and at most [`MAX_ATTENTION_HEAD_DIM`].
 fn qkv_dims(v: &NodeView<'_>, index: usize, heads: u32) -> Result<(u64, u64), ExecError> {
     let (c, qkv) = (&v.c, v.inputs[index]);
-    let len = c.len(qkv, F32S)?;
+    let len = c.len(qkv, &[DType::F32, DType::F16])?;
     let cols = Checker::last_dim(qkv);
     if !cols.is_multiple_of(3) {
         return Err(c.bad(format!(
@@ -71,6 +97,7 @@ pub(super) fn self_attention(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
     let c = &v.c;
     let heads = whole(v, 0, "heads", 1.0, None)?;
     let (n, head_dim) = qkv_dims(v, 0, heads)?;
+    out_dtype(v, storage(v, 0), false)?;
     let state = n * u64::from(heads) * kv_state_row(head_dim);
     c.same_len(v.out, v.out_len, state)?;
     Ok(OpCall::KvSelf {
@@ -83,7 +110,8 @@ pub(super) fn self_attention(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
 
 /// Resolves `kv_attend` (`normalize == false`: output the updated state, in place or
 /// not) and `kv_attend_out` (`normalize`: output `[n, width]`): inputs `(state, qkv,
-/// table u32, page f32)`; `params[0]` heads, `params[1]` layer, `params[2]` the page's
+/// table u32, page)`, qkv and the page f32 or both f16 (then a normalised output is f16;
+/// the state is f32 either way); `params[0]` heads, `params[1]` layer, `params[2]` the page's
 /// number in the block table, `params[3]` the score scale (default `1/√head_dim`).
 pub(super) fn attend(v: &NodeView<'_>, normalize: bool) -> Result<OpCall, ExecError> {
     let c = &v.c;
@@ -107,7 +135,9 @@ pub(super) fn attend(v: &NodeView<'_>, normalize: bool) -> Result<OpCall, ExecEr
             v.inputs[2].id
         )));
     }
-    let page_len = c.len(v.inputs[3], F32S)?;
+    let float = storage(v, 1);
+    let page_len = c.len(v.inputs[3], float)?;
+    out_dtype(v, float, normalize)?;
     c.small(page_len)?;
     let want = if normalize {
         n * u64::from(heads) * head_dim
@@ -128,7 +158,7 @@ pub(super) fn attend(v: &NodeView<'_>, normalize: bool) -> Result<OpCall, ExecEr
 
 /// Resolves `kv_self_attend` (`normalize == false`: output the state after the first
 /// page) and `kv_self_attend_out` (`normalize`: output `[n, width]`): inputs `(qkv,
-/// table u32, page f32)`; params as `kv_attend`'s.
+/// table u32, page)`, typed as `kv_attend`'s; params as `kv_attend`'s.
 pub(super) fn self_attend(v: &NodeView<'_>, normalize: bool) -> Result<OpCall, ExecError> {
     let c = &v.c;
     let heads = whole(v, 0, "heads", 1.0, None)?;
@@ -142,7 +172,9 @@ pub(super) fn self_attend(v: &NodeView<'_>, normalize: bool) -> Result<OpCall, E
             v.inputs[1].id
         )));
     }
-    let page_len = c.len(v.inputs[2], F32S)?;
+    let float = storage(v, 0);
+    let page_len = c.len(v.inputs[2], float)?;
+    out_dtype(v, float, normalize)?;
     c.small(page_len)?;
     let want = if normalize {
         n * u64::from(heads) * head_dim
@@ -231,6 +263,66 @@ mod tests {
             match resolve(&g, step) {
                 Err(ExecError::BadShape { problem, .. }) => {
                     assert!(problem.contains(want), "node {step}: {problem}")
+                }
+                other => panic!("node {step}: expected a refusal, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn f16_kv_nodes_take_f16_qkv_and_pages_and_an_f32_state() {
+        let mut b = GraphBuilder::new("t");
+        let qkv = b.input("qkv", DType::F16, &[3, 96]);
+        let table = b.weight("table", DType::U32, &[10]);
+        let page = b.weight("page", DType::F16, &[1024]);
+        let wide_page = b.weight("wide", DType::F32, &[1024]);
+        let s = b.node_with_params("kv_self", &[qkv], &[3, 2, 20], false, &[2.0]);
+        let out = b.node_with_params(
+            "kv_attend_out",
+            &[s, qkv, table, page],
+            &[3, 32],
+            false,
+            &[2.0],
+        );
+        b.node_with_params(
+            "kv_self_attend",
+            &[qkv, table, wide_page],
+            &[3, 2, 20],
+            false,
+            &[2.0],
+        );
+        b.node_with_params(
+            "kv_attend_out",
+            &[s, qkv, table, page],
+            &[3, 32],
+            false,
+            &[2.0],
+        );
+        let half_state = b.node_with_params("kv_self", &[qkv], &[3, 2, 20], false, &[2.0]);
+        let mut g = b.build().expect("valid");
+        for id in [out, half_state] {
+            let t = &mut g.tensors[id.index()];
+            t.dtype = DType::F16;
+            t.size /= 2;
+        }
+        assert!(resolve(&g, 0).is_ok());
+        assert_eq!(
+            crate::exec::storage_of(&g, 0),
+            crate::exec::StorageType::F16
+        );
+        assert!(resolve(&g, 1).is_ok());
+        assert_eq!(
+            crate::exec::storage_of(&g, 1),
+            crate::exec::StorageType::F16
+        );
+        // An f32 page against f16 qkv, an f32 normalised output, an f16 state.
+        for step in [2, 3, 4] {
+            match resolve(&g, step) {
+                Err(ExecError::BadShape { problem, .. }) => {
+                    assert!(
+                        problem.contains("expected one of"),
+                        "node {step}: {problem}"
+                    )
                 }
                 other => panic!("node {step}: expected a refusal, got {other:?}"),
             }

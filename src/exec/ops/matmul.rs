@@ -139,13 +139,13 @@ pub(super) fn fused(v: &NodeView<'_>, epilogue: Epilogue, bias: bool) -> Result<
 /// multiples of 4; `params[0]` the norm's epsilon (default [`super::DEFAULT_EPS`]).
 pub(super) fn norm_fused(v: &NodeView<'_>, gelu: bool) -> Result<OpCall, ExecError> {
     let (c, x) = (&v.c, v.inputs[0]);
-    let a_len = c.len(x, F32S)?;
+    let a_len = c.len(x, v.float)?;
     let k = Checker::last_dim(x);
     let m = a_len
         .checked_div(k)
         .ok_or_else(|| c.bad(format!("input {} has an empty inner dimension", x.id)))?;
     for (what, t) in [("gain", v.inputs[1]), ("beta", v.inputs[2])] {
-        let len = c.len(t, F32S)?;
+        let len = c.len(t, v.float)?;
         if len != k {
             return Err(c.bad(format!(
                 "{what} {} has {len} elements, the rows of {} have {k}",
@@ -154,7 +154,7 @@ pub(super) fn norm_fused(v: &NodeView<'_>, gelu: bool) -> Result<OpCall, ExecErr
         }
     }
     let w = v.inputs[3];
-    c.len(w, F32S)?;
+    c.len(w, v.float)?;
     if w.shape.len() != 2 || w.shape[0] != k {
         return Err(c.bad(format!(
             "weight {} must be [{k}, n], has shape {:?}",
@@ -169,7 +169,7 @@ pub(super) fn norm_fused(v: &NodeView<'_>, gelu: bool) -> Result<OpCall, ExecErr
     }
     c.same_len(v.out, v.out_len, m.saturating_mul(n))?;
     let bias = v.inputs[4];
-    let len = c.len(bias, F32S)?;
+    let len = c.len(bias, v.float)?;
     if len != n {
         return Err(c.bad(format!(
             "bias {} has {len} elements, the product has {n} columns",

@@ -422,11 +422,22 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
 /// The element type node `step`'s float tensors are stored as: its output's
 /// ([`crate::exec::StorageType::F16`] for an f16 output, f32 otherwise). Meaningful
 /// for a node [`resolve`] accepts, which checks that its float inputs agree.
+///
+/// The one exception is the KV-cache family (`kv_self`, `kv_attend[_out]`,
+/// `kv_self_attend[_out]`): its storage type is its `qkv` input's, which its pages
+/// and its normalised output share, while the online-softmax state it reads or
+/// writes is f32 whatever the storage type (the f16 kernels keep every score, sum and
+/// accumulator in f32).
 pub fn storage_of(graph: &Graph, step: usize) -> crate::exec::StorageType {
-    graph
-        .nodes
-        .get(step)
-        .and_then(|node| graph.tensor(node.output))
+    let Some(node) = graph.nodes.get(step) else {
+        return crate::exec::StorageType::default();
+    };
+    let typed = match Op::parse(&node.op).and_then(kv::qkv_index) {
+        Some(index) => node.inputs.get(index).copied(),
+        None => Some(node.output),
+    };
+    typed
+        .and_then(|id| graph.tensor(id))
         .and_then(|t| crate::exec::StorageType::of(t.dtype))
         .unwrap_or_default()
 }

@@ -67,8 +67,10 @@ pub enum Op {
 impl Op {
     /// Whether the op has kernels for f16 storage ([`crate::exec::StorageType::F16`]):
     /// the ops of the decoder's forward pass (elementwise, softmax, norms, dense and
-    /// fused matmuls, fused attention, embedding). Rope, the packed matmul, the
-    /// compaction, the KV-cache ops and the norm-fused matmul are f32 only.
+    /// fused matmuls, fused attention, embedding) and of its generation step (the
+    /// norm-fused matmul, the KV-cache ops: f16 qkv, pages and normalised output, an
+    /// f32 state, see [`super::storage_of`]). Rope, the packed matmul and the
+    /// compaction are f32 only.
     pub fn has_f16(self) -> bool {
         matches!(
             self,
@@ -85,6 +87,13 @@ impl Op {
                 | Op::MatmulBiasGelu
                 | Op::MatmulAddBias
                 | Op::AttentionCausal
+                | Op::KvSelf
+                | Op::KvAttend
+                | Op::KvAttendOut
+                | Op::KvSelfAttend
+                | Op::KvSelfAttendOut
+                | Op::NormMatmulBias
+                | Op::NormMatmulBiasGelu
         )
     }
 }

@@ -3,6 +3,8 @@
 //! config's epsilon, attention and MLP biases, `gelu_new`, causal softmax scaled by
 //! `1/sqrt(head_dim)`, the LM head), with a KV cache: a prompt is prefilled, then
 //! tokens are appended one at a time, each attending to the cached keys and values.
+//! [`CpuGpt2::with_f16_storage`] rounds as the GPU's f16 generation stores: the
+//! weights, and each tensor the step graph keeps (see [`CpuGpt2::forward`]).
 
 use super::{CheckpointError, Gpt2Config, Gpt2Weights};
 
@@ -32,6 +34,9 @@ impl CpuKvCache {
 pub struct CpuGpt2 {
     config: Gpt2Config,
     weights: Gpt2Weights,
+    /// The weights rounded to f16 (every one but the embedding tables, which the
+    /// host reads in f32) when the model stores f16 ([`CpuGpt2::with_f16_storage`]).
+    rounded: Option<Box<Gpt2Weights>>,
 }
 
 /// Checks that `tokens` can be appended to a context of `past` positions.
@@ -110,7 +115,42 @@ impl CpuGpt2 {
     /// [`CheckpointError::ConfigMismatch`] when a tensor's length is not the config's.
     pub fn new(config: Gpt2Config, weights: Gpt2Weights) -> Result<CpuGpt2, CheckpointError> {
         check_weights(&config, &weights)?;
-        Ok(CpuGpt2 { config, weights })
+        Ok(CpuGpt2 {
+            config,
+            weights,
+            rounded: None,
+        })
+    }
+
+    /// The same model as the GPU runs it with f16 storage
+    /// ([`crate::exec::StorageType::F16`]): the weights the kernels read (layers,
+    /// `ln_f`, the LM head) rounded to f16, and in [`CpuGpt2::forward`] every tensor the
+    /// fused step graph stores rounded as it is stored: the embedded input, each
+    /// layer's QKV (so the cached keys and values too), attention output, residual
+    /// after each projection and GELU output, the final norm and the logits. The math
+    /// between stays in f32/f64 as before (the kernels accumulate in f32).
+    pub fn with_f16_storage(mut self) -> CpuGpt2 {
+        let round = |v: &Vec<f32>| crate::exec::cpu_ref::round_to_f16(v);
+        let w = &self.weights;
+        let rounded = Gpt2Weights {
+            wte: w.wte.clone(),
+            wpe: w.wpe.clone(),
+            layers: w
+                .layers
+                .iter()
+                .map(|l| super::LayerWeights::from_fields(l.fields().map(round).to_vec()))
+                .collect(),
+            ln_f_g: round(&w.ln_f_g),
+            ln_f_b: round(&w.ln_f_b),
+            lm_head: Some(crate::exec::cpu_ref::round_to_f16(w.head())),
+        };
+        self.rounded = Some(Box::new(rounded));
+        self
+    }
+
+    /// Whether the model rounds as f16 storage does ([`CpuGpt2::with_f16_storage`]).
+    pub fn stores_f16(&self) -> bool {
+        self.rounded.is_some()
     }
 
     /// The configuration.
@@ -159,6 +199,15 @@ impl CpuGpt2 {
         }
         let (d, n, past) = (c.n_embd, tokens.len(), cache.len);
         let w = &self.weights;
+        // What an f16 tensor holds (unchanged for f32 storage).
+        let f16 = self.rounded.is_some();
+        let st = |v: Vec<f32>| {
+            if f16 {
+                crate::exec::cpu_ref::round_to_f16(&v)
+            } else {
+                v
+            }
+        };
         let mut x = vec![0f32; n * d];
         for (row, &t) in tokens.iter().enumerate() {
             let pos = past + row;
@@ -167,25 +216,30 @@ impl CpuGpt2 {
                 x[row * d + j] = te[j] + pe[j];
             }
         }
+        let mut x = st(x);
+        let w = self.rounded.as_deref().unwrap_or(w);
         for (l, layer) in w.layers.iter().enumerate() {
             let h = layer_norm(&x, &layer.ln_1_g, &layer.ln_1_b, c.eps());
-            let qkv = linear(&h, &layer.attn_w, &layer.attn_b, d, 3 * d);
+            let qkv = st(linear(&h, &layer.attn_w, &layer.attn_b, d, 3 * d));
             for row in 0..n {
                 cache.keys[l].extend_from_slice(&qkv[row * 3 * d + d..][..d]);
                 cache.values[l].extend_from_slice(&qkv[row * 3 * d + 2 * d..][..d]);
             }
-            let attn = attention(c, &qkv, &cache.keys[l], &cache.values[l], past);
+            let attn = st(attention(c, &qkv, &cache.keys[l], &cache.values[l], past));
             let proj = linear(&attn, &layer.proj_w, &layer.proj_b, d, d);
             add_into(&mut x, &proj);
+            x = st(x);
             let h2 = layer_norm(&x, &layer.ln_2_g, &layer.ln_2_b, c.eps());
             let mut up = linear(&h2, &layer.fc_w, &layer.fc_b, d, c.inner());
             up.iter_mut().for_each(|v| *v = gelu_new(*v));
+            let up = st(up);
             let down = linear(&up, &layer.fc_proj_w, &layer.fc_proj_b, c.inner(), d);
             add_into(&mut x, &down);
+            x = st(x);
         }
         cache.len += n;
-        let hf = layer_norm(&x, &w.ln_f_g, &w.ln_f_b, c.eps());
-        Ok(lm_head(&hf, w.head(), d, c.vocab_size))
+        let hf = st(layer_norm(&x, &w.ln_f_g, &w.ln_f_b, c.eps()));
+        Ok(st(lm_head(&hf, w.head(), d, c.vocab_size)))
     }
 }
 

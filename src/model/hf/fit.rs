@@ -124,8 +124,8 @@ pub fn worst_case(
     let attention = StepAttention::Paged { kv: *kv, slots };
     let types = std::slice::from_ref(storage);
     let ggml = PlanOptions::with_planner(Planner::Ggml);
-    let all = build_step_graph(config, rows, attention, pieces, LogitRows::All)?;
-    let last = build_step_graph(config, rows, attention, pieces, LogitRows::Last)?;
+    let all = build_step_graph(config, rows, attention, pieces, LogitRows::All, kv.dtype)?;
+    let last = build_step_graph(config, rows, attention, pieces, LogitRows::Last, kv.dtype)?;
     Ok(WorstCase {
         rows,
         context,
@@ -174,7 +174,7 @@ pub fn fit(config: &Gpt2Config, request: &FitRequest) -> crate::Result<FitReport
             kv,
             slots: kv.pages_for(max_context as u32),
         };
-        let step = build_step_graph(config, rows, attention, &pieces, LogitRows::Last)?;
+        let step = build_step_graph(config, rows, attention, &pieces, LogitRows::Last, kv.dtype)?;
         if weight_bytes == 0 {
             let weight_plan = alloc_ctx_tensors(&step.graph, &step.weights.all(), &storage)?;
             weight_bytes = weight_plan.total_size();

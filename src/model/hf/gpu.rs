@@ -18,7 +18,7 @@ use crate::device::{
     allocate_plan, GpuContext, PlannedMemory, SharedStorage, WgpuStorage, STORAGE_USAGE,
 };
 use crate::exec::checksum::{prove, ChecksumReport};
-use crate::exec::{Executor, TensorMemory};
+use crate::exec::{Executor, StorageType, TensorMemory};
 use crate::kv::{prove_step, CachePlant, DeviceKvCache, KvConfig, KvProof, KvReport};
 use crate::plan::{alloc_ctx_tensors, lower_bounds, plan, BufferTypeDesc, Plan, PlanOptions};
 
@@ -43,6 +43,10 @@ pub struct GpuOptions {
     pub head_piece_bytes: Option<u64>,
     /// Where the KV cache's pages come from (`None`: plain device buffers).
     pub kv_storage: Option<SharedStorage>,
+    /// How weights, activations and the KV cache's pages are stored: f32, or f16
+    /// (half the bytes, kernels accumulating in f32; needs the adapter's
+    /// `shader-f16`, [`crate::exec::ExecError::ShaderF16Missing`] without it).
+    pub dtype: StorageType,
 }
 
 impl Default for GpuOptions {
@@ -54,6 +58,7 @@ impl Default for GpuOptions {
             max_context: None,
             head_piece_bytes: None,
             kv_storage: None,
+            dtype: StorageType::F32,
         }
     }
 }
@@ -67,6 +72,7 @@ impl std::fmt::Debug for GpuOptions {
             .field("max_context", &self.max_context)
             .field("head_piece_bytes", &self.head_piece_bytes)
             .field("kv_storage", &self.kv_storage.is_some())
+            .field("dtype", &self.dtype)
             .finish()
     }
 }
@@ -259,10 +265,24 @@ impl GpuGpt2 {
             options.block_tokens,
             max_context as u32,
         )?
+        .with_dtype(options.dtype.dtype())?
         .fit_pages(&ctx.limits, options.max_page_bytes)?;
         let storage = ctx.buffer_types()?.storage.desc;
+        // The pipelines first: f16 on a device without shader-f16 is refused before
+        // any upload.
+        let mut executor = Executor::new(ctx);
+        let started = Instant::now();
+        executor.build_all_pipelines_for(options.dtype)?;
+        let pipeline_time = started.elapsed();
         // Any step graph declares the weights with the same ids.
-        let probe = build_step_graph(config, 1, StepAttention::Recompute, &pieces, LogitRows::All)?;
+        let probe = build_step_graph(
+            config,
+            1,
+            StepAttention::Recompute,
+            &pieces,
+            LogitRows::All,
+            options.dtype.dtype(),
+        )?;
         let ids = probe.weights.all();
         let weight_plan = alloc_ctx_tensors(&probe.graph, &ids, &storage)?;
         let weight_memory =
@@ -288,10 +308,6 @@ impl GpuGpt2 {
             .clone()
             .unwrap_or_else(|| Arc::new(WgpuStorage::wgpu(ctx)));
         let kv = DeviceKvCache::new(ctx, kv_storage, kv_config)?;
-        let mut executor = Executor::new(ctx);
-        let started = Instant::now();
-        executor.build_all_pipelines()?;
-        let pipeline_time = started.elapsed();
         // An empty pass reads the device's pipeline count, so that the first step's
         // count is its own.
         let empty = crate::graph::GraphBuilder::new("empty").build()?;
@@ -421,7 +437,14 @@ impl GpuGpt2 {
             ),
             BucketKey::Recompute { rows } => (rows, StepAttention::Recompute, LogitRows::All),
         };
-        let step = build_step_graph(&self.config, rows, attention, &self.pieces, logits)?;
+        let step = build_step_graph(
+            &self.config,
+            rows,
+            attention,
+            &self.pieces,
+            logits,
+            self.options.dtype.dtype(),
+        )?;
         let plan = plan(
             &step.graph,
             std::slice::from_ref(&self.storage),
@@ -570,12 +593,22 @@ impl GpuGpt2 {
         let vocab = self.config.vocab_size;
         let out_rows = bucket.step.logit_rows.min(rows);
         let mut logits = vec![0f32; out_rows * vocab];
+        // Logits are stored as the model's type (f32, or f16 widened exactly).
+        let element = self.options.dtype.dtype().size() as usize;
+        let value = |c: &[u8]| match c {
+            [a, b] => half::f16::from_le_bytes([*a, *b]).to_f32(),
+            [a, b, c, d] => f32::from_le_bytes([*a, *b, *c, *d]),
+            _ => f32::NAN,
+        };
         for (piece, range) in bytes.iter().zip(&self.pieces) {
             let width = range.len();
-            for (r, row) in piece.chunks_exact(4 * width).enumerate().take(out_rows) {
-                for (j, c) in row.chunks_exact(4).enumerate() {
-                    logits[r * vocab + range.start + j] =
-                        f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            for (r, row) in piece
+                .chunks_exact(element * width)
+                .enumerate()
+                .take(out_rows)
+            {
+                for (j, c) in row.chunks_exact(element).enumerate() {
+                    logits[r * vocab + range.start + j] = value(c);
                 }
             }
         }

@@ -108,18 +108,22 @@ pub fn head_pieces(config: &Gpt2Config, max_piece_bytes: u64) -> Vec<std::ops::R
         .collect()
 }
 
-/// Builds the graph of a step of `rows` tokens.
+/// Builds the graph of a step of `rows` tokens, its float tensors stored as `dtype`
+/// (f32, or f16: the weights, the input, every activation and the logits at half the
+/// bytes; the KV attention's online-softmax state between pages stays f32, see
+/// [`crate::exec::storage_of`]).
 ///
 /// # Errors
 /// [`CheckpointError::BadConfig`] when the attention cannot take the model (a head
-/// width that is not a multiple of 4, a cache of another shape) or the graph is
-/// refused.
+/// width that is not a multiple of 4, a cache of another shape or element type) or
+/// the graph is refused.
 pub fn build_step_graph(
     config: &Gpt2Config,
     rows: usize,
     attention: StepAttention,
     pieces: &[std::ops::Range<usize>],
     logit_rows: LogitRows,
+    dtype: DType,
 ) -> Result<StepGraph, CheckpointError> {
     let bad = |problem: String| CheckpointError::BadConfig {
         field: "n_embd",
@@ -135,6 +139,9 @@ pub fn build_step_graph(
             config.head_dim()
         )));
     }
+    if !matches!(dtype, DType::F32 | DType::F16) {
+        return Err(bad(format!("a model stored as {dtype:?}, not f32 or f16")));
+    }
     let name = match attention {
         StepAttention::Paged { slots, .. } => format!("gpt2-step-n{rows}-s{slots}"),
         StepAttention::Recompute => format!("gpt2-recompute-n{rows}"),
@@ -143,18 +150,24 @@ pub fn build_step_graph(
     let weights = declare_weights(&mut b, config, pieces);
     let kv = match attention {
         StepAttention::Paged { kv, slots } => {
-            if kv.layers as usize != config.n_layer || kv.width() != d {
+            if kv.layers as usize != config.n_layer || kv.width() != d || kv.dtype != dtype {
                 return Err(bad(format!(
-                    "a KV cache of {} layers x {} wide for {} layers x {d}",
+                    "a KV cache of {} layers x {} wide of {:?} for {} layers x {d} of {dtype:?}",
                     kv.layers,
                     kv.width(),
+                    kv.dtype,
                     config.n_layer
                 )));
             }
-            Some(KvTensors::add(&mut b, &kv, slots))
+            // Built as f32 like every node output; an f16 step's tensors (pages
+            // included) are stored as f16 below.
+            let as_built = kv.with_dtype(DType::F32).map_err(|e| bad(e.to_string()))?;
+            Some(KvTensors::add(&mut b, &as_built, slots))
         }
         StepAttention::Recompute => None,
     };
+    // Built as f32 (the builder's node outputs are); an f16 step's tensors are stored
+    // as f16 once built.
     let input = b.input("embedded", DType::F32, &[n, d]);
     let last_row =
         (logit_rows == LogitRows::Last && n > 1).then(|| b.input("last_row", DType::U32, &[1]));
@@ -238,7 +251,14 @@ pub fn build_step_graph(
         b.mark_output(out);
         logits.push(out);
     }
-    let graph = b.build().map_err(|e| bad(e.to_string()))?;
+    let mut graph = b.build().map_err(|e| bad(e.to_string()))?;
+    let mut kv = kv;
+    if dtype != DType::F32 {
+        store_activations_as(&mut graph, dtype);
+        if let Some(kv) = kv.as_mut() {
+            kv.dtype = dtype;
+        }
+    }
     Ok(StepGraph {
         graph,
         rows,
@@ -249,6 +269,24 @@ pub fn build_step_graph(
         weights,
         kv,
     })
+}
+
+/// Stores every f32 tensor of `graph` (weights, input, activations, KV pages: the
+/// builder makes node outputs f32) as `dtype`, but the KV attention's online-softmax state (the outputs of `kv_self`,
+/// `kv_attend` and `kv_self_attend`), which the kernels keep in f32.
+fn store_activations_as(graph: &mut Graph, dtype: DType) {
+    let states: std::collections::HashSet<TensorId> = graph
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op.as_str(), "kv_self" | "kv_attend" | "kv_self_attend"))
+        .map(|n| n.output)
+        .collect();
+    for t in graph.tensors.iter_mut() {
+        if t.dtype == DType::F32 && !states.contains(&t.id) {
+            t.size = t.size / DType::F32.size() * dtype.size();
+            t.dtype = dtype;
+        }
+    }
 }
 
 /// `a · w + bias`: one `matmul_bias` when the widths allow, else a matmul and the
@@ -290,7 +328,8 @@ fn residual(
     }
 }
 
-/// Declares the model's weights, always in the same order.
+/// Declares the model's weights (f32, stored as the step's type once built), always in
+/// the same order.
 fn declare_weights(
     b: &mut GraphBuilder,
     config: &Gpt2Config,
@@ -357,10 +396,18 @@ mod tests {
             StepAttention::Paged { kv, slots: 2 },
             &pieces,
             LogitRows::Last,
+            DType::F32,
         )
         .expect("paged");
-        let full = build_step_graph(&c, 5, StepAttention::Recompute, &pieces, LogitRows::All)
-            .expect("full");
+        let full = build_step_graph(
+            &c,
+            5,
+            StepAttention::Recompute,
+            &pieces,
+            LogitRows::All,
+            DType::F32,
+        )
+        .expect("full");
         for g in [&paged.graph, &full.graph] {
             g.validate().expect("valid");
             for step in 0..g.nodes.len() {
@@ -380,7 +427,62 @@ mod tests {
             StepAttention::Recompute,
             &one_piece,
             LogitRows::All,
+            DType::F32,
         );
         assert!(refused.is_err());
+    }
+
+    #[test]
+    fn an_f16_step_stores_everything_f16_but_the_attention_state() {
+        let c = Gpt2Config::new(2, 32, 2, 101, 40);
+        let pieces = head_pieces(&c, 40 * 32 * 4);
+        let kv = KvConfig::new(2, 2, 16, 4, 40).expect("kv");
+        let kv16 = kv.with_dtype(DType::F16).expect("f16 pages");
+        let build = |kv: KvConfig, dtype| {
+            build_step_graph(
+                &c,
+                3,
+                StepAttention::Paged { kv, slots: 2 },
+                &pieces,
+                LogitRows::Last,
+                dtype,
+            )
+        };
+        let f32_step = build(kv, DType::F32).expect("f32");
+        let f16_step = build(kv16, DType::F16).expect("f16");
+        assert!(
+            build(kv, DType::F16).is_err(),
+            "f32 pages under an f16 model"
+        );
+        let g = &f16_step.graph;
+        g.validate().expect("valid");
+        let kv_tensors = f16_step.kv.as_ref().expect("paged");
+        kv_tensors
+            .check(g, &kv16)
+            .expect("f16 pages as the cache lays them out");
+        let mut states = 0;
+        for step in 0..g.nodes.len() {
+            resolve(g, step).unwrap_or_else(|e| panic!("node {step}: {e}"));
+            let node = &g.nodes[step];
+            let out = g.tensor(node.output).expect("output");
+            if node.op == "kv_self_attend" || node.op == "kv_attend" {
+                assert_eq!(out.dtype, DType::F32, "{}", node.op);
+                states += 1;
+            } else {
+                assert_eq!(out.dtype, DType::F16, "{}", node.op);
+            }
+            assert_eq!(
+                crate::exec::storage_of(g, step),
+                crate::exec::StorageType::F16,
+                "{}",
+                node.op
+            );
+        }
+        assert_eq!(states, 2, "one state per layer between its two pages");
+        for (a, b) in f32_step.graph.tensors.iter().zip(&g.tensors) {
+            if a.dtype == DType::F32 && b.dtype == DType::F16 {
+                assert_eq!(a.size, 2 * b.size, "{}", a.name);
+            }
+        }
     }
 }
