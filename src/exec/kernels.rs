@@ -46,11 +46,14 @@ pub enum Shader {
     MatmulNorm,
     /// `shaders/kv_self_attend.wgsl` (a chunk's own keys and the first cache page).
     KvSelfAttend,
+    /// `shaders/matvec.wgsl` (matrix-vector products: one row, or a few, by a weight
+    /// matrix, with the tiled matmul's fused epilogues).
+    Matvec,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 17] = [
+    pub const ALL: [Shader; 18] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -68,6 +71,7 @@ impl Shader {
         Shader::KvAttend,
         Shader::MatmulNorm,
         Shader::KvSelfAttend,
+        Shader::Matvec,
     ];
 
     /// The file name under `shaders/`.
@@ -90,6 +94,7 @@ impl Shader {
             Shader::KvAttend => "kv_attend.wgsl",
             Shader::MatmulNorm => "matmul_norm.wgsl",
             Shader::KvSelfAttend => "kv_self_attend.wgsl",
+            Shader::Matvec => "matvec.wgsl",
         }
     }
 
@@ -148,6 +153,7 @@ impl Shader {
             KvAttend => "kv_attend.wgsl", false;
             MatmulNorm => "matmul_norm.wgsl", false;
             KvSelfAttend => "kv_self_attend.wgsl", false;
+            Matvec => "matvec.wgsl", true;
         }
     }
 
@@ -277,6 +283,19 @@ pub enum Kernel {
     KvSelfAttend,
     /// `(qkv, table, page, out)`: as [`Kernel::KvSelfAttend`], normalised into `out [n, d]`.
     KvSelfAttendOut,
+    /// `(a, b, out)`: the matrix-vector form of [`Kernel::MatmulTiled`] for a few rows
+    /// (any `k` and `n`), plain or GELU epilogue.
+    Matvec,
+    /// `(a, b, out)`: `out += a·b`, matrix-vector form.
+    MatvecAcc,
+    /// `(a, b, out, residual)`: `out = residual + a·b`, matrix-vector form.
+    MatvecAccTo,
+    /// `(a, b, out, bias)`: `out = a·b + bias`, plain or GELU epilogue, matrix-vector form.
+    MatvecBias,
+    /// `(a, b, out, bias)`: `out += a·b + bias`, matrix-vector form.
+    MatvecAccBias,
+    /// `(a, b, out, residual, bias)`: `out = residual + a·b + bias`, matrix-vector form.
+    MatvecAccToBias,
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -289,18 +308,30 @@ pub enum MatmulTile {
     /// 4 rows x 4 columns per invocation, 16 invocations: 4 x 64 per workgroup, for
     /// problems with few rows (more workgroups to spread).
     Rows4,
+    /// 1 row x 4 columns per invocation, 16 invocations: 1 x 64 per workgroup, the
+    /// matrix-vector form for at most [`MATVEC_MAX_ROWS`] rows (decode). `matmul` and
+    /// its fused forms run `shaders/matvec.wgsl` with it ([`Kernel::Matvec`]); the
+    /// transposed and layer-norm families run their tiled kernels with one row.
+    Rows1,
 }
 
 impl MatmulTile {
     /// Every tile.
-    pub const ALL: [MatmulTile; 2] = [MatmulTile::Rows8, MatmulTile::Rows4];
+    pub const ALL: [MatmulTile; 3] = [MatmulTile::Rows8, MatmulTile::Rows4, MatmulTile::Rows1];
 
     /// Output rows per invocation (and per workgroup).
     pub fn rows(self) -> u32 {
         match self {
             MatmulTile::Rows8 => 8,
             MatmulTile::Rows4 => 4,
+            MatmulTile::Rows1 => 1,
         }
+    }
+
+    /// Whether the tile is a candidate for an output of `m` rows: every tile but
+    /// [`MatmulTile::Rows1`], which is for at most [`MATVEC_MAX_ROWS`] rows.
+    pub fn fits(self, m: u32) -> bool {
+        self != MatmulTile::Rows1 || m <= MATVEC_MAX_ROWS
     }
 
     /// Invocations per workgroup.
@@ -316,7 +347,12 @@ impl MatmulTile {
     /// The tile for an `m x n` output: 8 rows per invocation unless that leaves fewer
     /// workgroups than `MIN_TILED_WORKGROUPS` (then 4). Measured on lavapipe, 8 rows
     /// ran 1.3-1.4x faster than 4 on the decoder's shapes (`examples/kernel_lab.rs`).
+    ///
+    /// One row (decode) takes [`MatmulTile::Rows1`], the matrix-vector kernels.
     pub fn choose(m: u32, n: u32) -> MatmulTile {
+        if m == 1 {
+            return MatmulTile::Rows1;
+        }
         let groups =
             |t: MatmulTile| u64::from(m.div_ceil(t.rows())) * u64::from(n.div_ceil(t.columns()));
         if groups(MatmulTile::Rows8) >= MIN_TILED_WORKGROUPS {
@@ -326,11 +362,12 @@ impl MatmulTile {
         }
     }
 
-    /// The tile's name in the tuning cache (`rows8`, `rows4`).
+    /// The tile's name in the tuning cache (`rows8`, `rows4`, `rows1`).
     pub fn name(self) -> &'static str {
         match self {
             MatmulTile::Rows8 => "rows8",
             MatmulTile::Rows4 => "rows4",
+            MatmulTile::Rows1 => "rows1",
         }
     }
 
@@ -347,6 +384,10 @@ impl MatmulTile {
         ]
     }
 }
+
+/// The most rows of the matrix-vector kernels ([`MatmulTile::Rows1`], [`Kernel::Matvec`]):
+/// each row is one more pass over the weights.
+pub const MATVEC_MAX_ROWS: u32 = 4;
 
 /// Below this many workgroups with 8 rows, the tiled matmul takes 4 rows per invocation.
 pub const MIN_TILED_WORKGROUPS: u64 = 32;
@@ -391,6 +432,12 @@ impl Kernel {
             Kernel::MatmulNormBias(_) => (Shader::MatmulNorm, "matmul_norm_bias"),
             Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),
             Kernel::KvSelfAttendOut => (Shader::KvSelfAttend, "kv_self_attend_out"),
+            Kernel::Matvec => (Shader::Matvec, "matvec"),
+            Kernel::MatvecAcc => (Shader::Matvec, "matvec_acc"),
+            Kernel::MatvecAccTo => (Shader::Matvec, "matvec_acc_to"),
+            Kernel::MatvecBias => (Shader::Matvec, "matvec_bias"),
+            Kernel::MatvecAccBias => (Shader::Matvec, "matvec_acc_bias"),
+            Kernel::MatvecAccToBias => (Shader::Matvec, "matvec_acc_to_bias"),
         }
     }
 
@@ -405,6 +452,14 @@ impl Kernel {
             | Kernel::MatmulTiledAccToBias(t)
             | Kernel::MatmulBtTiled(t)
             | Kernel::MatmulNormBias(t) => t.constants().to_vec(),
+            Kernel::Matvec
+            | Kernel::MatvecAcc
+            | Kernel::MatvecAccTo
+            | Kernel::MatvecBias
+            | Kernel::MatvecAccBias
+            | Kernel::MatvecAccToBias => {
+                vec![("LANES", f64::from(MatmulTile::Rows1.lanes()))]
+            }
             _ => Vec::new(),
         }
     }
@@ -420,7 +475,9 @@ impl Kernel {
             Kernel::MatmulTiledAccTo(_)
             | Kernel::MatmulTiledBias(_)
             | Kernel::MatmulTiledAccBias(_) => 4,
-            Kernel::MatmulTiledAccToBias(_) => 5,
+            Kernel::MatmulTiledAccToBias(_) | Kernel::MatvecAccToBias => 5,
+            Kernel::MatvecAccTo | Kernel::MatvecBias | Kernel::MatvecAccBias => 4,
+            Kernel::Matvec | Kernel::MatvecAcc => 3,
             Kernel::MatmulNormBias(_) => 6,
             Kernel::Unary
             | Kernel::BinaryInPlace
@@ -440,7 +497,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 41] = [
+    pub const ALL: [Kernel; 49] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -482,6 +539,14 @@ impl Kernel {
         Kernel::MatmulNormBias(MatmulTile::Rows4),
         Kernel::KvSelfAttend,
         Kernel::KvSelfAttendOut,
+        Kernel::Matvec,
+        Kernel::MatvecAcc,
+        Kernel::MatvecAccTo,
+        Kernel::MatvecBias,
+        Kernel::MatvecAccBias,
+        Kernel::MatvecAccToBias,
+        Kernel::MatmulBtTiled(MatmulTile::Rows1),
+        Kernel::MatmulNormBias(MatmulTile::Rows1),
     ];
 }
 
@@ -536,10 +601,29 @@ pub fn select_with(
             },
             false,
         ) => match (transposed_b, tiled(k, n, transposed_b)) {
+            (false, true) if tile_of(m, n) == MatmulTile::Rows1 && m <= MATVEC_MAX_ROWS => {
+                (Kernel::Matvec, &[0, 1, 2])
+            }
             (false, true) => (Kernel::MatmulTiled(tile_of(m, n)), &[0, 1, 2]),
+            (false, false) if m <= MATVEC_MAX_ROWS => (Kernel::Matvec, &[0, 1, 2]),
             (true, true) => (Kernel::MatmulBtTiled(tile_of(m, n)), &[0, 1, 2]),
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
+        },
+        (
+            &OpCall::MatmulFused {
+                m,
+                n,
+                epilogue,
+                bias: true,
+                ..
+            },
+            inplace,
+        ) if matvec(tile_of(m, n), m) => match (epilogue, inplace) {
+            (Epilogue::Plain | Epilogue::Gelu, false) => (Kernel::MatvecBias, &[0, 1, 3, 2]),
+            (Epilogue::Residual, true) => (Kernel::MatvecAccBias, &[1, 2, 0, 3]),
+            (Epilogue::Residual, false) => (Kernel::MatvecAccToBias, &[1, 2, 4, 0, 3]),
+            (Epilogue::Plain | Epilogue::Gelu, true) => return None,
         },
         (
             &OpCall::MatmulFused {
@@ -561,6 +645,14 @@ pub fn select_with(
                     (Kernel::MatmulTiledAccToBias(tile), &[1, 2, 4, 0, 3])
                 }
                 (Epilogue::Plain | Epilogue::Gelu, true) => return None,
+            }
+        }
+        (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) if matvec(tile_of(m, n), m) => {
+            match (epilogue, inplace) {
+                (Epilogue::Gelu | Epilogue::Plain, false) => (Kernel::Matvec, &[0, 1, 2]),
+                (Epilogue::Residual, true) => (Kernel::MatvecAcc, &[1, 2, 0]),
+                (Epilogue::Residual, false) => (Kernel::MatvecAccTo, &[1, 2, 3, 0]),
+                (Epilogue::Gelu | Epilogue::Plain, true) => return None,
             }
         }
         (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) => {
@@ -608,6 +700,12 @@ pub fn select_with(
         (OpCall::MatmulPacked { .. }, false) => (Kernel::MatmulPacked, &[0, 1, 2]),
         _ => return None,
     })
+}
+
+/// Whether `matmul` and its fused forms run the matrix-vector kernels
+/// ([`Kernel::Matvec`]) with `tile` for `m` rows.
+fn matvec(tile: MatmulTile, m: u32) -> bool {
+    tile == MatmulTile::Rows1 && m <= MATVEC_MAX_ROWS
 }
 
 /// Whether a `matmul` (or `matmul_bt`) of these dimensions runs on the tiled kernels:
@@ -723,6 +821,16 @@ pub fn workgroups_with(
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
             let gy = u64::from(m).div_ceil(u64::from(tile.rows()));
             return grid_2d(gx, gy, node, max_per_dimension);
+        }
+        // The matrix-vector kernel: any k and n, one workgroup row per output row.
+        OpCall::Matmul {
+            m,
+            n,
+            transposed_b: false,
+            ..
+        } if m <= MATVEC_MAX_ROWS => {
+            let gx = u64::from(n).div_ceil(u64::from(MatmulTile::Rows1.columns()));
+            return grid_2d(gx, u64::from(m), node, max_per_dimension);
         }
         OpCall::Matmul { m, n, .. } | OpCall::MatmulPacked { m, n, .. } => {
             let gx = u64::from(n).div_ceil(MATMUL_BLOCK);
