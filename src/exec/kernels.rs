@@ -284,7 +284,7 @@ pub enum Kernel {
     /// `(qkv, table, page, out)`: as [`Kernel::KvSelfAttend`], normalised into `out [n, d]`.
     KvSelfAttendOut,
     /// `(a, b, out)`: the matrix-vector form of [`Kernel::MatmulTiled`] for a few rows
-    /// (any `k` and `n`), plain or GELU epilogue.
+    /// (any `k`, `n` a multiple of 4), plain or GELU epilogue.
     Matvec,
     /// `(a, b, out)`: `out += a·b`, matrix-vector form.
     MatvecAcc,
@@ -308,10 +308,11 @@ pub enum MatmulTile {
     /// 4 rows x 4 columns per invocation, 16 invocations: 4 x 64 per workgroup, for
     /// problems with few rows (more workgroups to spread).
     Rows4,
-    /// 1 row x 4 columns per invocation, 16 invocations: 1 x 64 per workgroup, the
-    /// matrix-vector form for at most [`MATVEC_MAX_ROWS`] rows (decode). `matmul` and
-    /// its fused forms run `shaders/matvec.wgsl` with it ([`Kernel::Matvec`]); the
-    /// transposed and layer-norm families run their tiled kernels with one row.
+    /// One row per invocation, the matrix-vector form for at most [`MATVEC_MAX_ROWS`]
+    /// rows (decode). `matmul` and its fused forms run `shaders/matvec.wgsl` with it
+    /// ([`Kernel::Matvec`]: 16 columns per invocation, [`MATVEC_COLUMNS`] per
+    /// workgroup); the transposed and layer-norm families run their tiled kernels with
+    /// one row (4 columns per invocation, 16 invocations).
     Rows1,
 }
 
@@ -388,6 +389,10 @@ impl MatmulTile {
 /// The most rows of the matrix-vector kernels ([`MatmulTile::Rows1`], [`Kernel::Matvec`]):
 /// each row is one more pass over the weights.
 pub const MATVEC_MAX_ROWS: u32 = 4;
+
+/// Output columns per workgroup of the matrix-vector kernels (`shaders/matvec.wgsl`:
+/// 16 invocations of 16 columns).
+pub const MATVEC_COLUMNS: u64 = 256;
 
 /// Below this many workgroups with 8 rows, the tiled matmul takes 4 rows per invocation.
 pub const MIN_TILED_WORKGROUPS: u64 = 32;
@@ -600,12 +605,17 @@ pub fn select_with(
                 transposed_b,
             },
             false,
+        ) if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => (Kernel::Matvec, &[0, 1, 2]),
+        (
+            &OpCall::Matmul {
+                m,
+                k,
+                n,
+                transposed_b,
+            },
+            false,
         ) => match (transposed_b, tiled(k, n, transposed_b)) {
-            (false, true) if tile_of(m, n) == MatmulTile::Rows1 && m <= MATVEC_MAX_ROWS => {
-                (Kernel::Matvec, &[0, 1, 2])
-            }
             (false, true) => (Kernel::MatmulTiled(tile_of(m, n)), &[0, 1, 2]),
-            (false, false) if m <= MATVEC_MAX_ROWS => (Kernel::Matvec, &[0, 1, 2]),
             (true, true) => (Kernel::MatmulBtTiled(tile_of(m, n)), &[0, 1, 2]),
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
@@ -702,10 +712,27 @@ pub fn select_with(
     })
 }
 
-/// Whether `matmul` and its fused forms run the matrix-vector kernels
+/// Whether the fused forms of `matmul` run the matrix-vector kernels
 /// ([`Kernel::Matvec`]) with `tile` for `m` rows.
 fn matvec(tile: MatmulTile, m: u32) -> bool {
     tile == MatmulTile::Rows1 && m <= MATVEC_MAX_ROWS
+}
+
+/// Whether a plain `matmul` runs [`Kernel::Matvec`]: at most [`MATVEC_MAX_ROWS`] rows,
+/// `n` a multiple of 4, and either the matrix-vector tile or a `k` the tiled kernels
+/// cannot take (the matrix-vector kernel takes any `k`).
+fn plain_matvec(m: u32, k: u32, n: u32, transposed_b: bool, tile: MatmulTile) -> bool {
+    !transposed_b
+        && m <= MATVEC_MAX_ROWS
+        && n.is_multiple_of(4)
+        && (tile == MatmulTile::Rows1 || !tiled(k, n, false))
+}
+
+/// The grid of the matrix-vector kernels: a workgroup per [`MATVEC_COLUMNS`] columns
+/// and per row.
+fn matvec_grid(m: u32, n: u32, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
+    let gx = u64::from(n).div_ceil(MATVEC_COLUMNS);
+    grid_2d(gx, u64::from(m), node, max_per_dimension)
 }
 
 /// Whether a `matmul` (or `matmul_bt`) of these dimensions runs on the tiled kernels:
@@ -805,6 +832,17 @@ pub fn workgroups_with(
             let gx = u64::from(n).div_ceil(ATTENTION_QUERIES);
             return grid_2d(gx, u64::from(heads), node, max_per_dimension);
         }
+        OpCall::Matmul {
+            m,
+            k,
+            n,
+            transposed_b,
+        } if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => {
+            return matvec_grid(m, n, node, max_per_dimension);
+        }
+        OpCall::MatmulFused { m, n, .. } if matvec(tile_of(m, n), m) => {
+            return matvec_grid(m, n, node, max_per_dimension);
+        }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
             let tile = tile_of(m, n);
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
@@ -821,16 +859,6 @@ pub fn workgroups_with(
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
             let gy = u64::from(m).div_ceil(u64::from(tile.rows()));
             return grid_2d(gx, gy, node, max_per_dimension);
-        }
-        // The matrix-vector kernel: any k and n, one workgroup row per output row.
-        OpCall::Matmul {
-            m,
-            n,
-            transposed_b: false,
-            ..
-        } if m <= MATVEC_MAX_ROWS => {
-            let gx = u64::from(n).div_ceil(u64::from(MatmulTile::Rows1.columns()));
-            return grid_2d(gx, u64::from(m), node, max_per_dimension);
         }
         OpCall::Matmul { m, n, .. } | OpCall::MatmulPacked { m, n, .. } => {
             let gx = u64::from(n).div_ceil(MATMUL_BLOCK);
@@ -1151,6 +1179,95 @@ mod tests {
         let (kernel, _) = select(&rope, false).expect("rope");
         assert!(!kernel.entry().0.has_f16());
         assert!(!Op::parse("rope").is_some_and(Op::has_f16));
+    }
+
+    /// One row takes the matrix-vector kernels (`matvec.wgsl`, f16 form included) by
+    /// the rule, every fused form the decoder dispatches among them; an odd `k` of up
+    /// to four rows too; an odd `n` or five rows do not.
+    #[test]
+    fn one_row_selects_the_matrix_vector_kernels() {
+        assert_eq!(MatmulTile::choose(1, 50257), MatmulTile::Rows1);
+        assert_ne!(MatmulTile::choose(2, 64), MatmulTile::Rows1);
+        assert!(MatmulTile::Rows1.fits(MATVEC_MAX_ROWS));
+        assert!(!MatmulTile::Rows1.fits(MATVEC_MAX_ROWS + 1));
+        let matmul = |m, k, n, transposed_b| OpCall::Matmul {
+            m,
+            k,
+            n,
+            transposed_b,
+        };
+        let fused = |epilogue, bias| OpCall::MatmulFused {
+            m: 1,
+            k: 768,
+            n: 2304,
+            epilogue,
+            bias,
+        };
+        for (call, inplace, want) in [
+            (matmul(1, 768, 3072, false), false, Kernel::Matvec),
+            (matmul(1, 7, 12, false), false, Kernel::Matvec),
+            (matmul(4, 9, 8, false), false, Kernel::Matvec),
+            (matmul(1, 8, 13, false), false, Kernel::Matmul),
+            (matmul(5, 9, 8, false), false, Kernel::Matmul),
+            (matmul(1, 9, 5, true), false, Kernel::MatmulBt),
+            (
+                matmul(1, 768, 50257, true),
+                false,
+                Kernel::MatmulBtTiled(MatmulTile::Rows1),
+            ),
+            (fused(Epilogue::Gelu, false), false, Kernel::Matvec),
+            (fused(Epilogue::Residual, false), true, Kernel::MatvecAcc),
+            (fused(Epilogue::Residual, false), false, Kernel::MatvecAccTo),
+            (fused(Epilogue::Gelu, true), false, Kernel::MatvecBias),
+            (fused(Epilogue::Residual, true), true, Kernel::MatvecAccBias),
+            (
+                fused(Epilogue::Residual, true),
+                false,
+                Kernel::MatvecAccToBias,
+            ),
+        ] {
+            let (kernel, order) = select(&call, inplace).expect("selects");
+            assert_eq!(kernel, want, "{call:?}");
+            assert_eq!(order.len(), kernel.storage_bindings(), "{call:?}");
+            assert!(kernel.entry().0.has_f16(), "{kernel:?}");
+        }
+        let norm = OpCall::NormMatmul {
+            m: 1,
+            k: 768,
+            n: 3072,
+            gelu: true,
+            eps: 1e-5,
+        };
+        assert_eq!(
+            select(&norm, false).map(|(k, _)| k),
+            Some(Kernel::MatmulNormBias(MatmulTile::Rows1))
+        );
+        // A workgroup per 256 columns and per row.
+        assert_eq!(
+            workgroups(&matmul(1, 7, 260, false), 0, 65535),
+            Ok([2, 1, 1])
+        );
+        assert_eq!(
+            workgroups(&matmul(3, 9, 64, false), 0, 65535),
+            Ok([1, 3, 1])
+        );
+        assert_eq!(
+            workgroups(&fused(Epilogue::Plain, true), 0, 65535),
+            Ok([9, 1, 1])
+        );
+        // The transposed kernel with one row: 64 columns per workgroup.
+        assert_eq!(
+            workgroups(&matmul(1, 8, 130, true), 0, 65535),
+            Ok([3, 1, 1])
+        );
+        // Given another tile, one row runs the tiled kernels.
+        let (kernel, _) = select_with(
+            &fused(Epilogue::Plain, true),
+            false,
+            Some(MatmulTile::Rows4),
+        )
+        .expect("");
+        assert_eq!(kernel, Kernel::MatmulTiledBias(MatmulTile::Rows4));
     }
 
     #[test]
