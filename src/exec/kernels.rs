@@ -296,6 +296,9 @@ pub enum Kernel {
     MatvecAccBias,
     /// `(a, b, out, residual, bias)`: `out = residual + a·b + bias`, matrix-vector form.
     MatvecAccToBias,
+    /// `(x, w, out, bias, gain, beta)`: `out = layer_norm(x)·w + bias`, plain or GELU
+    /// epilogue, matrix-vector form of [`Kernel::MatmulNormBias`].
+    MatvecNormBias,
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -309,10 +312,10 @@ pub enum MatmulTile {
     /// problems with few rows (more workgroups to spread).
     Rows4,
     /// One row per invocation, the matrix-vector form for at most [`MATVEC_MAX_ROWS`]
-    /// rows (decode). `matmul` and its fused forms run `shaders/matvec.wgsl` with it
-    /// ([`Kernel::Matvec`]: 16 columns per invocation, [`MATVEC_COLUMNS`] per
-    /// workgroup); the transposed and layer-norm families run their tiled kernels with
-    /// one row (4 columns per invocation, 16 invocations).
+    /// rows (decode). `matmul`, its fused forms and the layer norm in a matmul's
+    /// prologue run `shaders/matvec.wgsl` with it ([`Kernel::Matvec`]: 16 columns per
+    /// invocation, [`MATVEC_COLUMNS`] per workgroup); `matmul_bt` runs its tiled kernel
+    /// with one row (4 columns per invocation, 16 invocations).
     Rows1,
 }
 
@@ -443,6 +446,7 @@ impl Kernel {
             Kernel::MatvecBias => (Shader::Matvec, "matvec_bias"),
             Kernel::MatvecAccBias => (Shader::Matvec, "matvec_acc_bias"),
             Kernel::MatvecAccToBias => (Shader::Matvec, "matvec_acc_to_bias"),
+            Kernel::MatvecNormBias => (Shader::Matvec, "matvec_norm_bias"),
         }
     }
 
@@ -462,7 +466,8 @@ impl Kernel {
             | Kernel::MatvecAccTo
             | Kernel::MatvecBias
             | Kernel::MatvecAccBias
-            | Kernel::MatvecAccToBias => {
+            | Kernel::MatvecAccToBias
+            | Kernel::MatvecNormBias => {
                 vec![("LANES", f64::from(MatmulTile::Rows1.lanes()))]
             }
             _ => Vec::new(),
@@ -483,7 +488,7 @@ impl Kernel {
             Kernel::MatmulTiledAccToBias(_) | Kernel::MatvecAccToBias => 5,
             Kernel::MatvecAccTo | Kernel::MatvecBias | Kernel::MatvecAccBias => 4,
             Kernel::Matvec | Kernel::MatvecAcc => 3,
-            Kernel::MatmulNormBias(_) => 6,
+            Kernel::MatmulNormBias(_) | Kernel::MatvecNormBias => 6,
             Kernel::Unary
             | Kernel::BinaryInPlace
             | Kernel::Softmax
@@ -502,7 +507,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 49] = [
+    pub const ALL: [Kernel; 50] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -552,6 +557,7 @@ impl Kernel {
         Kernel::MatvecAccToBias,
         Kernel::MatmulBtTiled(MatmulTile::Rows1),
         Kernel::MatmulNormBias(MatmulTile::Rows1),
+        Kernel::MatvecNormBias,
     ];
 }
 
@@ -675,6 +681,9 @@ pub fn select_with(
                 (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
+        (&OpCall::NormMatmul { m, n, .. }, false) if matvec(tile_of(m, n), m) => {
+            (Kernel::MatvecNormBias, &[0, 3, 5, 4, 1, 2])
+        }
         (&OpCall::NormMatmul { m, n, .. }, false) => {
             (Kernel::MatmulNormBias(tile_of(m, n)), &[0, 3, 5, 4, 1, 2])
         }
@@ -712,8 +721,8 @@ pub fn select_with(
     })
 }
 
-/// Whether the fused forms of `matmul` run the matrix-vector kernels
-/// ([`Kernel::Matvec`]) with `tile` for `m` rows.
+/// Whether the fused forms of `matmul` (and the layer norm in its prologue) run the
+/// matrix-vector kernels ([`Kernel::Matvec`]) with `tile` for `m` rows.
 fn matvec(tile: MatmulTile, m: u32) -> bool {
     tile == MatmulTile::Rows1 && m <= MATVEC_MAX_ROWS
 }
@@ -840,7 +849,9 @@ pub fn workgroups_with(
         } if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => {
             return matvec_grid(m, n, node, max_per_dimension);
         }
-        OpCall::MatmulFused { m, n, .. } if matvec(tile_of(m, n), m) => {
+        OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. }
+            if matvec(tile_of(m, n), m) =>
+        {
             return matvec_grid(m, n, node, max_per_dimension);
         }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
@@ -1240,7 +1251,7 @@ mod tests {
         };
         assert_eq!(
             select(&norm, false).map(|(k, _)| k),
-            Some(Kernel::MatmulNormBias(MatmulTile::Rows1))
+            Some(Kernel::MatvecNormBias)
         );
         // A workgroup per 256 columns and per row.
         assert_eq!(
