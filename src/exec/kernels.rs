@@ -1301,19 +1301,23 @@ mod tests {
 
     #[test]
     fn a_matmul_wider_than_the_grid_limit_is_refused() {
-        let call = OpCall::Matmul {
-            m: 1,
-            k: 1,
-            n: 64 * 70_000,
-            transposed_b: false,
-        };
-        assert!(matches!(
-            workgroups(&call, 3, 65535),
-            Err(ExecError::TooManyWorkgroups {
-                node: NodeId(3),
-                ..
-            })
-        ));
+        // The dense kernel (64 columns a workgroup, five rows) and the matrix-vector
+        // kernel (256 columns a workgroup, one row).
+        for (m, n) in [(5, 64 * 70_000), (1, 256 * 70_000)] {
+            let call = OpCall::Matmul {
+                m,
+                k: 1,
+                n,
+                transposed_b: false,
+            };
+            assert!(matches!(
+                workgroups(&call, 3, 65535),
+                Err(ExecError::TooManyWorkgroups {
+                    node: NodeId(3),
+                    ..
+                })
+            ));
+        }
     }
 
     #[test]
