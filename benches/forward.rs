@@ -8,13 +8,16 @@
 //! (`RunReport::wait_time`), and GPU timestamps where the adapter has them (lavapipe
 //! has them too, as software times). A kernel run alone includes one submit and wait, so small kernels'
 //! figures are lower bounds. `WGALLOC_BENCH_QUICK=1` runs the small shape with fewer
-//! repetitions. Run: `WGPU_BACKEND=vulkan cargo bench --bench forward`.
+//! repetitions. Before the model shapes, a table of the matrix-vector path on decode
+//! shapes against the copy bandwidth (`WGALLOC_BENCH_MATVEC=1`: that table only).
+//! Run: `WGPU_BACKEND=vulkan cargo bench --bench forward`.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
-use wgalloc::exec::{resolve, Executor, OpCall, TensorMemory};
+use wgalloc::exec::tune::{self, MatmulFamily};
+use wgalloc::exec::{resolve, Executor, MatmulTile, OpCall, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, Role};
 use wgalloc::model::{Forward, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights};
@@ -176,6 +179,95 @@ fn roofline(ctx: &GpuContext) -> Roofline {
     }
 }
 
+/// Decode-shaped products (one row against a weight matrix): `(label, family, k, n)`.
+/// GPT-2 small's decode step dispatches the four `gpt2` rows per layer (QKV and MLP up
+/// with the layer norm in the prologue) and its LM head in two `matmul_bt` pieces over
+/// the tied embedding (the whole head, 768x50257, is over lavapipe's binding limit).
+const MATVEC_SHAPES: [(&str, MatmulFamily, u32, u32); 10] = [
+    ("256x256", MatmulFamily::Tiled, 256, 256),
+    ("512x512", MatmulFamily::Tiled, 512, 512),
+    ("1024x1024", MatmulFamily::Tiled, 1024, 1024),
+    ("4096x1024", MatmulFamily::Tiled, 4096, 1024),
+    ("1024x4096", MatmulFamily::Tiled, 1024, 4096),
+    (
+        "gpt2 QKV 768x2304 (norm)",
+        MatmulFamily::NormTiled,
+        768,
+        2304,
+    ),
+    ("gpt2 attn out 768x768", MatmulFamily::Tiled, 768, 768),
+    (
+        "gpt2 MLP up 768x3072 (norm)",
+        MatmulFamily::NormTiled,
+        768,
+        3072,
+    ),
+    ("gpt2 MLP down 3072x768", MatmulFamily::Tiled, 3072, 768),
+    (
+        "gpt2 LM head piece bt 768x25129",
+        MatmulFamily::BtTiled,
+        768,
+        25129,
+    ),
+];
+
+/// The matrix-vector path (`MatmulTile::Rows1`: `shaders/matvec.wgsl`, or the
+/// transposed kernel with one row) on decode shapes, each kernel alone with GPU
+/// timestamps (the fastest of 8 after a warm-up, `exec::tune::time_tiles`): achieved
+/// GB/s (weights + input row + output row over the GPU time) and its ratio to the copy
+/// bandwidth measured above, beside the tiled kernels the rule took for one row before
+/// (8 rows per invocation from 32 workgroups of 8 rows on, else 4). The repetitions
+/// read the same weights, so a matrix that fits the CPU's caches (lavapipe) is read
+/// from them after the warm-up: the copy bandwidth is measured over 32 MiB.
+fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
+    println!();
+    println!("## decode matvec (m = 1), f32, GPU timestamps, fastest of 8");
+    if !ctx.has_timestamps() {
+        println!("no GPU timestamps: not timed");
+        return;
+    }
+    println!(
+        "| shape k x n | matvec us | matvec GB/s | / copy {:.1} GB/s | rows4 us | rows8 us | old rule | old / matvec |",
+        roof.gbps
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |");
+    let tiles = [MatmulTile::Rows1, MatmulTile::Rows4, MatmulTile::Rows8];
+    for (label, family, k, n) in MATVEC_SHAPES {
+        let times = match tune::time_tiles(ctx, family, (1, k, n), &tiles, 8) {
+            Ok(times) => times,
+            Err(e) => {
+                println!("| {label} | not timed: {e} | | | | | | |");
+                continue;
+            }
+        };
+        let time = |t: MatmulTile| {
+            times
+                .iter()
+                .find(|(tile, _)| *tile == t)
+                .map_or(f64::NAN, |(_, d)| d.as_secs_f64())
+        };
+        let new = time(MatmulTile::Rows1);
+        let bytes = 4.0 * (f64::from(k) * f64::from(n) + f64::from(k) + f64::from(n));
+        let gbps = bytes / new / 1e9;
+        // The rule before the matrix-vector tile: rows8 from 32 workgroups of 8 x 64 on.
+        let old_tile = if n.div_ceil(64) >= 32 {
+            MatmulTile::Rows8
+        } else {
+            MatmulTile::Rows4
+        };
+        let old = time(old_tile);
+        println!(
+            "| {label} | {:.0} | {gbps:.1} | {:.2} | {:.0} | {:.0} | {} | {:.2} |",
+            new * 1e6,
+            gbps / roof.gbps,
+            time(MatmulTile::Rows4) * 1e6,
+            time(MatmulTile::Rows8) * 1e6,
+            old_tile.name(),
+            old / new
+        );
+    }
+}
+
 /// Floating-point operations and bytes moved by one call (the minimum traffic: each
 /// operand read once, the output written once).
 fn work(call: &OpCall) -> (f64, f64) {
@@ -291,6 +383,10 @@ fn main() {
         roof.gbps,
         roof.gflops / roof.gbps
     );
+    matvec_table(&ctx, &roof);
+    if std::env::var("WGALLOC_BENCH_MATVEC").is_ok_and(|v| v.trim() == "1") {
+        return;
+    }
     let shapes: &[(&str, ModelConfig)] = if quick { &SHAPES[..1] } else { &SHAPES };
     for (label, config) in shapes {
         let mut forward = Forward::new(&ctx, config).expect("the model builds");

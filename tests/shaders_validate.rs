@@ -160,9 +160,10 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // The forward pass's shaders (elementwise, softmax, norms, dense and tiled
-    // matmuls, embedding, fused attention) and the generation step's (the paged KV
-    // cache's kv_self, kv_attend, kv_self_attend, the norm-fused matmul).
-    assert_eq!(forms, 13);
+    // matmuls, embedding, fused attention, the matrix-vector kernels) and the
+    // generation step's (the paged KV cache's kv_self, kv_attend, kv_self_attend, the
+    // norm-fused matmul).
+    assert_eq!(forms, 14);
 }
 
 #[test]

@@ -46,11 +46,14 @@ pub enum Shader {
     MatmulNorm,
     /// `shaders/kv_self_attend.wgsl` (a chunk's own keys and the first cache page).
     KvSelfAttend,
+    /// `shaders/matvec.wgsl` (matrix-vector products: one row, or a few, by a weight
+    /// matrix, with the tiled matmul's fused epilogues).
+    Matvec,
 }
 
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 17] = [
+    pub const ALL: [Shader; 18] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -68,6 +71,7 @@ impl Shader {
         Shader::KvAttend,
         Shader::MatmulNorm,
         Shader::KvSelfAttend,
+        Shader::Matvec,
     ];
 
     /// The file name under `shaders/`.
@@ -90,6 +94,7 @@ impl Shader {
             Shader::KvAttend => "kv_attend.wgsl",
             Shader::MatmulNorm => "matmul_norm.wgsl",
             Shader::KvSelfAttend => "kv_self_attend.wgsl",
+            Shader::Matvec => "matvec.wgsl",
         }
     }
 
@@ -148,6 +153,7 @@ impl Shader {
             KvAttend => "kv_attend.wgsl", true;
             MatmulNorm => "matmul_norm.wgsl", true;
             KvSelfAttend => "kv_self_attend.wgsl", true;
+            Matvec => "matvec.wgsl", true;
         }
     }
 
@@ -278,6 +284,22 @@ pub enum Kernel {
     KvSelfAttend,
     /// `(qkv, table, page, out)`: as [`Kernel::KvSelfAttend`], normalised into `out [n, d]`.
     KvSelfAttendOut,
+    /// `(a, b, out)`: the matrix-vector form of [`Kernel::MatmulTiled`] for a few rows
+    /// (any `k`, `n` a multiple of 4), plain or GELU epilogue.
+    Matvec,
+    /// `(a, b, out)`: `out += a·b`, matrix-vector form.
+    MatvecAcc,
+    /// `(a, b, out, residual)`: `out = residual + a·b`, matrix-vector form.
+    MatvecAccTo,
+    /// `(a, b, out, bias)`: `out = a·b + bias`, plain or GELU epilogue, matrix-vector form.
+    MatvecBias,
+    /// `(a, b, out, bias)`: `out += a·b + bias`, matrix-vector form.
+    MatvecAccBias,
+    /// `(a, b, out, residual, bias)`: `out = residual + a·b + bias`, matrix-vector form.
+    MatvecAccToBias,
+    /// `(x, w, out, bias, gain, beta)`: `out = layer_norm(x)·w + bias`, plain or GELU
+    /// epilogue, matrix-vector form of [`Kernel::MatmulNormBias`].
+    MatvecNormBias,
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -290,18 +312,31 @@ pub enum MatmulTile {
     /// 4 rows x 4 columns per invocation, 16 invocations: 4 x 64 per workgroup, for
     /// problems with few rows (more workgroups to spread).
     Rows4,
+    /// One row per invocation, the matrix-vector form for at most [`MATVEC_MAX_ROWS`]
+    /// rows (decode). `matmul`, its fused forms and the layer norm in a matmul's
+    /// prologue run `shaders/matvec.wgsl` with it ([`Kernel::Matvec`]: 16 columns per
+    /// invocation, [`MATVEC_COLUMNS`] per workgroup); `matmul_bt` runs its tiled kernel
+    /// with one row (4 columns per invocation, 16 invocations).
+    Rows1,
 }
 
 impl MatmulTile {
     /// Every tile.
-    pub const ALL: [MatmulTile; 2] = [MatmulTile::Rows8, MatmulTile::Rows4];
+    pub const ALL: [MatmulTile; 3] = [MatmulTile::Rows8, MatmulTile::Rows4, MatmulTile::Rows1];
 
     /// Output rows per invocation (and per workgroup).
     pub fn rows(self) -> u32 {
         match self {
             MatmulTile::Rows8 => 8,
             MatmulTile::Rows4 => 4,
+            MatmulTile::Rows1 => 1,
         }
+    }
+
+    /// Whether the tile is a candidate for an output of `m` rows: every tile but
+    /// [`MatmulTile::Rows1`], which is for at most [`MATVEC_MAX_ROWS`] rows.
+    pub fn fits(self, m: u32) -> bool {
+        self != MatmulTile::Rows1 || m <= MATVEC_MAX_ROWS
     }
 
     /// Invocations per workgroup.
@@ -317,7 +352,12 @@ impl MatmulTile {
     /// The tile for an `m x n` output: 8 rows per invocation unless that leaves fewer
     /// workgroups than `MIN_TILED_WORKGROUPS` (then 4). Measured on lavapipe, 8 rows
     /// ran 1.3-1.4x faster than 4 on the decoder's shapes (`examples/kernel_lab.rs`).
+    ///
+    /// One row (decode) takes [`MatmulTile::Rows1`], the matrix-vector kernels.
     pub fn choose(m: u32, n: u32) -> MatmulTile {
+        if m == 1 {
+            return MatmulTile::Rows1;
+        }
         let groups =
             |t: MatmulTile| u64::from(m.div_ceil(t.rows())) * u64::from(n.div_ceil(t.columns()));
         if groups(MatmulTile::Rows8) >= MIN_TILED_WORKGROUPS {
@@ -327,11 +367,12 @@ impl MatmulTile {
         }
     }
 
-    /// The tile's name in the tuning cache (`rows8`, `rows4`).
+    /// The tile's name in the tuning cache (`rows8`, `rows4`, `rows1`).
     pub fn name(self) -> &'static str {
         match self {
             MatmulTile::Rows8 => "rows8",
             MatmulTile::Rows4 => "rows4",
+            MatmulTile::Rows1 => "rows1",
         }
     }
 
@@ -348,6 +389,14 @@ impl MatmulTile {
         ]
     }
 }
+
+/// The most rows of the matrix-vector kernels ([`MatmulTile::Rows1`], [`Kernel::Matvec`]):
+/// each row is one more pass over the weights.
+pub const MATVEC_MAX_ROWS: u32 = 4;
+
+/// Output columns per workgroup of the matrix-vector kernels (`shaders/matvec.wgsl`:
+/// 16 invocations of 16 columns).
+pub const MATVEC_COLUMNS: u64 = 256;
 
 /// Below this many workgroups with 8 rows, the tiled matmul takes 4 rows per invocation.
 pub const MIN_TILED_WORKGROUPS: u64 = 32;
@@ -392,6 +441,13 @@ impl Kernel {
             Kernel::MatmulNormBias(_) => (Shader::MatmulNorm, "matmul_norm_bias"),
             Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),
             Kernel::KvSelfAttendOut => (Shader::KvSelfAttend, "kv_self_attend_out"),
+            Kernel::Matvec => (Shader::Matvec, "matvec"),
+            Kernel::MatvecAcc => (Shader::Matvec, "matvec_acc"),
+            Kernel::MatvecAccTo => (Shader::Matvec, "matvec_acc_to"),
+            Kernel::MatvecBias => (Shader::Matvec, "matvec_bias"),
+            Kernel::MatvecAccBias => (Shader::Matvec, "matvec_acc_bias"),
+            Kernel::MatvecAccToBias => (Shader::Matvec, "matvec_acc_to_bias"),
+            Kernel::MatvecNormBias => (Shader::Matvec, "matvec_norm_bias"),
         }
     }
 
@@ -406,6 +462,15 @@ impl Kernel {
             | Kernel::MatmulTiledAccToBias(t)
             | Kernel::MatmulBtTiled(t)
             | Kernel::MatmulNormBias(t) => t.constants().to_vec(),
+            Kernel::Matvec
+            | Kernel::MatvecAcc
+            | Kernel::MatvecAccTo
+            | Kernel::MatvecBias
+            | Kernel::MatvecAccBias
+            | Kernel::MatvecAccToBias
+            | Kernel::MatvecNormBias => {
+                vec![("LANES", f64::from(MatmulTile::Rows1.lanes()))]
+            }
             _ => Vec::new(),
         }
     }
@@ -421,8 +486,10 @@ impl Kernel {
             Kernel::MatmulTiledAccTo(_)
             | Kernel::MatmulTiledBias(_)
             | Kernel::MatmulTiledAccBias(_) => 4,
-            Kernel::MatmulTiledAccToBias(_) => 5,
-            Kernel::MatmulNormBias(_) => 6,
+            Kernel::MatmulTiledAccToBias(_) | Kernel::MatvecAccToBias => 5,
+            Kernel::MatvecAccTo | Kernel::MatvecBias | Kernel::MatvecAccBias => 4,
+            Kernel::Matvec | Kernel::MatvecAcc => 3,
+            Kernel::MatmulNormBias(_) | Kernel::MatvecNormBias => 6,
             Kernel::Unary
             | Kernel::BinaryInPlace
             | Kernel::Softmax
@@ -441,7 +508,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 41] = [
+    pub const ALL: [Kernel; 50] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -483,6 +550,15 @@ impl Kernel {
         Kernel::MatmulNormBias(MatmulTile::Rows4),
         Kernel::KvSelfAttend,
         Kernel::KvSelfAttendOut,
+        Kernel::Matvec,
+        Kernel::MatvecAcc,
+        Kernel::MatvecAccTo,
+        Kernel::MatvecBias,
+        Kernel::MatvecAccBias,
+        Kernel::MatvecAccToBias,
+        Kernel::MatmulBtTiled(MatmulTile::Rows1),
+        Kernel::MatmulNormBias(MatmulTile::Rows1),
+        Kernel::MatvecNormBias,
     ];
 }
 
@@ -536,11 +612,35 @@ pub fn select_with(
                 transposed_b,
             },
             false,
+        ) if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => (Kernel::Matvec, &[0, 1, 2]),
+        (
+            &OpCall::Matmul {
+                m,
+                k,
+                n,
+                transposed_b,
+            },
+            false,
         ) => match (transposed_b, tiled(k, n, transposed_b)) {
             (false, true) => (Kernel::MatmulTiled(tile_of(m, n)), &[0, 1, 2]),
             (true, true) => (Kernel::MatmulBtTiled(tile_of(m, n)), &[0, 1, 2]),
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
+        },
+        (
+            &OpCall::MatmulFused {
+                m,
+                n,
+                epilogue,
+                bias: true,
+                ..
+            },
+            inplace,
+        ) if matvec(tile_of(m, n), m) => match (epilogue, inplace) {
+            (Epilogue::Plain | Epilogue::Gelu, false) => (Kernel::MatvecBias, &[0, 1, 3, 2]),
+            (Epilogue::Residual, true) => (Kernel::MatvecAccBias, &[1, 2, 0, 3]),
+            (Epilogue::Residual, false) => (Kernel::MatvecAccToBias, &[1, 2, 4, 0, 3]),
+            (Epilogue::Plain | Epilogue::Gelu, true) => return None,
         },
         (
             &OpCall::MatmulFused {
@@ -564,6 +664,14 @@ pub fn select_with(
                 (Epilogue::Plain | Epilogue::Gelu, true) => return None,
             }
         }
+        (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) if matvec(tile_of(m, n), m) => {
+            match (epilogue, inplace) {
+                (Epilogue::Gelu | Epilogue::Plain, false) => (Kernel::Matvec, &[0, 1, 2]),
+                (Epilogue::Residual, true) => (Kernel::MatvecAcc, &[1, 2, 0]),
+                (Epilogue::Residual, false) => (Kernel::MatvecAccTo, &[1, 2, 3, 0]),
+                (Epilogue::Gelu | Epilogue::Plain, true) => return None,
+            }
+        }
         (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) => {
             let tile = tile_of(m, n);
             match (epilogue, inplace) {
@@ -573,6 +681,9 @@ pub fn select_with(
                 (Epilogue::Gelu | Epilogue::Plain, true) => return None,
                 (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
+        }
+        (&OpCall::NormMatmul { m, n, .. }, false) if matvec(tile_of(m, n), m) => {
+            (Kernel::MatvecNormBias, &[0, 3, 5, 4, 1, 2])
         }
         (&OpCall::NormMatmul { m, n, .. }, false) => {
             (Kernel::MatmulNormBias(tile_of(m, n)), &[0, 3, 5, 4, 1, 2])
@@ -609,6 +720,29 @@ pub fn select_with(
         (OpCall::MatmulPacked { .. }, false) => (Kernel::MatmulPacked, &[0, 1, 2]),
         _ => return None,
     })
+}
+
+/// Whether the fused forms of `matmul` (and the layer norm in its prologue) run the
+/// matrix-vector kernels ([`Kernel::Matvec`]) with `tile` for `m` rows.
+fn matvec(tile: MatmulTile, m: u32) -> bool {
+    tile == MatmulTile::Rows1 && m <= MATVEC_MAX_ROWS
+}
+
+/// Whether a plain `matmul` runs [`Kernel::Matvec`]: at most [`MATVEC_MAX_ROWS`] rows,
+/// `n` a multiple of 4, and either the matrix-vector tile or a `k` the tiled kernels
+/// cannot take (the matrix-vector kernel takes any `k`).
+fn plain_matvec(m: u32, k: u32, n: u32, transposed_b: bool, tile: MatmulTile) -> bool {
+    !transposed_b
+        && m <= MATVEC_MAX_ROWS
+        && n.is_multiple_of(4)
+        && (tile == MatmulTile::Rows1 || !tiled(k, n, false))
+}
+
+/// The grid of the matrix-vector kernels: a workgroup per [`MATVEC_COLUMNS`] columns
+/// and per row.
+fn matvec_grid(m: u32, n: u32, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
+    let gx = u64::from(n).div_ceil(MATVEC_COLUMNS);
+    grid_2d(gx, u64::from(m), node, max_per_dimension)
 }
 
 /// Whether a `matmul` (or `matmul_bt`) of these dimensions runs on the tiled kernels:
@@ -707,6 +841,19 @@ pub fn workgroups_with(
         | OpCall::KvSelfAttend { n, heads, .. } => {
             let gx = u64::from(n).div_ceil(ATTENTION_QUERIES);
             return grid_2d(gx, u64::from(heads), node, max_per_dimension);
+        }
+        OpCall::Matmul {
+            m,
+            k,
+            n,
+            transposed_b,
+        } if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => {
+            return matvec_grid(m, n, node, max_per_dimension);
+        }
+        OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. }
+            if matvec(tile_of(m, n), m) =>
+        {
+            return matvec_grid(m, n, node, max_per_dimension);
         }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
             let tile = tile_of(m, n);
@@ -1093,6 +1240,95 @@ mod tests {
         assert!(!Op::parse("rope").is_some_and(Op::has_f16));
     }
 
+    /// One row takes the matrix-vector kernels (`matvec.wgsl`, f16 form included) by
+    /// the rule, every fused form the decoder dispatches among them; an odd `k` of up
+    /// to four rows too; an odd `n` or five rows do not.
+    #[test]
+    fn one_row_selects_the_matrix_vector_kernels() {
+        assert_eq!(MatmulTile::choose(1, 50257), MatmulTile::Rows1);
+        assert_ne!(MatmulTile::choose(2, 64), MatmulTile::Rows1);
+        assert!(MatmulTile::Rows1.fits(MATVEC_MAX_ROWS));
+        assert!(!MatmulTile::Rows1.fits(MATVEC_MAX_ROWS + 1));
+        let matmul = |m, k, n, transposed_b| OpCall::Matmul {
+            m,
+            k,
+            n,
+            transposed_b,
+        };
+        let fused = |epilogue, bias| OpCall::MatmulFused {
+            m: 1,
+            k: 768,
+            n: 2304,
+            epilogue,
+            bias,
+        };
+        for (call, inplace, want) in [
+            (matmul(1, 768, 3072, false), false, Kernel::Matvec),
+            (matmul(1, 7, 12, false), false, Kernel::Matvec),
+            (matmul(4, 9, 8, false), false, Kernel::Matvec),
+            (matmul(1, 8, 13, false), false, Kernel::Matmul),
+            (matmul(5, 9, 8, false), false, Kernel::Matmul),
+            (matmul(1, 9, 5, true), false, Kernel::MatmulBt),
+            (
+                matmul(1, 768, 50257, true),
+                false,
+                Kernel::MatmulBtTiled(MatmulTile::Rows1),
+            ),
+            (fused(Epilogue::Gelu, false), false, Kernel::Matvec),
+            (fused(Epilogue::Residual, false), true, Kernel::MatvecAcc),
+            (fused(Epilogue::Residual, false), false, Kernel::MatvecAccTo),
+            (fused(Epilogue::Gelu, true), false, Kernel::MatvecBias),
+            (fused(Epilogue::Residual, true), true, Kernel::MatvecAccBias),
+            (
+                fused(Epilogue::Residual, true),
+                false,
+                Kernel::MatvecAccToBias,
+            ),
+        ] {
+            let (kernel, order) = select(&call, inplace).expect("selects");
+            assert_eq!(kernel, want, "{call:?}");
+            assert_eq!(order.len(), kernel.storage_bindings(), "{call:?}");
+            assert!(kernel.entry().0.has_f16(), "{kernel:?}");
+        }
+        let norm = OpCall::NormMatmul {
+            m: 1,
+            k: 768,
+            n: 3072,
+            gelu: true,
+            eps: 1e-5,
+        };
+        assert_eq!(
+            select(&norm, false).map(|(k, _)| k),
+            Some(Kernel::MatvecNormBias)
+        );
+        // A workgroup per 256 columns and per row.
+        assert_eq!(
+            workgroups(&matmul(1, 7, 260, false), 0, 65535),
+            Ok([2, 1, 1])
+        );
+        assert_eq!(
+            workgroups(&matmul(3, 9, 64, false), 0, 65535),
+            Ok([1, 3, 1])
+        );
+        assert_eq!(
+            workgroups(&fused(Epilogue::Plain, true), 0, 65535),
+            Ok([9, 1, 1])
+        );
+        // The transposed kernel with one row: 64 columns per workgroup.
+        assert_eq!(
+            workgroups(&matmul(1, 8, 130, true), 0, 65535),
+            Ok([3, 1, 1])
+        );
+        // Given another tile, one row runs the tiled kernels.
+        let (kernel, _) = select_with(
+            &fused(Epilogue::Plain, true),
+            false,
+            Some(MatmulTile::Rows4),
+        )
+        .expect("");
+        assert_eq!(kernel, Kernel::MatmulTiledBias(MatmulTile::Rows4));
+    }
+
     #[test]
     fn large_elementwise_grids_spill_into_the_second_dimension() {
         let call = OpCall::Unary {
@@ -1113,19 +1349,23 @@ mod tests {
 
     #[test]
     fn a_matmul_wider_than_the_grid_limit_is_refused() {
-        let call = OpCall::Matmul {
-            m: 1,
-            k: 1,
-            n: 64 * 70_000,
-            transposed_b: false,
-        };
-        assert!(matches!(
-            workgroups(&call, 3, 65535),
-            Err(ExecError::TooManyWorkgroups {
-                node: NodeId(3),
-                ..
-            })
-        ));
+        // The dense kernel (64 columns a workgroup, five rows) and the matrix-vector
+        // kernel (256 columns a workgroup, one row).
+        for (m, n) in [(5, 64 * 70_000), (1, 256 * 70_000)] {
+            let call = OpCall::Matmul {
+                m,
+                k: 1,
+                n,
+                transposed_b: false,
+            };
+            assert!(matches!(
+                workgroups(&call, 3, 65535),
+                Err(ExecError::TooManyWorkgroups {
+                    node: NodeId(3),
+                    ..
+                })
+            ));
+        }
     }
 
     #[test]

@@ -59,7 +59,7 @@ pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
 /// more than this fraction (5%).
 pub(crate) const RULE_MARGIN: f64 = 0.05;
 /// The cache file's format version; a file of another version is ignored.
-pub(crate) const CACHE_VERSION: u32 = 1;
+pub(crate) const CACHE_VERSION: u32 = 2;
 
 /// Why the cache could not be read or written. Never fatal: the tuner warns and goes
 /// on with what it has in memory.
@@ -566,6 +566,7 @@ impl Tuner {
             .candidates
             .iter()
             .copied()
+            .filter(|t| t.fits(shape.m))
             .take(MAX_CANDIDATES)
             .collect();
         let tunable = self.settings.enabled
@@ -632,6 +633,24 @@ impl Tuner {
         self.record(shape, tile, Source::Tuned, times);
         tile
     }
+}
+
+/// Times each of `tiles` on a matmul of `family` and exact shape `m x k x n` on `ctx`
+/// as the tuner does (one warm-up dispatch, then `repetitions` timed ones, at most 8,
+/// each alone in a pass with GPU timestamps): each tile's fastest time. Benchmarks use
+/// it to time one kernel against another on the same shape.
+///
+/// # Errors
+/// [`ExecError::Device`] without timestamp queries, for operands too large to time
+/// (more than 512 MiB, or over the binding limit) or when wgpu fails.
+pub fn time_tiles(
+    ctx: &GpuContext,
+    family: MatmulFamily,
+    (m, k, n): (u32, u32, u32),
+    tiles: &[MatmulTile],
+    repetitions: u32,
+) -> Result<Vec<(MatmulTile, Duration)>, ExecError> {
+    time_candidates(ctx, MatmulShape { family, m, k, n }, tiles, repetitions)
 }
 
 /// The tile to keep from `times`: the fastest, unless the rule's tile (when timed) is
@@ -720,10 +739,13 @@ fn time_candidates(
     let (uniform, buffers) = built;
     let mut times = Vec::with_capacity(candidates.len());
     for &tile in candidates {
-        let kernel = match shape.family {
-            MatmulFamily::Tiled => Kernel::MatmulTiled(tile),
-            MatmulFamily::BtTiled => Kernel::MatmulBtTiled(tile),
-            MatmulFamily::NormTiled => Kernel::MatmulNormBias(tile),
+        let kernel = match kernels::select_with(&call, false, Some(tile)) {
+            Some((kernel, _)) => kernel,
+            None => match shape.family {
+                MatmulFamily::Tiled => Kernel::MatmulTiled(tile),
+                MatmulFamily::BtTiled => Kernel::MatmulBtTiled(tile),
+                MatmulFamily::NormTiled => Kernel::MatmulNormBias(tile),
+            },
         };
         let (pipeline, layout) = registry.with(|r| {
             let pipeline = r.pipeline(device, kernel)?;
