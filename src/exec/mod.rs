@@ -76,5 +76,5 @@ pub(crate) use tensor_memory::{f16_bytes, f32_from_f16_bytes};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub use tune::{TuneError, TuneSettings};
 pub mod checksum;
-pub(crate) use ops::{kv_state_row, KV_TABLE_HEADER};
+pub(crate) use ops::{kv_state_row, storage_of, KV_TABLE_HEADER};
 pub use ops::{Epilogue, MAX_ATTENTION_HEAD_DIM};
