@@ -76,5 +76,8 @@ pub(crate) use tensor_memory::{f16_bytes, f32_from_f16_bytes};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub use tune::{TuneError, TuneSettings};
 pub mod checksum;
-pub(crate) use ops::{kv_state_row, storage_of, KV_TABLE_HEADER};
+/// A node's storage type, for the tests of the layers that build f16 graphs.
+#[cfg(test)]
+pub(crate) use ops::storage_of;
+pub(crate) use ops::{kv_state_row, KV_TABLE_HEADER};
 pub use ops::{Epilogue, MAX_ATTENTION_HEAD_DIM};
