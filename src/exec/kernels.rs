@@ -51,6 +51,8 @@ pub enum Shader {
     Matvec,
 }
 
+// Some of these only the tests call (the `testing` feature makes the enum public).
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Shader {
     /// Every shader of the registry.
     pub const ALL: [Shader; 18] = [
@@ -312,10 +314,10 @@ pub enum MatmulTile {
     /// 4 rows x 4 columns per invocation, 16 invocations: 4 x 64 per workgroup, for
     /// problems with few rows (more workgroups to spread).
     Rows4,
-    /// One row per invocation, the matrix-vector form for at most [`MATVEC_MAX_ROWS`]
+    /// One row per invocation, the matrix-vector form for at most `MATVEC_MAX_ROWS` (4)
     /// rows (decode). `matmul`, its fused forms and the layer norm in a matmul's
     /// prologue run `shaders/matvec.wgsl` with it ([`Kernel::Matvec`]: 16 columns per
-    /// invocation, [`MATVEC_COLUMNS`] per workgroup); `matmul_bt` runs its tiled kernel
+    /// invocation, `MATVEC_COLUMNS` (256) per workgroup); `matmul_bt` runs its tiled kernel
     /// with one row (4 columns per invocation, 16 invocations).
     Rows1,
 }
@@ -334,7 +336,7 @@ impl MatmulTile {
     }
 
     /// Whether the tile is a candidate for an output of `m` rows: every tile but
-    /// [`MatmulTile::Rows1`], which is for at most [`MATVEC_MAX_ROWS`] rows.
+    /// [`MatmulTile::Rows1`], which is for at most `MATVEC_MAX_ROWS` (4) rows.
     pub fn fits(self, m: u32) -> bool {
         self != MatmulTile::Rows1 || m <= MATVEC_MAX_ROWS
     }

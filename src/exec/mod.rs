@@ -65,13 +65,25 @@ pub use custom::{
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use inputs::{Inputs, TensorData};
-pub use kernels::{Kernel, MatmulTile, Shader, StorageType};
+/// Test aids: the built-in kernels and their shader files (the `testing` feature).
+#[cfg(feature = "testing")]
+pub use kernels::{Kernel, Shader};
+#[cfg(not(feature = "testing"))]
+#[allow(unused_imports)]
+pub(crate) use kernels::{Kernel, Shader};
+pub use kernels::{MatmulTile, StorageType};
 pub use limits::check_plan_against_limits;
 pub use ops::{
     resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
     SUPPORTED_OPS,
 };
-pub use params::{params_layout_mismatch, KernelParams};
+/// Test aid: the parameter block's layout check (the `testing` feature).
+#[cfg(feature = "testing")]
+pub use params::params_layout_mismatch;
+#[cfg(not(feature = "testing"))]
+#[allow(unused_imports)]
+pub(crate) use params::params_layout_mismatch;
+pub use params::KernelParams;
 pub(crate) use tensor_memory::{f16_bytes, f32_from_f16_bytes};
 pub use tensor_memory::{TensorMemory, TensorRange};
 pub use tune::{TuneError, TuneSettings};

@@ -111,7 +111,7 @@ pub fn head_pieces(config: &Gpt2Config, max_piece_bytes: u64) -> Vec<std::ops::R
 /// Builds the graph of a step of `rows` tokens, its float tensors stored as `dtype`
 /// (f32, or f16: the weights, the input, every activation and the logits at half the
 /// bytes; the KV attention's online-softmax state between pages stays f32, see
-/// [`crate::exec::storage_of`]).
+/// `exec::ops::storage_of`).
 ///
 /// # Errors
 /// [`CheckpointError::BadConfig`] when the attention cannot take the model (a head
