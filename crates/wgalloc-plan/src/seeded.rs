@@ -1,6 +1,6 @@
 //! [`SeededRng`], SplitMix64: the one small deterministic generator of wgalloc. The
 //! planner's seeded generators (synthetic graphs, generated interval instances,
-//! training-step workloads) and the runtime's seeded models and test data draw from
+//! training-step workloads, the climb's moves) and the runtime's seeded models and test data draw from
 //! it, so that a seed gives the same instance and the same weights on every machine
 //! and release, with no dependency.
 
@@ -36,6 +36,11 @@ impl Rng {
     /// A number in `0..n` (`0` when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
+    }
+
+    /// An index in `0..n` (`0` when `n` is 0): [`Rng::below`] for counts.
+    pub(crate) fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
     }
 
     /// True with probability `percent`/100.

@@ -407,16 +407,16 @@ mod tests {
 
     #[test]
     fn placements_are_valid_on_random_instances() {
-        let mut rng = crate::plan::offline::improve::SplitMix64::new(7);
+        let mut rng = crate::seeded::Rng::new(7);
         for round in 0..1500 {
-            let n = 1 + rng.below(80);
+            let n = 1 + rng.index(80);
             let ranges: Vec<LiveRange> = (0..n)
                 .map(|_| {
-                    let start = rng.below(50) as u64;
+                    let start = rng.index(50) as u64;
                     r(
                         start,
-                        start + 1 + rng.below(20) as u64,
-                        1 + rng.below(30) as u64,
+                        start + 1 + rng.index(20) as u64,
+                        1 + rng.index(30) as u64,
                     )
                 })
                 .collect();

@@ -3,7 +3,7 @@
 //! window, and place them back one by one (largest first, with a little shuffling)
 //! among the items that stayed. A move is kept when the peak does not rise and, at an
 //! equal peak, no more items reach it; otherwise it is undone. Random numbers come from
-//! a fixed-seed SplitMix64 and the number of moves from a work budget (overlaps
+//! a fixed-seed `seeded::Rng` (SplitMix64) and the number of moves from a work budget (overlaps
 //! visited), so the result is deterministic.
 
 use std::time::Instant;
@@ -11,30 +11,7 @@ use std::time::Instant;
 use super::greedy::{fit_among_placed, Fit};
 use super::index::OverlapIndex;
 use super::prepared::Prepared;
-
-/// SplitMix64: a tiny, fast, seedable generator (enough for shuffling orders).
-pub(crate) struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator with the given seed.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..bound` (`bound > 0`).
-    pub fn below(&mut self, bound: usize) -> usize {
-        (self.next_u64() % bound as u64) as usize
-    }
-}
+use crate::seeded::Rng;
 
 /// The peak of a placement and how many items reach it.
 fn peak_and_count(p: &Prepared, offsets: &[u64]) -> (u64, usize) {
@@ -77,7 +54,7 @@ pub(crate) fn repack(
     if n < 2 {
         return (offsets, peak);
     }
-    let mut rng = SplitMix64::new(seed);
+    let mut rng = Rng::new(seed);
     let mut placed = vec![true; n];
     let mut busy: Vec<(u64, u64)> = Vec::new();
     let mut window: Vec<(u64, usize)> = Vec::new();
@@ -88,7 +65,7 @@ pub(crate) fn repack(
     while spent < limits.work && peak > target && limits.deadline.is_none_or(|d| Instant::now() < d)
     {
         // An item at the peak, chosen at random among them.
-        let nth = rng.below(at_peak);
+        let nth = rng.index(at_peak);
         let Some(j) = (0..n)
             .filter(|&i| offsets[i].saturating_add(p.items[i].size) == peak)
             .nth(nth)
@@ -97,8 +74,8 @@ pub(crate) fn repack(
         };
         spent = spent.saturating_add(n as u64);
         let it = p.items[j];
-        let t = it.a + rng.below((it.b - it.a) as usize) as u32;
-        let half = (1u32 << rng.below(6)) - 1;
+        let t = it.a + rng.index((it.b - it.a) as usize) as u32;
+        let half = (1u32 << rng.index(6)) - 1;
         let lo = t.saturating_sub(half);
         let hi = t.saturating_add(half + 1).min(p.sections as u32);
         window.clear();
@@ -107,7 +84,7 @@ pub(crate) fn repack(
         }));
         // The highest items of the window (ties: item position, for determinism).
         window.sort_unstable_by(|x, y| y.0.cmp(&x.0).then(x.1.cmp(&y.1)));
-        let lift = (2usize << rng.below(6)).min(max_lift).min(window.len());
+        let lift = (2usize << rng.index(6)).min(max_lift).min(window.len());
         lifted.clear();
         for &(_, i) in &window[..lift] {
             lifted.push((i, offsets[i]));
@@ -120,15 +97,15 @@ pub(crate) fn repack(
                 .cmp(&p.items[x.0].size)
                 .then(x.0.cmp(&y.0))
         });
-        let swaps = rng.below(lift.max(1));
+        let swaps = rng.index(lift.max(1));
         for _ in 0..swaps {
             if lift < 2 {
                 break;
             }
-            let k = rng.below(lift - 1);
+            let k = rng.index(lift - 1);
             lifted.swap(k, k + 1);
         }
-        let fit = if rng.below(4) == 0 {
+        let fit = if rng.index(4) == 0 {
             Fit::Smallest
         } else {
             Fit::Lowest
@@ -159,16 +136,6 @@ mod tests {
     use super::*;
     use crate::plan::offline::greedy::{by_size, place};
     use crate::plan::offline::LiveRange;
-
-    #[test]
-    fn same_seed_gives_same_numbers() {
-        let mut a = SplitMix64::new(7);
-        let mut b = SplitMix64::new(7);
-        for _ in 0..100 {
-            assert_eq!(a.next_u64(), b.next_u64());
-        }
-        assert!((0..1000).all(|_| a.below(5) < 5));
-    }
 
     fn work(work: u64) -> Cutoffs {
         Cutoffs {

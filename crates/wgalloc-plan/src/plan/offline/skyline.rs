@@ -447,17 +447,17 @@ mod tests {
 
     #[test]
     fn heights_match_a_plain_array_across_super_blocks() {
-        let mut rng = crate::plan::offline::improve::SplitMix64::new(8);
+        let mut rng = crate::seeded::Rng::new(8);
         for _ in 0..20 {
-            let sections = 1 + rng.below(3 * SUPER);
+            let sections = 1 + rng.index(3 * SUPER);
             let mut h = BlockHeights::new(sections);
             let mut plain = vec![0u64; sections];
             for _ in 0..60 {
-                let a = rng.below(sections);
-                let b = a + 1 + rng.below(sections - a);
+                let a = rng.index(sections);
+                let b = a + 1 + rng.index(sections - a);
                 let expected = plain[a..b].iter().copied().max().unwrap_or(0);
                 assert_eq!(h.max_in(a, b), expected, "[{a}, {b}) of {sections}");
-                let top = expected + 1 + rng.below(9) as u64;
+                let top = expected + 1 + rng.index(9) as u64;
                 h.raise(a, b, top);
                 plain[a..b].iter_mut().for_each(|x| *x = top);
                 for s in [a, b - 1, (a + b) / 2] {
@@ -517,23 +517,23 @@ mod tests {
 
     #[test]
     fn heights_match_a_plain_array_on_random_raises() {
-        let mut rng = crate::plan::offline::improve::SplitMix64::new(5);
+        let mut rng = crate::seeded::Rng::new(5);
         for _ in 0..200 {
             // Up to several blocks, so that raises cover some whole.
-            let sections = 1 + rng.below(300);
+            let sections = 1 + rng.index(300);
             let mut h = Heights::new(sections);
             let mut plain = vec![0u64; sections];
             for _ in 0..30 {
                 // A short range too (read from the flat heights).
-                let a = rng.below(sections);
-                let b = (a + 1 + rng.below(16)).min(sections);
+                let a = rng.index(sections);
+                let b = (a + 1 + rng.index(16)).min(sections);
                 let expected = plain[a..b].iter().copied().max().unwrap_or(0);
                 assert_eq!(h.max_in(a, b), expected, "short [{a}, {b})");
-                let a = rng.below(sections);
-                let b = a + 1 + rng.below(sections - a);
+                let a = rng.index(sections);
+                let b = a + 1 + rng.index(sections - a);
                 let expected = plain[a..b].iter().copied().max().unwrap_or(0);
                 assert_eq!(h.max_in(a, b), expected, "[{a}, {b})");
-                let top = expected + 1 + rng.below(9) as u64;
+                let top = expected + 1 + rng.index(9) as u64;
                 h.raise(a, b, top);
                 plain[a..b].iter_mut().for_each(|x| *x = top);
             }
@@ -542,16 +542,16 @@ mod tests {
 
     #[test]
     fn skyline_placements_are_valid_on_random_instances() {
-        let mut rng = crate::plan::offline::improve::SplitMix64::new(3);
+        let mut rng = crate::seeded::Rng::new(3);
         for round in 0..2000 {
-            let n = 1 + rng.below(40);
+            let n = 1 + rng.index(40);
             let ranges: Vec<LiveRange> = (0..n)
                 .map(|_| {
-                    let start = rng.below(30) as u64;
+                    let start = rng.index(30) as u64;
                     r(
                         start,
-                        start + 1 + rng.below(12) as u64,
-                        1 + rng.below(9) as u64,
+                        start + 1 + rng.index(12) as u64,
+                        1 + rng.index(9) as u64,
                     )
                 })
                 .collect();

@@ -141,16 +141,16 @@ mod tests {
 
     #[test]
     fn sweep_placements_are_valid_on_random_instances() {
-        let mut rng = crate::plan::offline::improve::SplitMix64::new(11);
+        let mut rng = crate::seeded::Rng::new(11);
         for _ in 0..2000 {
-            let n = 1 + rng.below(60);
+            let n = 1 + rng.index(60);
             let ranges: Vec<LiveRange> = (0..n)
                 .map(|_| {
-                    let start = rng.below(40) as u64;
+                    let start = rng.index(40) as u64;
                     r(
                         start,
-                        start + 1 + rng.below(15) as u64,
-                        1 + rng.below(20) as u64,
+                        start + 1 + rng.index(15) as u64,
+                        1 + rng.index(20) as u64,
                     )
                 })
                 .collect();
