@@ -211,14 +211,15 @@ const MATVEC_SHAPES: [(&str, MatmulFamily, u32, u32); 10] = [
     ),
 ];
 
-/// The matrix-vector path (`MatmulTile::Rows1`: `shaders/matvec.wgsl`, or the
-/// transposed kernel with one row) on decode shapes, each kernel alone with GPU
-/// timestamps (the fastest of 8 after a warm-up, `exec::tune::time_tiles`): achieved
-/// GB/s (weights + input row + output row over the GPU time) and its ratio to the copy
-/// bandwidth measured above, beside the tiled kernels the rule took for one row before
-/// (8 rows per invocation from 32 workgroups of 8 rows on, else 4). The repetitions
-/// read the same weights, so a matrix that fits the CPU's caches (lavapipe) is read
-/// from them after the warm-up: the copy bandwidth is measured over 32 MiB.
+/// The decode shapes (one row against a weight matrix), each candidate tile alone with
+/// GPU timestamps (the fastest of 8 after a warm-up, `exec::tune::time_tiles`): the
+/// matrix-vector kernels unsplit (`rows1`, `shaders/matvec.wgsl`, or the transposed
+/// kernel with one row) and split over `k` (`rows1k16`; `matmul_bt` runs it unsplit),
+/// and the tiled kernels the tuner may take instead (`rows4`, `rows8`, `rows4w64`). The
+/// fastest tile's GB/s (weights + input row + output row over the GPU time) and its
+/// ratio to the copy bandwidth measured above. The repetitions read the same weights,
+/// so a matrix that fits the CPU's caches (lavapipe) is read from them after the
+/// warm-up: the copy bandwidth is measured over 32 MiB.
 fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
     println!();
     println!("## decode matvec (m = 1), f32, GPU timestamps, fastest of 8");
@@ -226,44 +227,46 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
         println!("no GPU timestamps: not timed");
         return;
     }
+    let tiles = [
+        MatmulTile::Rows1,
+        MatmulTile::Rows1Split,
+        MatmulTile::Rows4,
+        MatmulTile::Rows8,
+        MatmulTile::Rows4Wide,
+    ];
+    let names: Vec<String> = tiles.iter().map(|t| format!("{} us", t.name())).collect();
     println!(
-        "| shape k x n | matvec us | matvec GB/s | / copy {:.1} GB/s | rows4 us | rows8 us | old rule | old / matvec |",
+        "| shape k x n | {} | fastest | GB/s | / copy {:.1} GB/s |",
+        names.join(" | "),
         roof.gbps
     );
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |");
-    let tiles = [MatmulTile::Rows1, MatmulTile::Rows4, MatmulTile::Rows8];
+    println!(
+        "| --- |{} --- | ---: | ---: |",
+        " ---: |".repeat(tiles.len())
+    );
     for (label, family, k, n) in MATVEC_SHAPES {
         let times = match tune::time_tiles(ctx, family, (1, k, n), &tiles, 8) {
             Ok(times) => times,
             Err(e) => {
-                println!("| {label} | not timed: {e} | | | | | | |");
+                println!("| {label} | not timed: {e} |");
                 continue;
             }
         };
-        let time = |t: MatmulTile| {
-            times
-                .iter()
-                .find(|(tile, _)| *tile == t)
-                .map_or(f64::NAN, |(_, d)| d.as_secs_f64())
+        let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
+            continue;
         };
-        let new = time(MatmulTile::Rows1);
+        let seconds = fastest.as_secs_f64();
         let bytes = 4.0 * (f64::from(k) * f64::from(n) + f64::from(k) + f64::from(n));
-        let gbps = bytes / new / 1e9;
-        // The rule before the matrix-vector tile: rows8 from 32 workgroups of 8 x 64 on.
-        let old_tile = if n.div_ceil(64) >= 32 {
-            MatmulTile::Rows8
-        } else {
-            MatmulTile::Rows4
-        };
-        let old = time(old_tile);
+        let gbps = bytes / seconds / 1e9;
+        let cells: Vec<String> = times
+            .iter()
+            .map(|(_, d)| format!("{:.0}", d.as_secs_f64() * 1e6))
+            .collect();
         println!(
-            "| {label} | {:.0} | {gbps:.1} | {:.2} | {:.0} | {:.0} | {} | {:.2} |",
-            new * 1e6,
-            gbps / roof.gbps,
-            time(MatmulTile::Rows4) * 1e6,
-            time(MatmulTile::Rows8) * 1e6,
-            old_tile.name(),
-            old / new
+            "| {label} | {} | {} | {gbps:.1} | {:.2} |",
+            cells.join(" | "),
+            best.name(),
+            gbps / roof.gbps
         );
     }
 }

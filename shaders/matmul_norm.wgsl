@@ -34,10 +34,10 @@ struct Params {
 override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
 override LANES: u32 = 16u; // invocations per workgroup, at most MAX_LANES
 const MAX_ROWS: u32 = 8u;
-const MAX_LANES: u32 = 16u;
+const MAX_LANES: u32 = 64u;
 
 // Per (row, lane) partial sums, then per row [mean, inverse deviation].
-var<workgroup> partial: array<f32, 128>; // MAX_ROWS * MAX_LANES
+var<workgroup> partial: array<f32, 512>; // MAX_ROWS * MAX_LANES
 var<workgroup> stats: array<vec2<f32>, MAX_ROWS>;
 
 // GELU, tanh approximation (as unary.wgsl).

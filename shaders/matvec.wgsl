@@ -22,6 +22,12 @@
 // switches between the workgroup's invocations), so the row is read where it lies.
 // k is any; n a multiple of 4 (vec4 columns); columns past n read the last vec4 column
 // and are not stored. Params: m, k, n, epilogue (0 none, 1 GELU).
+// Split over k (SPLIT > 1, the workgroup's y size): the workgroup's SPLIT rows of
+// invocations each walk every SPLIT-th row of b for the same columns, then add their
+// partial sums in workgroup memory. A GPU that runs thousands of invocations at once
+// needs it: with SPLIT = 1 a 768-column output is 48 invocations walking all of k
+// (measured on an H200: 1-3% of the copy bandwidth). The sums are added in another
+// order than with SPLIT = 1, so results differ by rounding.
 
 struct Params {
     m: u32,
@@ -41,12 +47,15 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> bias5: array<vec4<T>>;
 @group(0) @binding(6) var<storage, read_write> beta6: array<vec4<T>>;
 
-override LANES: u32 = 16u; // invocations per workgroup
+override LANES: u32 = 16u; // invocations along the columns (the workgroup's x size)
+override SPLIT: u32 = 1u; // slices of k (the workgroup's y size); LANES * SPLIT <= MAX_LANES
 const VECS: u32 = 4u; // vec4 columns per invocation
 const MAX_LANES: u32 = 256u;
 
-// Per-lane partial sums of the layer norm's statistics (matvec_norm_bias).
+// Per-invocation partial sums of the layer norm's statistics (matvec_norm_bias).
 var<workgroup> partial: array<f32, MAX_LANES>;
+// Per-slice partial products of one vec4 column per lane (SPLIT > 1).
+var<workgroup> slices: array<vec4<f32>, MAX_LANES>;
 
 // GELU, tanh approximation (as unary.wgsl).
 fn gelu(x: vec4<f32>) -> vec4<f32> {
@@ -57,7 +66,8 @@ fn gelu(x: vec4<f32>) -> vec4<f32> {
 
 // a[row, :] x b[:, 4 * g0 .. 4 * g0 + 16]: the invocation's four vec4 columns from
 // vec4 column g0 (columns past n read the last one).
-fn dot_columns(row: u32, g0: u32) -> array<vec4<f32>, VECS> {
+// Slice `slice` of SPLIT walks rows slice, slice + SPLIT, ... of b.
+fn dot_columns(row: u32, g0: u32, slice: u32) -> array<vec4<f32>, VECS> {
     let n4 = params.n / 4u;
     let last = n4 - 1u;
     let c0 = min(g0, last);
@@ -69,7 +79,7 @@ fn dot_columns(row: u32, g0: u32) -> array<vec4<f32>, VECS> {
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
-    for (var kk = 0u; kk < params.k; kk++) {
+    for (var kk = slice; kk < params.k; kk += SPLIT) {
         let x = vec4(f32(a[xrow + kk]));
         let base = kk * n4;
         acc0 = fma(x, vec4<f32>(b[base + c0]), acc0);
@@ -80,16 +90,39 @@ fn dot_columns(row: u32, g0: u32) -> array<vec4<f32>, VECS> {
     return array<vec4<f32>, VECS>(acc0, acc1, acc2, acc3);
 }
 
-@compute @workgroup_size(LANES)
+// The sums over the SPLIT slices of each invocation's VECS columns, complete in slice
+// 0's invocations (the others' are partial). Every invocation calls it: it holds
+// barriers when SPLIT > 1.
+fn add_slices(acc: array<vec4<f32>, VECS>, lane: u32, slice: u32) -> array<vec4<f32>, VECS> {
+    if SPLIT == 1u {
+        return acc;
+    }
+    var total = acc;
+    for (var j = 0u; j < VECS; j++) {
+        workgroupBarrier();
+        slices[slice * LANES + lane] = acc[j];
+        workgroupBarrier();
+        if slice == 0u {
+            var t = acc[j];
+            for (var s = 1u; s < SPLIT; s++) {
+                t = t + slices[s * LANES + lane];
+            }
+            total[j] = t;
+        }
+    }
+    return total;
+}
+
+@compute @workgroup_size(LANES, SPLIT)
 fn matvec(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = wid.y;
     let g0 = (wid.x * LANES + lid.x) * VECS;
-    let acc = dot_columns(row, g0);
+    let acc = add_slices(dot_columns(row, g0, lid.y), lid.x, lid.y);
     let n4 = params.n / 4u;
-    if row >= params.m {
+    if row >= params.m || lid.y != 0u {
         return;
     }
     for (var j = 0u; j < VECS; j++) {
@@ -105,16 +138,16 @@ fn matvec(
     }
 }
 
-@compute @workgroup_size(LANES)
+@compute @workgroup_size(LANES, SPLIT)
 fn matvec_acc(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = wid.y;
     let g0 = (wid.x * LANES + lid.x) * VECS;
-    let acc = dot_columns(row, g0);
+    let acc = add_slices(dot_columns(row, g0, lid.y), lid.x, lid.y);
     let n4 = params.n / 4u;
-    if row >= params.m {
+    if row >= params.m || lid.y != 0u {
         return;
     }
     for (var j = 0u; j < VECS; j++) {
@@ -126,16 +159,16 @@ fn matvec_acc(
     }
 }
 
-@compute @workgroup_size(LANES)
+@compute @workgroup_size(LANES, SPLIT)
 fn matvec_acc_to(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = wid.y;
     let g0 = (wid.x * LANES + lid.x) * VECS;
-    let acc = dot_columns(row, g0);
+    let acc = add_slices(dot_columns(row, g0, lid.y), lid.x, lid.y);
     let n4 = params.n / 4u;
-    if row >= params.m {
+    if row >= params.m || lid.y != 0u {
         return;
     }
     for (var j = 0u; j < VECS; j++) {
@@ -147,16 +180,16 @@ fn matvec_acc_to(
     }
 }
 
-@compute @workgroup_size(LANES)
+@compute @workgroup_size(LANES, SPLIT)
 fn matvec_bias(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = wid.y;
     let g0 = (wid.x * LANES + lid.x) * VECS;
-    let acc = dot_columns(row, g0);
+    let acc = add_slices(dot_columns(row, g0, lid.y), lid.x, lid.y);
     let n4 = params.n / 4u;
-    if row >= params.m {
+    if row >= params.m || lid.y != 0u {
         return;
     }
     for (var j = 0u; j < VECS; j++) {
@@ -172,16 +205,16 @@ fn matvec_bias(
     }
 }
 
-@compute @workgroup_size(LANES)
+@compute @workgroup_size(LANES, SPLIT)
 fn matvec_acc_bias(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = wid.y;
     let g0 = (wid.x * LANES + lid.x) * VECS;
-    let acc = dot_columns(row, g0);
+    let acc = add_slices(dot_columns(row, g0, lid.y), lid.x, lid.y);
     let n4 = params.n / 4u;
-    if row >= params.m {
+    if row >= params.m || lid.y != 0u {
         return;
     }
     for (var j = 0u; j < VECS; j++) {
@@ -193,16 +226,16 @@ fn matvec_acc_bias(
     }
 }
 
-@compute @workgroup_size(LANES)
+@compute @workgroup_size(LANES, SPLIT)
 fn matvec_acc_to_bias(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = wid.y;
     let g0 = (wid.x * LANES + lid.x) * VECS;
-    let acc = dot_columns(row, g0);
+    let acc = add_slices(dot_columns(row, g0, lid.y), lid.x, lid.y);
     let n4 = params.n / 4u;
-    if row >= params.m {
+    if row >= params.m || lid.y != 0u {
         return;
     }
     for (var j = 0u; j < VECS; j++) {
@@ -214,40 +247,41 @@ fn matvec_acc_to_bias(
     }
 }
 
-// The sum of the workgroup's `v`, returned to every invocation (it holds barriers:
-// every invocation calls it).
-fn workgroup_sum(v: f32, lane: u32) -> f32 {
+// The sum of the workgroup's `v` (`flat` is the invocation's index in the workgroup),
+// returned to every invocation (it holds barriers: every invocation calls it).
+fn workgroup_sum(v: f32, flat: u32) -> f32 {
     workgroupBarrier();
-    partial[lane] = v;
+    partial[flat] = v;
     workgroupBarrier();
     var s = 0.0;
-    for (var i = 0u; i < LANES; i++) {
+    for (var i = 0u; i < LANES * SPLIT; i++) {
         s = s + partial[i];
     }
     return s;
 }
 
-@compute @workgroup_size(LANES)
+@compute @workgroup_size(LANES, SPLIT)
 fn matvec_norm_bias(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let row = wid.y;
     let lane = lid.x;
+    let flat = lid.y * LANES + lane;
     let k = params.k;
     let xrow = min(row, params.m - 1u) * k;
-    // Mean, then the two-pass variance (as norm.wgsl), each lane a stride of the row.
+    // Mean, then the two-pass variance (as norm.wgsl), each invocation a stride of the row.
     var s = 0.0;
-    for (var i = lane; i < k; i += LANES) {
+    for (var i = flat; i < k; i += LANES * SPLIT) {
         s = s + f32(a[xrow + i]);
     }
-    let mean = workgroup_sum(s, lane) / f32(k);
+    let mean = workgroup_sum(s, flat) / f32(k);
     var q = 0.0;
-    for (var i = lane; i < k; i += LANES) {
+    for (var i = flat; i < k; i += LANES * SPLIT) {
         let d = f32(a[xrow + i]) - mean;
         q = q + d * d;
     }
-    let inv = inverseSqrt(workgroup_sum(q, lane) / f32(k) + params.eps);
+    let inv = inverseSqrt(workgroup_sum(q, flat) / f32(k) + params.eps);
     let n4 = params.n / 4u;
     let g0 = (wid.x * LANES + lane) * VECS;
     let last = n4 - 1u;
@@ -259,7 +293,7 @@ fn matvec_norm_bias(
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
-    for (var kq = 0u; kq < k / 4u; kq++) {
+    for (var kq = lid.y; kq < k / 4u; kq += SPLIT) {
         let kk = kq * 4u;
         let xv = vec4<f32>(
             f32(a[xrow + kk]),
@@ -277,8 +311,8 @@ fn matvec_norm_bias(
             acc3 = fma(x, vec4<f32>(b[base + c3]), acc3);
         }
     }
-    let acc = array<vec4<f32>, VECS>(acc0, acc1, acc2, acc3);
-    if row >= params.m {
+    let acc = add_slices(array<vec4<f32>, VECS>(acc0, acc1, acc2, acc3), lane, lid.y);
+    if row >= params.m || lid.y != 0u {
         return;
     }
     for (var j = 0u; j < VECS; j++) {

@@ -159,8 +159,15 @@ const SHAPES: [(u64, u64, u64); 6] = [
 #[test]
 fn every_matvec_op_matches_the_cpu_in_f32() {
     let Some(ctx) = own_device() else { return };
-    force(&ctx, MatmulTile::Rows1);
-    let exec = Executor::new(&ctx);
+    for tile in [MatmulTile::Rows1, MatmulTile::Rows1Split] {
+        every_matvec_op_matches_the_cpu_with(&ctx, tile);
+    }
+}
+
+/// Every matrix-vector op on every shape of [`SHAPES`], unsplit or split over `k`.
+fn every_matvec_op_matches_the_cpu_with(ctx: &GpuContext, tile: MatmulTile) {
+    force(ctx, tile);
+    let exec = Executor::new(ctx);
     for op in [
         "matmul",
         "matmul_gelu",
@@ -174,13 +181,17 @@ fn every_matvec_op_matches_the_cpu_in_f32() {
     ] {
         for shape in SHAPES {
             let (g, values) = graph(op, shape, DType::F32);
-            assert_eq!(
-                exec.matmul_tile(&g, 0).expect("resolves"),
-                Some(MatmulTile::Rows1),
-                "{op} {shape:?}"
-            );
-            let (gpu, cpu) = run_both(&ctx, &g, &values);
-            assert_close(&format!("{op} {shape:?}"), &gpu, &cpu, 1e-4);
+            // `matmul_bt` is not timed with the split tile (it would run it unsplit):
+            // the rule decides there.
+            if !(op == "matmul_bt" && tile == MatmulTile::Rows1Split) {
+                assert_eq!(
+                    exec.matmul_tile(&g, 0).expect("resolves"),
+                    Some(tile),
+                    "{op} {shape:?}"
+                );
+            }
+            let (gpu, cpu) = run_both(ctx, &g, &values);
+            assert_close(&format!("{op} {shape:?} {tile:?}"), &gpu, &cpu, 1e-4);
         }
     }
 }
@@ -218,7 +229,7 @@ fn the_matvec_kernel_agrees_with_the_tiled_kernel() {
     for op in ["matmul", "matmul_bias_gelu", "matmul_add_bias"] {
         let (g, values) = graph(op, (1, 520, 72), DType::F32);
         let mut outs = Vec::new();
-        for tile in [MatmulTile::Rows1, MatmulTile::Rows4] {
+        for tile in [MatmulTile::Rows1, MatmulTile::Rows4, MatmulTile::Rows1Split] {
             force(&ctx, tile);
             let exec = Executor::new(&ctx);
             assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
@@ -227,6 +238,7 @@ fn the_matvec_kernel_agrees_with_the_tiled_kernel() {
             outs.push(gpu);
         }
         assert_close(op, &outs[0], &outs[1], 1e-5);
+        assert_close(op, &outs[0], &outs[2], 1e-5);
     }
 }
 
@@ -240,7 +252,14 @@ fn the_f16_matvec_matches_the_cpu_within_f16_tolerance() {
         );
         return;
     }
-    force(&ctx, MatmulTile::Rows1);
+    for tile in [MatmulTile::Rows1, MatmulTile::Rows1Split] {
+        force(&ctx, tile);
+        f16_matvec_ops_match_the_cpu(&ctx, tile);
+    }
+}
+
+/// The f16 matrix-vector ops against the CPU reference with `tile` forced.
+fn f16_matvec_ops_match_the_cpu(ctx: &GpuContext, tile: MatmulTile) {
     for (op, shape) in [
         ("matmul", (1, 3, 8)),
         ("matmul", (1, 257, 68)),
@@ -250,9 +269,9 @@ fn the_f16_matvec_matches_the_cpu_within_f16_tolerance() {
         ("matmul_bt", (1, 36, 20)),
     ] {
         let (g, values) = graph(op, shape, DType::F16);
-        let (gpu, cpu) = run_both(&ctx, &g, &values);
+        let (gpu, cpu) = run_both(ctx, &g, &values);
         // f16 storage: the inputs round to f16 (the reference rounds them as stored),
         // the sum of up to 260 products is kept in f32 and rounded once on store.
-        assert_close(&format!("f16 {op} {shape:?}"), &gpu, &cpu, 1e-2);
+        assert_close(&format!("f16 {op} {shape:?} {tile:?}"), &gpu, &cpu, 1e-2);
     }
 }

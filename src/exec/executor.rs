@@ -325,8 +325,8 @@ impl Executor {
     /// The register tile of a tiled matmul call on this device: the tuner's choice
     /// ([`crate::exec::tune`]), timed now if its shape class is new; `None` for a call
     /// that runs no tiled kernel.
-    fn tile_of(&self, call: &OpCall) -> Option<MatmulTile> {
-        MatmulShape::of(call).map(|shape| tune::tile_for(&self.ctx, shape))
+    fn tile_of(&self, call: &OpCall, storage: StorageType) -> Option<MatmulTile> {
+        MatmulShape::of(call, storage).map(|shape| tune::tile_for(&self.ctx, shape))
     }
 
     /// The register tile node `step` of `graph` runs with on this device ([`MatmulTile`],
@@ -345,7 +345,8 @@ impl Executor {
         if Op::parse(&node.op).is_none() {
             return Ok(None);
         }
-        Ok(self.tile_of(&ops::resolve(graph, step)?))
+        let storage = ops::storage_of(graph, step);
+        Ok(self.tile_of(&ops::resolve(graph, step)?, storage))
     }
 
     /// Whether this device runs f16 kernels (its adapter offers `shader-f16` and the
@@ -444,7 +445,7 @@ impl Executor {
         let (tensors, ranges, inplace) = (&bound.tensors, &bound.ranges, bound.inplace);
         let out = ranges.len() - 1;
         let tile = match &target {
-            Target::Builtin(call, _) => self.tile_of(call),
+            Target::Builtin(call, storage) => self.tile_of(call, *storage),
             Target::User(..) => None,
         };
         let (kernel, order) =
@@ -598,8 +599,8 @@ impl Executor {
     ) -> Result<([u32; 3], Option<u32>), ExecError> {
         let max_groups = self.ctx.limits.max_compute_workgroups_per_dimension;
         match target {
-            Target::Builtin(call, _) => Ok((
-                kernels::workgroups_with(call, node_id, max_groups, self.tile_of(call))?,
+            Target::Builtin(call, storage) => Ok((
+                kernels::workgroups_with(call, node_id, max_groups, self.tile_of(call, *storage))?,
                 Some(packer.push(&KernelParams::for_call(call))?),
             )),
             Target::User(op, _, call) => {

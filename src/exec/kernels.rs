@@ -171,7 +171,19 @@ impl Shader {
 /// The element type of a kernel's float tensors in storage. Kernels compute in f32
 /// either way; with [`StorageType::F16`] they load f16, accumulate in f32 and round to
 /// f16 on store (the adapter needs `shader-f16`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum StorageType {
     /// 32-bit floats.
@@ -288,20 +300,20 @@ pub enum Kernel {
     KvSelfAttendOut,
     /// `(a, b, out)`: the matrix-vector form of [`Kernel::MatmulTiled`] for a few rows
     /// (any `k`, `n` a multiple of 4), plain or GELU epilogue.
-    Matvec,
+    Matvec(MatmulTile),
     /// `(a, b, out)`: `out += a·b`, matrix-vector form.
-    MatvecAcc,
+    MatvecAcc(MatmulTile),
     /// `(a, b, out, residual)`: `out = residual + a·b`, matrix-vector form.
-    MatvecAccTo,
+    MatvecAccTo(MatmulTile),
     /// `(a, b, out, bias)`: `out = a·b + bias`, plain or GELU epilogue, matrix-vector form.
-    MatvecBias,
+    MatvecBias(MatmulTile),
     /// `(a, b, out, bias)`: `out += a·b + bias`, matrix-vector form.
-    MatvecAccBias,
+    MatvecAccBias(MatmulTile),
     /// `(a, b, out, residual, bias)`: `out = residual + a·b + bias`, matrix-vector form.
-    MatvecAccToBias,
+    MatvecAccToBias(MatmulTile),
     /// `(x, w, out, bias, gain, beta)`: `out = layer_norm(x)·w + bias`, plain or GELU
     /// epilogue, matrix-vector form of [`Kernel::MatmulNormBias`].
-    MatvecNormBias,
+    MatvecNormBias(MatmulTile),
 }
 
 /// The register tile of the tiled matmul kernels: rows of the output per invocation
@@ -320,30 +332,78 @@ pub enum MatmulTile {
     /// invocation, `MATVEC_COLUMNS` (256) per workgroup); `matmul_bt` runs its tiled kernel
     /// with one row (4 columns per invocation, 16 invocations).
     Rows1,
+    /// 8 rows x 4 columns per invocation, 64 invocations: 8 x 256 per workgroup. The
+    /// wide form of [`MatmulTile::Rows8`], for adapters that schedule invocations in
+    /// groups of 32 or 64 (a 16-invocation workgroup leaves most of such a group idle).
+    Rows8Wide,
+    /// 4 rows x 4 columns per invocation, 64 invocations: 4 x 256 per workgroup.
+    Rows4Wide,
+    /// The matrix-vector form of [`MatmulTile::Rows1`] split over `k`: 16 x 16
+    /// invocations per workgroup, each of the 16 slices walking every 16th row of the
+    /// weights for the same 256 columns, their sums added in workgroup memory. For
+    /// adapters that run many invocations at once (one row and 768 columns are 48
+    /// invocations unsplit). `matmul_bt` runs it as [`MatmulTile::Rows1`].
+    Rows1Split,
 }
 
 impl MatmulTile {
-    /// Every tile.
-    pub const ALL: [MatmulTile; 3] = [MatmulTile::Rows8, MatmulTile::Rows4, MatmulTile::Rows1];
+    /// Every tile, in the order the tuner times them.
+    pub const ALL: [MatmulTile; 6] = [
+        MatmulTile::Rows8,
+        MatmulTile::Rows4,
+        MatmulTile::Rows1,
+        MatmulTile::Rows8Wide,
+        MatmulTile::Rows4Wide,
+        MatmulTile::Rows1Split,
+    ];
+
+    /// The tiles of the tiled kernels with more than one row (every tile but
+    /// [`MatmulTile::Rows1`]).
+    pub const TILED: [MatmulTile; 4] = [
+        MatmulTile::Rows8,
+        MatmulTile::Rows4,
+        MatmulTile::Rows8Wide,
+        MatmulTile::Rows4Wide,
+    ];
 
     /// Output rows per invocation (and per workgroup).
     pub fn rows(self) -> u32 {
         match self {
-            MatmulTile::Rows8 => 8,
-            MatmulTile::Rows4 => 4,
-            MatmulTile::Rows1 => 1,
+            MatmulTile::Rows8 | MatmulTile::Rows8Wide => 8,
+            MatmulTile::Rows4 | MatmulTile::Rows4Wide => 4,
+            MatmulTile::Rows1 | MatmulTile::Rows1Split => 1,
         }
     }
 
-    /// Whether the tile is a candidate for an output of `m` rows: every tile but
-    /// [`MatmulTile::Rows1`], which is for at most `MATVEC_MAX_ROWS` (4) rows.
+    /// Whether the tile is a candidate for an output of `m` rows: every tile but the
+    /// matrix-vector ones ([`MatmulTile::is_matvec`]), which are for at most
+    /// `MATVEC_MAX_ROWS` (4) rows.
     pub fn fits(self, m: u32) -> bool {
-        self != MatmulTile::Rows1 || m <= MATVEC_MAX_ROWS
+        !self.is_matvec() || m <= MATVEC_MAX_ROWS
     }
 
-    /// Invocations per workgroup.
+    /// Whether the fused matmuls run the matrix-vector kernels with this tile
+    /// ([`MatmulTile::Rows1`] and [`MatmulTile::Rows1Split`]).
+    pub fn is_matvec(self) -> bool {
+        matches!(self, MatmulTile::Rows1 | MatmulTile::Rows1Split)
+    }
+
+    /// Slices of `k` per workgroup of the matrix-vector kernels (1 unsplit).
+    pub fn split(self) -> u32 {
+        match self {
+            MatmulTile::Rows1Split => 16,
+            _ => 1,
+        }
+    }
+
+    /// Invocations per workgroup (at most `MAX_TILE_LANES`, 64).
     pub fn lanes(self) -> u32 {
-        16
+        match self {
+            MatmulTile::Rows8 | MatmulTile::Rows4 | MatmulTile::Rows1 | MatmulTile::Rows1Split => {
+                16
+            }
+            MatmulTile::Rows8Wide | MatmulTile::Rows4Wide => 64,
+        }
     }
 
     /// Output columns per workgroup.
@@ -369,12 +429,16 @@ impl MatmulTile {
         }
     }
 
-    /// The tile's name in the tuning cache (`rows8`, `rows4`, `rows1`).
+    /// The tile's name in the tuning cache (`rows8`, `rows4`, `rows1`, `rows8w64`,
+    /// `rows4w64`, `rows1k16`).
     pub fn name(self) -> &'static str {
         match self {
             MatmulTile::Rows8 => "rows8",
             MatmulTile::Rows4 => "rows4",
             MatmulTile::Rows1 => "rows1",
+            MatmulTile::Rows8Wide => "rows8w64",
+            MatmulTile::Rows4Wide => "rows4w64",
+            MatmulTile::Rows1Split => "rows1k16",
         }
     }
 
@@ -443,13 +507,13 @@ impl Kernel {
             Kernel::MatmulNormBias(_) => (Shader::MatmulNorm, "matmul_norm_bias"),
             Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),
             Kernel::KvSelfAttendOut => (Shader::KvSelfAttend, "kv_self_attend_out"),
-            Kernel::Matvec => (Shader::Matvec, "matvec"),
-            Kernel::MatvecAcc => (Shader::Matvec, "matvec_acc"),
-            Kernel::MatvecAccTo => (Shader::Matvec, "matvec_acc_to"),
-            Kernel::MatvecBias => (Shader::Matvec, "matvec_bias"),
-            Kernel::MatvecAccBias => (Shader::Matvec, "matvec_acc_bias"),
-            Kernel::MatvecAccToBias => (Shader::Matvec, "matvec_acc_to_bias"),
-            Kernel::MatvecNormBias => (Shader::Matvec, "matvec_norm_bias"),
+            Kernel::Matvec(_) => (Shader::Matvec, "matvec"),
+            Kernel::MatvecAcc(_) => (Shader::Matvec, "matvec_acc"),
+            Kernel::MatvecAccTo(_) => (Shader::Matvec, "matvec_acc_to"),
+            Kernel::MatvecBias(_) => (Shader::Matvec, "matvec_bias"),
+            Kernel::MatvecAccBias(_) => (Shader::Matvec, "matvec_acc_bias"),
+            Kernel::MatvecAccToBias(_) => (Shader::Matvec, "matvec_acc_to_bias"),
+            Kernel::MatvecNormBias(_) => (Shader::Matvec, "matvec_norm_bias"),
         }
     }
 
@@ -464,15 +528,16 @@ impl Kernel {
             | Kernel::MatmulTiledAccToBias(t)
             | Kernel::MatmulBtTiled(t)
             | Kernel::MatmulNormBias(t) => t.constants().to_vec(),
-            Kernel::Matvec
-            | Kernel::MatvecAcc
-            | Kernel::MatvecAccTo
-            | Kernel::MatvecBias
-            | Kernel::MatvecAccBias
-            | Kernel::MatvecAccToBias
-            | Kernel::MatvecNormBias => {
-                vec![("LANES", f64::from(MatmulTile::Rows1.lanes()))]
-            }
+            Kernel::Matvec(t)
+            | Kernel::MatvecAcc(t)
+            | Kernel::MatvecAccTo(t)
+            | Kernel::MatvecBias(t)
+            | Kernel::MatvecAccBias(t)
+            | Kernel::MatvecAccToBias(t)
+            | Kernel::MatvecNormBias(t) => vec![
+                ("LANES", f64::from(t.lanes())),
+                ("SPLIT", f64::from(t.split())),
+            ],
             _ => Vec::new(),
         }
     }
@@ -488,10 +553,10 @@ impl Kernel {
             Kernel::MatmulTiledAccTo(_)
             | Kernel::MatmulTiledBias(_)
             | Kernel::MatmulTiledAccBias(_) => 4,
-            Kernel::MatmulTiledAccToBias(_) | Kernel::MatvecAccToBias => 5,
-            Kernel::MatvecAccTo | Kernel::MatvecBias | Kernel::MatvecAccBias => 4,
-            Kernel::Matvec | Kernel::MatvecAcc => 3,
-            Kernel::MatmulNormBias(_) | Kernel::MatvecNormBias => 6,
+            Kernel::MatmulTiledAccToBias(_) | Kernel::MatvecAccToBias(_) => 5,
+            Kernel::MatvecAccTo(_) | Kernel::MatvecBias(_) | Kernel::MatvecAccBias(_) => 4,
+            Kernel::Matvec(_) | Kernel::MatvecAcc(_) => 3,
+            Kernel::MatmulNormBias(_) | Kernel::MatvecNormBias(_) => 6,
             Kernel::Unary
             | Kernel::BinaryInPlace
             | Kernel::Softmax
@@ -510,7 +575,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 50] = [
+    pub const ALL: [Kernel; 73] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -531,12 +596,20 @@ impl Kernel {
         Kernel::MatmulPacked,
         Kernel::MatmulTiled(MatmulTile::Rows8),
         Kernel::MatmulTiled(MatmulTile::Rows4),
+        Kernel::MatmulTiled(MatmulTile::Rows8Wide),
+        Kernel::MatmulTiled(MatmulTile::Rows4Wide),
         Kernel::MatmulTiledAcc(MatmulTile::Rows8),
         Kernel::MatmulTiledAcc(MatmulTile::Rows4),
+        Kernel::MatmulTiledAcc(MatmulTile::Rows8Wide),
+        Kernel::MatmulTiledAcc(MatmulTile::Rows4Wide),
         Kernel::MatmulTiledAccTo(MatmulTile::Rows8),
         Kernel::MatmulTiledAccTo(MatmulTile::Rows4),
+        Kernel::MatmulTiledAccTo(MatmulTile::Rows8Wide),
+        Kernel::MatmulTiledAccTo(MatmulTile::Rows4Wide),
         Kernel::MatmulBtTiled(MatmulTile::Rows8),
         Kernel::MatmulBtTiled(MatmulTile::Rows4),
+        Kernel::MatmulBtTiled(MatmulTile::Rows8Wide),
+        Kernel::MatmulBtTiled(MatmulTile::Rows4Wide),
         Kernel::Attention,
         Kernel::KvSelf,
         Kernel::KvAttendInPlace,
@@ -544,23 +617,38 @@ impl Kernel {
         Kernel::KvAttendOut,
         Kernel::MatmulTiledBias(MatmulTile::Rows8),
         Kernel::MatmulTiledBias(MatmulTile::Rows4),
+        Kernel::MatmulTiledBias(MatmulTile::Rows8Wide),
+        Kernel::MatmulTiledBias(MatmulTile::Rows4Wide),
         Kernel::MatmulTiledAccBias(MatmulTile::Rows8),
         Kernel::MatmulTiledAccBias(MatmulTile::Rows4),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows8Wide),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows4Wide),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows8),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows4),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows8Wide),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows4Wide),
         Kernel::MatmulNormBias(MatmulTile::Rows8),
         Kernel::MatmulNormBias(MatmulTile::Rows4),
+        Kernel::MatmulNormBias(MatmulTile::Rows8Wide),
+        Kernel::MatmulNormBias(MatmulTile::Rows4Wide),
         Kernel::KvSelfAttend,
         Kernel::KvSelfAttendOut,
-        Kernel::Matvec,
-        Kernel::MatvecAcc,
-        Kernel::MatvecAccTo,
-        Kernel::MatvecBias,
-        Kernel::MatvecAccBias,
-        Kernel::MatvecAccToBias,
+        Kernel::Matvec(MatmulTile::Rows1),
+        Kernel::Matvec(MatmulTile::Rows1Split),
+        Kernel::MatvecAcc(MatmulTile::Rows1),
+        Kernel::MatvecAcc(MatmulTile::Rows1Split),
+        Kernel::MatvecAccTo(MatmulTile::Rows1),
+        Kernel::MatvecAccTo(MatmulTile::Rows1Split),
+        Kernel::MatvecBias(MatmulTile::Rows1),
+        Kernel::MatvecBias(MatmulTile::Rows1Split),
+        Kernel::MatvecAccBias(MatmulTile::Rows1),
+        Kernel::MatvecAccBias(MatmulTile::Rows1Split),
+        Kernel::MatvecAccToBias(MatmulTile::Rows1),
+        Kernel::MatvecAccToBias(MatmulTile::Rows1Split),
         Kernel::MatmulBtTiled(MatmulTile::Rows1),
         Kernel::MatmulNormBias(MatmulTile::Rows1),
-        Kernel::MatvecNormBias,
+        Kernel::MatvecNormBias(MatmulTile::Rows1),
+        Kernel::MatvecNormBias(MatmulTile::Rows1Split),
     ];
 }
 
@@ -594,6 +682,12 @@ pub fn select_with(
     tile: Option<MatmulTile>,
 ) -> Option<(Kernel, &'static [usize])> {
     let tile_of = |m: u32, n: u32| tile.unwrap_or_else(|| MatmulTile::choose(m, n));
+    // The matrix-vector kernels' own tile: the chosen one, or the unsplit one where a
+    // matmul the tiled kernels cannot take falls back to them.
+    let matvec_tile = |m: u32, n: u32| match tile_of(m, n) {
+        t if t.is_matvec() => t,
+        _ => MatmulTile::Rows1,
+    };
     Some(match (call, inplace) {
         (OpCall::Unary { .. }, false) => (Kernel::Unary, &[0, 1]),
         (OpCall::Unary { .. }, true) => (Kernel::UnaryInPlace, &[0]),
@@ -614,7 +708,9 @@ pub fn select_with(
                 transposed_b,
             },
             false,
-        ) if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => (Kernel::Matvec, &[0, 1, 2]),
+        ) if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => {
+            (Kernel::Matvec(matvec_tile(m, n)), &[0, 1, 2])
+        }
         (
             &OpCall::Matmul {
                 m,
@@ -639,9 +735,13 @@ pub fn select_with(
             },
             inplace,
         ) if matvec(tile_of(m, n), m) => match (epilogue, inplace) {
-            (Epilogue::Plain | Epilogue::Gelu, false) => (Kernel::MatvecBias, &[0, 1, 3, 2]),
-            (Epilogue::Residual, true) => (Kernel::MatvecAccBias, &[1, 2, 0, 3]),
-            (Epilogue::Residual, false) => (Kernel::MatvecAccToBias, &[1, 2, 4, 0, 3]),
+            (Epilogue::Plain | Epilogue::Gelu, false) => {
+                (Kernel::MatvecBias(matvec_tile(m, n)), &[0, 1, 3, 2])
+            }
+            (Epilogue::Residual, true) => (Kernel::MatvecAccBias(matvec_tile(m, n)), &[1, 2, 0, 3]),
+            (Epilogue::Residual, false) => {
+                (Kernel::MatvecAccToBias(matvec_tile(m, n)), &[1, 2, 4, 0, 3])
+            }
             (Epilogue::Plain | Epilogue::Gelu, true) => return None,
         },
         (
@@ -668,9 +768,13 @@ pub fn select_with(
         }
         (&OpCall::MatmulFused { m, n, epilogue, .. }, inplace) if matvec(tile_of(m, n), m) => {
             match (epilogue, inplace) {
-                (Epilogue::Gelu | Epilogue::Plain, false) => (Kernel::Matvec, &[0, 1, 2]),
-                (Epilogue::Residual, true) => (Kernel::MatvecAcc, &[1, 2, 0]),
-                (Epilogue::Residual, false) => (Kernel::MatvecAccTo, &[1, 2, 3, 0]),
+                (Epilogue::Gelu | Epilogue::Plain, false) => {
+                    (Kernel::Matvec(matvec_tile(m, n)), &[0, 1, 2])
+                }
+                (Epilogue::Residual, true) => (Kernel::MatvecAcc(matvec_tile(m, n)), &[1, 2, 0]),
+                (Epilogue::Residual, false) => {
+                    (Kernel::MatvecAccTo(matvec_tile(m, n)), &[1, 2, 3, 0])
+                }
                 (Epilogue::Gelu | Epilogue::Plain, true) => return None,
             }
         }
@@ -684,9 +788,10 @@ pub fn select_with(
                 (Epilogue::Plain, false) => (Kernel::MatmulTiled(tile), &[0, 1, 2]),
             }
         }
-        (&OpCall::NormMatmul { m, n, .. }, false) if matvec(tile_of(m, n), m) => {
-            (Kernel::MatvecNormBias, &[0, 3, 5, 4, 1, 2])
-        }
+        (&OpCall::NormMatmul { m, n, .. }, false) if matvec(tile_of(m, n), m) => (
+            Kernel::MatvecNormBias(matvec_tile(m, n)),
+            &[0, 3, 5, 4, 1, 2],
+        ),
         (&OpCall::NormMatmul { m, n, .. }, false) => {
             (Kernel::MatmulNormBias(tile_of(m, n)), &[0, 3, 5, 4, 1, 2])
         }
@@ -727,7 +832,7 @@ pub fn select_with(
 /// Whether the fused forms of `matmul` (and the layer norm in its prologue) run the
 /// matrix-vector kernels ([`Kernel::Matvec`]) with `tile` for `m` rows.
 fn matvec(tile: MatmulTile, m: u32) -> bool {
-    tile == MatmulTile::Rows1 && m <= MATVEC_MAX_ROWS
+    tile.is_matvec() && m <= MATVEC_MAX_ROWS
 }
 
 /// Whether a plain `matmul` runs [`Kernel::Matvec`]: at most [`MATVEC_MAX_ROWS`] rows,
@@ -737,7 +842,7 @@ fn plain_matvec(m: u32, k: u32, n: u32, transposed_b: bool, tile: MatmulTile) ->
     !transposed_b
         && m <= MATVEC_MAX_ROWS
         && n.is_multiple_of(4)
-        && (tile == MatmulTile::Rows1 || !tiled(k, n, false))
+        && (tile.is_matvec() || !tiled(k, n, false))
 }
 
 /// The grid of the matrix-vector kernels: a workgroup per [`MATVEC_COLUMNS`] columns
@@ -979,18 +1084,6 @@ impl KernelRegistry {
                 })
             })
             .clone()
-    }
-
-    /// The pipeline of `kernel` for f32 storage (built on first use).
-    ///
-    /// # Errors
-    /// [`ExecError::Device`] when wgpu rejects the shader or the pipeline.
-    pub fn pipeline(
-        &mut self,
-        device: &wgpu::Device,
-        kernel: Kernel,
-    ) -> Result<wgpu::ComputePipeline, ExecError> {
-        self.pipeline_for(device, kernel, StorageType::F32)
     }
 
     /// The pipeline of `kernel` for tensors stored as `storage` (built on first use).
@@ -1265,9 +1358,21 @@ mod tests {
             bias,
         };
         for (call, inplace, want) in [
-            (matmul(1, 768, 3072, false), false, Kernel::Matvec),
-            (matmul(1, 7, 12, false), false, Kernel::Matvec),
-            (matmul(4, 9, 8, false), false, Kernel::Matvec),
+            (
+                matmul(1, 768, 3072, false),
+                false,
+                Kernel::Matvec(MatmulTile::Rows1),
+            ),
+            (
+                matmul(1, 7, 12, false),
+                false,
+                Kernel::Matvec(MatmulTile::Rows1),
+            ),
+            (
+                matmul(4, 9, 8, false),
+                false,
+                Kernel::Matvec(MatmulTile::Rows1),
+            ),
             (matmul(1, 8, 13, false), false, Kernel::Matmul),
             (matmul(5, 9, 8, false), false, Kernel::Matmul),
             (matmul(1, 9, 5, true), false, Kernel::MatmulBt),
@@ -1276,15 +1381,35 @@ mod tests {
                 false,
                 Kernel::MatmulBtTiled(MatmulTile::Rows1),
             ),
-            (fused(Epilogue::Gelu, false), false, Kernel::Matvec),
-            (fused(Epilogue::Residual, false), true, Kernel::MatvecAcc),
-            (fused(Epilogue::Residual, false), false, Kernel::MatvecAccTo),
-            (fused(Epilogue::Gelu, true), false, Kernel::MatvecBias),
-            (fused(Epilogue::Residual, true), true, Kernel::MatvecAccBias),
+            (
+                fused(Epilogue::Gelu, false),
+                false,
+                Kernel::Matvec(MatmulTile::Rows1),
+            ),
+            (
+                fused(Epilogue::Residual, false),
+                true,
+                Kernel::MatvecAcc(MatmulTile::Rows1),
+            ),
+            (
+                fused(Epilogue::Residual, false),
+                false,
+                Kernel::MatvecAccTo(MatmulTile::Rows1),
+            ),
+            (
+                fused(Epilogue::Gelu, true),
+                false,
+                Kernel::MatvecBias(MatmulTile::Rows1),
+            ),
+            (
+                fused(Epilogue::Residual, true),
+                true,
+                Kernel::MatvecAccBias(MatmulTile::Rows1),
+            ),
             (
                 fused(Epilogue::Residual, true),
                 false,
-                Kernel::MatvecAccToBias,
+                Kernel::MatvecAccToBias(MatmulTile::Rows1),
             ),
         ] {
             let (kernel, order) = select(&call, inplace).expect("selects");
@@ -1301,7 +1426,7 @@ mod tests {
         };
         assert_eq!(
             select(&norm, false).map(|(k, _)| k),
-            Some(Kernel::MatvecNormBias)
+            Some(Kernel::MatvecNormBias(MatmulTile::Rows1))
         );
         // A workgroup per 256 columns and per row.
         assert_eq!(

@@ -3,8 +3,9 @@
 //! [`MatmulTile::choose`] picks a tile by a shape rule fixed in code (measured on
 //! lavapipe). The tuner replaces that guess on the adapter the work runs on: the first
 //! time an executor meets a tiled matmul of a new *shape class* ([`ShapeClass`]: the
-//! kernel family and `m`, `k`, `n` each rounded up to a power of two), it times every
-//! candidate tile ([`TuneSettings::candidates`], at most 4) on that
+//! kernel family, the storage type and `m`, `k`, `n` each rounded up to a power of
+//! two: f16 kernels are timed apart from f32 ones), it times every
+//! candidate tile ([`TuneSettings::candidates`], at most 6) on that
 //! matmul's own shape with GPU timestamp queries (one warm-up dispatch, then
 //! [`TuneSettings::repetitions`] timed ones, the fastest of them kept per tile), keeps
 //! the fastest tile (the rule's, unless another beats it by more than 5%)
@@ -24,8 +25,10 @@
 //!   classes not yet tuned take the rule (and are not cached, so a later process tunes
 //!   them).
 //!
-//! Every candidate tile computes the same products (each output element sums over `k`
-//! in the same order), so the choice changes speed, never results. The time spent
+//! Every candidate tile but one computes the same products (each output element sums
+//! over `k` in the same order), so the choice changes speed, not results; the
+//! matrix-vector tile split over `k` ([`MatmulTile::Rows1Split`]) adds 16 partial sums
+//! at the end, so its results differ from the others' by rounding. The time spent
 //! tuning is reported apart from the run's own times ([`crate::exec::RunReport`]'s
 //! `tune_time`) and by [`tuning`].
 
@@ -36,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::kernels::{self, Kernel, MatmulTile, SharedRegistry};
+use super::kernels::{self, Kernel, MatmulTile, SharedRegistry, StorageType};
 use super::ops::OpCall;
 use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
 use super::timer::PassTimer;
@@ -44,7 +47,7 @@ use super::ExecError;
 use crate::device::{scoped, DeviceError, GpuContext};
 
 /// At most this many candidate tiles are timed per shape class.
-pub(crate) const MAX_CANDIDATES: usize = 4;
+pub(crate) const MAX_CANDIDATES: usize = 6;
 /// At most this many timed repetitions per candidate.
 pub(crate) const MAX_REPETITIONS: u32 = 8;
 /// Timed repetitions per candidate by default.
@@ -59,7 +62,7 @@ pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
 /// more than this fraction (5%).
 pub(crate) const RULE_MARGIN: f64 = 0.05;
 /// The cache file's format version; a file of another version is ignored.
-pub(crate) const CACHE_VERSION: u32 = 2;
+pub(crate) const CACHE_VERSION: u32 = 3;
 
 /// Why the cache could not be read or written. Never fatal: the tuner warns and goes
 /// on with what it has in memory.
@@ -98,12 +101,16 @@ pub enum MatmulFamily {
     NormTiled,
 }
 
-/// A tiled matmul's shape class: its family and `m`, `k`, `n` rounded up to powers of
-/// two. One tile is chosen per class.
+/// A tiled matmul's shape class: its family, its storage type and `m`, `k`, `n`
+/// rounded up to powers of two. One tile is chosen per class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ShapeClass {
     /// The kernel family.
     pub family: MatmulFamily,
+    /// The element type the kernel loads and stores (its f16 and f32 forms are timed
+    /// apart).
+    #[serde(default)]
+    pub storage: StorageType,
     /// Rows of the output, rounded up to a power of two.
     pub m: u32,
     /// The inner dimension, rounded up to a power of two.
@@ -117,6 +124,8 @@ pub struct ShapeClass {
 pub(crate) struct MatmulShape {
     /// The kernel family.
     pub family: MatmulFamily,
+    /// The element type of its tensors.
+    pub storage: StorageType,
     /// Rows of the output.
     pub m: u32,
     /// The inner dimension.
@@ -126,8 +135,9 @@ pub(crate) struct MatmulShape {
 }
 
 impl MatmulShape {
-    /// The tiled matmul `call` runs, or `None` when it runs no tiled kernel.
-    pub fn of(call: &OpCall) -> Option<MatmulShape> {
+    /// The tiled matmul `call` runs over tensors stored as `storage`, or `None` when it
+    /// runs no tiled kernel.
+    pub fn of(call: &OpCall, storage: StorageType) -> Option<MatmulShape> {
         let (family, m, k, n) = match *call {
             OpCall::Matmul {
                 m,
@@ -146,7 +156,13 @@ impl MatmulShape {
             OpCall::NormMatmul { m, k, n, .. } => (MatmulFamily::NormTiled, m, k, n),
             _ => return None,
         };
-        Some(MatmulShape { family, m, k, n })
+        Some(MatmulShape {
+            family,
+            storage,
+            m,
+            k,
+            n,
+        })
     }
 
     /// Its shape class.
@@ -154,6 +170,7 @@ impl MatmulShape {
         let up = |x: u32| x.checked_next_power_of_two().unwrap_or(1 << 31);
         ShapeClass {
             family: self.family,
+            storage: self.storage,
             m: up(self.m),
             k: up(self.k),
             n: up(self.n),
@@ -444,6 +461,10 @@ impl Choice {
             MatmulFamily::BtTiled => "matmul_bt",
             MatmulFamily::NormTiled => "norm+matmul",
         };
+        let family = match self.class.storage {
+            StorageType::F32 => family.to_string(),
+            StorageType::F16 => format!("{family} f16"),
+        };
         let (m, k, n) = self.shape;
         let source = match self.source {
             Source::Tuned => "tuned",
@@ -567,6 +588,8 @@ impl Tuner {
             .iter()
             .copied()
             .filter(|t| t.fits(shape.m))
+            // `matmul_bt` runs the split matrix-vector tile as the unsplit one.
+            .filter(|&t| !(shape.family == MatmulFamily::BtTiled && t == MatmulTile::Rows1Split))
             .take(MAX_CANDIDATES)
             .collect();
         let tunable = self.settings.enabled
@@ -650,7 +673,15 @@ pub fn time_tiles(
     tiles: &[MatmulTile],
     repetitions: u32,
 ) -> Result<Vec<(MatmulTile, Duration)>, ExecError> {
-    time_candidates(ctx, MatmulShape { family, m, k, n }, tiles, repetitions)
+    let storage = StorageType::F32;
+    let shape = MatmulShape {
+        family,
+        storage,
+        m,
+        k,
+        n,
+    };
+    time_candidates(ctx, shape, tiles, repetitions)
 }
 
 /// The tile to keep from `times`: the fastest, unless the rule's tile (when timed) is
@@ -701,10 +732,11 @@ fn time_candidates(
             vec![m * k, k * n, m * n, n, k, k],
         ),
     };
-    let bytes: u64 = sizes.iter().map(|s| s * 4).sum();
+    let element = shape.storage.dtype().size();
+    let bytes: u64 = sizes.iter().map(|s| s * element).sum();
     let too_large = sizes
         .iter()
-        .any(|s| s * 4 > ctx.limits.max_storage_buffer_binding_size);
+        .any(|s| s * element > ctx.limits.max_storage_buffer_binding_size);
     if bytes > MAX_TUNE_BYTES || too_large {
         return Err(ExecError::Device(DeviceError::Internal {
             message: format!("{bytes} bytes of operands is too large to tune"),
@@ -724,10 +756,10 @@ fn time_candidates(
         ctx.queue.write_buffer(&uniform, 0, packer.bytes());
         let buffers: Vec<wgpu::Buffer> = sizes
             .iter()
-            .map(|&words| {
+            .map(|&elements| {
                 device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("wgalloc tune operand"),
-                    size: (words * 4).max(16),
+                    size: (elements * element).next_multiple_of(4).max(16),
                     usage: wgpu::BufferUsages::STORAGE,
                     mapped_at_creation: false,
                 })
@@ -748,7 +780,7 @@ fn time_candidates(
             },
         };
         let (pipeline, layout) = registry.with(|r| {
-            let pipeline = r.pipeline(device, kernel)?;
+            let pipeline = r.pipeline_for(device, kernel, shape.storage)?;
             Ok::<_, ExecError>((pipeline, r.layout(device, kernel.storage_bindings())))
         })?;
         let grid = kernels::workgroups_with(
@@ -867,11 +899,12 @@ mod tests {
             n: 3072,
             transposed_b: false,
         };
-        let shape = MatmulShape::of(&call).expect("tiled");
+        let shape = MatmulShape::of(&call, StorageType::F32).expect("tiled");
         assert_eq!(
             shape.class(),
             ShapeClass {
                 family: MatmulFamily::Tiled,
+                storage: StorageType::F32,
                 m: 128,
                 k: 1024,
                 n: 4096
@@ -883,6 +916,10 @@ mod tests {
             n: 7,
             transposed_b: false,
         };
-        assert_eq!(MatmulShape::of(&odd), None);
+        assert_eq!(MatmulShape::of(&odd, StorageType::F32), None);
+        // f16 kernels are a class of their own.
+        let half = MatmulShape::of(&call, StorageType::F16).expect("tiled");
+        assert_ne!(half.class(), shape.class());
+        assert_eq!(half.class().storage, StorageType::F16);
     }
 }
