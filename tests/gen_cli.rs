@@ -129,6 +129,37 @@ fn dry_run_says_what_gpt2_small_needs_and_the_longest_context_a_budget_allows() 
     let json: Value = serde_json::from_str(&out).expect("json");
     let longest = json["fit"]["longest_context"].as_u64().expect("longest");
     assert!(longest > 0 && longest < 1024, "{json}");
+    // The same budget with f16 storage: weights and cache at half the bytes, so the
+    // whole context fits.
+    let (code, out, err) = wgalloc(&[
+        "generate",
+        "--dry-run",
+        "--seeded-shape",
+        "12,768,12,50257,1024",
+        "--budget",
+        &budget,
+        "--dtype",
+        "f16",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let json: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(json["dtype"], "f16", "{json}");
+    assert_eq!(json["fit"]["longest_context"], 1024, "{json}");
+    // The cache comes in whole pages (f16 pages hold twice the tokens), so it shrinks
+    // by less than half at this context; the weights halve.
+    let half_kv = json["fit"]["kv_bytes"].as_u64().expect("kv");
+    assert!(half_kv < kv, "{half_kv} {kv}");
+    let weights = |j: &Value| j["fit"]["weight_bytes"].as_u64().expect("weights");
+    let (_, full, _) = wgalloc(&[
+        "generate",
+        "--dry-run",
+        "--seeded-shape",
+        "12,768,12,50257,1024",
+        "--json",
+    ]);
+    let full: Value = serde_json::from_str(&full).expect("json");
+    assert!(weights(&json) * 2 <= weights(&full) + 4096, "{json} {full}");
 }
 
 #[test]

@@ -258,6 +258,7 @@ fn dry_run(args: &GenerateArgs, config: &Gpt2Config) -> wgalloc::Result<ExitCode
         max_page_bytes: args.page_bytes,
         max_context: None,
         budget: args.budget,
+        dtype: args.dtype.dtype(),
     };
     let report = fit(config, &request)?;
     print_dry_run(config, &report, adapter.as_deref(), &request, args.json);

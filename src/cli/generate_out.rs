@@ -458,6 +458,7 @@ pub fn print_dry_run(
             "max_storage_binding_bytes": request.max_binding,
             "max_buffer_bytes": request.max_buffer,
             "budget_bytes": request.budget,
+            "dtype": request.dtype,
             "config": c,
             "fit": r,
         });
@@ -480,6 +481,10 @@ pub fn print_dry_run(
         c.vocab_size,
         c.n_positions,
         r.parameters as f64 / 1e6
+    );
+    println!(
+        "storage  {} (weights, activations and KV pages)",
+        format!("{:?}", request.dtype).to_lowercase()
     );
     println!(
         "weights  {} B on the device (LM head in {} piece(s)), {} B of embeddings on the host",

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::step_graph::{build_step_graph, head_pieces, LogitRows, StepAttention};
 use super::Gpt2Config;
+use crate::graph::DType;
 use crate::kv::KvConfig;
 use crate::plan::{alloc_ctx_tensors, lower_bounds, plan, BufferTypeDesc, PlanOptions, Planner};
 
@@ -32,6 +33,9 @@ pub struct FitRequest {
     pub max_context: Option<usize>,
     /// Bytes the model may use on the device in all (`None`: no budget).
     pub budget: Option<u64>,
+    /// How weights, activations and KV pages are stored (`DType::F32` or `DType::F16`,
+    /// as `generate --dtype`): f16 plans them at half the bytes.
+    pub dtype: DType,
 }
 
 /// One step bucket's activations.
@@ -162,6 +166,7 @@ pub fn fit(config: &Gpt2Config, request: &FitRequest) -> crate::Result<FitReport
         request.block_tokens,
         max_context as u32,
     )?
+    .with_dtype(request.dtype)?
     .fit_pages(&limits, request.max_page_bytes)?;
     let storage = BufferTypeDesc::new("storage", request.alignment.max(4), request.max_buffer)?;
     let mut buckets = Vec::new();
@@ -275,6 +280,7 @@ mod tests {
             max_page_bytes: 64 << 10,
             max_context: None,
             budget,
+            dtype: DType::F32,
         }
     }
 
@@ -314,5 +320,29 @@ mod tests {
         assert!(r.limit_problems.is_empty(), "{:?}", r.limit_problems);
         // 12 layers x K,V x 768 x 4 bytes x 1024 tokens = 72 MiB of cache.
         assert!(r.kv_bytes >= 72 << 20);
+    }
+
+    #[test]
+    fn f16_storage_halves_weights_kv_cache_and_activations() {
+        let c = Gpt2Config::new(3, 96, 4, 300, 192);
+        let f32s = fit(&c, &request(None)).expect("fits");
+        let half = FitRequest {
+            dtype: DType::F16,
+            ..request(None)
+        };
+        let f16s = fit(&c, &half).expect("fits");
+        // Within the alignment of a few tensors and the table's words.
+        let near_half = |f16: u64, f32: u64| f16 * 2 >= f32 - 4096 && f16 * 2 <= f32 + 4096;
+        assert!(
+            near_half(f16s.weight_bytes, f32s.weight_bytes),
+            "{f16s:?} {f32s:?}"
+        );
+        assert!(near_half(f16s.kv_bytes, f32s.kv_bytes), "{f16s:?} {f32s:?}");
+        assert!(
+            f16s.activation_bytes < f32s.activation_bytes,
+            "{f16s:?} {f32s:?}"
+        );
+        assert!(f16s.total_bytes * 2 <= f32s.total_bytes + 16384);
+        assert_eq!(f16s.longest_context, f32s.longest_context);
     }
 }
