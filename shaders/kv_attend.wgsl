@@ -12,6 +12,11 @@
 // l * 2 * block_tokens * d words, its K rows [block_tokens, d] then its V rows.
 // One invocation per query and head, QUERIES queries of one head per workgroup; every
 // invocation of a workgroup walks the same blocks (the table reads are uniform).
+// A decode step (one query) would leave all but one invocation of each head's workgroup
+// idle, walking the whole context alone: there the QUERIES invocations split the
+// cached keys (each every QUERIES-th key of a block, with a softmax state of its own)
+// and merge their states into the first at the end (add_slices); the sums are added
+// in another order than one invocation would, so results differ by rounding.
 // qkv, the pages and the normalised output are stored as T (storage_f32.wgsl /
 // storage_f16.wgsl; the table's offsets count elements of T); the state and every
 // score, sum and accumulator are f32.
@@ -47,6 +52,8 @@ var<private> q: array<vec4<f32>, MAX_HD4>;
 var<private> acc: array<vec4<f32>, MAX_HD4>;
 var<private> run_max: f32;
 var<private> run_sum: f32;
+// One slice's state while add_slices() merges it: [max, sum, 0, 0], then acc.
+var<workgroup> other: array<vec4<f32>, 65>; // 1 + MAX_HD4
 
 // What one invocation works on.
 struct Lane {
@@ -56,14 +63,53 @@ struct Lane {
     hd4: u32,
     d4: u32,
     row: u32,       // the first vec4 of this (query, head)'s state row
+    slice: u32,     // which of `slices` interleaved shares of the keys it scans
+    slices: u32,    // 1, or QUERIES in a decode step (one query, see lane())
 }
 
+// One query (a decode step): the workgroup's QUERIES invocations share its keys, each
+// scanning every QUERIES-th cached key with a softmax state of its own, and
+// add_slices() merges the states into invocation 0, which stores. Otherwise one
+// invocation per query.
 fn lane(wid: vec3<u32>, lid: vec3<u32>) -> Lane {
     let hd4 = params.hd / 4u;
+    if params.n == 1u {
+        return Lane(0u, lid.x == 0u, wid.y * hd4, hd4, params.heads * hd4, wid.y * (hd4 + 1u),
+            lid.x, QUERIES);
+    }
     let t = wid.x * QUERIES + lid.x;
     let query = min(t, params.n - 1u);
     return Lane(query, t < params.n, wid.y * hd4, hd4, params.heads * hd4,
-        (query * params.heads + wid.y) * (hd4 + 1u));
+        (query * params.heads + wid.y) * (hd4 + 1u), 0u, 1u);
+}
+
+// Merges the softmax states of a decode step's slices into invocation 0's (every
+// invocation calls it: it holds barriers when there is one query).
+fn add_slices(l: Lane, lid: vec3<u32>) {
+    if params.n != 1u {
+        return;
+    }
+    for (var s = 1u; s < QUERIES; s++) {
+        workgroupBarrier();
+        if lid.x == s {
+            other[0] = vec4(run_max, run_sum, 0.0, 0.0);
+            for (var e = 0u; e < l.hd4; e++) {
+                other[1u + e] = acc[e];
+            }
+        }
+        workgroupBarrier();
+        if lid.x == 0u {
+            let their_max = other[0].x;
+            let m = max(run_max, their_max);
+            let mine = exp(run_max - m);
+            let theirs = exp(their_max - m);
+            run_sum = run_sum * mine + other[0].y * theirs;
+            for (var e = 0u; e < l.hd4; e++) {
+                acc[e] = acc[e] * mine + other[1u + e] * theirs;
+            }
+            run_max = m;
+        }
+    }
 }
 
 // Writes this lane's K and V rows into the cache when their block lies in this page.
@@ -83,18 +129,20 @@ fn append(l: Lane, past: u32, mapped: u32, bt: u32, this_page: u32) {
     }
 }
 
-// Adds the keys of one block (rows 0..rows) to the running softmax.
+// Adds this lane's keys of one block to the running softmax: rows slice, slice +
+// slices, ... below `rows`.
 fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32) {
-    for (var c0 = 0u; c0 < rows; c0 += CHUNK) {
+    let mine = select(0u, (rows - l.slice + l.slices - 1u) / l.slices, l.slice < rows);
+    for (var c0 = 0u; c0 < mine; c0 += CHUNK) {
         var s: array<f32, CHUNK>;
         var chunk_max = run_max;
         for (var c = 0u; c < CHUNK; c++) {
-            let krow = k0 + min(c0 + c, rows - 1u) * l.d4;
+            let krow = k0 + (l.slice + min(c0 + c, mine - 1u) * l.slices) * l.d4;
             var dot_qk = 0.0;
             for (var e = 0u; e < l.hd4; e++) {
                 dot_qk = dot_qk + dot(q[e], vec4<f32>(page[krow + e]));
             }
-            s[c] = select(MASKED, dot_qk, c0 + c < rows);
+            s[c] = select(MASKED, dot_qk, c0 + c < mine);
             chunk_max = max(chunk_max, s[c]);
         }
         let rescale = exp(run_max - chunk_max);
@@ -102,14 +150,14 @@ fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32) {
         var p: array<f32, CHUNK>;
         var p_sum = 0.0;
         for (var c = 0u; c < CHUNK; c++) {
-            p[c] = select(0.0, exp(s[c] - chunk_max), c0 + c < rows);
+            p[c] = select(0.0, exp(s[c] - chunk_max), c0 + c < mine);
             p_sum = p_sum + p[c];
         }
         run_sum = run_sum * rescale + p_sum;
         for (var e = 0u; e < l.hd4; e++) {
             var o = acc[e] * rescale;
             for (var c = 0u; c < CHUNK; c++) {
-                let vrow = v0 + min(c0 + c, rows - 1u) * l.d4;
+                let vrow = v0 + (l.slice + min(c0 + c, mine - 1u) * l.slices) * l.d4;
                 o = fma(vec4(p[c]), vec4<f32>(page[vrow + e]), o);
             }
             acc[e] = o;
@@ -123,12 +171,14 @@ fn attend(l: Lane) {
     let mapped = table[1];
     let bt = max(table[2], 1u);
     let this_page = u32(params.page);
-    let first = state[l.row];
+    // The state so far: the first slice's (the others start empty).
+    let carried = l.slice == 0u;
+    let first = select(vec4(MASKED, 0.0, 0.0, 0.0), state[l.row], carried);
     run_max = first.x;
     run_sum = first.y;
     for (var e = 0u; e < l.hd4; e++) {
         q[e] = vec4<f32>(qkv[l.query * 3u * l.d4 + l.head + e]) * params.scale;
-        acc[e] = state[l.row + 1u + e];
+        acc[e] = select(vec4(0.0), state[l.row + 1u + e], carried);
     }
     append(l, past, mapped, bt, this_page);
     let blocks = min((past + bt - 1u) / bt, mapped);
@@ -150,6 +200,7 @@ fn kv_attend_inplace(
 ) {
     let l = lane(wid, lid);
     attend(l);
+    add_slices(l, lid);
     if l.valid {
         state[l.row] = vec4(run_max, run_sum, 0.0, 0.0);
         for (var e = 0u; e < l.hd4; e++) {
@@ -165,6 +216,7 @@ fn kv_attend(
 ) {
     let l = lane(wid, lid);
     attend(l);
+    add_slices(l, lid);
     if l.valid {
         out[l.row] = vec4(run_max, run_sum, 0.0, 0.0);
         for (var e = 0u; e < l.hd4; e++) {
@@ -180,6 +232,7 @@ fn kv_attend_out(
 ) {
     let l = lane(wid, lid);
     attend(l);
+    add_slices(l, lid);
     if l.valid {
         let inv = 1.0 / run_sum;
         for (var e = 0u; e < l.hd4; e++) {
