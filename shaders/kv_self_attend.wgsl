@@ -8,6 +8,11 @@
 // rows whose block lies in this page (as kv_attend.wgsl, whose append and block scan
 // this file repeats: WGSL has no include). One dispatch fewer per layer; the state
 // between kv_self and the first page is never stored.
+// A decode step (one query) would leave all but one invocation of each head's workgroup
+// idle, walking the whole context alone: there the QUERIES invocations split the
+// cached keys (each every QUERIES-th key of a block, with a softmax state of its own)
+// and merge their states into the first at the end (add_slices); the sums are added
+// in another order than one invocation would, so results differ by rounding.
 // qkv, the pages and the normalised output are stored as T (storage_f32.wgsl /
 // storage_f16.wgsl; the table's offsets count elements of T); the state and every
 // score, sum and accumulator are f32.
