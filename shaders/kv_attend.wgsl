@@ -193,7 +193,7 @@ fn attend(l: Lane) {
     }
 }
 
-@compute @workgroup_size(16)
+@compute @workgroup_size(QUERIES)
 fn kv_attend_inplace(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -209,7 +209,7 @@ fn kv_attend_inplace(
     }
 }
 
-@compute @workgroup_size(16)
+@compute @workgroup_size(QUERIES)
 fn kv_attend(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -225,7 +225,7 @@ fn kv_attend(
     }
 }
 
-@compute @workgroup_size(16)
+@compute @workgroup_size(QUERIES)
 fn kv_attend_out(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,

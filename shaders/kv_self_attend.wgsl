@@ -231,7 +231,7 @@ fn self_attend(l: Lane, wid: vec3<u32>) {
     }
 }
 
-@compute @workgroup_size(16)
+@compute @workgroup_size(QUERIES)
 fn kv_self_attend(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -247,7 +247,7 @@ fn kv_self_attend(
     }
 }
 
-@compute @workgroup_size(16)
+@compute @workgroup_size(QUERIES)
 fn kv_self_attend_out(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,

@@ -357,15 +357,6 @@ impl MatmulTile {
         MatmulTile::Rows1Split,
     ];
 
-    /// The tiles of the tiled kernels with more than one row (every tile but
-    /// [`MatmulTile::Rows1`]).
-    pub const TILED: [MatmulTile; 4] = [
-        MatmulTile::Rows8,
-        MatmulTile::Rows4,
-        MatmulTile::Rows8Wide,
-        MatmulTile::Rows4Wide,
-    ];
-
     /// Output rows per invocation (and per workgroup).
     pub fn rows(self) -> u32 {
         match self {
@@ -396,7 +387,8 @@ impl MatmulTile {
         }
     }
 
-    /// Invocations per workgroup (at most `MAX_TILE_LANES`, 64).
+    /// Invocations along a workgroup's x dimension (16 or 64); the split
+    /// matrix-vector tile has [`MatmulTile::split`] rows of them.
     pub fn lanes(self) -> u32 {
         match self {
             MatmulTile::Rows8 | MatmulTile::Rows4 | MatmulTile::Rows1 | MatmulTile::Rows1Split => {
@@ -406,7 +398,8 @@ impl MatmulTile {
         }
     }
 
-    /// Output columns per workgroup.
+    /// Output columns per workgroup of the tiled kernels (4 per invocation; the
+    /// matrix-vector kernels cover `MATVEC_COLUMNS`, 16 per invocation).
     pub fn columns(self) -> u32 {
         4 * self.lanes()
     }
@@ -721,7 +714,11 @@ pub fn select_with(
             false,
         ) => match (transposed_b, tiled(k, n, transposed_b)) {
             (false, true) => (Kernel::MatmulTiled(tile_of(m, n)), &[0, 1, 2]),
-            (true, true) => (Kernel::MatmulBtTiled(tile_of(m, n)), &[0, 1, 2]),
+            // `matmul_bt` has no split form: the split tile runs unsplit.
+            (true, true) => match tile_of(m, n) {
+                MatmulTile::Rows1Split => (Kernel::MatmulBtTiled(MatmulTile::Rows1), &[0, 1, 2]),
+                t => (Kernel::MatmulBtTiled(t), &[0, 1, 2]),
+            },
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
         },
@@ -1427,6 +1424,21 @@ mod tests {
         assert_eq!(
             select(&norm, false).map(|(k, _)| k),
             Some(Kernel::MatvecNormBias(MatmulTile::Rows1))
+        );
+        // The split tile: the matrix-vector kernels split over k, and `matmul_bt`
+        // (no split form) unsplit.
+        let split = Some(MatmulTile::Rows1Split);
+        assert_eq!(
+            select_with(&matmul(1, 768, 3072, false), false, split).map(|(k, _)| k),
+            Some(Kernel::Matvec(MatmulTile::Rows1Split))
+        );
+        assert_eq!(
+            select_with(&matmul(1, 768, 50257, true), false, split).map(|(k, _)| k),
+            Some(Kernel::MatmulBtTiled(MatmulTile::Rows1))
+        );
+        assert_eq!(
+            Kernel::Matvec(MatmulTile::Rows1Split).constants(),
+            vec![("LANES", 16.0), ("SPLIT", 16.0)]
         );
         // A workgroup per 256 columns and per row.
         assert_eq!(

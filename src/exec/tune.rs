@@ -190,7 +190,8 @@ pub struct TuneSettings {
     pub enabled: bool,
     /// The cache file (`None`: choices are kept in memory only).
     pub cache: Option<PathBuf>,
-    /// The tiles timed, in order (capped at 4; empty: the rule).
+    /// The tiles timed, in order (capped at 6, and to the tiles whose workgroup the
+    /// device's limits allow; empty: the rule).
     pub candidates: Vec<MatmulTile>,
     /// Timed repetitions per candidate (capped at 8, at least 1).
     pub repetitions: u32,
@@ -587,7 +588,7 @@ impl Tuner {
             .candidates
             .iter()
             .copied()
-            .filter(|t| t.fits(shape.m))
+            .filter(|t| t.fits(shape.m) && workgroup_fits(ctx, *t))
             // `matmul_bt` runs the split matrix-vector tile as the unsplit one.
             .filter(|&t| !(shape.family == MatmulFamily::BtTiled && t == MatmulTile::Rows1Split))
             .take(MAX_CANDIDATES)
@@ -656,6 +657,15 @@ impl Tuner {
         self.record(shape, tile, Source::Tuned, times);
         tile
     }
+}
+
+/// Whether the device's limits allow `tile`'s workgroup (`lanes` x `split`
+/// invocations).
+fn workgroup_fits(ctx: &GpuContext, tile: MatmulTile) -> bool {
+    let l = &ctx.limits;
+    tile.lanes() <= l.max_compute_workgroup_size_x
+        && tile.split() <= l.max_compute_workgroup_size_y
+        && tile.lanes() * tile.split() <= l.max_compute_invocations_per_workgroup
 }
 
 /// Times each of `tiles` on a matmul of `family` and exact shape `m x k x n` on `ctx`
