@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::bindings::{BindGroupCache, BindGroupKey, BindingKey};
 use super::custom::{self, Registered, UserCall, UserPipelines};
-use super::kernels::{self, Kernel, MatmulTile, PipelineKey, SharedRegistry, StorageType};
+use super::kernels::{self, Kernel, MatmulTile, Pick, PipelineKey, SharedRegistry, StorageType};
 use super::ops::{self, Op, OpCall};
 use super::params::{padded_block, KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{TensorMemory, TensorRange};
@@ -167,14 +167,9 @@ struct NodeRanges<'a> {
 /// The pipeline for a node, in place or not, and the order in which its tensors are
 /// bound: indices into `[inputs.., output]` (`out` is the output). `None` when in
 /// place is asked of an op without an in-place kernel.
-fn select(
-    target: &Target,
-    inplace: bool,
-    out: usize,
-    tile: Option<MatmulTile>,
-) -> Option<(Pipe, Vec<usize>)> {
+fn select(target: &Target, inplace: bool, out: usize, pick: Pick) -> Option<(Pipe, Vec<usize>)> {
     match target {
-        Target::Builtin(call, storage) => kernels::select_with(call, inplace, tile)
+        Target::Builtin(call, storage) => kernels::select_with(call, inplace, pick)
             .map(|(k, order)| (Pipe::Builtin(k, *storage), order.to_vec())),
         Target::User(op, pipelines, _) => {
             let (entry, map) = op.entry(inplace)?;
@@ -329,6 +324,15 @@ impl Executor {
         MatmulShape::of(call, storage).map(|shape| tune::tile_for(&self.ctx, shape))
     }
 
+    /// What this device runs `call` with: the tuner's tile, and a layer norm by rows
+    /// only on a CPU adapter ([`Pick::norm_rows`]).
+    fn pick(&self, call: &OpCall, storage: StorageType) -> Pick {
+        Pick {
+            tile: self.tile_of(call, storage),
+            norm_rows: self.ctx.info.device_type == wgpu::DeviceType::Cpu,
+        }
+    }
+
     /// The register tile node `step` of `graph` runs with on this device ([`MatmulTile`],
     /// chosen as [`Executor::run`] chooses it: tuned, cached or by the rule, see
     /// [`crate::exec::tune`]); `None` when the node runs no tiled matmul.
@@ -444,12 +448,12 @@ impl Executor {
         let bound = self.bound_ranges(graph, memory, step, node_id)?;
         let (tensors, ranges, inplace) = (&bound.tensors, &bound.ranges, bound.inplace);
         let out = ranges.len() - 1;
-        let tile = match &target {
-            Target::Builtin(call, storage) => self.tile_of(call, *storage),
-            Target::User(..) => None,
+        let pick = match &target {
+            Target::Builtin(call, storage) => self.pick(call, *storage),
+            Target::User(..) => Pick::default(),
         };
         let (kernel, order) =
-            select(&target, inplace, out, tile).ok_or_else(|| ExecError::NoInPlaceKernel {
+            select(&target, inplace, out, pick).ok_or_else(|| ExecError::NoInPlaceKernel {
                 node: NodeId(node_id),
                 op: node.op.clone(),
             })?;
@@ -600,7 +604,7 @@ impl Executor {
         let max_groups = self.ctx.limits.max_compute_workgroups_per_dimension;
         match target {
             Target::Builtin(call, storage) => Ok((
-                kernels::workgroups_with(call, node_id, max_groups, self.tile_of(call, *storage))?,
+                kernels::workgroups_with(call, node_id, max_groups, self.pick(call, *storage))?,
                 Some(packer.push(&KernelParams::for_call(call))?),
             )),
             Target::User(op, _, call) => {

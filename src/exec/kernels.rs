@@ -664,16 +664,46 @@ pub(crate) enum PipelineKey {
 /// are bound: indices into `[inputs.., output]` (`inputs.len()` is the output).
 /// `None` when `inplace` is asked of a call that has no in-place kernel.
 pub fn select(call: &OpCall, inplace: bool) -> Option<(Kernel, &'static [usize])> {
-    select_with(call, inplace, None)
+    select_with(call, inplace, Pick::default())
 }
 
-/// [`select`] with the register tile of a tiled matmul given (`None`: the rule,
-/// [`MatmulTile::choose`]); the tile is ignored by every other kernel.
-pub fn select_with(
-    call: &OpCall,
-    inplace: bool,
-    tile: Option<MatmulTile>,
-) -> Option<(Kernel, &'static [usize])> {
+/// What a device chooses among a call's kernels ([`select_with`], [`workgroups_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pick {
+    /// The register tile of a tiled matmul (`None`: the rule, [`MatmulTile::choose`]).
+    pub tile: Option<MatmulTile>,
+    /// Whether a layer norm of many short rows may run one invocation per row
+    /// ([`Kernel::LayerNormRows`], [`norm_by_rows`]). Right on a CPU adapter (lavapipe:
+    /// a workgroup's barriers switch between its invocations); on a GPU each invocation
+    /// walking its own row reads memory uncoalesced, and the 256-invocation kernel per
+    /// row is faster (an NVIDIA H200: 0.25 ms for 256 x 512 per row).
+    pub norm_rows: bool,
+}
+
+impl Default for Pick {
+    /// The rule's tile, and a layer norm by rows where [`norm_by_rows`] says so.
+    fn default() -> Pick {
+        Pick {
+            tile: None,
+            norm_rows: true,
+        }
+    }
+}
+
+impl From<Option<MatmulTile>> for Pick {
+    /// `tile`, and the default for the rest.
+    fn from(tile: Option<MatmulTile>) -> Pick {
+        Pick {
+            tile,
+            ..Pick::default()
+        }
+    }
+}
+
+/// [`select`] with the device's choices (`pick`: the register tile of a tiled matmul,
+/// ignored by every other kernel, and whether a layer norm may run by rows).
+pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, &'static [usize])> {
+    let tile = pick.tile;
     let tile_of = |m: u32, n: u32| tile.unwrap_or_else(|| MatmulTile::choose(m, n));
     // The matrix-vector kernels' own tile: the chosen one, or the unsplit one where a
     // matmul the tiled kernels cannot take falls back to them.
@@ -688,7 +718,9 @@ pub fn select_with(
         (OpCall::Binary { .. }, true) => (Kernel::BinaryInPlace, &[0, 1]),
         (OpCall::Softmax { .. }, false) => (Kernel::Softmax, &[0, 1]),
         (OpCall::Softmax { .. }, true) => (Kernel::SoftmaxInPlace, &[0]),
-        (&OpCall::LayerNorm { rows, cols, .. }, false) if norm_by_rows(rows, cols) => {
+        (&OpCall::LayerNorm { rows, cols, .. }, false)
+            if pick.norm_rows && norm_by_rows(rows, cols) =>
+        {
             (Kernel::LayerNormRows, &[0, 1, 3, 2])
         }
         (OpCall::LayerNorm { .. }, false) => (Kernel::LayerNorm, &[0, 1, 3, 2]),
@@ -911,11 +943,11 @@ pub fn copy_workgroups(
 /// [`ExecError::TooManyWorkgroups`] when the grid exceeds `max_per_dimension` even in 2-D.
 #[cfg(test)]
 pub fn workgroups(call: &OpCall, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
-    workgroups_with(call, node, max_per_dimension, None)
+    workgroups_with(call, node, max_per_dimension, Pick::default())
 }
 
-/// The workgroup grid of a call, with the register tile of a tiled matmul given (`None`: the rule,
-/// [`MatmulTile::choose`]), as [`select_with`] takes it.
+/// The workgroup grid of a call, with the device's choices as [`select_with`] takes
+/// them.
 ///
 /// # Errors
 /// [`ExecError::TooManyWorkgroups`] when the grid exceeds `max_per_dimension` even in 2-D.
@@ -923,15 +955,16 @@ pub fn workgroups_with(
     call: &OpCall,
     node: u32,
     max_per_dimension: u32,
-    tile: Option<MatmulTile>,
+    pick: Pick,
 ) -> Result<[u32; 3], ExecError> {
+    let tile = pick.tile;
     let tile_of = |m: u32, n: u32| tile.unwrap_or_else(|| MatmulTile::choose(m, n));
     let threads = |n: u64| n.div_ceil(WORKGROUP_THREADS);
     let groups = match *call {
         OpCall::Unary { len, .. } | OpCall::Binary { len, .. } => threads(u64::from(len)),
         OpCall::Embedding { rows, dim, .. } => threads(u64::from(rows) * u64::from(dim)),
         OpCall::Rope { rows, dim, .. } => threads(u64::from(rows) * u64::from(dim / 2)),
-        OpCall::LayerNorm { rows, cols, .. } if norm_by_rows(rows, cols) => {
+        OpCall::LayerNorm { rows, cols, .. } if pick.norm_rows && norm_by_rows(rows, cols) => {
             u64::from(rows).div_ceil(NORM_ROWS_PER_GROUP)
         }
         OpCall::Softmax { rows, .. }
@@ -1429,11 +1462,11 @@ mod tests {
         // (no split form) unsplit.
         let split = Some(MatmulTile::Rows1Split);
         assert_eq!(
-            select_with(&matmul(1, 768, 3072, false), false, split).map(|(k, _)| k),
+            select_with(&matmul(1, 768, 3072, false), false, split.into()).map(|(k, _)| k),
             Some(Kernel::Matvec(MatmulTile::Rows1Split))
         );
         assert_eq!(
-            select_with(&matmul(1, 768, 50257, true), false, split).map(|(k, _)| k),
+            select_with(&matmul(1, 768, 50257, true), false, split.into()).map(|(k, _)| k),
             Some(Kernel::MatmulBtTiled(MatmulTile::Rows1))
         );
         assert_eq!(
@@ -1462,10 +1495,35 @@ mod tests {
         let (kernel, _) = select_with(
             &fused(Epilogue::Plain, true),
             false,
-            Some(MatmulTile::Rows4),
+            Some(MatmulTile::Rows4).into(),
         )
         .expect("");
         assert_eq!(kernel, Kernel::MatmulTiledBias(MatmulTile::Rows4));
+    }
+
+    #[test]
+    fn a_gpu_runs_a_layer_norm_of_many_rows_with_a_workgroup_per_row() {
+        let call = OpCall::LayerNorm {
+            rows: 256,
+            cols: 512,
+            eps: 1e-5,
+        };
+        // The rule (a CPU adapter): one invocation per row.
+        assert_eq!(select(&call, false).map(|(k, _)| k), Some(Kernel::LayerNormRows));
+        assert_eq!(
+            workgroups(&call, 0, 65535),
+            Ok([(256 / NORM_ROWS_PER_GROUP) as u32, 1, 1])
+        );
+        // A GPU: a 256-invocation workgroup per row.
+        let gpu = Pick {
+            tile: None,
+            norm_rows: false,
+        };
+        assert_eq!(
+            select_with(&call, false, gpu).map(|(k, _)| k),
+            Some(Kernel::LayerNorm)
+        );
+        assert_eq!(workgroups_with(&call, 0, 65535, gpu), Ok([256, 1, 1]));
     }
 
     #[test]

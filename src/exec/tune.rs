@@ -781,7 +781,7 @@ fn time_candidates(
     let (uniform, buffers) = built;
     let mut times = Vec::with_capacity(candidates.len());
     for &tile in candidates {
-        let kernel = match kernels::select_with(&call, false, Some(tile)) {
+        let kernel = match kernels::select_with(&call, false, Some(tile).into()) {
             Some((kernel, _)) => kernel,
             None => match shape.family {
                 MatmulFamily::Tiled => Kernel::MatmulTiled(tile),
@@ -797,7 +797,7 @@ fn time_candidates(
             &call,
             0,
             ctx.limits.max_compute_workgroups_per_dimension,
-            Some(tile),
+            Some(tile).into(),
         )?;
         let group = scoped(device, 0, || {
             let mut entries = vec![wgpu::BindGroupEntry {
