@@ -1509,7 +1509,10 @@ mod tests {
             eps: 1e-5,
         };
         // The rule (a CPU adapter): one invocation per row.
-        assert_eq!(select(&call, false).map(|(k, _)| k), Some(Kernel::LayerNormRows));
+        assert_eq!(
+            select(&call, false).map(|(k, _)| k),
+            Some(Kernel::LayerNormRows)
+        );
         assert_eq!(
             workgroups(&call, 0, 65535),
             Ok([(256 / NORM_ROWS_PER_GROUP) as u32, 1, 1])
