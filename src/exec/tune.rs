@@ -779,36 +779,73 @@ fn time_candidates(
     })
     .map_err(ExecError::Device)?;
     let (uniform, buffers) = built;
+    let bench = TileBench {
+        ctx,
+        timer: &timer,
+        registry: &registry,
+        call: &call,
+        shape,
+        uniform: &uniform,
+        buffers: &buffers,
+        repetitions,
+    };
     let mut times = Vec::with_capacity(candidates.len());
     for &tile in candidates {
-        let kernel = match kernels::select_with(&call, false, Some(tile).into()) {
+        // A candidate that cannot be built or run is left out, with a warning; the
+        // others are still compared (none left: the rule decides).
+        match bench.time(tile) {
+            Ok(best) => times.push((tile, best)),
+            Err(e) => log::warn!("the {} tile of {shape:?} was not timed: {e}", tile.name()),
+        }
+    }
+    Ok(times)
+}
+
+/// One tuning measurement's device state: the call, its operands and parameters.
+struct TileBench<'a> {
+    ctx: &'a GpuContext,
+    timer: &'a PassTimer,
+    registry: &'a SharedRegistry,
+    call: &'a OpCall,
+    shape: MatmulShape,
+    uniform: &'a wgpu::Buffer,
+    buffers: &'a [wgpu::Buffer],
+    repetitions: u32,
+}
+
+impl TileBench<'_> {
+    /// The fastest of `repetitions` timed dispatches of `tile` after a warm-up (one
+    /// if the warm-up took longer than [`SLOW_DISPATCH`]).
+    fn time(&self, tile: MatmulTile) -> Result<Duration, ExecError> {
+        let device = &self.ctx.device;
+        let kernel = match kernels::select_with(self.call, false, Some(tile).into()) {
             Some((kernel, _)) => kernel,
-            None => match shape.family {
+            None => match self.shape.family {
                 MatmulFamily::Tiled => Kernel::MatmulTiled(tile),
                 MatmulFamily::BtTiled => Kernel::MatmulBtTiled(tile),
                 MatmulFamily::NormTiled => Kernel::MatmulNormBias(tile),
             },
         };
-        let (pipeline, layout) = registry.with(|r| {
-            let pipeline = r.pipeline_for(device, kernel, shape.storage)?;
+        let (pipeline, layout) = self.registry.with(|r| {
+            let pipeline = r.pipeline_for(device, kernel, self.shape.storage)?;
             Ok::<_, ExecError>((pipeline, r.layout(device, kernel.storage_bindings())))
         })?;
         let grid = kernels::workgroups_with(
-            &call,
+            self.call,
             0,
-            ctx.limits.max_compute_workgroups_per_dimension,
+            self.ctx.limits.max_compute_workgroups_per_dimension,
             Some(tile).into(),
         )?;
         let group = scoped(device, 0, || {
             let mut entries = vec![wgpu::BindGroupEntry {
                 binding: 0,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: &uniform,
+                    buffer: self.uniform,
                     offset: 0,
                     size: wgpu::BufferSize::new(PARAMS_SIZE),
                 }),
             }];
-            for (i, buffer) in buffers.iter().enumerate() {
+            for (i, buffer) in self.buffers.iter().enumerate() {
                 entries.push(wgpu::BindGroupEntry {
                     binding: i as u32 + 1,
                     resource: buffer.as_entire_binding(),
@@ -822,7 +859,7 @@ fn time_candidates(
         })
         .map_err(ExecError::Device)?;
         let mut best: Option<Duration> = None;
-        let mut runs = repetitions.clamp(1, MAX_REPETITIONS) + 1;
+        let mut runs = self.repetitions.clamp(1, MAX_REPETITIONS) + 1;
         let mut warm = true;
         while runs > 0 {
             runs -= 1;
@@ -833,17 +870,17 @@ fn time_candidates(
                 {
                     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                         label: Some("wgalloc tune"),
-                        timestamp_writes: Some(timer.writes()),
+                        timestamp_writes: Some(self.timer.writes()),
                     });
                     pass.set_pipeline(&pipeline);
                     pass.set_bind_group(0, &group, &[0]);
                     pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
                 }
-                timer.resolve(&mut encoder);
-                ctx.queue.submit([encoder.finish()]);
+                self.timer.resolve(&mut encoder);
+                self.ctx.queue.submit([encoder.finish()]);
             });
             commands.map_err(ExecError::Device)?;
-            let took = timer.read(ctx)?;
+            let took = self.timer.read(self.ctx)?;
             if warm {
                 warm = false;
                 if took > SLOW_DISPATCH {
@@ -853,9 +890,8 @@ fn time_candidates(
             }
             best = Some(best.map_or(took, |b| b.min(took)));
         }
-        times.push((tile, best.unwrap_or(Duration::MAX)));
+        Ok(best.unwrap_or(Duration::MAX))
     }
-    Ok(times)
 }
 
 #[cfg(test)]
