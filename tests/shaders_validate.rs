@@ -67,6 +67,8 @@ fn every_shader_parses_and_validates_as_the_device_compiles_it() {
         "checksum.wgsl".to_string(),
         "storage_f32.wgsl".to_string(),
         "storage_f16.wgsl".to_string(),
+        // Joined in front of kv_attend.wgsl and kv_self_attend.wgsl.
+        "kv_pages.wgsl".to_string(),
     ];
     for shader in Shader::ALL {
         covered.push(shader.file().to_string());

@@ -113,25 +113,26 @@ impl Shader {
     /// the kernel's own file. Every shader has the f32 form; the f16 form exists for
     /// [`Shader::has_f16`].
     pub fn source_for(self, storage: StorageType) -> Option<&'static str> {
-        /// A storage header and the prelude joined in front of a kernel file, at
-        /// compile time.
+        /// A storage header and the prelude joined in front of a kernel's files (a
+        /// part two kernels share, then the kernel's own), at compile time.
         macro_rules! joined {
-            ($header:literal, $file:literal) => {
+            ($header:literal, $file:literal $(+ $more:literal)*) => {
                 concat!(
                     include_str!(concat!("../../shaders/", $header)),
                     include_str!("../../shaders/prelude.wgsl"),
-                    include_str!(concat!("../../shaders/", $file))
+                    include_str!(concat!("../../shaders/", $file)),
+                    $(include_str!(concat!("../../shaders/", $more)),)*
                 )
             };
         }
         /// The f32 form of every shader and the f16 form of those that have one.
         macro_rules! forms {
-            ($($shader:ident => $file:literal, $f16:literal;)*) => {
+            ($($shader:ident => $file:literal $(+ $more:literal)*, $f16:literal;)*) => {
                 match (self, storage) {
                     $(
-                        (Shader::$shader, StorageType::F32) => Some(joined!("storage_f32.wgsl", $file)),
+                        (Shader::$shader, StorageType::F32) => Some(joined!("storage_f32.wgsl", $file $(+ $more)*)),
                         (Shader::$shader, StorageType::F16) => {
-                            if $f16 { Some(joined!("storage_f16.wgsl", $file)) } else { None }
+                            if $f16 { Some(joined!("storage_f16.wgsl", $file $(+ $more)*)) } else { None }
                         }
                     )*
                 }
@@ -152,9 +153,9 @@ impl Shader {
             MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
             KvSelf => "kv_self.wgsl", true;
-            KvAttend => "kv_attend.wgsl", true;
+            KvAttend => "kv_pages.wgsl" + "kv_attend.wgsl", true;
             MatmulNorm => "matmul_norm.wgsl", true;
-            KvSelfAttend => "kv_self_attend.wgsl", true;
+            KvSelfAttend => "kv_pages.wgsl" + "kv_self_attend.wgsl", true;
             Matvec => "matvec.wgsl", true;
         }
     }
