@@ -15,11 +15,10 @@ mod kernel_run;
 
 use std::collections::HashMap;
 
-use kernel_run::{assert_close, random};
-use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
-use wgalloc::exec::{cpu_ref, tune, Executor, MatmulTile, TensorData, TensorMemory, TuneSettings};
+use kernel_run::{assert_close, random, run_both};
+use wgalloc::device::GpuContext;
+use wgalloc::exec::{tune, Executor, MatmulTile, TensorData, TuneSettings};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
-use wgalloc::plan::{plan_graph, plan_weights};
 
 /// A device of this test's own (the tuner's settings are per device), or `None`.
 fn own_device() -> Option<GpuContext> {
@@ -110,39 +109,6 @@ fn graph(
         g.nodes[0].inplace = op.starts_with("matmul_add");
     }
     (g, values)
-}
-
-/// Runs the graph's one node on the GPU (values written as the tensors store them,
-/// f32 or f16) and on the CPU; (gpu, cpu) of its output.
-fn run_both(
-    ctx: &GpuContext,
-    graph: &Graph,
-    values: &HashMap<TensorId, TensorData>,
-) -> (Vec<f32>, Vec<f32>) {
-    let storage = ctx.buffer_types().expect("buffer types").storage.desc;
-    let plan = plan_graph(graph, &storage).expect("plan");
-    plan.verify(graph).expect("the plan verifies");
-    let weights = plan_weights(graph, &storage).expect("weight plan");
-    let allocate =
-        |p| allocate_plan(ctx, p, STORAGE_USAGE, &WgpuStorage::shared(ctx)).expect("allocate");
-    let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
-    let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);
-    for (&id, data) in values {
-        let TensorData::F32(v) = data else {
-            panic!("float inputs only")
-        };
-        tm.write_f32(ctx, graph, id, v).expect("upload");
-    }
-    let mut exec = Executor::new(ctx);
-    let report = exec.run(graph, &tm).expect("run");
-    assert_eq!(report.dispatches, graph.nodes.len());
-    let out = graph.nodes.last().expect("a node").output;
-    let gpu = tm.read_f32(ctx, graph, out).expect("readback");
-    let cpu = cpu_ref::evaluate(graph, values).expect("cpu")[out.index()]
-        .clone()
-        .and_then(|d| d.as_f32().map(<[f32]>::to_vec))
-        .expect("cpu value");
-    (gpu, cpu)
 }
 
 /// Shapes with k and n multiples of 4 (every op takes them): one row and a few; n not

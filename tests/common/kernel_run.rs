@@ -19,8 +19,9 @@ pub fn random(seed: u64, len: usize, scale: f32) -> Vec<f32> {
 
 /// Plans the graph's activations with the ggml planner in the device's storage buffer
 /// type (a node flagged in place runs over its dying first input) and its weights with
-/// the context planner, allocates both, runs it on the GPU
-/// and on the CPU; returns (gpu, cpu) values of the last node's output.
+/// the context planner, allocates both, writes the values as the tensors store them
+/// (f32 or f16), runs it on the GPU and on the CPU; returns (gpu, cpu) values of the
+/// last node's output.
 pub fn run_both(
     ctx: &GpuContext,
     graph: &Graph,
@@ -43,7 +44,12 @@ pub fn run_both(
     let (memory, weight_memory) = (allocate(&plan), allocate(&weights));
     let tm = TensorMemory::single(&plan, &memory).with_layer(&weights, &weight_memory);
     for (&id, data) in values {
-        tm.write(ctx, graph, id, &data.to_bytes()).expect("upload");
+        match data {
+            // Floats as the tensor stores them (f32, or rounded to f16).
+            TensorData::F32(v) => tm.write_f32(ctx, graph, id, v),
+            other => tm.write(ctx, graph, id, &other.to_bytes()),
+        }
+        .expect("upload");
     }
     let mut exec = Executor::new(ctx);
     let report = exec.run(graph, &tm).expect("run");
