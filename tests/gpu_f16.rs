@@ -7,7 +7,7 @@
 
 mod common;
 
-use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE, USABLE_FEATURES};
+use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::checksum::prove;
 use wgalloc::exec::{ExecError, Executor, StorageType, TensorData, TensorMemory};
 use wgalloc::graph::{DType, GraphBuilder};
@@ -262,13 +262,7 @@ fn odd_f16_tensors_run_match_the_reference_and_are_proved() {
 #[test]
 fn a_device_without_shader_f16_refuses_f16_with_a_typed_error() {
     let Some(with) = common::gpu() else { return };
-    let name = with.info.name.clone();
-    let without = GpuContext::select_with(
-        Some(&name),
-        USABLE_FEATURES.difference(wgpu::Features::SHADER_F16),
-    )
-    .expect("a device");
-    assert!(!without.has_f16());
+    let without = common::device_without_f16(&with);
     let config = ModelConfig {
         dtype: StorageType::F16,
         ..common::tiny_model(1)

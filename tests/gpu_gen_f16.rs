@@ -11,7 +11,7 @@ mod common;
 
 use std::path::Path;
 
-use wgalloc::device::{GpuContext, USABLE_FEATURES};
+use wgalloc::device::GpuContext;
 use wgalloc::exec::{ExecError, StorageType};
 use wgalloc::model::hf::{
     generate_greedy, Checkpoint, CpuDecoder, CpuGpt2, Generation, GpuGpt2, GpuOptions, MemoryReport,
@@ -147,13 +147,7 @@ fn the_fixture_generates_in_f16_the_rounded_reference_s_tokens_in_half_the_bytes
 #[test]
 fn a_device_without_shader_f16_refuses_f16_generation_with_a_typed_error() {
     let Some(with) = common::gpu() else { return };
-    let name = with.info.name.clone();
-    let without = GpuContext::select_with(
-        Some(&name),
-        USABLE_FEATURES.difference(wgpu::Features::SHADER_F16),
-    )
-    .expect("a device");
-    assert!(!without.has_f16());
+    let without = common::device_without_f16(&with);
     let ckpt = fixture();
     let refused = GpuGpt2::new(
         &without,

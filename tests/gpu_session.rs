@@ -323,12 +323,7 @@ fn an_f16_kernel_runs_where_the_device_has_shader_f16_and_is_refused_clearly_els
     let Some(ctx) = common::gpu() else { return };
     // A device created without SHADER_F16 (the shared context asks for it where the
     // adapter offers it) refuses the kernel.
-    let without = GpuContext::select_with(
-        Some(&ctx.info.name),
-        wgalloc::device::USABLE_FEATURES.difference(wgpu::Features::SHADER_F16),
-    )
-    .expect("a device");
-    assert!(!without.has_f16());
+    let without = common::device_without_f16(&ctx);
     let error =
         register_op(&without, UserOp::new("s_half", HALF, "half", 1)).expect_err("no SHADER_F16");
     assert!(

@@ -86,6 +86,21 @@ pub fn two_devices_of_one_adapter() -> (GpuContext, GpuContext) {
     (device(), device())
 }
 
+/// A device on `like`'s adapter created without `SHADER_F16` (the shared context asks
+/// for it where the adapter offers it), for the tests of the refusals.
+///
+/// # Panics
+/// When no such device can be opened, or it has `shader-f16` after all.
+pub fn device_without_f16(like: &GpuContext) -> GpuContext {
+    let without = GpuContext::select_with(
+        Some(&like.info.name),
+        wgalloc::device::USABLE_FEATURES.difference(wgpu::Features::SHADER_F16),
+    )
+    .expect("a device");
+    assert!(!without.has_f16());
+    without
+}
+
 /// A decoder small enough for a software adapter: `layers` layers of width 32, two
 /// heads, 16 positions, a 50-token vocabulary, seed 3.
 pub fn tiny_model(layers: u64) -> wgalloc::model::ModelConfig {
