@@ -100,50 +100,38 @@ fn the_default_generate_runs_the_seeded_model() {
 
 #[test]
 fn dry_run_says_what_gpt2_small_needs_and_the_longest_context_a_budget_allows() {
-    let (code, out, err) = wgalloc(&[
-        "generate",
-        "--dry-run",
-        "--seeded-shape",
-        "12,768,12,50257,1024",
-        "--json",
-    ]);
+    // `generate --dry-run --json` of GPT-2 small's shape with `extra` arguments: the
+    // exit code, the JSON and stderr.
+    let dry_run = |extra: &[&str]| {
+        let mut args = vec![
+            "generate",
+            "--dry-run",
+            "--seeded-shape",
+            "12,768,12,50257,1024",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = wgalloc(&args);
+        let json: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("json: {e}: {err}"));
+        (code, json, err)
+    };
+    let (code, full, err) = dry_run(&[]);
     assert_eq!(code, 0, "{err}");
-    let json: Value = serde_json::from_str(&out).expect("json");
-    let fit = &json["fit"];
+    let fit = &full["fit"];
     assert_eq!(fit["longest_context"], 1024);
     let total = fit["total_bytes"].as_u64().expect("total");
     let kv = fit["kv_bytes"].as_u64().expect("kv");
     assert!(kv >= 12 * 2 * 768 * 4 * 1024, "{fit}");
     // A budget a little short of the total: a shorter context, exit code 1.
     let budget = (total - kv / 2).to_string();
-    let (code, out, _) = wgalloc(&[
-        "generate",
-        "--dry-run",
-        "--seeded-shape",
-        "12,768,12,50257,1024",
-        "--budget",
-        &budget,
-        "--json",
-    ]);
+    let (code, json, _) = dry_run(&["--budget", &budget]);
     assert_eq!(code, 1);
-    let json: Value = serde_json::from_str(&out).expect("json");
     let longest = json["fit"]["longest_context"].as_u64().expect("longest");
     assert!(longest > 0 && longest < 1024, "{json}");
     // The same budget with f16 storage: weights and cache at half the bytes, so the
     // whole context fits.
-    let (code, out, err) = wgalloc(&[
-        "generate",
-        "--dry-run",
-        "--seeded-shape",
-        "12,768,12,50257,1024",
-        "--budget",
-        &budget,
-        "--dtype",
-        "f16",
-        "--json",
-    ]);
+    let (code, json, err) = dry_run(&["--budget", &budget, "--dtype", "f16"]);
     assert_eq!(code, 0, "{err}");
-    let json: Value = serde_json::from_str(&out).expect("json");
     assert_eq!(json["dtype"], "f16", "{json}");
     assert_eq!(json["fit"]["longest_context"], 1024, "{json}");
     // The cache comes in whole pages (f16 pages hold twice the tokens), so it shrinks
@@ -151,14 +139,6 @@ fn dry_run_says_what_gpt2_small_needs_and_the_longest_context_a_budget_allows() 
     let half_kv = json["fit"]["kv_bytes"].as_u64().expect("kv");
     assert!(half_kv < kv, "{half_kv} {kv}");
     let weights = |j: &Value| j["fit"]["weight_bytes"].as_u64().expect("weights");
-    let (_, full, _) = wgalloc(&[
-        "generate",
-        "--dry-run",
-        "--seeded-shape",
-        "12,768,12,50257,1024",
-        "--json",
-    ]);
-    let full: Value = serde_json::from_str(&full).expect("json");
     assert!(weights(&json) * 2 <= weights(&full) + 4096, "{json} {full}");
 }
 
