@@ -258,9 +258,17 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
         let seconds = fastest.as_secs_f64();
         let bytes = 4.0 * (f64::from(k) * f64::from(n) + f64::from(k) + f64::from(n));
         let gbps = bytes / seconds / 1e9;
-        let cells: Vec<String> = times
+        // A tile the tuner could not time is left out of `times`: its cell is empty.
+        let cells: Vec<String> = tiles
             .iter()
-            .map(|(_, d)| format!("{:.0}", d.as_secs_f64() * 1e6))
+            .map(|tile| {
+                times
+                    .iter()
+                    .find(|(t, _)| t == tile)
+                    .map_or(String::new(), |(_, d)| {
+                        format!("{:.0}", d.as_secs_f64() * 1e6)
+                    })
+            })
             .collect();
         println!(
             "| {label} | {} | {} | {gbps:.1} | {:.2} |",
