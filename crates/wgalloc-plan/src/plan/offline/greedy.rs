@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use super::index::OverlapIndex;
+use super::index::{OverlapIndex, PlacedSpans};
 use super::prepared::{Item, Prepared};
 
 /// An order of item positions (indices into [`Prepared::items`]).
@@ -163,6 +163,11 @@ const CLOCK_EVERY: usize = 64;
 
 /// [`place`] that gives up (`None`) once `deadline` has passed, looked at every
 /// [`CLOCK_EVERY`] items.
+///
+/// The placed items live with an item are read from [`PlacedSpans`] (contiguous
+/// memory, not item by item) and ordered by offset with a bucket sort
+/// ([`sort_by_start`]): the same offsets as [`fit_among_placed`], in about half of
+/// its time on 100,000 malloc-like buffers.
 pub(crate) fn place_until(
     p: &Prepared,
     index: &OverlapIndex,
@@ -171,19 +176,75 @@ pub(crate) fn place_until(
     deadline: Option<Instant>,
 ) -> Option<(Vec<u64>, u64)> {
     let mut offsets = vec![0u64; p.items.len()];
-    let mut placed = vec![false; p.items.len()];
+    let mut spans = PlacedSpans::new(index);
     let mut busy: Vec<(u64, u64)> = Vec::new();
+    let mut scratch: Vec<(u64, u64)> = Vec::new();
     let mut peak = 0u64;
     for (k, &i) in order.iter().enumerate() {
         if k % CLOCK_EVERY == CLOCK_EVERY - 1 && deadline.is_some_and(|d| Instant::now() >= d) {
             return None;
         }
-        let offset = fit_among_placed(p, index, &offsets, &placed, i, fit, &mut busy).0;
+        let it = &p.items[i];
+        busy.clear();
+        spans.placed_in(it.a, it.b, &mut busy);
+        let offset = match fit {
+            Fit::Lowest => {
+                sort_by_start(&mut busy, &mut scratch);
+                lowest_fit(&busy, it.size)
+            }
+            Fit::Smallest => {
+                busy.sort_unstable();
+                best_fit(&busy, it.size)
+            }
+        };
+        let end = offset.saturating_add(it.size);
         offsets[i] = offset;
-        placed[i] = true;
-        peak = peak.max(offset.saturating_add(p.items[i].size));
+        spans.place(i, it.a, it.b, offset, end);
+        peak = peak.max(end);
     }
     Some((offsets, peak))
+}
+
+/// Below this many ranges [`sort_by_start`] uses the standard sort.
+const BUCKET_MIN: usize = 64;
+
+/// Sorts `ranges` by start (ties in any order). One pass of a bucket sort on the
+/// starts (about one bucket per range, by the starts' leading bits), then each bucket
+/// by the standard sort: O(n) on spread starts, instead of O(n log n) comparisons.
+/// `scratch` is reused memory.
+pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut Vec<(u64, u64)>) {
+    let n = ranges.len();
+    if n < BUCKET_MIN {
+        ranges.sort_unstable_by_key(|r| r.0);
+        return;
+    }
+    let max = ranges.iter().map(|r| r.0).max().unwrap_or(0);
+    let bucket_bits = usize::BITS - n.leading_zeros(); // about one range a bucket
+    let width = 64 - max.leading_zeros();
+    let shift = width.saturating_sub(bucket_bits);
+    let buckets = (max >> shift) as usize + 1;
+    let mut start = vec![0u32; buckets + 1];
+    for r in ranges.iter() {
+        start[(r.0 >> shift) as usize + 1] += 1;
+    }
+    for k in 0..buckets {
+        start[k + 1] += start[k];
+    }
+    scratch.clear();
+    scratch.resize(n, (0, 0));
+    let mut fill = start.clone();
+    for &r in ranges.iter() {
+        let k = (r.0 >> shift) as usize;
+        scratch[fill[k] as usize] = r;
+        fill[k] += 1;
+    }
+    for k in 0..buckets {
+        let bucket = &mut scratch[start[k] as usize..start[k + 1] as usize];
+        if bucket.len() > 1 {
+            bucket.sort_unstable_by_key(|r| r.0);
+        }
+    }
+    std::mem::swap(ranges, scratch);
 }
 
 /// The offset `fit` picks for item `i` among the placed items live with it, and the
@@ -256,6 +317,64 @@ mod tests {
 
     fn r(start: u64, end: u64, size: u64) -> LiveRange {
         LiveRange { start, end, size }
+    }
+
+    #[test]
+    fn the_bucket_sort_orders_by_start_like_the_standard_sort() {
+        let mut rng = crate::seeded::Rng::new(5);
+        let mut scratch = Vec::new();
+        for round in 0..60 {
+            let n = [0, 1, 63, 64, 65, 3000][round % 6];
+            let scale = [1u64, 7, 1 << 20, u64::MAX >> 31][round % 4];
+            let mut ranges: Vec<(u64, u64)> = (0..n)
+                .map(|_| {
+                    let s = (rng.index(1 << 30) as u64).wrapping_mul(scale);
+                    (s, s.wrapping_add(rng.index(100) as u64))
+                })
+                .collect();
+            let mut expected = ranges.clone();
+            expected.sort_unstable_by_key(|r| r.0);
+            sort_by_start(&mut ranges, &mut scratch);
+            let starts: Vec<u64> = ranges.iter().map(|r| r.0).collect();
+            let want: Vec<u64> = expected.iter().map(|r| r.0).collect();
+            assert_eq!(starts, want, "round {round}");
+            ranges.sort_unstable();
+            expected.sort_unstable();
+            assert_eq!(ranges, expected, "round {round}: the same ranges");
+        }
+    }
+
+    #[test]
+    fn the_spans_greedy_places_as_the_item_by_item_fit() {
+        let mut rng = crate::seeded::Rng::new(21);
+        for round in 0..40 {
+            let n = 50 + rng.index(600);
+            let ranges: Vec<LiveRange> = (0..n)
+                .map(|_| {
+                    let start = rng.index(300) as u64;
+                    r(
+                        start,
+                        start + 1 + rng.index(80) as u64,
+                        1 + rng.index(5000) as u64,
+                    )
+                })
+                .collect();
+            let p = Prepared::new(&ranges, [1, 8, 64][round % 3]).expect("valid");
+            let index = OverlapIndex::new(&p);
+            let order = by_size(&p);
+            let (offsets, peak) = place(&p, &index, &order, Fit::Lowest);
+            p.assert_valid(&offsets, peak);
+            // The item-by-item fit, as the climb uses it, gives the same offsets.
+            let mut reference = vec![0u64; p.items.len()];
+            let mut placed = vec![false; p.items.len()];
+            let mut busy = Vec::new();
+            for &i in &order {
+                reference[i] =
+                    fit_among_placed(&p, &index, &reference, &placed, i, Fit::Lowest, &mut busy).0;
+                placed[i] = true;
+            }
+            assert_eq!(offsets, reference, "round {round}");
+        }
     }
 
     #[test]
