@@ -178,7 +178,7 @@ pub(crate) fn place_until(
     let mut offsets = vec![0u64; p.items.len()];
     let mut spans = PlacedSpans::new(index);
     let mut busy: Vec<(u64, u64)> = Vec::new();
-    let mut scratch: Vec<(u64, u64)> = Vec::new();
+    let mut scratch = SortScratch::default();
     let mut peak = 0u64;
     for (k, &i) in order.iter().enumerate() {
         if k % CLOCK_EVERY == CLOCK_EVERY - 1 && deadline.is_some_and(|d| Instant::now() >= d) {
@@ -190,11 +190,11 @@ pub(crate) fn place_until(
         let offset = match fit {
             Fit::Lowest => {
                 sort_by_start(&mut busy, &mut scratch);
-                lowest_fit(&busy, it.size)
+                lowest_fit(busy.iter().copied(), it.size)
             }
             Fit::Smallest => {
                 busy.sort_unstable();
-                best_fit(&busy, it.size)
+                best_fit(busy.iter().copied(), it.size)
             }
         };
         let end = offset.saturating_add(it.size);
@@ -208,11 +208,17 @@ pub(crate) fn place_until(
 /// Below this many ranges [`sort_by_start`] uses the standard sort.
 const BUCKET_MIN: usize = 64;
 
+/// Reused memory of [`sort_by_start`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SortScratch {
+    ranges: Vec<(u64, u64)>,
+    ends: Vec<u32>,
+}
+
 /// Sorts `ranges` by start (ties in any order). One pass of a bucket sort on the
 /// starts (about one bucket per range, by the starts' leading bits), then each bucket
 /// by the standard sort: O(n) on spread starts, instead of O(n log n) comparisons.
-/// `scratch` is reused memory.
-pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut Vec<(u64, u64)>) {
+pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScratch) {
     let n = ranges.len();
     if n < BUCKET_MIN {
         ranges.sort_unstable_by_key(|r| r.0);
@@ -223,28 +229,34 @@ pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut Vec<(u64
     let width = 64 - max.leading_zeros();
     let shift = width.saturating_sub(bucket_bits);
     let buckets = (max >> shift) as usize + 1;
-    let mut start = vec![0u32; buckets + 1];
+    // ends[k + 1] counts bucket k, then (prefix sums) is where bucket k ends; the
+    // scatter advances ends[k] (bucket k's start) to that end.
+    let ends = &mut scratch.ends;
+    ends.clear();
+    ends.resize(buckets + 1, 0);
     for r in ranges.iter() {
-        start[(r.0 >> shift) as usize + 1] += 1;
+        ends[(r.0 >> shift) as usize + 1] += 1;
     }
     for k in 0..buckets {
-        start[k + 1] += start[k];
+        ends[k + 1] += ends[k];
     }
-    scratch.clear();
-    scratch.resize(n, (0, 0));
-    let mut fill = start.clone();
+    let out = &mut scratch.ranges;
+    out.clear();
+    out.resize(n, (0, 0));
     for &r in ranges.iter() {
         let k = (r.0 >> shift) as usize;
-        scratch[fill[k] as usize] = r;
-        fill[k] += 1;
+        out[ends[k] as usize] = r;
+        ends[k] += 1;
     }
-    for k in 0..buckets {
-        let bucket = &mut scratch[start[k] as usize..start[k + 1] as usize];
+    let mut from = 0usize;
+    for &end in &ends[..buckets] {
+        let bucket = &mut out[from..end as usize];
         if bucket.len() > 1 {
             bucket.sort_unstable_by_key(|r| r.0);
         }
+        from = end as usize;
     }
-    std::mem::swap(ranges, scratch);
+    std::mem::swap(ranges, out);
 }
 
 /// The offset `fit` picks for item `i` among the placed items live with it, and the
@@ -270,11 +282,11 @@ pub(crate) fn fit_among_placed(
             // By start alone: ties in start order do not change the lowest fit, and
             // one key compares faster (the sort is most of greedy's time).
             busy.sort_unstable_by_key(|r| r.0);
-            lowest_fit(busy, p.items[i].size)
+            lowest_fit(busy.iter().copied(), p.items[i].size)
         }
         Fit::Smallest => {
             busy.sort_unstable();
-            best_fit(busy, p.items[i].size)
+            best_fit(busy.iter().copied(), p.items[i].size)
         }
     };
     (offset, visited)
@@ -282,9 +294,9 @@ pub(crate) fn fit_among_placed(
 
 /// The lowest offset at which `size` bytes avoid every `[start, end)` of `busy` (sorted
 /// by start).
-pub(crate) fn lowest_fit(busy: &[(u64, u64)], size: u64) -> u64 {
+pub(crate) fn lowest_fit(busy: impl IntoIterator<Item = (u64, u64)>, size: u64) -> u64 {
     let mut candidate = 0u64;
-    for &(start, end) in busy {
+    for (start, end) in busy {
         if start >= candidate.saturating_add(size) {
             break;
         }
@@ -295,10 +307,10 @@ pub(crate) fn lowest_fit(busy: &[(u64, u64)], size: u64) -> u64 {
 
 /// The start of the smallest free gap among `busy` (sorted by start) that holds
 /// `size` bytes; the top (above every busy range) if no gap does.
-pub(crate) fn best_fit(busy: &[(u64, u64)], size: u64) -> u64 {
+pub(crate) fn best_fit(busy: impl IntoIterator<Item = (u64, u64)>, size: u64) -> u64 {
     let mut reach = 0u64;
     let mut best: Option<(u64, u64)> = None; // (gap length, start)
-    for &(start, end) in busy {
+    for (start, end) in busy {
         if start > reach {
             let gap = start - reach;
             if gap >= size && best.is_none_or(|(g, _)| gap < g) {
@@ -322,7 +334,7 @@ mod tests {
     #[test]
     fn the_bucket_sort_orders_by_start_like_the_standard_sort() {
         let mut rng = crate::seeded::Rng::new(5);
-        let mut scratch = Vec::new();
+        let mut scratch = SortScratch::default();
         for round in 0..60 {
             let n = [0, 1, 63, 64, 65, 3000][round % 6];
             let scale = [1u64, 7, 1 << 20, u64::MAX >> 31][round % 4];
@@ -379,19 +391,19 @@ mod tests {
 
     #[test]
     fn freed_hole_below_is_preferred_to_the_top() {
-        assert_eq!(lowest_fit(&[(0, 4), (8, 12)], 4), 4);
-        assert_eq!(lowest_fit(&[(0, 4), (6, 12)], 4), 12);
-        assert_eq!(lowest_fit(&[(2, 4)], 2), 0);
-        assert_eq!(lowest_fit(&[], 7), 0);
+        assert_eq!(lowest_fit([(0, 4), (8, 12)], 4), 4);
+        assert_eq!(lowest_fit([(0, 4), (6, 12)], 4), 12);
+        assert_eq!(lowest_fit([(2, 4)], 2), 0);
+        assert_eq!(lowest_fit([], 7), 0);
     }
 
     #[test]
     fn smallest_gap_that_holds_the_item_wins() {
         // Gaps [4,10) (6 bytes) and [12,15) (3 bytes): 3 bytes go to the tighter one.
-        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 3), 12);
-        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 5), 4);
-        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 7), 20);
-        assert_eq!(best_fit(&[(2, 4)], 2), 0);
+        assert_eq!(best_fit([(0, 4), (10, 12), (15, 20)], 3), 12);
+        assert_eq!(best_fit([(0, 4), (10, 12), (15, 20)], 5), 4);
+        assert_eq!(best_fit([(0, 4), (10, 12), (15, 20)], 7), 20);
+        assert_eq!(best_fit([(2, 4)], 2), 0);
     }
 
     #[test]
