@@ -70,10 +70,10 @@ pub struct LiveRange {
 #[non_exhaustive]
 pub enum Strategy {
     /// Largest first, each at the lowest offset free of the buffers live with it.
-    /// O(n log T + P + n L log L) for P overlapping pairs and L buffers live with one
-    /// (overlaps from a static segment-tree index, no per-pair lists; the placed ones
-    /// sorted by offset per buffer): linear in n at a fixed live-set size, not
-    /// O(n log n) when L grows with n.
+    /// O(n log T + P) for P overlapping pairs, about O(n L) for L buffers live with
+    /// one (the placed ones live with a buffer read from a static segment-tree index
+    /// that holds their offsets, no per-pair lists, and bucket-sorted by offset):
+    /// linear in n at a fixed live-set size, not O(n log n) when L grows with n.
     GreedySize,
     /// Largest first, each at the lowest of a bounded set of candidate offsets: the
     /// free rectangles (holes) left below the placed buffers, or on top of the highest
@@ -136,8 +136,8 @@ pub enum Strategy {
     /// the column repair then run within pop budgets at most linear in n (with a
     /// deadline, the skyline's first order has the deadline as its only budget, and the
     /// greedy orders run after the skyline where they are costly). Greedy-by-size still
-    /// runs up to 10^9 overlapping pairs (about 6 s on 100,000 malloc-like buffers
-    /// with 2,000 live): before the skyline above 32,768 items, after the skyline and
+    /// runs up to 5 x 10^9 overlapping pairs (about 7 ns a pair: 2.5 s on 100,000
+    /// malloc-like buffers with 2,000 live, 29 s on a million): before the skyline above 32,768 items, after the skyline and
     /// the repair below, only where they left the goal unreached. Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
     /// else where the goal is still unreached (it changes no other path), up to
@@ -591,13 +591,15 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
 /// Above [`GREEDY_MAX_PAIRS`] and up to this many overlapping pairs `best` still runs
 /// greedy-by-size (the best of the greedy orders on malloc-like traces), alone, right
-/// after the sweep: its work is about one visit per overlapping pair (two, plus the
-/// sort of each item's placed neighbours), O(n L log L) with L buffers live at a time,
-/// about 6 s for 100,000 malloc-like buffers with 2,000 live (about 10^8 pairs) on a
-/// loaded 2-core machine. Above it (e.g. 20,000 live over 100,000 buffers, or a
-/// million malloc-like buffers: about 10^9 pairs) only the sweep and the skyline
-/// phases within their pop budgets run, so that the default plan ends in seconds.
-const GREEDY_SIZE_MAX_PAIRS: u64 = 1_000_000_000;
+/// after the sweep: its work is about one visit per overlapping pair (the placed
+/// neighbours gathered from contiguous memory and bucket-sorted), about 7 ns a pair
+/// on the idle 2-core build machine: 2.5 s for 100,000 malloc-like buffers with 2,000
+/// live (3.7 x 10^8 pairs), 29 s for a million (4.0 x 10^9 pairs), where it lands at
+/// 0.6% over the bound against the sweep's 25%. Above it (e.g. 20,000 live over a
+/// million buffers: 3.8 x 10^10 pairs) only the sweep and the skyline phases within
+/// their pop budgets run. So a default plan of a million buffers takes up to about
+/// 40 s; `--time-limit` (a deadline) cuts that, greedy giving up at it.
+const GREEDY_SIZE_MAX_PAIRS: u64 = 5_000_000_000;
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
