@@ -9,6 +9,7 @@
 //! cargo bench -p wgalloc-plan --bench scale -- families malloc,bursts
 //! cargo bench -p wgalloc-plan --bench scale -- shared DIR... # *.csv and *.json in DIRs
 //! cargo bench -p wgalloc-plan --bench scale -- import        # 1M-row CSV import
+//! cargo bench -p wgalloc-plan --bench scale -- export DIR sizes 100000  # the CSVs
 //! ```
 //!
 //! `time-limit S` plans with `--time-limit S` (seconds). Instances come from a fixed
@@ -294,10 +295,10 @@ fn cpu_seconds() -> Option<f64> {
     Some((user + system) / 100.0)
 }
 
-/// Writes a 1M-row CSV of the malloc family and times its import.
-fn import() {
-    let problem = generate("malloc", 1_000_000, 26);
-    let mut text = String::with_capacity(32 << 20);
+/// The `id,lower,upper,size` CSV of `problem` (the form `IntervalProblem::read_csv`
+/// and idealloc's `ex-csv` read).
+fn csv_text(problem: &IntervalProblem) -> String {
+    let mut text = String::with_capacity(problem.intervals.len() * 32);
     text.push_str("id,lower,upper,size\n");
     for iv in &problem.intervals {
         text.push_str(&format!(
@@ -305,6 +306,35 @@ fn import() {
             iv.id, iv.lower, iv.upper, iv.size
         ));
     }
+    text
+}
+
+/// Writes the generated instances of `families` at `sizes` as CSVs into `dir` (named
+/// `FAMILY-N.csv`), for a peer to plan the same instances.
+fn export(args: &[String]) {
+    let dir = args
+        .get(1)
+        .expect("export DIR [sizes N,..] [families F,..]");
+    let sizes: Vec<usize> = list(args, "sizes")
+        .map(|v| v.iter().filter_map(|s| s.parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000]);
+    let families =
+        list(args, "families").unwrap_or_else(|| FAMILIES.iter().map(|f| f.to_string()).collect());
+    std::fs::create_dir_all(dir).expect("creates the directory");
+    for &n in &sizes {
+        for family in &families {
+            let problem = generate(family, n, 26);
+            let path = std::path::Path::new(dir).join(format!("{family}-{n}.csv"));
+            std::fs::write(&path, csv_text(&problem)).expect("writes");
+            println!("{} (bound {})", path.display(), problem.lower_bound());
+        }
+    }
+}
+
+/// Writes a 1M-row CSV of the malloc family and times its import.
+fn import() {
+    let problem = generate("malloc", 1_000_000, 26);
+    let text = csv_text(&problem);
     let path = std::env::temp_dir().join(format!("wgalloc-scale-{}.csv", std::process::id()));
     std::fs::write(&path, &text).expect("writes");
     for _ in 0..5 {
@@ -351,6 +381,7 @@ fn main() {
             shared(&dirs, &planners);
         }
         Some("import") => import(),
+        Some("export") => export(&args),
         _ => table(&args),
     }
 }

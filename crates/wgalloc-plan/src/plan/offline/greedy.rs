@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::index::{OverlapIndex, PlacedSpans};
 use super::prepared::{Item, Prepared};
+use super::sweep;
 
 /// An order of item positions (indices into [`Prepared::items`]).
 pub(crate) type Order = Vec<usize>;
@@ -175,18 +176,60 @@ pub(crate) fn place_until(
     fit: Fit,
     deadline: Option<Instant>,
 ) -> Option<(Vec<u64>, u64)> {
+    let (offsets, peak, placed) = place_prefix(p, index, order, fit, deadline, u64::MAX);
+    (placed == order.len()).then_some((offsets, peak))
+}
+
+/// [`place_until`] that, once `deadline` has passed or the placed items it has read
+/// exceed `work` (one unit per placed item live with an item placed: about one per
+/// overlapping pair), places the items still to place by the sweep above the peak so
+/// far ([`sweep::place_above`]) instead of giving up: in an order by size those are
+/// the smallest. Returns the offsets, the peak and whether every item was placed by
+/// the greedy order.
+pub(crate) fn place_then_sweep(
+    p: &Prepared,
+    index: &OverlapIndex,
+    order: &[usize],
+    fit: Fit,
+    deadline: Option<Instant>,
+    work: u64,
+) -> (Vec<u64>, u64, bool) {
+    let (mut offsets, peak, placed) = place_prefix(p, index, order, fit, deadline, work);
+    if placed == order.len() {
+        return (offsets, peak, true);
+    }
+    let top = sweep::place_above(p, &order[placed..], peak, &mut offsets);
+    (offsets, top, false)
+}
+
+/// Places `order` from its start until it ends, `deadline` passes (looked at every
+/// [`CLOCK_EVERY`] items) or more than `work` placed items were read. Returns the
+/// offsets (0 for items not placed), the peak and how many items of `order` were
+/// placed.
+fn place_prefix(
+    p: &Prepared,
+    index: &OverlapIndex,
+    order: &[usize],
+    fit: Fit,
+    deadline: Option<Instant>,
+    work: u64,
+) -> (Vec<u64>, u64, usize) {
     let mut offsets = vec![0u64; p.items.len()];
     let mut spans = PlacedSpans::new(index);
     let mut busy: Vec<(u64, u64)> = Vec::new();
     let mut scratch = SortScratch::default();
     let mut peak = 0u64;
+    let mut read = 0u64;
     for (k, &i) in order.iter().enumerate() {
-        if k % CLOCK_EVERY == CLOCK_EVERY - 1 && deadline.is_some_and(|d| Instant::now() >= d) {
-            return None;
+        if read > work
+            || (k % CLOCK_EVERY == CLOCK_EVERY - 1 && deadline.is_some_and(|d| Instant::now() >= d))
+        {
+            return (offsets, peak, k);
         }
         let it = &p.items[i];
         busy.clear();
         spans.placed_in(it.a, it.b, &mut busy);
+        read += busy.len() as u64;
         let offset = match fit {
             Fit::Lowest => {
                 sort_by_start(&mut busy, &mut scratch);
@@ -202,7 +245,7 @@ pub(crate) fn place_until(
         spans.place(i, it.a, it.b, offset, end);
         peak = peak.max(end);
     }
-    Some((offsets, peak))
+    (offsets, peak, order.len())
 }
 
 /// Below this many ranges [`sort_by_start`] uses the standard sort.
@@ -387,6 +430,43 @@ mod tests {
             }
             assert_eq!(offsets, reference, "round {round}");
         }
+    }
+
+    #[test]
+    fn a_passed_deadline_sweeps_the_rest_above_the_greedy_part() {
+        let ranges: Vec<LiveRange> = (0..3000u64)
+            .map(|i| r(i % 700, i % 700 + 1 + (i * 13) % 90, 1 + (i * 7919) % 4096))
+            .collect();
+        let p = Prepared::new(&ranges, 16).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let order = by_size(&p);
+        let (offsets, peak, complete) = place_then_sweep(
+            &p,
+            &index,
+            &order,
+            Fit::Lowest,
+            Some(Instant::now()),
+            u64::MAX,
+        );
+        assert!(!complete);
+        p.assert_valid(&offsets, peak);
+        // The first CLOCK_EVERY - 1 items (the largest) were placed by the greedy order,
+        // exactly as without a deadline.
+        let (greedy, _) = place(&p, &index, &order, Fit::Lowest);
+        for &i in &order[..CLOCK_EVERY - 1] {
+            assert_eq!(offsets[i], greedy[i]);
+        }
+        let (all, all_peak, complete) =
+            place_then_sweep(&p, &index, &order, Fit::Lowest, None, u64::MAX);
+        assert!(complete);
+        assert_eq!((all, all_peak), place(&p, &index, &order, Fit::Lowest));
+        // A work budget cuts the same way, deterministically.
+        let (cut, cut_peak, complete) =
+            place_then_sweep(&p, &index, &order, Fit::Lowest, None, 50_000);
+        assert!(!complete);
+        p.assert_valid(&cut, cut_peak);
+        let again = place_then_sweep(&p, &index, &order, Fit::Lowest, None, 50_000);
+        assert_eq!((cut, cut_peak, false), again);
     }
 
     #[test]

@@ -136,9 +136,12 @@ pub enum Strategy {
     /// the column repair then run within pop budgets at most linear in n (with a
     /// deadline, the skyline's first order has the deadline as its only budget, and the
     /// greedy orders run after the skyline where they are costly). Greedy-by-size still
-    /// runs up to 5 x 10^9 overlapping pairs (about 7 ns a pair: 2.5 s on 100,000
-    /// malloc-like buffers with 2,000 live, 29 s on a million): before the skyline above 32,768 items, after the skyline and
-    /// the repair below, only where they left the goal unreached. Greedy by size into
+    /// runs, within a work budget of about one unit per overlapping pair (1.5 x 10^9
+    /// units, 7-16 ns each: 100,000 malloc-like buffers with 2,000 live complete in
+    /// 2.5 s); where the budget or the deadline runs out, the buffers still
+    /// to place (the smallest) are swept above its part. It runs before the skyline
+    /// above 32,768 items, after the skyline and the repair below, only where they left
+    /// the goal unreached. Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
     /// else where the goal is still unreached (it changes no other path), up to
     /// 131,072 items: beyond, `best` does not run it and can be above it. With a
@@ -146,7 +149,9 @@ pub enum Strategy {
     /// placements, every 4,096 heap pops, before every search probe and climb move),
     /// returning the lowest plan so far. Up to those sizes it runs every strategy above
     /// that it does not skip and is never above any of them on the instances of
-    /// `tests/offline_scale.rs`.
+    /// `tests/offline_scale.rs`. Beyond the greedy work budget (about 1.5 x 10^9
+    /// overlapping pairs) it can end above [`Strategy::GreedySize`] run alone, which
+    /// has no budget.
     Best,
 }
 
@@ -589,17 +594,18 @@ const SWEEP_FIRST_ITEMS: usize = 20_000;
 /// better there.
 const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
-/// Above [`GREEDY_MAX_PAIRS`] and up to this many overlapping pairs `best` still runs
-/// greedy-by-size (the best of the greedy orders on malloc-like traces), alone, right
-/// after the sweep: its work is about one visit per overlapping pair (the placed
-/// neighbours gathered from contiguous memory and bucket-sorted), about 7 ns a pair
-/// on the idle 2-core build machine: 2.5 s for 100,000 malloc-like buffers with 2,000
-/// live (3.7 x 10^8 pairs), 29 s for a million (4.0 x 10^9 pairs), where it lands at
-/// 0.6% over the bound against the sweep's 25%. Above it (e.g. 20,000 live over a
-/// million buffers: 3.8 x 10^10 pairs) only the sweep and the skyline phases within
-/// their pop budgets run. So a default plan of a million buffers takes up to about
-/// 40 s; `--time-limit` (a deadline) cuts that, greedy giving up at it.
-const GREEDY_SIZE_MAX_PAIRS: u64 = 5_000_000_000;
+/// Above [`GREEDY_MAX_PAIRS`] `best` still runs greedy-by-size (the best of the greedy
+/// orders on malloc-like traces), alone, within this much work: a unit per placed
+/// buffer read while placing one (about one per overlapping pair). A unit costs 7 ns
+/// (2,000 live) to 16 ns (20,000 live: the placed neighbours leave the cache) on the
+/// idle 2-core build machine. Where the work (or the deadline) runs out, the buffers
+/// still to place, the smallest, are swept above the greedy part. 100,000 malloc-like
+/// buffers with 2,000 live (3.7 x 10^8 pairs) complete in 2.5 s; a million (4.0 x
+/// 10^9 pairs) place about the largest two thirds by greedy, about 1% over the bound
+/// where the sweep alone is 25% over; a million with 20,000 live (3.8 x 10^10 pairs)
+/// the largest fifth or so. The budget keeps a default plan of a million buffers
+/// within about half a minute; `--time-limit` cuts that.
+const GREEDY_SIZE_WORK: u64 = 1_500_000_000;
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
@@ -609,11 +615,10 @@ const GREEDY_SIZE_MAX_PAIRS: u64 = 5_000_000_000;
 /// plan exists at once and every later placement may give up at the deadline; there
 /// the greedy orders other than greedy-by-size run only with a deadline (each given up
 /// if it passes), as their O(n L log L) cost (L buffers live at a time) has no bound in
-/// n alone; greedy-by-size runs up to [`GREEDY_SIZE_MAX_PAIRS`] overlapping pairs (its
-/// cost is about one visit a pair: bounded by that budget). Without a deadline every
-/// other phase has a work budget linear in the item count (times the logarithms of its
-/// structures), so the default plan of a million buffers takes seconds where it has
-/// more pairs than that budget.
+/// n alone; greedy-by-size runs within [`GREEDY_SIZE_WORK`] (about a visit a pair),
+/// sweeping what it has not placed when that runs out. Every other phase has a work
+/// budget linear in the item count (times the logarithms of its structures), so the
+/// default plan of a million buffers takes under a minute.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
     let mut best = best_of_the_others(p, goal);
     // Greedy by size into holes: its cost does not grow with the pair count, so on
@@ -677,7 +682,7 @@ fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
 
 /// The placement `best`, [`Strategy::Search`] and [`Strategy::Climb`] start from: on
 /// large instances the sweep, then the greedy orders (where affordable; greedy-by-size
-/// alone up to [`GREEDY_SIZE_MAX_PAIRS`] pairs, here above [`FULL_ITEMS`] items), the
+/// alone within [`GREEDY_SIZE_WORK`], here above [`FULL_ITEMS`] items), the
 /// skyline orders, on instances too large for the search the column repair, then
 /// greedy-by-size alone (costly band, up to [`FULL_ITEMS`] items) if the goal is still
 /// unreached, and last, with a deadline, the other costly greedy orders; the lowest of
@@ -703,7 +708,7 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     // complete, it goes before the skyline (which then gives up once it peaks at
     // greedy's peak); below, after the skyline and the column repair, only where they
     // left the goal unreached (iopddl_S_1 reaches its bound there).
-    let greedy_size_band = pairs > GREEDY_MAX_PAIRS && pairs <= GREEDY_SIZE_MAX_PAIRS;
+    let greedy_size_band = pairs > GREEDY_MAX_PAIRS;
     let greedy_size_first = greedy_size_band && p.items.len() as u64 > FULL_ITEMS;
     if greedy_size_first {
         greedy_size_alone(p, goal, pairs, index, &mut best);
@@ -737,9 +742,12 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     best
 }
 
-/// Greedy-by-size alone into `best` (a large instance with `pairs` overlapping pairs,
-/// at most [`GREEDY_SIZE_MAX_PAIRS`]), given up at the goal's deadline if any; builds
-/// `index` if needed.
+/// Greedy-by-size alone into `best` (a large instance with `pairs` overlapping pairs),
+/// within [`GREEDY_SIZE_WORK`]; builds `index` if needed. Where that work or the
+/// goal's deadline runs out, the items still to place (the smallest) are swept above
+/// the greedy part ([`greedy::place_then_sweep`]) rather than the work thrown away: on a
+/// million malloc-like buffers with 10 s, 1% over the bound where the sweep alone is
+/// 25% over.
 fn greedy_size_alone(
     p: &Prepared,
     goal: &Goal,
@@ -747,10 +755,29 @@ fn greedy_size_alone(
     index: &mut Option<OverlapIndex>,
     best: &mut Option<Placement>,
 ) {
+    if best.as_ref().is_some_and(|b| goal.done(b.1)) {
+        return;
+    }
     let index = index.get_or_insert_with(|| OverlapIndex::new(p));
     let started = Instant::now();
-    greedy_orders(p, index, Some(goal), &GREEDY[..1], best);
-    log::debug!("greedy-size ({pairs} pairs) in {:?}", started.elapsed());
+    let (order, fit) = greedy_order(p, Strategy::GreedySize);
+    let deadline = if best.is_some() {
+        goal.budget.deadline
+    } else {
+        None
+    };
+    let (offsets, peak, complete) =
+        greedy::place_then_sweep(p, index, &order, fit, deadline, GREEDY_SIZE_WORK);
+    log::debug!(
+        "greedy-size ({pairs} pairs, {}): {peak} in {:?}",
+        if complete {
+            "complete"
+        } else {
+            "the rest swept above"
+        },
+        started.elapsed()
+    );
+    keep_lower(best, (offsets, peak, Strategy::GreedySize));
 }
 
 /// Whether the local search runs after the search (in `best`) or at all

@@ -90,17 +90,27 @@ impl Gaps {
 /// Places every item by the sweep. Returns offsets per item position and the peak.
 /// O(n log n) time, O(n) memory.
 pub(crate) fn place(p: &Prepared) -> (Vec<u64>, u64) {
-    let n = p.items.len();
-    let mut starts: Vec<u32> = (0..n as u32).collect();
+    let mut offsets = vec![0u64; p.items.len()];
+    let all: Vec<usize> = (0..p.items.len()).collect();
+    let peak = place_above(p, &all, 0, &mut offsets);
+    (offsets, peak)
+}
+
+/// Places the items at positions `which` by the sweep, at or above `base` (every
+/// offset `base` plus a sum of item sizes), writing their `offsets`; the others are
+/// neither read nor written. Returns the top of what it placed (at least `base`).
+/// O(k log k) for k items.
+pub(crate) fn place_above(p: &Prepared, which: &[usize], base: u64, offsets: &mut [u64]) -> u64 {
+    let mut starts: Vec<u32> = which.iter().map(|&i| i as u32).collect();
     starts.sort_unstable_by_key(|&i| {
         let it = &p.items[i as usize];
         (it.a, std::cmp::Reverse(it.size), i)
     });
-    let mut ends: Vec<u32> = (0..n as u32).collect();
+    let mut ends = starts.clone();
     ends.sort_unstable_by_key(|&i| (p.items[i as usize].b, i));
-    let mut offsets = vec![0u64; n];
     let mut gaps = Gaps::new();
-    let mut peak = 0u64;
+    gaps.top = base;
+    let mut peak = base;
     let mut next_end = 0usize;
     for &i in &starts {
         let it = &p.items[i as usize];
@@ -116,7 +126,7 @@ pub(crate) fn place(p: &Prepared) -> (Vec<u64>, u64) {
         offsets[i as usize] = offset;
         peak = peak.max(gaps.top);
     }
-    (offsets, peak)
+    peak
 }
 
 #[cfg(test)]
@@ -137,6 +147,36 @@ mod tests {
         p.assert_valid(&offsets, peak);
         assert_eq!(offsets, vec![0, 12, 8, 0]);
         assert_eq!(peak, 14);
+    }
+
+    #[test]
+    fn a_sweep_above_a_base_stays_above_it_and_leaves_the_others() {
+        let ranges: Vec<LiveRange> = (0..60u64)
+            .map(|i| r(i % 17, i % 17 + 1 + i % 5, 1 + i % 7))
+            .collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let which: Vec<usize> = (0..p.items.len()).filter(|i| i % 2 == 0).collect();
+        let mut offsets = vec![u64::MAX; p.items.len()];
+        let top = place_above(&p, &which, 100, &mut offsets);
+        for (i, &o) in offsets.iter().enumerate() {
+            if i % 2 == 0 {
+                assert!(o >= 100 && o + p.items[i].size <= top, "item {i} at {o}");
+            } else {
+                assert_eq!(o, u64::MAX, "item {i} untouched");
+            }
+        }
+        // The placed ones do not overlap each other.
+        for &i in &which {
+            for &j in &which {
+                let (x, y) = (&p.items[i], &p.items[j]);
+                if i < j && x.a < y.b && y.a < x.b {
+                    assert!(
+                        offsets[i] + x.size <= offsets[j] || offsets[j] + y.size <= offsets[i],
+                        "{i} and {j} overlap"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
