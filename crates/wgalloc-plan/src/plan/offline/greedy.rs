@@ -5,7 +5,7 @@
 //! Overlaps come from the static [`OverlapIndex`], so placing an item costs time
 //! proportional to the items live with it (O(n log T + overlapping pairs), not O(n^2)).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::index::{OverlapIndex, PlacedSpans};
 use super::prepared::{Item, Prepared};
@@ -176,25 +176,49 @@ pub(crate) fn place_until(
     fit: Fit,
     deadline: Option<Instant>,
 ) -> Option<(Vec<u64>, u64)> {
-    let (offsets, peak, placed) = place_prefix(p, index, order, fit, deadline, u64::MAX);
+    let cut = Cut {
+        deadline,
+        ..Cut::UNLIMITED
+    };
+    let (offsets, peak, placed) = place_prefix(p, index, order, fit, &cut);
     (placed == order.len()).then_some((offsets, peak))
 }
 
-/// [`place_until`] that, once `deadline` has passed or the placed items it has read
-/// exceed `work` (one unit per placed item live with an item placed: about one per
-/// overlapping pair), places the items still to place by the sweep above the peak so
-/// far ([`sweep::place_above`]) instead of giving up: in an order by size those are
-/// the smallest. Returns the offsets, the peak and whether every item was placed by
-/// the greedy order.
+/// When [`place_then_sweep`] stops placing by the greedy order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cut {
+    /// The sweep of the items left must end by then (looked at every
+    /// [`CLOCK_EVERY`] items).
+    pub deadline: Option<Instant>,
+    /// What sweeping one item takes, reserved before the deadline for every item
+    /// still to place.
+    pub sweep_per_item: Duration,
+    /// At most this many placed items read (one per placed item live with an item
+    /// placed: about one per overlapping pair).
+    pub work: u64,
+}
+
+impl Cut {
+    /// No deadline and no work limit: every item is placed by the greedy order.
+    pub(crate) const UNLIMITED: Cut = Cut {
+        deadline: None,
+        sweep_per_item: Duration::ZERO,
+        work: u64::MAX,
+    };
+}
+
+/// [`place_until`] that, once `cut` says so, places the items still to place by the
+/// sweep above the peak so far ([`sweep::place_above`]) instead of giving up: in an
+/// order by size those are the smallest. Returns the offsets, the peak and whether
+/// every item was placed by the greedy order.
 pub(crate) fn place_then_sweep(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
-    deadline: Option<Instant>,
-    work: u64,
+    cut: &Cut,
 ) -> (Vec<u64>, u64, bool) {
-    let (mut offsets, peak, placed) = place_prefix(p, index, order, fit, deadline, work);
+    let (mut offsets, peak, placed) = place_prefix(p, index, order, fit, cut);
     if placed == order.len() {
         return (offsets, peak, true);
     }
@@ -202,8 +226,7 @@ pub(crate) fn place_then_sweep(
     (offsets, top, false)
 }
 
-/// Places `order` from its start until it ends, `deadline` passes (looked at every
-/// [`CLOCK_EVERY`] items) or more than `work` placed items were read. Returns the
+/// Places `order` from its start until it ends or `cut` stops it. Returns the
 /// offsets (0 for items not placed), the peak and how many items of `order` were
 /// placed.
 fn place_prefix(
@@ -211,8 +234,7 @@ fn place_prefix(
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
-    deadline: Option<Instant>,
-    work: u64,
+    cut: &Cut,
 ) -> (Vec<u64>, u64, usize) {
     let mut offsets = vec![0u64; p.items.len()];
     let mut spans = PlacedSpans::new(index);
@@ -221,9 +243,7 @@ fn place_prefix(
     let mut peak = 0u64;
     let mut read = 0u64;
     for (k, &i) in order.iter().enumerate() {
-        if read > work
-            || (k % CLOCK_EVERY == CLOCK_EVERY - 1 && deadline.is_some_and(|d| Instant::now() >= d))
-        {
+        if read > cut.work || (k % CLOCK_EVERY == CLOCK_EVERY - 1 && cut.stops(order.len() - k)) {
             return (offsets, peak, k);
         }
         let it = &p.items[i];
@@ -246,6 +266,18 @@ fn place_prefix(
         peak = peak.max(end);
     }
     (offsets, peak, order.len())
+}
+
+impl Cut {
+    /// Whether the time left is what sweeping `left` items needs.
+    fn stops(&self, left: usize) -> bool {
+        self.deadline.is_some_and(|d| {
+            let reserve = self
+                .sweep_per_item
+                .saturating_mul(u32::try_from(left).unwrap_or(u32::MAX));
+            Instant::now().checked_add(reserve).is_none_or(|t| t >= d)
+        })
+    }
 }
 
 /// Below this many ranges [`sort_by_start`] uses the standard sort.
@@ -440,14 +472,11 @@ mod tests {
         let p = Prepared::new(&ranges, 16).expect("valid");
         let index = OverlapIndex::new(&p);
         let order = by_size(&p);
-        let (offsets, peak, complete) = place_then_sweep(
-            &p,
-            &index,
-            &order,
-            Fit::Lowest,
-            Some(Instant::now()),
-            u64::MAX,
-        );
+        let now = Cut {
+            deadline: Some(Instant::now()),
+            ..Cut::UNLIMITED
+        };
+        let (offsets, peak, complete) = place_then_sweep(&p, &index, &order, Fit::Lowest, &now);
         assert!(!complete);
         p.assert_valid(&offsets, peak);
         // The first CLOCK_EVERY - 1 items (the largest) were placed by the greedy order,
@@ -457,16 +486,28 @@ mod tests {
             assert_eq!(offsets[i], greedy[i]);
         }
         let (all, all_peak, complete) =
-            place_then_sweep(&p, &index, &order, Fit::Lowest, None, u64::MAX);
+            place_then_sweep(&p, &index, &order, Fit::Lowest, &Cut::UNLIMITED);
         assert!(complete);
         assert_eq!((all, all_peak), place(&p, &index, &order, Fit::Lowest));
         // A work budget cuts the same way, deterministically.
-        let (cut, cut_peak, complete) =
-            place_then_sweep(&p, &index, &order, Fit::Lowest, None, 50_000);
+        let budget = Cut {
+            work: 50_000,
+            ..Cut::UNLIMITED
+        };
+        let (cut, cut_peak, complete) = place_then_sweep(&p, &index, &order, Fit::Lowest, &budget);
         assert!(!complete);
         p.assert_valid(&cut, cut_peak);
-        let again = place_then_sweep(&p, &index, &order, Fit::Lowest, None, 50_000);
+        let again = place_then_sweep(&p, &index, &order, Fit::Lowest, &budget);
         assert_eq!((cut, cut_peak, false), again);
+        // A deadline far enough away for the greedy part, but not for sweeping the rest
+        // as slowly as asked, stops at once.
+        let slow = Cut {
+            deadline: Some(Instant::now() + Duration::from_secs(3600)),
+            sweep_per_item: Duration::from_secs(3600),
+            work: u64::MAX,
+        };
+        let (_, _, complete) = place_then_sweep(&p, &index, &order, Fit::Lowest, &slow);
+        assert!(!complete);
     }
 
     #[test]

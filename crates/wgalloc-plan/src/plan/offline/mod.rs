@@ -693,9 +693,13 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     let mut best: Option<Placement> = None;
     let pairs = p.overlap_pairs();
     let large = p.items.len() > SWEEP_FIRST_ITEMS || pairs > GREEDY_MAX_PAIRS;
+    // What sweeping every item took: greedy-by-size keeps time for sweeping the items
+    // it leaves before the deadline.
+    let mut sweep_time = Duration::ZERO;
     if large {
         let (offsets, peak) = sweep::place(p);
-        log::debug!("sweep ({pairs} pairs): {peak} in {:?}", started.elapsed());
+        sweep_time = started.elapsed();
+        log::debug!("sweep ({pairs} pairs): {peak} in {sweep_time:?}");
         keep_lower(&mut best, (offsets, peak, Strategy::Best));
     }
     // The overlap index (O(n log T) memory) is built only for what uses it.
@@ -711,7 +715,7 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     let greedy_size_band = pairs > GREEDY_MAX_PAIRS;
     let greedy_size_first = greedy_size_band && p.items.len() as u64 > FULL_ITEMS;
     if greedy_size_first {
-        greedy_size_alone(p, goal, pairs, index, &mut best);
+        greedy_size_alone(p, goal, pairs, sweep_time, index, &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
     if !searchable(p) {
@@ -719,7 +723,7 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         column_repair(p, goal, skyline_pops, &mut best);
     }
     if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
-        greedy_size_alone(p, goal, pairs, index, &mut best);
+        greedy_size_alone(p, goal, pairs, sweep_time, index, &mut best);
     }
     // With a deadline, last, the greedy orders too where they are costly (each given
     // up if it passes): after the column repair, which reaches iopddl_S_1's bound
@@ -752,22 +756,32 @@ fn greedy_size_alone(
     p: &Prepared,
     goal: &Goal,
     pairs: u64,
+    sweep_time: Duration,
     index: &mut Option<OverlapIndex>,
     best: &mut Option<Placement>,
 ) {
     if best.as_ref().is_some_and(|b| goal.done(b.1)) {
         return;
     }
+    // With a plan in hand and a deadline, greedy keeps the time the sweep of what it
+    // leaves needs (the whole sweep's time, per item), and does not start without it.
+    let deadline = match best {
+        Some(_) => goal.budget.deadline,
+        None => None,
+    };
+    let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
+    if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
+        return;
+    }
     let index = index.get_or_insert_with(|| OverlapIndex::new(p));
     let started = Instant::now();
     let (order, fit) = greedy_order(p, Strategy::GreedySize);
-    let deadline = if best.is_some() {
-        goal.budget.deadline
-    } else {
-        None
+    let cut = greedy::Cut {
+        deadline,
+        sweep_per_item: per_item,
+        work: GREEDY_SIZE_WORK,
     };
-    let (offsets, peak, complete) =
-        greedy::place_then_sweep(p, index, &order, fit, deadline, GREEDY_SIZE_WORK);
+    let (offsets, peak, complete) = greedy::place_then_sweep(p, index, &order, fit, &cut);
     log::debug!(
         "greedy-size ({pairs} pairs, {}): {peak} in {:?}",
         if complete {
