@@ -13,7 +13,9 @@
 //! ```
 //!
 //! `time-limit S` plans with `--time-limit S` (seconds). Instances come from a fixed
-//! seed: the same table on every machine but for the times.
+//! seed (26): the same table on every machine but for the times. `WGALLOC_SCALE_SEED`
+//! picks another seed (other instances of the same families, for checking that a
+//! change is not fitted to seed 26's).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -153,8 +155,16 @@ fn options(planner: &str, limit: Option<f64>) -> PlanOptions {
 
 /// Child: plans one generated instance and prints `peak bound seconds resident_mib
 /// valid planner cpu_seconds` (CPU time of the planning alone, 10 ms ticks).
+/// The instances' seed: `WGALLOC_SCALE_SEED`, else 26.
+fn seed() -> u64 {
+    std::env::var("WGALLOC_SCALE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(26)
+}
+
 fn child(family: &str, n: usize, planner: &str, limit: Option<f64>) {
-    let problem = generate(family, n, 26);
+    let problem = generate(family, n, seed());
     let bound = problem.lower_bound();
     let cpu = cpu_seconds();
     let started = Instant::now();
@@ -323,7 +333,7 @@ fn export(args: &[String]) {
     std::fs::create_dir_all(dir).expect("creates the directory");
     for &n in &sizes {
         for family in &families {
-            let problem = generate(family, n, 26);
+            let problem = generate(family, n, seed());
             let path = std::path::Path::new(dir).join(format!("{family}-{n}.csv"));
             std::fs::write(&path, csv_text(&problem)).expect("writes");
             println!("{} (bound {})", path.display(), problem.lower_bound());

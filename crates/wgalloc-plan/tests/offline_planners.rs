@@ -220,6 +220,7 @@ fn best_is_no_worse_than_any_greedy_order() {
             Strategy::GreedyBreadth,
             Strategy::GreedyLifetime,
             Strategy::GreedyConflict,
+            Strategy::GreedySizeClass,
         ] {
             let plan = plan_intervals_with(&problem, strategy, &QUICK).expect("plans");
             assert!(

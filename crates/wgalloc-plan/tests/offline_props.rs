@@ -23,12 +23,13 @@ const MAX_NODES: usize = 24;
 
 /// The cheap strategies: the search and climb have their own tests on the interval
 /// files and would make thousands of cases slow.
-const STRATEGIES: [Strategy; 5] = [
+const STRATEGIES: [Strategy; 6] = [
     Strategy::GreedySize,
     Strategy::GreedySizeBestFit,
     Strategy::GreedyBreadth,
     Strategy::GreedyLifetime,
     Strategy::GreedyConflict,
+    Strategy::GreedySizeClass,
 ];
 
 proptest! {

@@ -61,13 +61,14 @@ fn run(problem: &IntervalProblem, planner: Planner, options: PlanOptions) -> u64
 }
 
 /// Every strategy `best` runs or starts from on instances of this size.
-const STRATEGIES: [Strategy; 9] = [
+const STRATEGIES: [Strategy; 10] = [
     Strategy::GreedySize,
     Strategy::GreedySizeHoles,
     Strategy::GreedySizeBestFit,
     Strategy::GreedyBreadth,
     Strategy::GreedyLifetime,
     Strategy::GreedyConflict,
+    Strategy::GreedySizeClass,
     Strategy::Skyline,
     Strategy::Search,
     Strategy::Climb,

@@ -25,6 +25,23 @@ pub(crate) fn by_size(p: &Prepared) -> Order {
     })
 }
 
+/// Size classes (octaves: sizes with the same highest set bit) largest first; within a
+/// class earliest start first, then larger, then longer. For buffers of one size, the
+/// lowest fit in start order is an optimal interval colouring (each gap below is
+/// taken by a buffer that is still live when the next starts), so each class is
+/// stacked as tightly as an interval graph allows, where an order by exact size
+/// scatters a class's starts over time.
+pub(crate) fn by_size_class(p: &Prepared) -> Order {
+    sorted(p, |_, it| {
+        (
+            std::cmp::Reverse(it.size.ilog2()),
+            it.a,
+            std::cmp::Reverse(it.size),
+            std::cmp::Reverse(it.len),
+        )
+    })
+}
+
 /// Busiest step first (the total size live at the range's busiest step); ties by size.
 pub(crate) fn by_breadth(p: &Prepared) -> Order {
     let breadth = p.breadths();
@@ -180,7 +197,7 @@ pub(crate) fn place_until(
         deadline,
         ..Cut::UNLIMITED
     };
-    let (offsets, peak, placed) = place_prefix(p, index, order, fit, &cut);
+    let (offsets, peak, placed, _) = place_prefix(p, index, order, fit, &cut);
     (placed == order.len()).then_some((offsets, peak))
 }
 
@@ -207,35 +224,54 @@ impl Cut {
     };
 }
 
+/// What [`place_then_sweep`] made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Swept {
+    /// Offsets per item position.
+    pub offsets: Vec<u64>,
+    /// The peak.
+    pub peak: u64,
+    /// Whether every item was placed by the greedy order (none swept).
+    pub complete: bool,
+    /// Placed items read (the unit of [`Cut::work`]).
+    pub work: u64,
+}
+
 /// [`place_until`] that, once `cut` says so, places the items still to place by the
 /// sweep above the peak so far ([`sweep::place_above`]) instead of giving up: in an
-/// order by size those are the smallest. Returns the offsets, the peak and whether
-/// every item was placed by the greedy order.
+/// order by size those are the smallest.
 pub(crate) fn place_then_sweep(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
     cut: &Cut,
-) -> (Vec<u64>, u64, bool) {
-    let (mut offsets, peak, placed) = place_prefix(p, index, order, fit, cut);
-    if placed == order.len() {
-        return (offsets, peak, true);
+) -> Swept {
+    let (mut offsets, peak, placed, work) = place_prefix(p, index, order, fit, cut);
+    let complete = placed == order.len();
+    let peak = if complete {
+        peak
+    } else {
+        sweep::place_above(p, &order[placed..], peak, &mut offsets)
+    };
+    Swept {
+        offsets,
+        peak,
+        complete,
+        work,
     }
-    let top = sweep::place_above(p, &order[placed..], peak, &mut offsets);
-    (offsets, top, false)
 }
 
 /// Places `order` from its start until it ends or `cut` stops it. Returns the
-/// offsets (0 for items not placed), the peak and how many items of `order` were
-/// placed.
+/// offsets (0 for items not placed), the peak, how many items of `order` were placed
+/// and how many placed items were read.
 fn place_prefix(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
     cut: &Cut,
-) -> (Vec<u64>, u64, usize) {
+) -> (Vec<u64>, u64, usize, u64) {
     let mut offsets = vec![0u64; p.items.len()];
     let mut spans = PlacedSpans::new(index);
     let mut busy: Vec<(u64, u64)> = Vec::new();
@@ -244,7 +280,7 @@ fn place_prefix(
     let mut read = 0u64;
     for (k, &i) in order.iter().enumerate() {
         if read > cut.work || (k % CLOCK_EVERY == CLOCK_EVERY - 1 && cut.stops(order.len() - k)) {
-            return (offsets, peak, k);
+            return (offsets, peak, k, read);
         }
         let it = &p.items[i];
         busy.clear();
@@ -265,7 +301,7 @@ fn place_prefix(
         spans.place(i, it.a, it.b, offset, end);
         peak = peak.max(end);
     }
-    (offsets, peak, order.len())
+    (offsets, peak, order.len(), read)
 }
 
 impl Cut {
@@ -476,7 +512,12 @@ mod tests {
             deadline: Some(Instant::now()),
             ..Cut::UNLIMITED
         };
-        let (offsets, peak, complete) = place_then_sweep(&p, &index, &order, Fit::Lowest, &now);
+        let Swept {
+            offsets,
+            peak,
+            complete,
+            ..
+        } = place_then_sweep(&p, &index, &order, Fit::Lowest, &now);
         assert!(!complete);
         p.assert_valid(&offsets, peak);
         // The first CLOCK_EVERY - 1 items (the largest) were placed by the greedy order,
@@ -485,20 +526,24 @@ mod tests {
         for &i in &order[..CLOCK_EVERY - 1] {
             assert_eq!(offsets[i], greedy[i]);
         }
-        let (all, all_peak, complete) =
-            place_then_sweep(&p, &index, &order, Fit::Lowest, &Cut::UNLIMITED);
-        assert!(complete);
-        assert_eq!((all, all_peak), place(&p, &index, &order, Fit::Lowest));
+        let all = place_then_sweep(&p, &index, &order, Fit::Lowest, &Cut::UNLIMITED);
+        assert!(all.complete);
+        assert_eq!(
+            (all.offsets, all.peak),
+            place(&p, &index, &order, Fit::Lowest)
+        );
         // A work budget cuts the same way, deterministically.
         let budget = Cut {
             work: 50_000,
             ..Cut::UNLIMITED
         };
-        let (cut, cut_peak, complete) = place_then_sweep(&p, &index, &order, Fit::Lowest, &budget);
-        assert!(!complete);
-        p.assert_valid(&cut, cut_peak);
-        let again = place_then_sweep(&p, &index, &order, Fit::Lowest, &budget);
-        assert_eq!((cut, cut_peak, false), again);
+        let cut = place_then_sweep(&p, &index, &order, Fit::Lowest, &budget);
+        assert!(!cut.complete && cut.work > 50_000 && cut.work < all.work);
+        p.assert_valid(&cut.offsets, cut.peak);
+        assert_eq!(
+            cut,
+            place_then_sweep(&p, &index, &order, Fit::Lowest, &budget)
+        );
         // A deadline far enough away for the greedy part, but not for sweeping the rest
         // as slowly as asked, stops at once.
         let slow = Cut {
@@ -506,8 +551,28 @@ mod tests {
             sweep_per_item: Duration::from_secs(3600),
             work: u64::MAX,
         };
-        let (_, _, complete) = place_then_sweep(&p, &index, &order, Fit::Lowest, &slow);
-        assert!(!complete);
+        assert!(!place_then_sweep(&p, &index, &order, Fit::Lowest, &slow).complete);
+    }
+
+    #[test]
+    fn one_size_class_in_start_order_reaches_the_bound() {
+        // Lowest fit in start order colours an interval graph optimally: with one
+        // size the peak is the most buffers live at once times the size.
+        let mut rng = crate::seeded::Rng::new(8);
+        for round in 0..50 {
+            let size = 1 + rng.index(100) as u64;
+            let ranges: Vec<LiveRange> = (0..(20 + rng.index(400)))
+                .map(|_| {
+                    let start = rng.index(500) as u64;
+                    r(start, start + 1 + rng.index(1 + round * 4) as u64, size)
+                })
+                .collect();
+            let p = Prepared::new(&ranges, 1).expect("valid");
+            let index = OverlapIndex::new(&p);
+            let (offsets, peak) = place(&p, &index, &by_size_class(&p), Fit::Lowest);
+            p.assert_valid(&offsets, peak);
+            assert_eq!(peak, p.lower_bound, "round {round}");
+        }
     }
 
     #[test]

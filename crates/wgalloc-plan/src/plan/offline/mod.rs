@@ -87,6 +87,10 @@ pub enum Strategy {
     /// Largest first, each in the smallest free gap that holds it (TFLite's variant).
     /// Cost as [`Strategy::GreedySize`].
     GreedySizeBestFit,
+    /// Size classes (octaves) largest first, each class in start order, each buffer at
+    /// the lowest offset free of the buffers live with it: for one size, lowest fit in
+    /// start order is an optimal interval colouring. Cost as [`Strategy::GreedySize`].
+    GreedySizeClass,
     /// Buffers live at the busiest steps first (by the total size live at the buffer's
     /// busiest step), then by size. The order in O(n log n + T log T) (a sparse table
     /// over the live profile); placement as [`Strategy::GreedySize`].
@@ -158,10 +162,11 @@ pub enum Strategy {
 impl Strategy {
     /// Every strategy (itself last); [`Strategy::Best`] tries them in this order but
     /// for [`Strategy::GreedySizeHoles`], which it runs after all the others.
-    pub const ALL: [Strategy; 10] = [
+    pub const ALL: [Strategy; 11] = [
         Strategy::GreedySize,
         Strategy::GreedySizeHoles,
         Strategy::GreedySizeBestFit,
+        Strategy::GreedySizeClass,
         Strategy::GreedyBreadth,
         Strategy::GreedyLifetime,
         Strategy::GreedyConflict,
@@ -177,6 +182,7 @@ impl Strategy {
             Strategy::GreedySize => "greedy-size",
             Strategy::GreedySizeHoles => "greedy-size-holes",
             Strategy::GreedySizeBestFit => "greedy-size-best-fit",
+            Strategy::GreedySizeClass => "greedy-size-class",
             Strategy::GreedyBreadth => "greedy-breadth",
             Strategy::GreedyLifetime => "greedy-lifetime",
             Strategy::GreedyConflict => "greedy-conflict",
@@ -372,6 +378,7 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
     match strategy {
         Strategy::GreedySize
         | Strategy::GreedySizeBestFit
+        | Strategy::GreedySizeClass
         | Strategy::GreedyBreadth
         | Strategy::GreedyLifetime
         | Strategy::GreedyConflict => {
@@ -417,18 +424,20 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
 }
 
 /// The greedy strategies, in the order [`Strategy::Best`] tries them.
-const GREEDY: [Strategy; 5] = [
+const GREEDY: [Strategy; 6] = [
     Strategy::GreedySize,
     Strategy::GreedySizeBestFit,
     Strategy::GreedyBreadth,
     Strategy::GreedyLifetime,
     Strategy::GreedyConflict,
+    Strategy::GreedySizeClass,
 ];
 
 /// The order and gap choice of a greedy strategy.
 fn greedy_order(p: &Prepared, strategy: Strategy) -> (Order, Fit) {
     match strategy {
         Strategy::GreedySizeBestFit => (greedy::by_size(p), Fit::Smallest),
+        Strategy::GreedySizeClass => (greedy::by_size_class(p), Fit::Lowest),
         Strategy::GreedyBreadth => (greedy::by_breadth(p), Fit::Lowest),
         Strategy::GreedyLifetime => (greedy::by_lifetime(p), Fit::Lowest),
         Strategy::GreedyConflict => (greedy::by_conflict(p), Fit::Lowest),
@@ -707,7 +716,8 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
         greedy_orders(p, index, Some(goal), &GREEDY, &mut best);
     }
-    // Costly but affordable: greedy-by-size alone (given up at the deadline if any).
+    // Costly but affordable: the greedy orders by size alone (within a work budget,
+    // the rest swept above where it or the deadline runs out).
     // Beyond FULL_ITEMS items, where the skyline's pop budget no longer lets it
     // complete, it goes before the skyline (which then gives up once it peaks at
     // greedy's peak); below, after the skyline and the column repair, only where they
@@ -715,7 +725,7 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     let greedy_size_band = pairs > GREEDY_MAX_PAIRS;
     let greedy_size_first = greedy_size_band && p.items.len() as u64 > FULL_ITEMS;
     if greedy_size_first {
-        greedy_size_alone(p, goal, pairs, sweep_time, index, &mut best);
+        greedy_by_size_alone(p, goal, pairs, sweep_time, index, &mut best);
     }
     let skyline_pops = skyline_orders(p, goal, &mut best);
     if !searchable(p) {
@@ -723,7 +733,7 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         column_repair(p, goal, skyline_pops, &mut best);
     }
     if greedy_size_band && !greedy_size_first && best.as_ref().is_some_and(|b| !goal.done(b.1)) {
-        greedy_size_alone(p, goal, pairs, sweep_time, index, &mut best);
+        greedy_by_size_alone(p, goal, pairs, sweep_time, index, &mut best);
     }
     // With a deadline, last, the greedy orders too where they are costly (each given
     // up if it passes): after the column repair, which reaches iopddl_S_1's bound
@@ -733,9 +743,12 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
         && best.as_ref().is_some_and(|b| !goal.done(b.1))
     {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-        // Greedy-by-size already ran where affordable.
-        let from = usize::from(greedy_size_band);
-        greedy_orders(p, index, Some(goal), &GREEDY[from..], &mut best);
+        // The orders by size already ran where affordable.
+        let rest: Vec<Strategy> = GREEDY
+            .into_iter()
+            .filter(|s| !(greedy_size_band && BY_SIZE.contains(s)))
+            .collect();
+        greedy_orders(p, index, Some(goal), &rest, &mut best);
     }
     if let Some((_, peak, strategy)) = best.as_ref() {
         log::debug!(
@@ -746,13 +759,20 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     best
 }
 
-/// Greedy-by-size alone into `best` (a large instance with `pairs` overlapping pairs),
-/// within [`GREEDY_SIZE_WORK`]; builds `index` if needed. Where that work or the
-/// goal's deadline runs out, the items still to place (the smallest) are swept above
-/// the greedy part ([`greedy::place_then_sweep`]) rather than the work thrown away: on a
-/// million malloc-like buffers with 10 s, 1% over the bound where the sweep alone is
-/// 25% over.
-fn greedy_size_alone(
+/// The greedy orders by size run alone on large instances, in turn, within one
+/// [`GREEDY_SIZE_WORK`]: by size class first (lower on five of the six generated
+/// families at 100,000 buffers), then by exact size where the work left covers what
+/// the first took.
+const BY_SIZE: [Strategy; 2] = [Strategy::GreedySizeClass, Strategy::GreedySize];
+
+/// The greedy orders by size ([`BY_SIZE`]) into `best` on a large instance with
+/// `pairs` overlapping pairs, within [`GREEDY_SIZE_WORK`] in all; builds `index` if
+/// needed. Where that work or the goal's deadline runs out, the items still to place
+/// (the smallest) are swept above the greedy part ([`greedy::place_then_sweep`])
+/// rather than the work thrown away: on a million malloc-like buffers with 10 s, 1%
+/// over the bound where the sweep alone is 25% over. The second order runs only
+/// where the first completed and the work left is at least what it took.
+fn greedy_by_size_alone(
     p: &Prepared,
     goal: &Goal,
     pairs: u64,
@@ -760,38 +780,49 @@ fn greedy_size_alone(
     index: &mut Option<OverlapIndex>,
     best: &mut Option<Placement>,
 ) {
-    if best.as_ref().is_some_and(|b| goal.done(b.1)) {
-        return;
+    let mut left = GREEDY_SIZE_WORK;
+    let mut needed = 0u64;
+    for strategy in BY_SIZE {
+        if best.as_ref().is_some_and(|b| goal.done(b.1)) || needed > left {
+            return;
+        }
+        // With a plan in hand and a deadline, greedy keeps the time the sweep of what
+        // it leaves needs (the whole sweep's time, per item), and does not start
+        // without it.
+        let deadline = match best {
+            Some(_) => goal.budget.deadline,
+            None => None,
+        };
+        let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
+        if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
+            return;
+        }
+        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+        let started = Instant::now();
+        let (order, fit) = greedy_order(p, strategy);
+        let cut = greedy::Cut {
+            deadline,
+            sweep_per_item: per_item,
+            work: left,
+        };
+        let swept = greedy::place_then_sweep(p, index, &order, fit, &cut);
+        log::debug!(
+            "{strategy} ({pairs} pairs, {}): {} in {:?}",
+            if swept.complete {
+                "complete"
+            } else {
+                "the rest swept above"
+            },
+            swept.peak,
+            started.elapsed()
+        );
+        keep_lower(best, (swept.offsets, swept.peak, strategy));
+        if !swept.complete {
+            return;
+        }
+        left = left.saturating_sub(swept.work);
+        needed = swept.work;
     }
-    // With a plan in hand and a deadline, greedy keeps the time the sweep of what it
-    // leaves needs (the whole sweep's time, per item), and does not start without it.
-    let deadline = match best {
-        Some(_) => goal.budget.deadline,
-        None => None,
-    };
-    let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
-    if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
-        return;
-    }
-    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-    let started = Instant::now();
-    let (order, fit) = greedy_order(p, Strategy::GreedySize);
-    let cut = greedy::Cut {
-        deadline,
-        sweep_per_item: per_item,
-        work: GREEDY_SIZE_WORK,
-    };
-    let (offsets, peak, complete) = greedy::place_then_sweep(p, index, &order, fit, &cut);
-    log::debug!(
-        "greedy-size ({pairs} pairs, {}): {peak} in {:?}",
-        if complete {
-            "complete"
-        } else {
-            "the rest swept above"
-        },
-        started.elapsed()
-    );
-    keep_lower(best, (offsets, peak, Strategy::GreedySize));
 }
 
 /// Whether the local search runs after the search (in `best`) or at all
