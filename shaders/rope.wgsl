@@ -1,6 +1,7 @@
 // Rotary position embedding on [rows, dim] (dim even): row r is position r; the pair
 // (x[r, 2j], x[r, 2j + 1]) is rotated by the angle r * base^(-2j / dim).
 // `rope` writes `out`; `rope_inplace` rewrites `x` (bound once). One thread per pair.
+// Elements are stored as `T` (f32 or f16), the rotation computed in f32.
 
 struct Params {
     pairs: u32, // rows * dim / 2
@@ -13,8 +14,8 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<T>;
+@group(0) @binding(2) var<storage, read_write> out: array<T>;
 
 // (cos, sin) of the angle of pair p.
 fn rotation(p: u32) -> vec2<f32> {
@@ -42,10 +43,10 @@ fn rope(
     if p < params.pairs {
         let r = rotation(p);
         let i = first_of(p);
-        let x0 = x[i];
-        let x1 = x[i + 1u];
-        out[i] = x0 * r.x - x1 * r.y;
-        out[i + 1u] = x0 * r.y + x1 * r.x;
+        let x0 = f32(x[i]);
+        let x1 = f32(x[i + 1u]);
+        out[i] = T(x0 * r.x - x1 * r.y);
+        out[i + 1u] = T(x0 * r.y + x1 * r.x);
     }
 }
 
@@ -59,9 +60,9 @@ fn rope_inplace(
     if p < params.pairs {
         let r = rotation(p);
         let i = first_of(p);
-        let x0 = x[i];
-        let x1 = x[i + 1u];
-        x[i] = x0 * r.x - x1 * r.y;
-        x[i + 1u] = x0 * r.y + x1 * r.x;
+        let x0 = f32(x[i]);
+        let x1 = f32(x[i + 1u]);
+        x[i] = T(x0 * r.x - x1 * r.y);
+        x[i + 1u] = T(x0 * r.y + x1 * r.x);
     }
 }

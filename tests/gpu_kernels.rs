@@ -214,6 +214,43 @@ fn rope_kernel_matches_cpu_in_place_and_out_of_place() {
 }
 
 #[test]
+fn rope_kernel_in_f16_matches_cpu_in_place_and_out_of_place() {
+    let Some(ctx) = common::gpu() else { return };
+    if !ctx.has_f16() {
+        common::skip_for_capability(
+            "rope_kernel_in_f16_matches_cpu_in_place_and_out_of_place",
+            "the adapter does not offer shader-f16",
+        );
+        return;
+    }
+    for shape in [vec![1u64, 2], vec![7, 8], vec![257, 64]] {
+        for inplace in [false, true] {
+            let mut b = GraphBuilder::new("rope f16");
+            let x = b.input("x", DType::F32, &shape);
+            b.node_with_params("rope", &[x], &shape, inplace, &[]);
+            let mut g = b.build().expect("valid");
+            // Input and output stored as f16 (the builder makes them f32).
+            for t in &mut g.tensors {
+                t.dtype = DType::F16;
+                t.size /= 2;
+            }
+            let len: u64 = shape.iter().product();
+            let mut values = HashMap::new();
+            values.insert(x, TensorData::F32(random(len ^ 0x5A, len as usize, 2.0)));
+            // The CPU reference rounds to f16 as the GPU stores; the two differ by the
+            // f32 rotation's last bits, at most one f16 step (2^-9 near 2).
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
+            assert_close(
+                &format!("rope f16 {shape:?} inplace={inplace}"),
+                &gpu,
+                &cpu,
+                4e-3,
+            );
+        }
+    }
+}
+
+#[test]
 fn elementwise_grid_beyond_65535_workgroups_covers_every_element() {
     let Some(ctx) = common::gpu() else { return };
     let len = 65_536 * 256 + 3; // needs 65537 workgroups of 256

@@ -164,8 +164,8 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
     // The forward pass's shaders (elementwise, softmax, norms, dense and tiled
     // matmuls, embedding, fused attention, the matrix-vector kernels) and the
     // generation step's (the paged KV cache's kv_self, kv_attend, kv_self_attend, the
-    // norm-fused matmul).
-    assert_eq!(forms, 14);
+    // norm-fused matmul), and rope.
+    assert_eq!(forms, 15);
 }
 
 #[test]

@@ -145,7 +145,7 @@ impl Shader {
             Norm => "norm.wgsl", true;
             Matmul => "matmul.wgsl", true;
             Embedding => "embedding.wgsl", true;
-            Rope => "rope.wgsl", false;
+            Rope => "rope.wgsl", true;
             Copy => "copy.wgsl", false;
             Compact => "compact.wgsl", false;
             MatmulPacked => "matmul_packed.wgsl", false;
@@ -1361,9 +1361,15 @@ mod tests {
             dim: 4,
             base: 10000.0,
         };
-        let (kernel, _) = select(&rope, false).expect("rope");
+        for inplace in [false, true] {
+            let (kernel, _) = select(&rope, inplace).expect("rope");
+            assert!(kernel.entry().0.has_f16(), "rope: {kernel:?}");
+        }
+        assert!(Op::parse("rope").is_some_and(Op::has_f16));
+        let compact = OpCall::Compact { len: 4, out_len: 4 };
+        let (kernel, _) = select(&compact, false).expect("compact");
         assert!(!kernel.entry().0.has_f16());
-        assert!(!Op::parse("rope").is_some_and(Op::has_f16));
+        assert!(!Op::parse("compact").is_some_and(Op::has_f16));
     }
 
     /// One row takes the matrix-vector kernels (`matvec.wgsl`, f16 form included) by

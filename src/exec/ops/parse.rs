@@ -69,8 +69,8 @@ impl Op {
     /// the ops of the decoder's forward pass (elementwise, softmax, norms, dense and
     /// fused matmuls, fused attention, embedding) and of its generation step (the
     /// norm-fused matmul, the KV-cache ops: f16 qkv, pages and normalised output, an
-    /// f32 state, see `storage_of`). Rope, the packed matmul and the
-    /// compaction are f32 only.
+    /// f32 state, see `storage_of`), and rope. The packed matmul and the compaction
+    /// are f32 only.
     pub fn has_f16(self) -> bool {
         matches!(
             self,
@@ -94,6 +94,7 @@ impl Op {
                 | Op::KvSelfAttendOut
                 | Op::NormMatmulBias
                 | Op::NormMatmulBiasGelu
+                | Op::Rope
         )
     }
 }

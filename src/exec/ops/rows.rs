@@ -1,7 +1,7 @@
 //! The row family: ops over rows of the last dimension (`softmax`, `softmax_causal`,
 //! `layer_norm`, `rms_norm`, `rope`).
 
-use super::check::{Checker, NodeView, F32S};
+use super::check::{Checker, NodeView};
 use super::{OpCall, DEFAULT_EPS, DEFAULT_ROPE_BASE};
 use crate::exec::ExecError;
 
@@ -50,7 +50,7 @@ pub(super) fn norm(v: &NodeView<'_>, layer: bool) -> Result<OpCall, ExecError> {
 /// Resolves a rope node: rows of an even width.
 pub(super) fn rope(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
     let (c, x) = (&v.c, v.inputs[0]);
-    let len = c.len(x, F32S)?;
+    let len = c.len(x, v.float)?;
     c.same_len(v.out, v.out_len, len)?;
     let dim = Checker::last_dim(x);
     if !dim.is_multiple_of(2) {
