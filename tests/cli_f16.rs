@@ -59,14 +59,9 @@ fn model_json(dir: &PathBuf, dtype: &str) -> serde_json::Value {
 
 #[test]
 fn model_dtype_f16_halves_the_activations_and_passes() {
-    let Some(ctx) = common::gpu() else { return };
-    if !ctx.has_f16() {
-        common::skip_for_capability(
-            "model_dtype_f16_halves_the_activations_and_passes",
-            "the adapter does not offer shader-f16",
-        );
+    let Some(ctx) = common::f16_gpu("model_dtype_f16_halves_the_activations_and_passes") else {
         return;
-    }
+    };
     let dir = scratch_dir("model");
     let f32_run = model_json(&dir, "f32");
     let f16_run = model_json(&dir, "f16");
@@ -124,12 +119,7 @@ fn without_shader_f16_the_run_says_so_and_uses_f32() {
 
 #[test]
 fn the_default_run_takes_dtype_f16() {
-    let Some(ctx) = common::gpu() else { return };
-    if !ctx.has_f16() {
-        common::skip_for_capability(
-            "the_default_run_takes_dtype_f16",
-            "the adapter does not offer shader-f16",
-        );
+    if common::f16_gpu("the_default_run_takes_dtype_f16").is_none() {
         return;
     }
     let dir = scratch_dir("default");
@@ -178,12 +168,9 @@ fn generate_json(dir: &PathBuf, dtype: &str) -> serde_json::Value {
 
 #[test]
 fn generate_dtype_f16_matches_the_rounded_reference_in_half_the_bytes() {
-    let Some(ctx) = common::gpu() else { return };
-    if !ctx.has_f16() {
-        common::skip_for_capability(
-            "generate_dtype_f16_matches_the_rounded_reference_in_half_the_bytes",
-            "the adapter does not offer shader-f16",
-        );
+    if common::f16_gpu("generate_dtype_f16_matches_the_rounded_reference_in_half_the_bytes")
+        .is_none()
+    {
         return;
     }
     let dir = scratch_dir("generate");

@@ -17,17 +17,6 @@ use wgalloc::model::{
 };
 use wgalloc::plan::{inject_clobber, plant_clobber};
 
-/// The GPU context, or `None` (after saying why) when there is none or its adapter has
-/// no `shader-f16`.
-fn f16_gpu(test: &str) -> Option<GpuContext> {
-    let ctx = common::gpu()?;
-    if !ctx.has_f16() {
-        common::skip_for_capability(test, "the adapter does not offer shader-f16");
-        return None;
-    }
-    Some(ctx)
-}
-
 /// One run of `config` stored as `dtype` on a fresh session.
 fn run_as(ctx: &GpuContext, config: &ModelConfig, dtype: StorageType) -> (ModelSession, ModelRun) {
     let config = ModelConfig { dtype, ..*config };
@@ -49,7 +38,9 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn the_f16_decoder_matches_the_cpu_reference_and_plans_half_the_bytes() {
     let test = "the_f16_decoder_matches_the_cpu_reference_and_plans_half_the_bytes";
-    let Some(ctx) = f16_gpu(test) else { return };
+    let Some(ctx) = common::f16_gpu(test) else {
+        return;
+    };
     // The default run's decoder: 4 layers, width 256, 128 tokens, vocabulary 1024.
     let config = ModelConfig::default();
     assert!(fused_layers(&config));
@@ -134,7 +125,9 @@ fn the_f16_decoder_matches_the_cpu_reference_and_plans_half_the_bytes() {
 #[test]
 fn a_clobber_in_an_f16_plan_fails_the_logits_and_the_proof() {
     let test = "a_clobber_in_an_f16_plan_fails_the_logits_and_the_proof";
-    let Some(ctx) = f16_gpu(test) else { return };
+    let Some(ctx) = common::f16_gpu(test) else {
+        return;
+    };
     // Heads of width 6 keep attention head by head (2-D kernels, all with f16 forms),
     // and leave `inject_clobber` a pair to move.
     let per_head = ModelConfig {
@@ -165,7 +158,9 @@ fn a_clobber_in_an_f16_plan_fails_the_logits_and_the_proof() {
 #[test]
 fn a_clobber_planted_in_the_fused_f16_decoder_is_named_by_the_proof() {
     let test = "a_clobber_planted_in_the_fused_f16_decoder_is_named_by_the_proof";
-    let Some(ctx) = f16_gpu(test) else { return };
+    let Some(ctx) = common::f16_gpu(test) else {
+        return;
+    };
     let config = ModelConfig {
         dtype: StorageType::F16,
         ..common::tiny_model(2)
@@ -204,7 +199,9 @@ fn a_clobber_planted_in_the_fused_f16_decoder_is_named_by_the_proof() {
 #[test]
 fn odd_f16_tensors_run_match_the_reference_and_are_proved() {
     let test = "odd_f16_tensors_run_match_the_reference_and_are_proved";
-    let Some(ctx) = f16_gpu(test) else { return };
+    let Some(ctx) = common::f16_gpu(test) else {
+        return;
+    };
     // 3 and 5 f16 elements: 6 and 10 bytes, bound rounded up to whole words.
     let mut b = GraphBuilder::new("odd-f16");
     let x = b.input("x", DType::F16, &[5]);

@@ -73,14 +73,11 @@ fn generate(
 
 #[test]
 fn the_fixture_generates_in_f16_the_rounded_reference_s_tokens_in_half_the_bytes() {
-    let Some(ctx) = common::gpu() else { return };
-    if !ctx.has_f16() {
-        common::skip_for_capability(
-            "the_fixture_generates_in_f16_the_rounded_reference_s_tokens_in_half_the_bytes",
-            "the adapter does not offer shader-f16",
-        );
+    let Some(ctx) = common::f16_gpu(
+        "the_fixture_generates_in_f16_the_rounded_reference_s_tokens_in_half_the_bytes",
+    ) else {
         return;
-    }
+    };
     let ckpt = fixture();
     let v = ckpt.config.vocab_size as u32;
     let prompt: Vec<u32> = (0..11).map(|i| (i * 37 + 5) % v).collect();

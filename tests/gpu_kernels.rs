@@ -215,14 +215,10 @@ fn rope_kernel_matches_cpu_in_place_and_out_of_place() {
 
 #[test]
 fn rope_kernel_in_f16_matches_cpu_in_place_and_out_of_place() {
-    let Some(ctx) = common::gpu() else { return };
-    if !ctx.has_f16() {
-        common::skip_for_capability(
-            "rope_kernel_in_f16_matches_cpu_in_place_and_out_of_place",
-            "the adapter does not offer shader-f16",
-        );
+    let Some(ctx) = common::f16_gpu("rope_kernel_in_f16_matches_cpu_in_place_and_out_of_place")
+    else {
         return;
-    }
+    };
     for shape in [vec![1u64, 2], vec![7, 8], vec![257, 64]] {
         for inplace in [false, true] {
             let mut b = GraphBuilder::new("rope f16");

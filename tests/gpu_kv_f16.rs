@@ -28,17 +28,6 @@ fn values(len: usize, seed: u32) -> Vec<f32> {
         .collect()
 }
 
-/// The GPU context, or `None` (after saying why) when there is none or its adapter has
-/// no `shader-f16`.
-fn f16_gpu(test: &str) -> Option<GpuContext> {
-    let ctx = common::gpu()?;
-    if !ctx.has_f16() {
-        common::skip_for_capability(test, "the adapter does not offer shader-f16");
-        return None;
-    }
-    Some(ctx)
-}
-
 /// Two layers of `heads` x `head_dim`, blocks of 5 tokens, 2 blocks a page, stored as
 /// `dtype`.
 fn config(ctx: &GpuContext, dtype: DType) -> KvConfig {
@@ -178,7 +167,9 @@ fn run_chunks(ctx: &GpuContext, config: KvConfig, chunks: &[u32]) -> (f32, KvRep
 #[test]
 fn f16_pages_decode_and_prefill_match_the_rounded_reference_in_half_the_bytes() {
     let test = "f16_pages_decode_and_prefill_match_the_rounded_reference_in_half_the_bytes";
-    let Some(ctx) = f16_gpu(test) else { return };
+    let Some(ctx) = common::f16_gpu(test) else {
+        return;
+    };
     // 33 tokens: 7 blocks of 5 in 4 pages; a prefill of 19 (two workgroups of queries),
     // decode steps, chunks that start and end inside blocks.
     let chunks = [19, 1, 1, 7, 1, 3, 1];
@@ -207,7 +198,9 @@ fn f16_pages_decode_and_prefill_match_the_rounded_reference_in_half_the_bytes() 
 #[test]
 fn the_proof_holds_the_f16_cache_live_and_names_a_planted_clobber() {
     let test = "the_proof_holds_the_f16_cache_live_and_names_a_planted_clobber";
-    let Some(ctx) = f16_gpu(test) else { return };
+    let Some(ctx) = common::f16_gpu(test) else {
+        return;
+    };
     let config = config(&ctx, DType::F16);
     let s = step(&ctx, &config, 5);
     let report = prove_step(&ctx, &s.graph, &s.kv, &s.plan, &s.memory).expect("the proof runs");

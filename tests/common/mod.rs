@@ -86,6 +86,17 @@ pub fn two_devices_of_one_adapter() -> (GpuContext, GpuContext) {
     (device(), device())
 }
 
+/// The GPU context, or `None` (after a loud skip saying why) when there is none or its
+/// adapter has no `shader-f16`: the f16 tests' way in.
+pub fn f16_gpu(test: &str) -> Option<GpuContext> {
+    let ctx = gpu()?;
+    if !ctx.has_f16() {
+        skip_for_capability(test, "the adapter does not offer shader-f16");
+        return None;
+    }
+    Some(ctx)
+}
+
 /// A device on `like`'s adapter created without `SHADER_F16` (the shared context asks
 /// for it where the adapter offers it), for the tests of the refusals.
 ///
