@@ -222,6 +222,16 @@ impl Cut {
         sweep_per_item: Duration::ZERO,
         work: u64::MAX,
     };
+
+    /// Whether the time left is what sweeping `left` items needs.
+    fn stops(&self, left: usize) -> bool {
+        self.deadline.is_some_and(|d| {
+            let reserve = self
+                .sweep_per_item
+                .saturating_mul(u32::try_from(left).unwrap_or(u32::MAX));
+            Instant::now().checked_add(reserve).is_none_or(|t| t >= d)
+        })
+    }
 }
 
 /// What [`place_then_sweep`] made.
@@ -274,8 +284,7 @@ fn place_prefix(
 ) -> (Vec<u64>, u64, usize, u64) {
     let mut offsets = vec![0u64; p.items.len()];
     let mut spans = PlacedSpans::new(index);
-    let mut busy: Vec<(u64, u64)> = Vec::new();
-    let mut scratch = SortScratch::default();
+    let mut scratch = FitScratch::default();
     let mut peak = 0u64;
     let mut read = 0u64;
     for (k, &i) in order.iter().enumerate() {
@@ -283,37 +292,16 @@ fn place_prefix(
             return (offsets, peak, k, read);
         }
         let it = &p.items[i];
-        busy.clear();
-        spans.placed_in(it.a, it.b, &mut busy);
-        read += busy.len() as u64;
-        let offset = match fit {
-            Fit::Lowest => {
-                sort_by_start(&mut busy, &mut scratch);
-                lowest_fit(busy.iter().copied(), it.size)
-            }
-            Fit::Smallest => {
-                busy.sort_unstable();
-                best_fit(busy.iter().copied(), it.size)
-            }
-        };
+        scratch.busy.clear();
+        spans.placed_in(it.a, it.b, &mut scratch.busy);
+        read += scratch.busy.len() as u64;
+        let offset = scratch.fit(it.size, fit);
         let end = offset.saturating_add(it.size);
         offsets[i] = offset;
         spans.place(i, it.a, it.b, offset, end);
         peak = peak.max(end);
     }
     (offsets, peak, order.len(), read)
-}
-
-impl Cut {
-    /// Whether the time left is what sweeping `left` items needs.
-    fn stops(&self, left: usize) -> bool {
-        self.deadline.is_some_and(|d| {
-            let reserve = self
-                .sweep_per_item
-                .saturating_mul(u32::try_from(left).unwrap_or(u32::MAX));
-            Instant::now().checked_add(reserve).is_none_or(|t| t >= d)
-        })
-    }
 }
 
 /// Below this many ranges [`sort_by_start`] uses the standard sort.
@@ -370,8 +358,34 @@ pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScra
     std::mem::swap(ranges, out);
 }
 
+/// The placed ranges live with an item, gathered by the caller into `busy`, and the
+/// memory that orders them; reused from one item to the next.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FitScratch {
+    /// `[start, end)` of the placed items live with the item to place.
+    pub busy: Vec<(u64, u64)>,
+    sort: SortScratch,
+}
+
+impl FitScratch {
+    /// The offset `fit` picks for `size` bytes among [`FitScratch::busy`] (reordered).
+    fn fit(&mut self, size: u64, fit: Fit) -> u64 {
+        match fit {
+            Fit::Lowest => {
+                // By start alone: ties in start order do not change the lowest fit.
+                sort_by_start(&mut self.busy, &mut self.sort);
+                lowest_fit(&self.busy, size)
+            }
+            Fit::Smallest => {
+                self.busy.sort_unstable();
+                best_fit(&self.busy, size)
+            }
+        }
+    }
+}
+
 /// The offset `fit` picks for item `i` among the placed items live with it, and the
-/// number of overlapping items the index visited (the work done). `busy` is scratch.
+/// number of overlapping items the index visited (the work done).
 pub(crate) fn fit_among_placed(
     p: &Prepared,
     index: &OverlapIndex,
@@ -379,35 +393,23 @@ pub(crate) fn fit_among_placed(
     placed: &[bool],
     i: usize,
     fit: Fit,
-    busy: &mut Vec<(u64, u64)>,
+    scratch: &mut FitScratch,
 ) -> (u64, u64) {
-    busy.clear();
+    scratch.busy.clear();
     let visited = index.for_each_overlapping(p, i, |j| {
         if placed[j] {
             let o = offsets[j];
-            busy.push((o, o.saturating_add(p.items[j].size)));
+            scratch.busy.push((o, o.saturating_add(p.items[j].size)));
         }
     });
-    let offset = match fit {
-        Fit::Lowest => {
-            // By start alone: ties in start order do not change the lowest fit, and
-            // one key compares faster (the sort is most of greedy's time).
-            busy.sort_unstable_by_key(|r| r.0);
-            lowest_fit(busy.iter().copied(), p.items[i].size)
-        }
-        Fit::Smallest => {
-            busy.sort_unstable();
-            best_fit(busy.iter().copied(), p.items[i].size)
-        }
-    };
-    (offset, visited)
+    (scratch.fit(p.items[i].size, fit), visited)
 }
 
 /// The lowest offset at which `size` bytes avoid every `[start, end)` of `busy` (sorted
 /// by start).
-pub(crate) fn lowest_fit(busy: impl IntoIterator<Item = (u64, u64)>, size: u64) -> u64 {
+pub(crate) fn lowest_fit(busy: &[(u64, u64)], size: u64) -> u64 {
     let mut candidate = 0u64;
-    for (start, end) in busy {
+    for &(start, end) in busy {
         if start >= candidate.saturating_add(size) {
             break;
         }
@@ -418,10 +420,10 @@ pub(crate) fn lowest_fit(busy: impl IntoIterator<Item = (u64, u64)>, size: u64) 
 
 /// The start of the smallest free gap among `busy` (sorted by start) that holds
 /// `size` bytes; the top (above every busy range) if no gap does.
-pub(crate) fn best_fit(busy: impl IntoIterator<Item = (u64, u64)>, size: u64) -> u64 {
+pub(crate) fn best_fit(busy: &[(u64, u64)], size: u64) -> u64 {
     let mut reach = 0u64;
     let mut best: Option<(u64, u64)> = None; // (gap length, start)
-    for (start, end) in busy {
+    for &(start, end) in busy {
         if start > reach {
             let gap = start - reach;
             if gap >= size && best.is_none_or(|(g, _)| gap < g) {
@@ -490,10 +492,18 @@ mod tests {
             // The item-by-item fit, as the climb uses it, gives the same offsets.
             let mut reference = vec![0u64; p.items.len()];
             let mut placed = vec![false; p.items.len()];
-            let mut busy = Vec::new();
+            let mut scratch = FitScratch::default();
             for &i in &order {
-                reference[i] =
-                    fit_among_placed(&p, &index, &reference, &placed, i, Fit::Lowest, &mut busy).0;
+                reference[i] = fit_among_placed(
+                    &p,
+                    &index,
+                    &reference,
+                    &placed,
+                    i,
+                    Fit::Lowest,
+                    &mut scratch,
+                )
+                .0;
                 placed[i] = true;
             }
             assert_eq!(offsets, reference, "round {round}");
@@ -577,19 +587,19 @@ mod tests {
 
     #[test]
     fn freed_hole_below_is_preferred_to_the_top() {
-        assert_eq!(lowest_fit([(0, 4), (8, 12)], 4), 4);
-        assert_eq!(lowest_fit([(0, 4), (6, 12)], 4), 12);
-        assert_eq!(lowest_fit([(2, 4)], 2), 0);
-        assert_eq!(lowest_fit([], 7), 0);
+        assert_eq!(lowest_fit(&[(0, 4), (8, 12)], 4), 4);
+        assert_eq!(lowest_fit(&[(0, 4), (6, 12)], 4), 12);
+        assert_eq!(lowest_fit(&[(2, 4)], 2), 0);
+        assert_eq!(lowest_fit(&[], 7), 0);
     }
 
     #[test]
     fn smallest_gap_that_holds_the_item_wins() {
         // Gaps [4,10) (6 bytes) and [12,15) (3 bytes): 3 bytes go to the tighter one.
-        assert_eq!(best_fit([(0, 4), (10, 12), (15, 20)], 3), 12);
-        assert_eq!(best_fit([(0, 4), (10, 12), (15, 20)], 5), 4);
-        assert_eq!(best_fit([(0, 4), (10, 12), (15, 20)], 7), 20);
-        assert_eq!(best_fit([(2, 4)], 2), 0);
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 3), 12);
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 5), 4);
+        assert_eq!(best_fit(&[(0, 4), (10, 12), (15, 20)], 7), 20);
+        assert_eq!(best_fit(&[(2, 4)], 2), 0);
     }
 
     #[test]

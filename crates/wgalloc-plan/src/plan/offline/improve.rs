@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use super::greedy::{fit_among_placed, Fit};
+use super::greedy::{fit_among_placed, Fit, FitScratch};
 use super::index::OverlapIndex;
 use super::prepared::Prepared;
 use crate::seeded::Rng;
@@ -56,7 +56,7 @@ pub(crate) fn repack(
     }
     let mut rng = Rng::new(seed);
     let mut placed = vec![true; n];
-    let mut busy: Vec<(u64, u64)> = Vec::new();
+    let mut scratch = FitScratch::default();
     let mut window: Vec<(u64, usize)> = Vec::new();
     let mut lifted: Vec<(usize, u64)> = Vec::new();
     let mut spent = 0u64;
@@ -112,7 +112,7 @@ pub(crate) fn repack(
         };
         for &(i, _) in &lifted {
             let (offset, visited) =
-                fit_among_placed(p, index, &offsets, &placed, i, fit, &mut busy);
+                fit_among_placed(p, index, &offsets, &placed, i, fit, &mut scratch);
             spent = spent.saturating_add(visited);
             offsets[i] = offset;
             placed[i] = true;

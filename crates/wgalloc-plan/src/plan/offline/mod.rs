@@ -784,6 +784,7 @@ fn greedy_by_size_alone(
 ) {
     let mut left = GREEDY_SIZE_WORK;
     let mut needed = 0u64;
+    let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
     for strategy in BY_SIZE {
         if best.as_ref().is_some_and(|b| goal.done(b.1)) || needed > left {
             return;
@@ -795,7 +796,6 @@ fn greedy_by_size_alone(
             Some(_) => goal.budget.deadline,
             None => None,
         };
-        let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
         if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
             return;
         }
