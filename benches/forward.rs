@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
-use wgalloc::exec::tune::{self, MatmulFamily};
-use wgalloc::exec::{resolve, Executor, MatmulTile, OpCall, TensorMemory};
+use wgalloc::exec::tune::{self, KernelFamily};
+use wgalloc::exec::{resolve, AttentionForm, Executor, MatmulTile, OpCall, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, Role};
 use wgalloc::model::{Forward, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights};
@@ -183,29 +183,29 @@ fn roofline(ctx: &GpuContext) -> Roofline {
 /// GPT-2 small's decode step dispatches the four `gpt2` rows per layer (QKV and MLP up
 /// with the layer norm in the prologue) and its LM head in two `matmul_bt` pieces over
 /// the tied embedding (the whole head, 768x50257, is over lavapipe's binding limit).
-const MATVEC_SHAPES: [(&str, MatmulFamily, u32, u32); 10] = [
-    ("256x256", MatmulFamily::Tiled, 256, 256),
-    ("512x512", MatmulFamily::Tiled, 512, 512),
-    ("1024x1024", MatmulFamily::Tiled, 1024, 1024),
-    ("4096x1024", MatmulFamily::Tiled, 4096, 1024),
-    ("1024x4096", MatmulFamily::Tiled, 1024, 4096),
+const MATVEC_SHAPES: [(&str, KernelFamily, u32, u32); 10] = [
+    ("256x256", KernelFamily::Tiled, 256, 256),
+    ("512x512", KernelFamily::Tiled, 512, 512),
+    ("1024x1024", KernelFamily::Tiled, 1024, 1024),
+    ("4096x1024", KernelFamily::Tiled, 4096, 1024),
+    ("1024x4096", KernelFamily::Tiled, 1024, 4096),
     (
         "gpt2 QKV 768x2304 (norm)",
-        MatmulFamily::NormTiled,
+        KernelFamily::NormTiled,
         768,
         2304,
     ),
-    ("gpt2 attn out 768x768", MatmulFamily::Tiled, 768, 768),
+    ("gpt2 attn out 768x768", KernelFamily::Tiled, 768, 768),
     (
         "gpt2 MLP up 768x3072 (norm)",
-        MatmulFamily::NormTiled,
+        KernelFamily::NormTiled,
         768,
         3072,
     ),
-    ("gpt2 MLP down 3072x768", MatmulFamily::Tiled, 3072, 768),
+    ("gpt2 MLP down 3072x768", KernelFamily::Tiled, 3072, 768),
     (
         "gpt2 LM head piece bt 768x25129",
-        MatmulFamily::BtTiled,
+        KernelFamily::BtTiled,
         768,
         25129,
     ),
@@ -275,6 +275,69 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
             cells.join(" | "),
             best.name(),
             gbps / roof.gbps
+        );
+    }
+}
+
+/// Prefill attention shapes `(seq, heads, head width)`: the two decoder shapes of this
+/// bench and `burn-side` (4L w256 h4, 6L w512 h8), GPT-2 small at 1024 tokens, and a
+/// head the tiled form does not take.
+const ATTENTION_SHAPES: [(u32, u32, u32); 5] = [
+    (128, 4, 64),
+    (256, 8, 64),
+    (1024, 12, 64),
+    (512, 16, 32),
+    (128, 2, 128),
+];
+
+/// Prefill attention, each form alone with GPU timestamps (the fastest of 8 after a
+/// warm-up, `exec::tune::time_attention`): one invocation per query
+/// (`shaders/attention.wgsl`) and the keys in workgroup memory
+/// (`shaders/attention_tiled.wgsl`), with the fastest form's GFLOP/s (the causal
+/// half of `4 seq^2 d` flops).
+fn attention_table(ctx: &GpuContext) {
+    println!();
+    println!("## prefill attention forms, f32, GPU timestamps, fastest of 8");
+    if !ctx.has_timestamps() {
+        println!("no GPU timestamps: not timed");
+        return;
+    }
+    let forms = AttentionForm::ALL;
+    let names: Vec<String> = forms.iter().map(|f| format!("{} us", f.name())).collect();
+    println!(
+        "| seq x heads x hd | {} | fastest | GFLOP/s |",
+        names.join(" | ")
+    );
+    println!("| --- |{} --- | ---: |", " ---: |".repeat(forms.len()));
+    for (seq, heads, hd) in ATTENTION_SHAPES {
+        let label = format!("{seq} x {heads} x {hd}");
+        let times = match tune::time_attention(ctx, (seq, heads, hd), &forms, 8) {
+            Ok(times) => times,
+            Err(e) => {
+                println!("| {label} | not timed: {e} |");
+                continue;
+            }
+        };
+        let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
+            continue;
+        };
+        let flops = 2.0 * f64::from(seq) * f64::from(seq) * f64::from(heads * hd);
+        let cells: Vec<String> = forms
+            .iter()
+            .map(|form| {
+                times
+                    .iter()
+                    .find(|(f, _)| f == form)
+                    .map_or("-".to_string(), |(_, d)| {
+                        format!("{:.0}", d.as_secs_f64() * 1e6)
+                    })
+            })
+            .collect();
+        println!(
+            "| {label} | {} | {} | {:.1} |",
+            cells.join(" | "),
+            best.name(),
+            flops / fastest.as_secs_f64() / 1e9
         );
     }
 }
@@ -395,6 +458,7 @@ fn main() {
         roof.gflops / roof.gbps
     );
     matvec_table(&ctx, &roof);
+    attention_table(&ctx);
     if std::env::var("WGALLOC_BENCH_MATVEC").is_ok_and(|v| v.trim() == "1") {
         return;
     }

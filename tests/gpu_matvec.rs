@@ -34,6 +34,7 @@ fn force(ctx: &GpuContext, tile: MatmulTile) {
             enabled: true,
             cache: None,
             candidates: vec![tile],
+            attention: Vec::new(),
             repetitions: 1,
             budget: std::time::Duration::from_secs(30),
         },

@@ -19,9 +19,9 @@ use std::path::PathBuf;
 use kernel_run::{assert_close, random, run_both};
 use wgalloc::device::GpuContext;
 use wgalloc::exec::tune::{
-    self, AdapterKey, CacheEntry, MatmulFamily, ShapeClass, Source, TuneCache, TuneError,
+    self, AdapterKey, CacheEntry, KernelFamily, ShapeClass, Source, TuneCache, TuneError, Variant,
 };
-use wgalloc::exec::{Executor, MatmulTile, StorageType, TensorData, TuneSettings};
+use wgalloc::exec::{AttentionForm, Executor, MatmulTile, StorageType, TensorData, TuneSettings};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 
 /// A device of this test's own, or `None` (skipped) without an adapter.
@@ -44,6 +44,7 @@ fn settings(cache: Option<PathBuf>, candidates: &[MatmulTile]) -> TuneSettings {
         enabled: true,
         cache,
         candidates: candidates.to_vec(),
+        attention: Vec::new(),
         repetitions: 1,
         budget: std::time::Duration::from_secs(30),
     }
@@ -141,7 +142,10 @@ fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
     let summary = tune::tuning(&ctx);
     assert_eq!(summary.choices.len(), 1, "{summary:?}");
     let choice = &summary.choices[0];
-    assert_eq!((choice.tile, choice.source), (tile, Source::Tuned));
+    assert_eq!(
+        (choice.variant, choice.source),
+        (Variant::Tile(tile), Source::Tuned)
+    );
     // Every tile that fits 64 rows is timed (the matrix-vector tile is for a few rows).
     let fitting = MatmulTile::ALL.iter().filter(|t| t.fits(64)).count();
     assert_eq!(fitting, MatmulTile::ALL.len() - 2);
@@ -155,7 +159,7 @@ fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
     let cache = TuneCache::load(&path).expect("a valid cache");
     assert_eq!(
         cache.get(&AdapterKey::of(&ctx.info), &choice.class),
-        Some(tile)
+        Some(Variant::Tile(tile))
     );
     tune::configure(&ctx, settings(Some(path.clone()), &MatmulTile::ALL));
     assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
@@ -238,7 +242,7 @@ fn the_cache_round_trips_and_refuses_other_versions() {
         backend: "Vulkan".into(),
     };
     let class = ShapeClass {
-        family: MatmulFamily::BtTiled,
+        family: KernelFamily::BtTiled,
         storage: StorageType::F32,
         m: 128,
         k: 512,
@@ -254,7 +258,31 @@ fn the_cache_round_trips_and_refuses_other_versions() {
     cache.save(&path).expect("save");
     let read = TuneCache::load(&path).expect("load");
     assert_eq!(read, cache);
-    assert_eq!(read.get(&adapter, &class), Some(MatmulTile::Rows4));
+    assert_eq!(
+        read.get(&adapter, &class),
+        Some(Variant::Tile(MatmulTile::Rows4))
+    );
+    // A name of the other family's (an attention form for a matmul class, a tile for
+    // attention) is no choice: the class is tuned anew.
+    let attention = ShapeClass {
+        family: KernelFamily::Attention,
+        ..class
+    };
+    let mut mixed = TuneCache::new();
+    mixed.insert(CacheEntry {
+        adapter: adapter.clone(),
+        class: attention,
+        tile: MatmulTile::Rows4.name().into(),
+        micros: Default::default(),
+    });
+    mixed.insert(CacheEntry {
+        adapter: adapter.clone(),
+        class,
+        tile: AttentionForm::KeyTiles.name().into(),
+        micros: Default::default(),
+    });
+    assert_eq!(mixed.get(&adapter, &attention), None);
+    assert_eq!(mixed.get(&adapter, &class), None);
     let other = AdapterKey {
         driver_info: "2.0".into(),
         ..adapter.clone()
@@ -324,7 +352,7 @@ fn f16_kernels_are_timed_apart_from_f32_ones() {
     let cache = TuneCache::load(&path).expect("a valid cache");
     let adapter = AdapterKey::of(&ctx.info);
     for choice in &summary.choices {
-        assert_eq!(cache.get(&adapter, &choice.class), Some(choice.tile));
+        assert_eq!(cache.get(&adapter, &choice.class), Some(choice.variant));
     }
     let _ = std::fs::remove_file(&path);
 }

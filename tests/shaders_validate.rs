@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use naga::AddressSpace;
 use wgalloc::exec::checksum::CHECKSUM_WGSL;
-use wgalloc::exec::{params_layout_mismatch, Kernel, Shader, StorageType};
+use wgalloc::exec::{
+    params_layout_mismatch, Kernel, Shader, StorageType, TILED_ATTENTION_WORKGROUP_BYTES,
+};
 
 fn wgsl_files(dir: &Path) -> Vec<PathBuf> {
     let entries =
@@ -162,10 +164,10 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // The forward pass's shaders (elementwise, softmax, norms, dense and tiled
-    // matmuls, embedding, fused attention, the matrix-vector kernels) and the
+    // matmuls, embedding, fused attention in both forms, the matrix-vector kernels) and the
     // generation step's (the paged KV cache's kv_self, kv_attend, kv_self_attend, the
     // norm-fused matmul), and rope.
-    assert_eq!(forms, 15);
+    assert_eq!(forms, 16);
 }
 
 #[test]
@@ -226,4 +228,36 @@ fn a_params_block_out_of_step_with_the_rust_side_is_caught() {
     let (module, _) = validate("swapped.wgsl", source).expect("valid WGSL");
     let message = check_params(Shader::Unary, &module).unwrap_err();
     assert!(message.contains("Params slots"), "{message}");
+}
+
+/// WebGPU's default `maxComputeWorkgroupStorageSize`, which wgpu's default limits keep.
+const DEFAULT_WORKGROUP_STORAGE: u32 = 16384;
+
+#[test]
+fn every_kernel_s_workgroup_memory_fits_the_default_limit() {
+    let mut tiled = None;
+    for shader in Shader::ALL {
+        for storage in [StorageType::F32, StorageType::F16] {
+            let Some(source) = shader.source_for(storage) else {
+                continue;
+            };
+            let name = format!("{} ({})", shader.file(), storage.name());
+            let (module, _) = validate(&name, source).expect("validates");
+            let bytes: u32 = module
+                .global_variables
+                .iter()
+                .filter(|(_, v)| v.space == AddressSpace::WorkGroup)
+                .map(|(_, v)| module.types[v.ty].inner.size(module.to_ctx()))
+                .sum();
+            assert!(
+                bytes <= DEFAULT_WORKGROUP_STORAGE,
+                "{name}: {bytes} bytes of workgroup memory"
+            );
+            if shader == Shader::AttentionTiled {
+                tiled = Some(bytes);
+            }
+        }
+    }
+    // The tuner checks the device's limit against the tiled attention's own figure.
+    assert_eq!(tiled, Some(TILED_ATTENTION_WORKGROUP_BYTES));
 }

@@ -13,7 +13,7 @@ use super::ops::{self, Op, OpCall};
 use super::params::{padded_block, KernelParams, UniformPacker, PARAMS_SIZE};
 use super::tensor_memory::{TensorMemory, TensorRange};
 use super::timer::PassTimer;
-use super::tune::{self, MatmulShape};
+use super::tune::{self, TunedShape};
 use super::workspace::{self, Slot, Workspace};
 use super::Bind;
 use super::ExecError;
@@ -317,19 +317,21 @@ impl Executor {
         Ok(())
     }
 
-    /// The register tile of a tiled matmul call on this device: the tuner's choice
-    /// ([`crate::exec::tune`]), timed now if its shape class is new; `None` for a call
-    /// that runs no tiled kernel.
-    fn tile_of(&self, call: &OpCall, storage: StorageType) -> Option<MatmulTile> {
-        MatmulShape::of(call, storage).map(|shape| tune::tile_for(&self.ctx, shape))
+    /// The tuner's choice for `call` on this device ([`crate::exec::tune`]: a tiled
+    /// matmul's tile or fused attention's form), timed now if its shape class is new;
+    /// `None` for a call that runs neither.
+    fn variant_of(&self, call: &OpCall, storage: StorageType) -> Option<tune::Variant> {
+        TunedShape::of(call, storage).map(|shape| tune::variant_for(&self.ctx, shape))
     }
 
-    /// What this device runs `call` with: the tuner's tile, and a layer norm by rows
-    /// only on a CPU adapter ([`Pick::norm_rows`]).
+    /// What this device runs `call` with: the tuner's tile or attention form, and a
+    /// layer norm by rows only on a CPU adapter ([`Pick::norm_rows`]).
     fn pick(&self, call: &OpCall, storage: StorageType) -> Pick {
+        let variant = self.variant_of(call, storage);
         Pick {
-            tile: self.tile_of(call, storage),
+            tile: variant.and_then(tune::Variant::tile),
             norm_rows: self.ctx.info.device_type == wgpu::DeviceType::Cpu,
+            attention: variant.and_then(tune::Variant::form),
         }
     }
 
@@ -340,6 +342,22 @@ impl Executor {
     /// # Errors
     /// The errors of [`crate::exec::resolve`] for a node its op cannot take.
     pub fn matmul_tile(&self, graph: &Graph, step: usize) -> Result<Option<MatmulTile>, ExecError> {
+        Ok(self
+            .tuned_choice(graph, step)?
+            .and_then(tune::Variant::tile))
+    }
+
+    /// The tuner's choice for node `step` of `graph` on this device (a tiled matmul's
+    /// tile or fused attention's form, chosen as [`Executor::run`] chooses it); `None`
+    /// when the node runs neither.
+    ///
+    /// # Errors
+    /// The errors of [`crate::exec::resolve`] for a node its op cannot take.
+    pub fn tuned_choice(
+        &self,
+        graph: &Graph,
+        step: usize,
+    ) -> Result<Option<tune::Variant>, ExecError> {
         let Some(node) = graph.nodes.get(step) else {
             return Err(ExecError::UnknownNode {
                 node: NodeId(u32::try_from(step).unwrap_or(u32::MAX)),
@@ -350,7 +368,7 @@ impl Executor {
             return Ok(None);
         }
         let storage = ops::storage_of(graph, step);
-        Ok(self.tile_of(&ops::resolve(graph, step)?, storage))
+        Ok(self.variant_of(&ops::resolve(graph, step)?, storage))
     }
 
     /// Whether this device runs f16 kernels (its adapter offers `shader-f16` and the

@@ -38,6 +38,8 @@ pub enum Shader {
     MatmulBtTiled,
     /// `shaders/attention.wgsl` (fused causal attention).
     Attention,
+    /// `shaders/attention_tiled.wgsl` (fused causal attention, keys in workgroup memory).
+    AttentionTiled,
     /// `shaders/kv_self.wgsl` (a chunk's attention over its own keys, as a state).
     KvSelf,
     /// `shaders/kv_attend.wgsl` (the state over one page of the paged KV cache).
@@ -55,7 +57,7 @@ pub enum Shader {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 18] = [
+    pub const ALL: [Shader; 19] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -74,6 +76,7 @@ impl Shader {
         Shader::MatmulNorm,
         Shader::KvSelfAttend,
         Shader::Matvec,
+        Shader::AttentionTiled,
     ];
 
     /// The file name under `shaders/`.
@@ -92,6 +95,7 @@ impl Shader {
             Shader::MatmulTiled => "matmul_tiled.wgsl",
             Shader::MatmulBtTiled => "matmul_bt_tiled.wgsl",
             Shader::Attention => "attention.wgsl",
+            Shader::AttentionTiled => "attention_tiled.wgsl",
             Shader::KvSelf => "kv_self.wgsl",
             Shader::KvAttend => "kv_attend.wgsl",
             Shader::MatmulNorm => "matmul_norm.wgsl",
@@ -152,6 +156,7 @@ impl Shader {
             MatmulTiled => "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
+            AttentionTiled => "attention_tiled.wgsl", true;
             KvSelf => "kv_self.wgsl", true;
             KvAttend => "kv_pages.wgsl" + "kv_attend.wgsl", true;
             MatmulNorm => "matmul_norm.wgsl", true;
@@ -282,8 +287,12 @@ pub enum Kernel {
     MatmulTiledAccToBias(MatmulTile),
     /// `(a, b, out)`, `b` is `[n, k]`, register-tiled, `k` a multiple of 4.
     MatmulBtTiled(MatmulTile),
-    /// `(qkv, out)`: fused causal attention.
+    /// `(qkv, out)`: fused causal attention, one invocation per query
+    /// ([`AttentionForm::PerQuery`]).
     Attention,
+    /// `(qkv, out)`: fused causal attention with the keys in workgroup memory
+    /// ([`AttentionForm::KeyTiles`]).
+    AttentionTiled,
     /// `(qkv, state)`: a chunk's attention over its own keys.
     KvSelf,
     /// `(state, qkv, table, page)`: the state continued over one cache page, in place.
@@ -461,8 +470,66 @@ pub const MATVEC_COLUMNS: u64 = 256;
 /// Below this many workgroups with 8 rows, the tiled matmul takes 4 rows per invocation.
 pub const MIN_TILED_WORKGROUPS: u64 = 32;
 
-/// Queries per workgroup of the attention kernel.
+/// Queries per workgroup of the attention kernels (both forms).
 pub const ATTENTION_QUERIES: u64 = 16;
+
+/// The widest head [`AttentionForm::KeyTiles`] takes (its tiles hold 16 `vec4`s a row).
+pub const TILED_ATTENTION_MAX_HEAD_DIM: u32 = 64;
+
+/// Workgroup memory of [`AttentionForm::KeyTiles`]: three tiles of 16 rows of 17
+/// `vec4<f32>` (queries, keys, values; 16 and a pad) and 16 x 17 scores.
+pub const TILED_ATTENTION_WORKGROUP_BYTES: u32 = 3 * 272 * 16 + 272 * 4;
+
+/// How fused causal attention (`attention_causal`) runs: a choice per device, timed by
+/// the tuner ([`crate::exec::tune`]) like a matmul's tile. Both forms compute the same
+/// online softmax over the same keys; they differ in how the keys reach the queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttentionForm {
+    /// `shaders/attention.wgsl`: one invocation per query, 16 a workgroup, each reading
+    /// every key and value row from storage (the same address across the workgroup) and
+    /// keeping its query and output row in private memory. Any head up to 256 wide.
+    /// The rule's form: measured on lavapipe, where a workgroup's barriers are costly.
+    PerQuery,
+    /// `shaders/attention_tiled.wgsl`: 64 invocations for 16 queries; the workgroup loads
+    /// 16 keys and values at a time into workgroup memory (each row read once per
+    /// workgroup) and four invocations share a query's keys and output columns. Heads up
+    /// to [`TILED_ATTENTION_MAX_HEAD_DIM`] wide.
+    KeyTiles,
+}
+
+impl AttentionForm {
+    /// Every form, in the order the tuner times them.
+    pub const ALL: [AttentionForm; 2] = [AttentionForm::PerQuery, AttentionForm::KeyTiles];
+
+    /// Whether the form takes heads `head_dim` wide.
+    pub fn fits(self, head_dim: u32) -> bool {
+        match self {
+            AttentionForm::PerQuery => true,
+            AttentionForm::KeyTiles => head_dim <= TILED_ATTENTION_MAX_HEAD_DIM,
+        }
+    }
+
+    /// Invocations per workgroup.
+    pub fn invocations(self) -> u32 {
+        match self {
+            AttentionForm::PerQuery => 16,
+            AttentionForm::KeyTiles => 64,
+        }
+    }
+
+    /// The form's name in the tuning cache (`per-query`, `key-tiles`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionForm::PerQuery => "per-query",
+            AttentionForm::KeyTiles => "key-tiles",
+        }
+    }
+
+    /// The form named `name` ([`AttentionForm::name`]), if any.
+    pub fn from_name(name: &str) -> Option<AttentionForm> {
+        AttentionForm::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
 
 impl Kernel {
     /// The shader file and entry point.
@@ -494,6 +561,7 @@ impl Kernel {
             Kernel::MatmulTiledAccToBias(_) => (Shader::MatmulTiled, "matmul_tiled_acc_to_bias"),
             Kernel::MatmulBtTiled(_) => (Shader::MatmulBtTiled, "matmul_bt_tiled"),
             Kernel::Attention => (Shader::Attention, "attention_causal"),
+            Kernel::AttentionTiled => (Shader::AttentionTiled, "attention_tiled"),
             Kernel::KvSelf => (Shader::KvSelf, "kv_self"),
             Kernel::KvAttendInPlace => (Shader::KvAttend, "kv_attend_inplace"),
             Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
@@ -540,7 +608,7 @@ impl Kernel {
     pub fn storage_bindings(self) -> usize {
         match self {
             Kernel::UnaryInPlace | Kernel::SoftmaxInPlace | Kernel::RopeInPlace => 1,
-            Kernel::Attention | Kernel::KvSelf => 2,
+            Kernel::Attention | Kernel::AttentionTiled | Kernel::KvSelf => 2,
             Kernel::KvAttendInPlace | Kernel::KvSelfAttend | Kernel::KvSelfAttendOut => 4,
             Kernel::KvAttend | Kernel::KvAttendOut => 5,
             Kernel::MatmulTiled(_) | Kernel::MatmulTiledAcc(_) | Kernel::MatmulBtTiled(_) => 3,
@@ -569,7 +637,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 73] = [
+    pub const ALL: [Kernel; 74] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -643,6 +711,7 @@ impl Kernel {
         Kernel::MatmulNormBias(MatmulTile::Rows1),
         Kernel::MatvecNormBias(MatmulTile::Rows1),
         Kernel::MatvecNormBias(MatmulTile::Rows1Split),
+        Kernel::AttentionTiled,
     ];
 }
 
@@ -679,14 +748,19 @@ pub struct Pick {
     /// walking its own row reads memory uncoalesced, and the 256-invocation kernel per
     /// row is faster (an NVIDIA H200: 0.25 ms for 256 x 512 per row).
     pub norm_rows: bool,
+    /// How fused attention runs (`None`: [`AttentionForm::PerQuery`]); a form that does
+    /// not take the call's head width ([`AttentionForm::fits`]) runs per query.
+    pub attention: Option<AttentionForm>,
 }
 
 impl Default for Pick {
-    /// The rule's tile, and a layer norm by rows where [`norm_by_rows`] says so.
+    /// The rule's tile, a layer norm by rows where [`norm_by_rows`] says so, and
+    /// attention per query.
     fn default() -> Pick {
         Pick {
             tile: None,
             norm_rows: true,
+            attention: None,
         }
     }
 }
@@ -825,7 +899,12 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
         (&OpCall::NormMatmul { m, n, .. }, false) => {
             (Kernel::MatmulNormBias(tile_of(m, n)), &[0, 3, 5, 4, 1, 2])
         }
-        (OpCall::Attention { .. }, false) => (Kernel::Attention, &[0, 1]),
+        (&OpCall::Attention { head_dim, .. }, false) => match pick.attention {
+            Some(form @ AttentionForm::KeyTiles) if form.fits(head_dim) => {
+                (Kernel::AttentionTiled, &[0, 1])
+            }
+            _ => (Kernel::Attention, &[0, 1]),
+        },
         (OpCall::KvSelfAttend { normalize, .. }, false) => (
             if *normalize {
                 Kernel::KvSelfAttendOut
@@ -1526,8 +1605,8 @@ mod tests {
         );
         // A GPU: a 256-invocation workgroup per row.
         let gpu = Pick {
-            tile: None,
             norm_rows: false,
+            ..Pick::default()
         };
         assert_eq!(
             select_with(&call, false, gpu).map(|(k, _)| k),
@@ -1599,5 +1678,28 @@ mod tests {
         assert!(select(&norm, true).is_none());
         let (k, order) = select(&norm, false).expect("out of place");
         assert_eq!(order.len(), k.storage_bindings());
+    }
+
+    #[test]
+    fn attention_runs_key_tiles_only_where_picked_and_the_head_fits() {
+        let call = |head_dim| OpCall::Attention {
+            seq: 40,
+            heads: 2,
+            head_dim,
+            scale: 1.0,
+        };
+        let tiled = Pick {
+            attention: Some(AttentionForm::KeyTiles),
+            ..Pick::default()
+        };
+        let kernel = |c: &OpCall, p| select_with(c, false, p).map(|(k, _)| k);
+        assert_eq!(kernel(&call(64), Pick::default()), Some(Kernel::Attention));
+        assert_eq!(kernel(&call(64), tiled), Some(Kernel::AttentionTiled));
+        assert_eq!(kernel(&call(128), tiled), Some(Kernel::Attention));
+        assert!(!AttentionForm::KeyTiles.fits(TILED_ATTENTION_MAX_HEAD_DIM + 4));
+        // Both forms cover 16 queries a workgroup, heads along y.
+        for pick in [Pick::default(), tiled] {
+            assert_eq!(workgroups_with(&call(64), 0, 65535, pick), Ok([3, 2, 1]));
+        }
     }
 }

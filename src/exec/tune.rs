@@ -1,17 +1,19 @@
-//! Register tiles chosen on the device: the tuner of the tiled matmul kernels.
+//! Kernels chosen on the device: the tuner of the tiled matmuls' register tiles and of
+//! fused attention's form.
 //!
 //! [`MatmulTile::choose`] picks a tile by a shape rule fixed in code (measured on
-//! lavapipe). The tuner replaces that guess on the adapter the work runs on: the first
-//! time an executor meets a tiled matmul of a new *shape class* ([`ShapeClass`]: the
-//! kernel family, the storage type and `m`, `k`, `n` each rounded up to a power of
-//! two: f16 kernels are timed apart from f32 ones), it times every
-//! candidate tile ([`TuneSettings::candidates`], at most 6) on that
-//! matmul's own shape with GPU timestamp queries (one warm-up dispatch, then
-//! [`TuneSettings::repetitions`] timed ones, the fastest of them kept per tile), keeps
-//! the fastest tile (the rule's, unless another beats it by more than 5%)
-//! and writes the choice to a cache file keyed by the adapter's name,
-//! driver, driver info and backend and by the shape class ([`TuneCache`]). Later
-//! processes read the choice from the file and time nothing.
+//! lavapipe), and attention runs one invocation per query ([`AttentionForm::PerQuery`],
+//! also measured on lavapipe). The tuner replaces those guesses on the adapter the work
+//! runs on: the first time an executor meets a tiled matmul or a fused attention of a
+//! new *shape class* ([`ShapeClass`]: the kernel family, the storage type and three
+//! dimensions each rounded up to a power of two: f16 kernels are timed apart from f32
+//! ones), it times every candidate ([`TuneSettings::candidates`], at most 6 tiles, or
+//! [`TuneSettings::attention`]'s forms) on that call's own shape with GPU timestamp
+//! queries (one warm-up dispatch, then [`TuneSettings::repetitions`] timed ones, the
+//! fastest of them kept per candidate), keeps the fastest (the rule's, unless another
+//! beats it by more than 5%) and writes the choice to a cache file keyed by the
+//! adapter's name, driver, driver info and backend and by the shape class
+//! ([`TuneCache`]). Later processes read the choice from the file and time nothing.
 //!
 //! * `WGALLOC_TUNE=0` (or `off`, `false`, `no`) skips tuning: the rule decides, and the
 //!   cache is neither read nor written.
@@ -28,7 +30,8 @@
 //! Every candidate tile but one computes the same products (each output element sums
 //! over `k` in the same order), so the choice changes speed, not results; the
 //! matrix-vector tile split over `k` ([`MatmulTile::Rows1Split`]) adds 16 partial sums
-//! at the end, so its results differ from the others' by rounding. The time spent
+//! at the end, so its results differ from the others' by rounding, and so do the two
+//! attention forms (they rescale the online softmax after 8 or 16 keys). The time spent
 //! tuning is reported apart from the run's own times ([`crate::exec::RunReport`]'s
 //! `tune_time`) and by [`tuning`].
 
@@ -39,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::kernels::{self, Kernel, MatmulTile, SharedRegistry, StorageType};
+use super::kernels::{self, AttentionForm, MatmulTile, Pick, SharedRegistry, StorageType};
 use super::ops::OpCall;
 use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
 use super::timer::PassTimer;
@@ -56,7 +59,7 @@ pub(crate) const DEFAULT_REPETITIONS: u32 = 3;
 pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(20);
 /// A candidate whose warm-up dispatch takes longer than this is timed once only.
 pub(crate) const SLOW_DISPATCH: Duration = Duration::from_millis(200);
-/// Matmuls whose operands exceed this many bytes in all are not tuned (the rule).
+/// Calls whose operands exceed this many bytes in all are not tuned (the rule).
 pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
 /// A tile other than the rule's is kept only when it is faster than the rule's by
 /// more than this fraction (5%).
@@ -87,11 +90,11 @@ pub enum TuneError {
     },
 }
 
-/// The kernels a tile is tuned for: the tiled matmuls share a tile rule but not their
-/// inner loops, so each family is tuned apart.
+/// The kernels a choice is tuned for: the tiled matmuls share a tile rule but not their
+/// inner loops, so each family is tuned apart; fused attention chooses its form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum MatmulFamily {
+pub enum KernelFamily {
     /// `matmul_tiled.wgsl` (`matmul` and the fused bias, GELU and residual forms),
     /// timed with its plain kernel.
     Tiled,
@@ -99,14 +102,85 @@ pub enum MatmulFamily {
     BtTiled,
     /// `matmul_norm.wgsl` (a layer norm in the matmul's prologue).
     NormTiled,
+    /// Fused causal attention (`attention_causal`), timed by its form
+    /// ([`AttentionForm`]). Its class's `m` is the sequence, `k` the head width and
+    /// `n` the heads.
+    Attention,
 }
 
-/// A tiled matmul's shape class: its family, its storage type and `m`, `k`, `n`
-/// rounded up to powers of two. One tile is chosen per class.
+impl KernelFamily {
+    /// Whether the family chooses a matmul tile (not an attention form).
+    pub fn is_matmul(self) -> bool {
+        self != KernelFamily::Attention
+    }
+}
+
+/// What the tuner chooses for a shape class: a tiled matmul's register tile, or fused
+/// attention's form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// A tiled matmul's register tile.
+    Tile(MatmulTile),
+    /// Fused attention's form.
+    Attention(AttentionForm),
+}
+
+impl Variant {
+    /// Its name in the tuning cache ([`MatmulTile::name`], [`AttentionForm::name`]:
+    /// the two sets of names are apart).
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Tile(t) => t.name(),
+            Variant::Attention(f) => f.name(),
+        }
+    }
+
+    /// The variant named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Variant> {
+        MatmulTile::from_name(name)
+            .map(Variant::Tile)
+            .or_else(|| AttentionForm::from_name(name).map(Variant::Attention))
+    }
+
+    /// The tile, for a matmul's choice.
+    pub fn tile(self) -> Option<MatmulTile> {
+        match self {
+            Variant::Tile(t) => Some(t),
+            Variant::Attention(_) => None,
+        }
+    }
+
+    /// The form, for attention's choice.
+    pub fn form(self) -> Option<AttentionForm> {
+        match self {
+            Variant::Attention(f) => Some(f),
+            Variant::Tile(_) => None,
+        }
+    }
+
+    /// What a kernel selection takes from it (the rest as by default).
+    pub fn pick(self) -> Pick {
+        Pick {
+            tile: self.tile(),
+            attention: self.form(),
+            ..Pick::default()
+        }
+    }
+}
+
+impl Serialize for Variant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+/// A tuned call's shape class: its family, its storage type and three dimensions
+/// rounded up to powers of two (`m`, `k`, `n` of a matmul; the sequence, head width
+/// and heads of attention). One tile or form is chosen per class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ShapeClass {
     /// The kernel family.
-    pub family: MatmulFamily,
+    pub family: KernelFamily,
     /// The element type the kernel loads and stores (its f16 and f32 forms are timed
     /// apart).
     #[serde(default)]
@@ -119,11 +193,12 @@ pub struct ShapeClass {
     pub n: u32,
 }
 
-/// A tiled matmul as the tuner sees it: its family and exact shape.
+/// A tuned call as the tuner sees it (a tiled matmul or fused attention): its family
+/// and exact shape (for attention: the sequence, head width and heads as `m`, `k`, `n`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct MatmulShape {
+pub(crate) struct TunedShape {
     /// The kernel family.
-    pub family: MatmulFamily,
+    pub family: KernelFamily,
     /// The element type of its tensors.
     pub storage: StorageType,
     /// Rows of the output.
@@ -134,10 +209,10 @@ pub(crate) struct MatmulShape {
     pub n: u32,
 }
 
-impl MatmulShape {
-    /// The tiled matmul `call` runs over tensors stored as `storage`, or `None` when it
-    /// runs no tiled kernel.
-    pub fn of(call: &OpCall, storage: StorageType) -> Option<MatmulShape> {
+impl TunedShape {
+    /// The tuned call `call` is over tensors stored as `storage`, or `None` when it runs
+    /// neither a tiled matmul nor fused attention.
+    pub fn of(call: &OpCall, storage: StorageType) -> Option<TunedShape> {
         let (family, m, k, n) = match *call {
             OpCall::Matmul {
                 m,
@@ -146,17 +221,23 @@ impl MatmulShape {
                 transposed_b,
             } if kernels::tiled(k, n, transposed_b) => {
                 let family = if transposed_b {
-                    MatmulFamily::BtTiled
+                    KernelFamily::BtTiled
                 } else {
-                    MatmulFamily::Tiled
+                    KernelFamily::Tiled
                 };
                 (family, m, k, n)
             }
-            OpCall::MatmulFused { m, k, n, .. } => (MatmulFamily::Tiled, m, k, n),
-            OpCall::NormMatmul { m, k, n, .. } => (MatmulFamily::NormTiled, m, k, n),
+            OpCall::MatmulFused { m, k, n, .. } => (KernelFamily::Tiled, m, k, n),
+            OpCall::NormMatmul { m, k, n, .. } => (KernelFamily::NormTiled, m, k, n),
+            OpCall::Attention {
+                seq,
+                heads,
+                head_dim,
+                ..
+            } => (KernelFamily::Attention, seq, head_dim, heads),
             _ => return None,
         };
-        Some(MatmulShape {
+        Some(TunedShape {
             family,
             storage,
             m,
@@ -177,9 +258,50 @@ impl MatmulShape {
         }
     }
 
-    /// The rule's tile ([`MatmulTile::choose`]).
-    pub fn rule(self) -> MatmulTile {
-        MatmulTile::choose(self.m, self.n)
+    /// The rule's choice: [`MatmulTile::choose`], or attention per query.
+    pub fn rule(self) -> Variant {
+        match self.family {
+            KernelFamily::Attention => Variant::Attention(AttentionForm::PerQuery),
+            _ => Variant::Tile(MatmulTile::choose(self.m, self.n)),
+        }
+    }
+
+    /// The operation it times: the call with this shape (attention with the default
+    /// scale), and its operands' lengths in elements, in binding order.
+    fn call(self) -> (OpCall, Vec<u64>) {
+        let (m, k, n) = (u64::from(self.m), u64::from(self.k), u64::from(self.n));
+        match self.family {
+            KernelFamily::Tiled | KernelFamily::BtTiled => (
+                OpCall::Matmul {
+                    m: self.m,
+                    k: self.k,
+                    n: self.n,
+                    transposed_b: self.family == KernelFamily::BtTiled,
+                },
+                vec![m * k, k * n, m * n],
+            ),
+            // Bound as the kernel binds them: x, w, out, bias, gain, beta.
+            KernelFamily::NormTiled => (
+                OpCall::NormMatmul {
+                    m: self.m,
+                    k: self.k,
+                    n: self.n,
+                    gelu: false,
+                    eps: super::ops::DEFAULT_EPS,
+                },
+                vec![m * k, k * n, m * n, n, k, k],
+            ),
+            // qkv [seq, 3 d], out [seq, d], d = heads x head width.
+            KernelFamily::Attention => (
+                OpCall::Attention {
+                    seq: self.m,
+                    heads: self.n,
+                    head_dim: self.k,
+                    scale: 1.0 / (self.k as f32).sqrt(),
+                },
+                vec![3 * m * n * k, m * n * k],
+            ),
+        }
     }
 }
 
@@ -193,6 +315,9 @@ pub struct TuneSettings {
     /// The tiles timed, in order (capped at 6, and to the tiles whose workgroup the
     /// device's limits allow; empty: the rule).
     pub candidates: Vec<MatmulTile>,
+    /// The attention forms timed, in order (capped to the forms the head width and the
+    /// device's limits allow; empty: the rule, per query).
+    pub attention: Vec<AttentionForm>,
     /// Timed repetitions per candidate (capped at 8, at least 1).
     pub repetitions: u32,
     /// Tuning time per device after which the rule decides.
@@ -229,6 +354,7 @@ impl TuneSettings {
             enabled: !off,
             cache,
             candidates: MatmulTile::ALL.to_vec(),
+            attention: AttentionForm::ALL.to_vec(),
             repetitions: DEFAULT_REPETITIONS,
             budget: DEFAULT_BUDGET,
         }
@@ -240,6 +366,7 @@ impl TuneSettings {
             enabled: false,
             cache: None,
             candidates: Vec::new(),
+            attention: Vec::new(),
             repetitions: DEFAULT_REPETITIONS,
             budget: DEFAULT_BUDGET,
         }
@@ -278,9 +405,9 @@ pub struct CacheEntry {
     pub adapter: AdapterKey,
     /// The shape class.
     pub class: ShapeClass,
-    /// The tile chosen ([`MatmulTile::name`]).
+    /// The tile or form chosen ([`Variant::name`]).
     pub tile: String,
-    /// Each candidate's best time in microseconds, by tile name.
+    /// Each candidate's best time in microseconds, by name.
     pub micros: BTreeMap<String, f64>,
 }
 
@@ -367,12 +494,14 @@ impl TuneCache {
         })
     }
 
-    /// The tile cached for `class` on `adapter`.
-    pub fn get(&self, adapter: &AdapterKey, class: &ShapeClass) -> Option<MatmulTile> {
+    /// The tile or form cached for `class` on `adapter` (`None` also for a name that
+    /// is not of the class's family).
+    pub fn get(&self, adapter: &AdapterKey, class: &ShapeClass) -> Option<Variant> {
         self.entries
             .iter()
             .find(|e| &e.adapter == adapter && &e.class == class)
-            .and_then(|e| MatmulTile::from_name(&e.tile))
+            .and_then(|e| Variant::from_name(&e.tile))
+            .filter(|v| v.tile().is_some() == class.family.is_matmul())
     }
 
     /// Adds (or replaces) the entry of its adapter and class.
@@ -391,8 +520,8 @@ pub enum Source {
     Tuned,
     /// Read from the cache file.
     Cache,
-    /// The shape rule ([`MatmulTile::choose`]): tuning off, no timestamps, budget spent
-    /// or a timing that failed.
+    /// The rule ([`MatmulTile::choose`], attention per query): tuning off, no
+    /// timestamps, budget spent or a timing that failed.
     Rule,
 }
 
@@ -403,18 +532,12 @@ pub struct Choice {
     pub class: ShapeClass,
     /// The exact shape that was timed (or first met).
     pub shape: (u32, u32, u32),
-    /// The tile.
-    pub tile: MatmulTile,
+    /// The tile or form.
+    pub variant: Variant,
     /// Where it came from.
     pub source: Source,
     /// Each candidate's best time (tuned choices only).
-    pub times: Vec<(MatmulTile, Duration)>,
-}
-
-impl Serialize for MatmulTile {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.name())
-    }
+    pub times: Vec<(Variant, Duration)>,
 }
 
 /// What the tuner did on a device so far ([`tuning`]).
@@ -445,7 +568,7 @@ impl TuneSummary {
             );
         }
         format!(
-            "{:.1} ms timing matmul tiles: {} shape class(es) tuned, {} from the cache, {} by the rule ({cache})",
+            "{:.1} ms timing kernels: {} shape class(es) tuned, {} from the cache, {} by the rule ({cache})",
             self.time.as_secs_f64() * 1e3,
             count(Source::Tuned),
             count(Source::Cache),
@@ -455,12 +578,14 @@ impl TuneSummary {
 }
 
 impl Choice {
-    /// One line: the class, the shape, the tile and, when timed, each candidate's time.
+    /// One line: the class, the shape, the tile or form and, when timed, each
+    /// candidate's time.
     pub fn line(&self) -> String {
         let family = match self.class.family {
-            MatmulFamily::Tiled => "matmul",
-            MatmulFamily::BtTiled => "matmul_bt",
-            MatmulFamily::NormTiled => "norm+matmul",
+            KernelFamily::Tiled => "matmul",
+            KernelFamily::BtTiled => "matmul_bt",
+            KernelFamily::NormTiled => "norm+matmul",
+            KernelFamily::Attention => "attention",
         };
         let family = match self.class.storage {
             StorageType::F32 => family.to_string(),
@@ -482,12 +607,23 @@ impl Choice {
         } else {
             format!(" ({})", times.join(", "))
         };
+        let (shape, class) = if self.class.family.is_matmul() {
+            (
+                format!("{m}x{k}x{n}"),
+                format!("{}x{}x{}", self.class.m, self.class.k, self.class.n),
+            )
+        } else {
+            (
+                format!("seq {m} hd {k} heads {n}"),
+                format!(
+                    "seq {} hd {} heads {}",
+                    self.class.m, self.class.k, self.class.n
+                ),
+            )
+        };
         format!(
-            "{family} {m}x{k}x{n} (class {}x{}x{}): {} by {source}{times}",
-            self.class.m,
-            self.class.k,
-            self.class.n,
-            self.tile.name()
+            "{family} {shape} (class {class}): {} by {source}{times}",
+            self.variant.name()
         )
     }
 }
@@ -499,7 +635,7 @@ pub(crate) struct Tuner {
     adapter: AdapterKey,
     /// The cache file's contents, once read.
     cache: Option<TuneCache>,
-    chosen: HashMap<ShapeClass, MatmulTile>,
+    chosen: HashMap<ShapeClass, Variant>,
     summary: TuneSummary,
 }
 
@@ -539,11 +675,11 @@ pub(crate) fn time_spent(ctx: &GpuContext) -> Duration {
     SharedTuner::with(ctx, |t| t.summary.time)
 }
 
-/// The tile for `shape` on `ctx`'s device: the choice made for its class, else the
-/// cache's, else the fastest candidate timed now (see the module's documentation),
+/// The tile or form for `shape` on `ctx`'s device: the choice made for its class, else
+/// the cache's, else the fastest candidate timed now (see the module's documentation),
 /// else the rule. Never fails: a timing that fails leaves the rule, with a warning.
-pub(crate) fn tile_for(ctx: &GpuContext, shape: MatmulShape) -> MatmulTile {
-    SharedTuner::with(ctx, |t| t.tile(ctx, shape))
+pub(crate) fn variant_for(ctx: &GpuContext, shape: TunedShape) -> Variant {
+    SharedTuner::with(ctx, |t| t.variant(ctx, shape))
 }
 
 impl Tuner {
@@ -563,58 +699,75 @@ impl Tuner {
 
     fn record(
         &mut self,
-        shape: MatmulShape,
-        tile: MatmulTile,
+        shape: TunedShape,
+        variant: Variant,
         source: Source,
-        times: Vec<(MatmulTile, Duration)>,
+        times: Vec<(Variant, Duration)>,
     ) {
-        self.chosen.insert(shape.class(), tile);
+        self.chosen.insert(shape.class(), variant);
         self.summary.choices.push(Choice {
             class: shape.class(),
             shape: (shape.m, shape.k, shape.n),
-            tile,
+            variant,
             source,
             times,
         });
     }
 
-    fn tile(&mut self, ctx: &GpuContext, shape: MatmulShape) -> MatmulTile {
-        let class = shape.class();
-        if let Some(&tile) = self.chosen.get(&class) {
-            return tile;
+    /// The candidates for `shape` that the settings name and the device can run.
+    fn candidates(&self, ctx: &GpuContext, shape: TunedShape) -> Vec<Variant> {
+        if shape.family == KernelFamily::Attention {
+            return self
+                .settings
+                .attention
+                .iter()
+                .copied()
+                .filter(|f| f.fits(shape.k) && attention_fits(ctx, *f))
+                .map(Variant::Attention)
+                .take(MAX_CANDIDATES)
+                .collect();
         }
-        let candidates: Vec<MatmulTile> = self
-            .settings
+        self.settings
             .candidates
             .iter()
             .copied()
             .filter(|t| t.fits(shape.m) && workgroup_fits(ctx, *t))
             // `matmul_bt` runs the split matrix-vector tile as the unsplit one.
-            .filter(|&t| !(shape.family == MatmulFamily::BtTiled && t == MatmulTile::Rows1Split))
+            .filter(|&t| !(shape.family == KernelFamily::BtTiled && t == MatmulTile::Rows1Split))
+            .map(Variant::Tile)
             .take(MAX_CANDIDATES)
-            .collect();
+            .collect()
+    }
+
+    fn variant(&mut self, ctx: &GpuContext, shape: TunedShape) -> Variant {
+        let class = shape.class();
+        if let Some(&variant) = self.chosen.get(&class) {
+            return variant;
+        }
+        let candidates = self.candidates(ctx, shape);
+        // One candidate is a choice forced by the settings: nothing to time or read.
+        if self.settings.enabled && candidates.len() == 1 {
+            let chosen = candidates[0];
+            self.record(shape, chosen, Source::Tuned, Vec::new());
+            return chosen;
+        }
         let tunable = self.settings.enabled
             && ctx.has_timestamps()
             && !candidates.is_empty()
             && self.summary.time < self.settings.budget;
         if !tunable {
-            let tile = shape.rule();
-            self.record(shape, tile, Source::Rule, Vec::new());
-            return tile;
+            let chosen = shape.rule();
+            self.record(shape, chosen, Source::Rule, Vec::new());
+            return chosen;
         }
         if let Some(path) = self.settings.cache.clone() {
             let cache = self
                 .cache
                 .get_or_insert_with(|| TuneCache::load_or_warn(&path));
-            if let Some(tile) = cache.get(&self.adapter, &class) {
-                self.record(shape, tile, Source::Cache, Vec::new());
-                return tile;
+            if let Some(chosen) = cache.get(&self.adapter, &class) {
+                self.record(shape, chosen, Source::Cache, Vec::new());
+                return chosen;
             }
-        }
-        if candidates.len() == 1 {
-            let tile = candidates[0];
-            self.record(shape, tile, Source::Tuned, Vec::new());
-            return tile;
         }
         let started = Instant::now();
         let timed = time_candidates(ctx, shape, &candidates, self.settings.repetitions);
@@ -622,16 +775,16 @@ impl Tuner {
         let times = match timed {
             Ok(times) => times,
             Err(e) => {
-                log::warn!("tuning the matmul tile of {class:?} failed ({e}); the rule decides");
-                let tile = shape.rule();
-                self.record(shape, tile, Source::Rule, Vec::new());
-                return tile;
+                log::warn!("tuning {class:?} failed ({e}); the rule decides");
+                let chosen = shape.rule();
+                self.record(shape, chosen, Source::Rule, Vec::new());
+                return chosen;
             }
         };
-        let Some(tile) = fastest(&times, shape.rule()) else {
-            let tile = shape.rule();
-            self.record(shape, tile, Source::Rule, Vec::new());
-            return tile;
+        let Some(chosen) = fastest(&times, shape.rule()) else {
+            let chosen = shape.rule();
+            self.record(shape, chosen, Source::Rule, Vec::new());
+            return chosen;
         };
         if let Some(path) = self.settings.cache.clone() {
             let cache = self.cache.get_or_insert_with(TuneCache::new);
@@ -643,20 +796,33 @@ impl Tuner {
             merged.insert(CacheEntry {
                 adapter: self.adapter.clone(),
                 class,
-                tile: tile.name().to_string(),
+                tile: chosen.name().to_string(),
                 micros: times
                     .iter()
                     .map(|(t, d)| (t.name().to_string(), d.as_secs_f64() * 1e6))
                     .collect(),
             });
             if let Err(e) = merged.save(&path) {
-                log::warn!("{e}; the tuned tiles are kept in memory only");
+                log::warn!("{e}; the tuned choices are kept in memory only");
             }
             *cache = merged;
         }
-        self.record(shape, tile, Source::Tuned, times);
-        tile
+        self.record(shape, chosen, Source::Tuned, times);
+        chosen
     }
+}
+
+/// Whether the device's limits allow attention's `form`: its invocations, and for the
+/// tiled form its workgroup memory.
+fn attention_fits(ctx: &GpuContext, form: AttentionForm) -> bool {
+    let l = &ctx.limits;
+    let memory = match form {
+        AttentionForm::PerQuery => 0,
+        AttentionForm::KeyTiles => kernels::TILED_ATTENTION_WORKGROUP_BYTES,
+    };
+    form.invocations() <= l.max_compute_workgroup_size_x
+        && form.invocations() <= l.max_compute_invocations_per_workgroup
+        && memory <= l.max_compute_workgroup_storage_size
 }
 
 /// Whether the device's limits allow `tile`'s workgroup (`lanes` x `split`
@@ -678,26 +844,62 @@ fn workgroup_fits(ctx: &GpuContext, tile: MatmulTile) -> bool {
 /// (more than 512 MiB, or over the binding limit) or when wgpu fails.
 pub fn time_tiles(
     ctx: &GpuContext,
-    family: MatmulFamily,
+    family: KernelFamily,
     (m, k, n): (u32, u32, u32),
     tiles: &[MatmulTile],
     repetitions: u32,
 ) -> Result<Vec<(MatmulTile, Duration)>, ExecError> {
-    let storage = StorageType::F32;
-    let shape = MatmulShape {
+    let shape = TunedShape {
         family,
-        storage,
+        storage: StorageType::F32,
         m,
         k,
         n,
     };
-    time_candidates(ctx, shape, tiles, repetitions)
+    let variants: Vec<Variant> = tiles.iter().copied().map(Variant::Tile).collect();
+    let times = time_candidates(ctx, shape, &variants, repetitions)?;
+    Ok(times
+        .into_iter()
+        .filter_map(|(v, d)| Some((v.tile()?, d)))
+        .collect())
 }
 
-/// The tile to keep from `times`: the fastest, unless the rule's tile (when timed) is
+/// Times each attention form on `seq` queries of `heads` heads `head_dim` wide in f32
+/// on `ctx` as the tuner does (see [`time_tiles`]): each form's fastest time. A form
+/// that does not take the head width is left out.
+///
+/// # Errors
+/// As [`time_tiles`].
+pub fn time_attention(
+    ctx: &GpuContext,
+    (seq, heads, head_dim): (u32, u32, u32),
+    forms: &[AttentionForm],
+    repetitions: u32,
+) -> Result<Vec<(AttentionForm, Duration)>, ExecError> {
+    let shape = TunedShape {
+        family: KernelFamily::Attention,
+        storage: StorageType::F32,
+        m: seq,
+        k: head_dim,
+        n: heads,
+    };
+    let variants: Vec<Variant> = forms
+        .iter()
+        .copied()
+        .filter(|f| f.fits(head_dim))
+        .map(Variant::Attention)
+        .collect();
+    let times = time_candidates(ctx, shape, &variants, repetitions)?;
+    Ok(times
+        .into_iter()
+        .filter_map(|(v, d)| Some((v.form()?, d)))
+        .collect())
+}
+
+/// The candidate to keep from `times`: the fastest, unless the rule's (when timed) is
 /// within [`RULE_MARGIN`] of it, so that timing noise does not flip a choice the rule
 /// already makes well.
-pub(crate) fn fastest(times: &[(MatmulTile, Duration)], rule: MatmulTile) -> Option<MatmulTile> {
+pub(crate) fn fastest<V: Copy + PartialEq>(times: &[(V, Duration)], rule: V) -> Option<V> {
     let &(best, best_time) = times.iter().min_by_key(|(_, d)| *d)?;
     let rule_time = times.iter().find(|(t, _)| *t == rule).map(|&(_, d)| d);
     match rule_time {
@@ -710,38 +912,16 @@ pub(crate) fn fastest(times: &[(MatmulTile, Duration)], rule: MatmulTile) -> Opt
 /// ones (one if the warm-up was slower than [`SLOW_DISPATCH`]); each tile's fastest.
 fn time_candidates(
     ctx: &GpuContext,
-    shape: MatmulShape,
-    candidates: &[MatmulTile],
+    shape: TunedShape,
+    candidates: &[Variant],
     repetitions: u32,
-) -> Result<Vec<(MatmulTile, Duration)>, ExecError> {
+) -> Result<Vec<(Variant, Duration)>, ExecError> {
     let timer = PassTimer::new(ctx).ok_or_else(|| {
         ExecError::Device(DeviceError::Internal {
             message: "no timestamp queries".into(),
         })
     })?;
-    let (m, k, n) = (u64::from(shape.m), u64::from(shape.k), u64::from(shape.n));
-    let (call, sizes): (OpCall, Vec<u64>) = match shape.family {
-        MatmulFamily::Tiled | MatmulFamily::BtTiled => (
-            OpCall::Matmul {
-                m: shape.m,
-                k: shape.k,
-                n: shape.n,
-                transposed_b: shape.family == MatmulFamily::BtTiled,
-            },
-            vec![m * k, k * n, m * n],
-        ),
-        // Bound as the kernel binds them: x, w, out, bias, gain, beta.
-        MatmulFamily::NormTiled => (
-            OpCall::NormMatmul {
-                m: shape.m,
-                k: shape.k,
-                n: shape.n,
-                gelu: false,
-                eps: super::ops::DEFAULT_EPS,
-            },
-            vec![m * k, k * n, m * n, n, k, k],
-        ),
-    };
+    let (call, sizes) = shape.call();
     let element = shape.storage.dtype().size();
     let bytes: u64 = sizes.iter().map(|s| s * element).sum();
     let too_large = sizes
@@ -790,12 +970,12 @@ fn time_candidates(
         repetitions,
     };
     let mut times = Vec::with_capacity(candidates.len());
-    for &tile in candidates {
+    for &variant in candidates {
         // A candidate that cannot be built or run is left out, with a warning; the
         // others are still compared (none left: the rule decides).
-        match bench.time(tile) {
-            Ok(best) => times.push((tile, best)),
-            Err(e) => log::warn!("the {} tile of {shape:?} was not timed: {e}", tile.name()),
+        match bench.time(variant) {
+            Ok(best) => times.push((variant, best)),
+            Err(e) => log::warn!("{} for {shape:?} was not timed: {e}", variant.name()),
         }
     }
     Ok(times)
@@ -807,25 +987,23 @@ struct TileBench<'a> {
     timer: &'a PassTimer,
     registry: &'a SharedRegistry,
     call: &'a OpCall,
-    shape: MatmulShape,
+    shape: TunedShape,
     uniform: &'a wgpu::Buffer,
     buffers: &'a [wgpu::Buffer],
     repetitions: u32,
 }
 
 impl TileBench<'_> {
-    /// The fastest of `repetitions` timed dispatches of `tile` after a warm-up (one
+    /// The fastest of `repetitions` timed dispatches of `variant` after a warm-up (one
     /// if the warm-up took longer than [`SLOW_DISPATCH`]).
-    fn time(&self, tile: MatmulTile) -> Result<Duration, ExecError> {
+    fn time(&self, variant: Variant) -> Result<Duration, ExecError> {
         let device = &self.ctx.device;
-        let kernel = match kernels::select_with(self.call, false, Some(tile).into()) {
-            Some((kernel, _)) => kernel,
-            None => match self.shape.family {
-                MatmulFamily::Tiled => Kernel::MatmulTiled(tile),
-                MatmulFamily::BtTiled => Kernel::MatmulBtTiled(tile),
-                MatmulFamily::NormTiled => Kernel::MatmulNormBias(tile),
-            },
-        };
+        let pick = variant.pick();
+        let (kernel, _) = kernels::select_with(self.call, false, pick).ok_or_else(|| {
+            ExecError::Device(DeviceError::Internal {
+                message: format!("no kernel for {:?}", self.call),
+            })
+        })?;
         let (pipeline, layout) = self.registry.with(|r| {
             let pipeline = r.pipeline_for(device, kernel, self.shape.storage)?;
             Ok::<_, ExecError>((pipeline, r.layout(device, kernel.storage_bindings())))
@@ -834,7 +1012,7 @@ impl TileBench<'_> {
             self.call,
             0,
             self.ctx.limits.max_compute_workgroups_per_dimension,
-            Some(tile).into(),
+            pick,
         )?;
         let group = scoped(device, 0, || {
             let mut entries = vec![wgpu::BindGroupEntry {
@@ -945,11 +1123,11 @@ mod tests {
             n: 3072,
             transposed_b: false,
         };
-        let shape = MatmulShape::of(&call, StorageType::F32).expect("tiled");
+        let shape = TunedShape::of(&call, StorageType::F32).expect("tiled");
         assert_eq!(
             shape.class(),
             ShapeClass {
-                family: MatmulFamily::Tiled,
+                family: KernelFamily::Tiled,
                 storage: StorageType::F32,
                 m: 128,
                 k: 1024,
@@ -962,10 +1140,61 @@ mod tests {
             n: 7,
             transposed_b: false,
         };
-        assert_eq!(MatmulShape::of(&odd, StorageType::F32), None);
+        assert_eq!(TunedShape::of(&odd, StorageType::F32), None);
         // f16 kernels are a class of their own.
-        let half = MatmulShape::of(&call, StorageType::F16).expect("tiled");
+        let half = TunedShape::of(&call, StorageType::F16).expect("tiled");
         assert_ne!(half.class(), shape.class());
         assert_eq!(half.class().storage, StorageType::F16);
+    }
+
+    #[test]
+    fn attention_is_a_class_of_its_own_with_the_per_query_rule() {
+        let call = OpCall::Attention {
+            seq: 100,
+            heads: 12,
+            head_dim: 64,
+            scale: 0.125,
+        };
+        let shape = TunedShape::of(&call, StorageType::F32).expect("tuned");
+        assert_eq!(
+            shape.class(),
+            ShapeClass {
+                family: KernelFamily::Attention,
+                storage: StorageType::F32,
+                m: 128,
+                k: 64,
+                n: 16
+            }
+        );
+        assert_eq!(shape.rule(), Variant::Attention(AttentionForm::PerQuery));
+        // The timed call is the same attention, over qkv [seq, 3d] into out [seq, d].
+        let (timed, sizes) = shape.call();
+        assert!(matches!(
+            timed,
+            OpCall::Attention {
+                seq: 100,
+                heads: 12,
+                head_dim: 64,
+                ..
+            }
+        ));
+        assert_eq!(sizes, [3 * 100 * 768, 100 * 768]);
+    }
+
+    #[test]
+    fn variant_names_round_trip_and_are_apart() {
+        let all: Vec<Variant> = MatmulTile::ALL
+            .into_iter()
+            .map(Variant::Tile)
+            .chain(AttentionForm::ALL.into_iter().map(Variant::Attention))
+            .collect();
+        for v in &all {
+            assert_eq!(Variant::from_name(v.name()), Some(*v));
+        }
+        let mut names: Vec<&str> = all.iter().map(|v| v.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len());
+        assert_eq!(Variant::from_name("rows16"), None);
     }
 }

@@ -1,0 +1,204 @@
+//! Fused causal attention's two forms (`exec::AttentionForm`, issue 27): one
+//! invocation per query (`shaders/attention.wgsl`) and the keys in workgroup memory
+//! (`shaders/attention_tiled.wgsl`), each forced through the tuner and checked
+//! against the CPU reference and against each other on sequences shorter and longer
+//! than a tile, not multiples of it, heads of several widths (the widest, 256, which
+//! only the per-query form takes), in f32 and (where the adapter has `shader-f16`) in
+//! f16; and the tuner timing both forms, caching the choice and reading it back. No
+//! test depends on which form wins a timing. Each test opens a device of its own (the
+//! tuner's settings are per device).
+//!
+//! No adapter: each GPU test prints `SKIPPED: no wgpu adapter` and passes, unless
+//! `WGALLOC_REQUIRE_GPU=1`, where it fails.
+
+mod common;
+#[path = "common/kernel_run.rs"]
+#[allow(dead_code)]
+mod kernel_run;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kernel_run::{assert_close, random, run_both};
+use wgalloc::device::GpuContext;
+use wgalloc::exec::tune::{self, AdapterKey, KernelFamily, Source, TuneCache, Variant};
+use wgalloc::exec::{AttentionForm, Executor, TensorData, TuneSettings};
+use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
+
+/// (seq, heads, head width): one query, a partial tile, exactly one tile, one past it,
+/// several tiles with a partial last one, heads narrower than the four lanes' columns,
+/// and the widest head.
+const SHAPES: [(u64, u64, u64); 8] = [
+    (1, 1, 4),
+    (7, 2, 8),
+    (16, 1, 64),
+    (17, 2, 12),
+    (70, 3, 16),
+    (130, 2, 64),
+    (33, 4, 32),
+    (9, 1, 256),
+];
+
+/// A device of this test's own (the tuner's settings are per device), or `None`.
+fn own_device() -> Option<GpuContext> {
+    common::gpu()?;
+    Some(GpuContext::from_env().expect("a second device on the adapter"))
+}
+
+/// Tuner settings that time `forms` (and no matmul tile) with `cache`.
+fn settings(cache: Option<PathBuf>, forms: &[AttentionForm]) -> TuneSettings {
+    TuneSettings {
+        enabled: true,
+        cache,
+        candidates: Vec::new(),
+        attention: forms.to_vec(),
+        repetitions: 1,
+        budget: Duration::from_secs(30),
+    }
+}
+
+/// One `attention_causal` node over a seeded `qkv` (behind a `scale` by 1, so the
+/// planner may reuse its bytes), every tensor of `dtype`.
+fn graph(
+    (seq, heads, hd): (u64, u64, u64),
+    dtype: DType,
+) -> (Graph, HashMap<TensorId, TensorData>) {
+    let width = heads * hd;
+    let mut b = GraphBuilder::new("attention");
+    let qkv = b.input("qkv", DType::F32, &[seq, 3 * width]);
+    let x = b.node_with_params("scale", &[qkv], &[seq, 3 * width], false, &[1.0]);
+    b.node_with_params(
+        "attention_causal",
+        &[x],
+        &[seq, width],
+        false,
+        &[heads as f32, 1.0 / (hd as f32).sqrt()],
+    );
+    let mut g = b.build().expect("valid");
+    for t in &mut g.tensors {
+        t.dtype = dtype;
+        t.size = t.shape.iter().product::<u64>() * dtype.size();
+    }
+    let mut values = HashMap::new();
+    let len = (seq * 3 * width) as usize;
+    values.insert(qkv, TensorData::F32(random(seq * 31 + hd, len, 1.5)));
+    (g, values)
+}
+
+/// Each form forced in turn on every shape, in `dtype`, against the CPU reference
+/// (`tol`) and the two forms against each other (`agree`).
+fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
+    let exec = Executor::new(ctx);
+    for shape in SHAPES {
+        let (g, values) = graph(shape, dtype);
+        let mut outs = Vec::new();
+        for form in AttentionForm::ALL {
+            // One candidate: chosen without timing. A form that does not take the head
+            // width is no candidate, and the rule (per query) decides.
+            tune::configure(ctx, settings(None, &[form]));
+            let expected = if form.fits(shape.2 as u32) {
+                form
+            } else {
+                AttentionForm::PerQuery
+            };
+            assert_eq!(
+                exec.tuned_choice(&g, 1).expect("resolves"),
+                Some(Variant::Attention(expected)),
+                "{shape:?} {form:?}"
+            );
+            let (gpu, cpu) = run_both(ctx, &g, &values);
+            assert_close(&format!("{shape:?} {form:?} {dtype:?}"), &gpu, &cpu, tol);
+            outs.push(gpu);
+        }
+        assert_close(&format!("{shape:?} forms agree"), &outs[0], &outs[1], agree);
+    }
+}
+
+#[test]
+fn both_attention_forms_match_the_cpu_reference_and_each_other() {
+    let Some(ctx) = own_device() else { return };
+    check_forms(&ctx, DType::F32, 1e-4, 1e-5);
+}
+
+#[test]
+fn both_attention_forms_in_f16_match_the_cpu_reference() {
+    let Some(shared) = common::f16_gpu("both_attention_forms_in_f16_match_the_cpu_reference")
+    else {
+        return;
+    };
+    drop(shared);
+    let ctx = own_device().expect("a device");
+    assert!(
+        ctx.has_f16(),
+        "a second device on the same adapter has shader-f16"
+    );
+    // The CPU reference rounds the inputs and the output to f16 as the GPU stores
+    // them; the two differ by f32 rounding inside, at most about one f16 step of the
+    // output (2^-11 relative), and the forms rescale after 8 or 16 keys.
+    check_forms(&ctx, DType::F16, 4e-3, 4e-3);
+}
+
+#[test]
+fn the_tuner_times_both_forms_caches_the_choice_and_reads_it_back() {
+    let Some(ctx) = own_device() else { return };
+    if !ctx.has_timestamps() {
+        common::skip_for_capability(
+            "the_tuner_times_both_forms_caches_the_choice_and_reads_it_back",
+            "no TIMESTAMP_QUERY: the rule decides",
+        );
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tune-tests");
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join(format!("attention-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    tune::configure(&ctx, settings(Some(path.clone()), &AttentionForm::ALL));
+    let shape = (64, 2, 64);
+    let (g, values) = graph(shape, DType::F32);
+    let exec = Executor::new(&ctx);
+    let chosen = exec
+        .tuned_choice(&g, 1)
+        .expect("resolves")
+        .expect("attention is tuned");
+    let summary = tune::tuning(&ctx);
+    assert_eq!(summary.choices.len(), 1, "{summary:?}");
+    let choice = &summary.choices[0];
+    assert_eq!(choice.class.family, KernelFamily::Attention);
+    assert_eq!(
+        (choice.class.m, choice.class.k, choice.class.n),
+        (64, 64, 2)
+    );
+    assert_eq!((choice.variant, choice.source), (chosen, Source::Tuned));
+    assert_eq!(choice.times.len(), 2, "both forms are timed: {choice:?}");
+    assert!(
+        choice.line().starts_with("attention seq 64 hd 64 heads 2"),
+        "{}",
+        choice.line()
+    );
+    // The run takes the choice and matches the CPU.
+    let (gpu, cpu) = run_both(&ctx, &g, &values);
+    assert_close("tuned attention", &gpu, &cpu, 1e-4);
+    assert_eq!(tune::tuning(&ctx).choices.len(), 1);
+    // Cached under the attention class; a fresh tuner reads it and times nothing.
+    let cache = TuneCache::load(&path).expect("a valid cache");
+    assert_eq!(
+        cache.get(&AdapterKey::of(&ctx.info), &choice.class),
+        Some(chosen)
+    );
+    tune::configure(&ctx, settings(Some(path.clone()), &AttentionForm::ALL));
+    assert_eq!(exec.tuned_choice(&g, 1).expect("resolves"), Some(chosen));
+    let again = tune::tuning(&ctx);
+    assert_eq!(again.choices[0].source, Source::Cache, "{again:?}");
+    assert_eq!(again.time, Duration::ZERO);
+    // The widest head has one form that takes it: the rule, nothing timed.
+    let (wide, _) = graph((9, 1, 256), DType::F32);
+    assert_eq!(
+        exec.tuned_choice(&wide, 1).expect("resolves"),
+        Some(Variant::Attention(AttentionForm::PerQuery))
+    );
+    // `time_attention` (the benchmarks' entry) times what takes the head.
+    let timed = tune::time_attention(&ctx, (9, 1, 256), &AttentionForm::ALL, 1).expect("timed");
+    assert_eq!(timed.len(), 1);
+    let _ = std::fs::remove_file(&path);
+}
