@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::tune::{self, KernelFamily};
-use wgalloc::exec::{resolve, AttentionForm, Executor, MatmulTile, OpCall, TensorMemory};
+use wgalloc::exec::{resolve, AttentionForm, Executor, MatmulTile, NormForm, OpCall, TensorMemory};
 use wgalloc::graph::{DType, Graph, GraphBuilder, Role};
 use wgalloc::model::{Forward, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights};
@@ -342,6 +342,64 @@ fn attention_table(ctx: &GpuContext) {
     }
 }
 
+/// Layer norm shapes `(rows, cols)`: the decoder shapes' final norms and GPT-2 small's
+/// at 1024 tokens.
+const NORM_SHAPES: [(u32, u32); 3] = [(128, 256), (256, 512), (1024, 768)];
+
+/// The layer norm's two forms alone with GPU timestamps (the fastest of 8 after a
+/// warm-up, `exec::tune::time_norm`), with the fastest form's GB/s (input, output,
+/// gain and bias once) and its ratio to the copy bandwidth.
+fn norm_table(ctx: &GpuContext, roof: &Roofline) {
+    println!();
+    println!("## layer norm forms, f32, GPU timestamps, fastest of 8");
+    if !ctx.has_timestamps() {
+        println!("no GPU timestamps: not timed");
+        return;
+    }
+    let forms = NormForm::ALL;
+    let names: Vec<String> = forms.iter().map(|f| format!("{} us", f.name())).collect();
+    println!(
+        "| rows x cols | {} | fastest | GB/s | / copy |",
+        names.join(" | ")
+    );
+    println!(
+        "| --- |{} --- | ---: | ---: |",
+        " ---: |".repeat(forms.len())
+    );
+    for (rows, cols) in NORM_SHAPES {
+        let label = format!("{rows} x {cols}");
+        let times = match tune::time_norm(ctx, (rows, cols), &forms, 8) {
+            Ok(times) => times,
+            Err(e) => {
+                println!("| {label} | not timed: {e} |");
+                continue;
+            }
+        };
+        let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
+            continue;
+        };
+        let bytes = 4.0 * (2.0 * f64::from(rows) * f64::from(cols) + 2.0 * f64::from(cols));
+        let gbps = bytes / fastest.as_secs_f64() / 1e9;
+        let cells: Vec<String> = forms
+            .iter()
+            .map(|form| {
+                times
+                    .iter()
+                    .find(|(f, _)| f == form)
+                    .map_or("-".to_string(), |(_, d)| {
+                        format!("{:.0}", d.as_secs_f64() * 1e6)
+                    })
+            })
+            .collect();
+        println!(
+            "| {label} | {} | {} | {gbps:.1} | {:.2} |",
+            cells.join(" | "),
+            best.name(),
+            gbps / roof.gbps
+        );
+    }
+}
+
 /// Floating-point operations and bytes moved by one call (the minimum traffic: each
 /// operand read once, the output written once).
 fn work(call: &OpCall) -> (f64, f64) {
@@ -459,6 +517,7 @@ fn main() {
     );
     matvec_table(&ctx, &roof);
     attention_table(&ctx);
+    norm_table(&ctx, &roof);
     if std::env::var("WGALLOC_BENCH_MATVEC").is_ok_and(|v| v.trim() == "1") {
         return;
     }

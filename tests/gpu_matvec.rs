@@ -35,6 +35,7 @@ fn force(ctx: &GpuContext, tile: MatmulTile) {
             cache: None,
             candidates: vec![tile],
             attention: Vec::new(),
+            norm: Vec::new(),
             repetitions: 1,
             budget: std::time::Duration::from_secs(30),
         },

@@ -45,6 +45,7 @@ fn settings(cache: Option<PathBuf>, candidates: &[MatmulTile]) -> TuneSettings {
         cache,
         candidates: candidates.to_vec(),
         attention: Vec::new(),
+        norm: Vec::new(),
         repetitions: 1,
         budget: std::time::Duration::from_secs(30),
     }

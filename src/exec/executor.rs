@@ -324,15 +324,11 @@ impl Executor {
         TunedShape::of(call, storage).map(|shape| tune::variant_for(&self.ctx, shape))
     }
 
-    /// What this device runs `call` with: the tuner's tile or attention form, and a
-    /// layer norm by rows only on a CPU adapter ([`Pick::norm_rows`]).
+    /// What this device runs `call` with: the tuner's tile, attention form or layer
+    /// norm form.
     fn pick(&self, call: &OpCall, storage: StorageType) -> Pick {
-        let variant = self.variant_of(call, storage);
-        Pick {
-            tile: variant.and_then(tune::Variant::tile),
-            norm_rows: self.ctx.info.device_type == wgpu::DeviceType::Cpu,
-            attention: variant.and_then(tune::Variant::form),
-        }
+        self.variant_of(call, storage)
+            .map_or_else(Pick::default, tune::Variant::pick)
     }
 
     /// The register tile node `step` of `graph` runs with on this device ([`MatmulTile`],

@@ -2,13 +2,14 @@
 //! fused attention's form.
 //!
 //! [`MatmulTile::choose`] picks a tile by a shape rule fixed in code (measured on
-//! lavapipe), and attention runs one invocation per query ([`AttentionForm::PerQuery`],
-//! also measured on lavapipe). The tuner replaces those guesses on the adapter the work
-//! runs on: the first time an executor meets a tiled matmul or a fused attention of a
-//! new *shape class* ([`ShapeClass`]: the kernel family, the storage type and three
+//! lavapipe), attention runs one invocation per query ([`AttentionForm::PerQuery`],
+//! also measured on lavapipe) and a layer norm takes its form by adapter type
+//! ([`NormForm::rule`]). The tuner replaces those guesses on the adapter the work runs
+//! on: the first time an executor meets a tiled matmul, a fused attention or a layer
+//! norm of a new *shape class* ([`ShapeClass`]: the kernel family, the storage type and three
 //! dimensions each rounded up to a power of two: f16 kernels are timed apart from f32
 //! ones), it times every candidate ([`TuneSettings::candidates`], at most 6 tiles, or
-//! [`TuneSettings::attention`]'s forms) on that call's own shape with GPU timestamp
+//! [`TuneSettings::attention`]'s or [`TuneSettings::norm`]'s forms) on that call's own shape with GPU timestamp
 //! queries (one warm-up dispatch, then [`TuneSettings::repetitions`] timed ones, the
 //! fastest of them kept per candidate), keeps the fastest (the rule's, unless another
 //! beats it by more than 5%) and writes the choice to a cache file keyed by the
@@ -31,7 +32,8 @@
 //! over `k` in the same order), so the choice changes speed, not results; the
 //! matrix-vector tile split over `k` ([`MatmulTile::Rows1Split`]) adds 16 partial sums
 //! at the end, so its results differ from the others' by rounding, and so do the two
-//! attention forms (they rescale the online softmax after 8 or 16 keys). The time spent
+//! attention forms (they rescale the online softmax after 8 or 16 keys) and the two
+//! layer norm forms (they sum a row in another order). The time spent
 //! tuning is reported apart from the run's own times ([`crate::exec::RunReport`]'s
 //! `tune_time`) and by [`tuning`].
 
@@ -42,7 +44,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::kernels::{self, AttentionForm, MatmulTile, Pick, SharedRegistry, StorageType};
+use super::kernels::{
+    self, AttentionForm, MatmulTile, NormForm, Pick, SharedRegistry, StorageType,
+};
 use super::ops::OpCall;
 use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
 use super::timer::PassTimer;
@@ -106,12 +110,15 @@ pub enum KernelFamily {
     /// ([`AttentionForm`]). Its class's `m` is the sequence, `k` the head width and
     /// `n` the heads.
     Attention,
+    /// A layer norm (`layer_norm`), timed by its form ([`NormForm`]). Its class's `m`
+    /// is the rows, `k` the columns and `n` 1.
+    LayerNorm,
 }
 
 impl KernelFamily {
-    /// Whether the family chooses a matmul tile (not an attention form).
+    /// Whether the family chooses a matmul tile (not an attention or norm form).
     pub fn is_matmul(self) -> bool {
-        self != KernelFamily::Attention
+        !matches!(self, KernelFamily::Attention | KernelFamily::LayerNorm)
     }
 }
 
@@ -123,6 +130,8 @@ pub enum Variant {
     Tile(MatmulTile),
     /// Fused attention's form.
     Attention(AttentionForm),
+    /// A layer norm's form.
+    Norm(NormForm),
 }
 
 impl Variant {
@@ -132,6 +141,7 @@ impl Variant {
         match self {
             Variant::Tile(t) => t.name(),
             Variant::Attention(f) => f.name(),
+            Variant::Norm(f) => f.name(),
         }
     }
 
@@ -140,13 +150,24 @@ impl Variant {
         MatmulTile::from_name(name)
             .map(Variant::Tile)
             .or_else(|| AttentionForm::from_name(name).map(Variant::Attention))
+            .or_else(|| NormForm::from_name(name).map(Variant::Norm))
+    }
+
+    /// Whether it is a choice for `family` (a tile for a matmul family, a form for
+    /// attention or a layer norm).
+    pub fn is_for(self, family: KernelFamily) -> bool {
+        match self {
+            Variant::Tile(_) => family.is_matmul(),
+            Variant::Attention(_) => family == KernelFamily::Attention,
+            Variant::Norm(_) => family == KernelFamily::LayerNorm,
+        }
     }
 
     /// The tile, for a matmul's choice.
     pub fn tile(self) -> Option<MatmulTile> {
         match self {
             Variant::Tile(t) => Some(t),
-            Variant::Attention(_) => None,
+            _ => None,
         }
     }
 
@@ -154,16 +175,25 @@ impl Variant {
     pub fn form(self) -> Option<AttentionForm> {
         match self {
             Variant::Attention(f) => Some(f),
-            Variant::Tile(_) => None,
+            _ => None,
         }
     }
 
-    /// What a kernel selection takes from it (the rest as by default).
+    /// The form, for a layer norm's choice.
+    pub fn norm(self) -> Option<NormForm> {
+        match self {
+            Variant::Norm(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// What a kernel selection takes from it (a layer norm by rows unless it is a
+    /// norm's choice of a workgroup per row).
     pub fn pick(self) -> Pick {
         Pick {
             tile: self.tile(),
             attention: self.form(),
-            ..Pick::default()
+            norm_rows: self.norm().is_none_or(|f| f == NormForm::InvocationPerRow),
         }
     }
 }
@@ -176,7 +206,8 @@ impl Serialize for Variant {
 
 /// A tuned call's shape class: its family, its storage type and three dimensions
 /// rounded up to powers of two (`m`, `k`, `n` of a matmul; the sequence, head width
-/// and heads of attention). One tile or form is chosen per class.
+/// and heads of attention; the rows, columns and 1 of a layer norm). One tile or form
+/// is chosen per class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ShapeClass {
     /// The kernel family.
@@ -193,8 +224,9 @@ pub struct ShapeClass {
     pub n: u32,
 }
 
-/// A tuned call as the tuner sees it (a tiled matmul or fused attention): its family
-/// and exact shape (for attention: the sequence, head width and heads as `m`, `k`, `n`).
+/// A tuned call as the tuner sees it (a tiled matmul, fused attention or a layer norm):
+/// its family and exact shape (for attention: the sequence, head width and heads as
+/// `m`, `k`, `n`; for a layer norm: the rows, columns and 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct TunedShape {
     /// The kernel family.
@@ -211,7 +243,7 @@ pub(crate) struct TunedShape {
 
 impl TunedShape {
     /// The tuned call `call` is over tensors stored as `storage`, or `None` when it runs
-    /// neither a tiled matmul nor fused attention.
+    /// no tiled matmul, fused attention or layer norm.
     pub fn of(call: &OpCall, storage: StorageType) -> Option<TunedShape> {
         let (family, m, k, n) = match *call {
             OpCall::Matmul {
@@ -235,6 +267,7 @@ impl TunedShape {
                 head_dim,
                 ..
             } => (KernelFamily::Attention, seq, head_dim, heads),
+            OpCall::LayerNorm { rows, cols, .. } => (KernelFamily::LayerNorm, rows, cols, 1),
             _ => return None,
         };
         Some(TunedShape {
@@ -258,10 +291,13 @@ impl TunedShape {
         }
     }
 
-    /// The rule's choice: [`MatmulTile::choose`], or attention per query.
-    pub fn rule(self) -> Variant {
+    /// The rule's choice: [`MatmulTile::choose`], attention per query, or a layer
+    /// norm's form by adapter type ([`NormForm::rule`]; `cpu_adapter`: the device is a
+    /// CPU adapter).
+    pub fn rule(self, cpu_adapter: bool) -> Variant {
         match self.family {
             KernelFamily::Attention => Variant::Attention(AttentionForm::PerQuery),
+            KernelFamily::LayerNorm => Variant::Norm(NormForm::rule(cpu_adapter, self.m, self.k)),
             _ => Variant::Tile(MatmulTile::choose(self.m, self.n)),
         }
     }
@@ -301,6 +337,15 @@ impl TunedShape {
                 },
                 vec![3 * m * n * k, m * n * k],
             ),
+            // Bound as the kernel binds them: x, gain, out, bias.
+            KernelFamily::LayerNorm => (
+                OpCall::LayerNorm {
+                    rows: self.m,
+                    cols: self.k,
+                    eps: super::ops::DEFAULT_EPS,
+                },
+                vec![m * k, k, m * k, k],
+            ),
         }
     }
 }
@@ -318,6 +363,9 @@ pub struct TuneSettings {
     /// The attention forms timed, in order (capped to the forms the head width and the
     /// device's limits allow; empty: the rule, per query).
     pub attention: Vec<AttentionForm>,
+    /// The layer norm forms timed, in order (capped to the forms the shape allows;
+    /// empty: the rule by adapter type).
+    pub norm: Vec<NormForm>,
     /// Timed repetitions per candidate (capped at 8, at least 1).
     pub repetitions: u32,
     /// Tuning time per device after which the rule decides.
@@ -355,6 +403,7 @@ impl TuneSettings {
             cache,
             candidates: MatmulTile::ALL.to_vec(),
             attention: AttentionForm::ALL.to_vec(),
+            norm: NormForm::ALL.to_vec(),
             repetitions: DEFAULT_REPETITIONS,
             budget: DEFAULT_BUDGET,
         }
@@ -367,6 +416,7 @@ impl TuneSettings {
             cache: None,
             candidates: Vec::new(),
             attention: Vec::new(),
+            norm: Vec::new(),
             repetitions: DEFAULT_REPETITIONS,
             budget: DEFAULT_BUDGET,
         }
@@ -501,7 +551,7 @@ impl TuneCache {
             .iter()
             .find(|e| &e.adapter == adapter && &e.class == class)
             .and_then(|e| Variant::from_name(&e.tile))
-            .filter(|v| v.tile().is_some() == class.family.is_matmul())
+            .filter(|v| v.is_for(class.family))
     }
 
     /// Adds (or replaces) the entry of its adapter and class.
@@ -586,6 +636,7 @@ impl Choice {
             KernelFamily::BtTiled => "matmul_bt",
             KernelFamily::NormTiled => "norm+matmul",
             KernelFamily::Attention => "attention",
+            KernelFamily::LayerNorm => "layer_norm",
         };
         let family = match self.class.storage {
             StorageType::F32 => family.to_string(),
@@ -607,19 +658,16 @@ impl Choice {
         } else {
             format!(" ({})", times.join(", "))
         };
-        let (shape, class) = if self.class.family.is_matmul() {
-            (
-                format!("{m}x{k}x{n}"),
-                format!("{}x{}x{}", self.class.m, self.class.k, self.class.n),
-            )
-        } else {
-            (
+        let c = &self.class;
+        let (shape, class) = match c.family {
+            KernelFamily::Attention => (
                 format!("seq {m} hd {k} heads {n}"),
-                format!(
-                    "seq {} hd {} heads {}",
-                    self.class.m, self.class.k, self.class.n
-                ),
-            )
+                format!("seq {} hd {} heads {}", c.m, c.k, c.n),
+            ),
+            KernelFamily::LayerNorm => {
+                (format!("{m} rows x {k}"), format!("{} rows x {}", c.m, c.k))
+            }
+            _ => (format!("{m}x{k}x{n}"), format!("{}x{}x{}", c.m, c.k, c.n)),
         };
         format!(
             "{family} {shape} (class {class}): {} by {source}{times}",
@@ -716,6 +764,16 @@ impl Tuner {
 
     /// The candidates for `shape` that the settings name and the device can run.
     fn candidates(&self, ctx: &GpuContext, shape: TunedShape) -> Vec<Variant> {
+        if shape.family == KernelFamily::LayerNorm {
+            return self
+                .settings
+                .norm
+                .iter()
+                .copied()
+                .filter(|f| f.fits(shape.m, shape.k))
+                .map(Variant::Norm)
+                .collect();
+        }
         if shape.family == KernelFamily::Attention {
             return self
                 .settings
@@ -745,10 +803,17 @@ impl Tuner {
             return variant;
         }
         let candidates = self.candidates(ctx, shape);
-        // One candidate is a choice forced by the settings: nothing to time or read.
+        let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
+        // One candidate is a choice forced by the settings (or the only one the shape
+        // allows): nothing to time or read.
         if self.settings.enabled && candidates.len() == 1 {
             let chosen = candidates[0];
-            self.record(shape, chosen, Source::Tuned, Vec::new());
+            let source = if chosen == shape.rule(cpu_adapter) {
+                Source::Rule
+            } else {
+                Source::Tuned
+            };
+            self.record(shape, chosen, source, Vec::new());
             return chosen;
         }
         let tunable = self.settings.enabled
@@ -756,7 +821,7 @@ impl Tuner {
             && !candidates.is_empty()
             && self.summary.time < self.settings.budget;
         if !tunable {
-            let chosen = shape.rule();
+            let chosen = shape.rule(cpu_adapter);
             self.record(shape, chosen, Source::Rule, Vec::new());
             return chosen;
         }
@@ -776,13 +841,13 @@ impl Tuner {
             Ok(times) => times,
             Err(e) => {
                 log::warn!("tuning {class:?} failed ({e}); the rule decides");
-                let chosen = shape.rule();
+                let chosen = shape.rule(cpu_adapter);
                 self.record(shape, chosen, Source::Rule, Vec::new());
                 return chosen;
             }
         };
-        let Some(chosen) = fastest(&times, shape.rule()) else {
-            let chosen = shape.rule();
+        let Some(chosen) = fastest(&times, shape.rule(cpu_adapter)) else {
+            let chosen = shape.rule(cpu_adapter);
             self.record(shape, chosen, Source::Rule, Vec::new());
             return chosen;
         };
@@ -893,6 +958,38 @@ pub fn time_attention(
     Ok(times
         .into_iter()
         .filter_map(|(v, d)| Some((v.form()?, d)))
+        .collect())
+}
+
+/// Times each layer norm form on `rows` rows of `cols` in f32 on `ctx` as the tuner
+/// does (see [`time_tiles`]): each form's fastest time. A form that does not take the
+/// shape is left out.
+///
+/// # Errors
+/// As [`time_tiles`].
+pub fn time_norm(
+    ctx: &GpuContext,
+    (rows, cols): (u32, u32),
+    forms: &[NormForm],
+    repetitions: u32,
+) -> Result<Vec<(NormForm, Duration)>, ExecError> {
+    let shape = TunedShape {
+        family: KernelFamily::LayerNorm,
+        storage: StorageType::F32,
+        m: rows,
+        k: cols,
+        n: 1,
+    };
+    let variants: Vec<Variant> = forms
+        .iter()
+        .copied()
+        .filter(|f| f.fits(rows, cols))
+        .map(Variant::Norm)
+        .collect();
+    let times = time_candidates(ctx, shape, &variants, repetitions)?;
+    Ok(times
+        .into_iter()
+        .filter_map(|(v, d)| Some((v.norm()?, d)))
         .collect())
 }
 
@@ -1166,7 +1263,9 @@ mod tests {
                 n: 16
             }
         );
-        assert_eq!(shape.rule(), Variant::Attention(AttentionForm::PerQuery));
+        for cpu in [false, true] {
+            assert_eq!(shape.rule(cpu), Variant::Attention(AttentionForm::PerQuery));
+        }
         // The timed call is the same attention, over qkv [seq, 3d] into out [seq, d].
         let (timed, sizes) = shape.call();
         assert!(matches!(
@@ -1187,6 +1286,7 @@ mod tests {
             .into_iter()
             .map(Variant::Tile)
             .chain(AttentionForm::ALL.into_iter().map(Variant::Attention))
+            .chain(NormForm::ALL.into_iter().map(Variant::Norm))
             .collect();
         for v in &all {
             assert_eq!(Variant::from_name(v.name()), Some(*v));
@@ -1196,5 +1296,36 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), all.len());
         assert_eq!(Variant::from_name("rows16"), None);
+    }
+
+    #[test]
+    fn a_layer_norm_is_a_class_whose_rule_follows_the_adapter_type() {
+        let norm = |rows| OpCall::LayerNorm {
+            rows,
+            cols: 512,
+            eps: 1e-5,
+        };
+        let shape = TunedShape::of(&norm(256), StorageType::F16).expect("tuned");
+        assert_eq!(
+            shape.class(),
+            ShapeClass {
+                family: KernelFamily::LayerNorm,
+                storage: StorageType::F16,
+                m: 256,
+                k: 512,
+                n: 1
+            }
+        );
+        let rows = Variant::Norm(NormForm::InvocationPerRow);
+        let workgroup = Variant::Norm(NormForm::WorkgroupPerRow);
+        assert_eq!(shape.rule(true), rows);
+        assert_eq!(shape.rule(false), workgroup);
+        // Too few rows to fill the row-per-invocation workgroups: a workgroup per row.
+        let few = TunedShape::of(&norm(8), StorageType::F32).expect("tuned");
+        assert_eq!(few.rule(true), workgroup);
+        assert!(!rows.pick().norm_rows.eq(&workgroup.pick().norm_rows));
+        assert!(rows.is_for(KernelFamily::LayerNorm) && !rows.is_for(KernelFamily::Tiled));
+        let (_, sizes) = shape.call();
+        assert_eq!(sizes, [256 * 512, 512, 256 * 512, 512]);
     }
 }

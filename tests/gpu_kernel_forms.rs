@@ -1,12 +1,14 @@
-//! Fused causal attention's two forms (`exec::AttentionForm`, issue 27): one
-//! invocation per query (`shaders/attention.wgsl`) and the keys in workgroup memory
-//! (`shaders/attention_tiled.wgsl`), each forced through the tuner and checked
-//! against the CPU reference and against each other on sequences shorter and longer
-//! than a tile, not multiples of it, heads of several widths (the widest, 256, which
-//! only the per-query form takes), in f32 and (where the adapter has `shader-f16`) in
-//! f16; and the tuner timing both forms, caching the choice and reading it back. No
-//! test depends on which form wins a timing. Each test opens a device of its own (the
-//! tuner's settings are per device).
+//! The kernels chosen by form rather than by tile (issue 27): fused causal attention's
+//! two forms (`exec::AttentionForm`: one invocation per query, `shaders/attention.wgsl`,
+//! and the keys in workgroup memory, `shaders/attention_tiled.wgsl`) and the layer
+//! norm's two (`exec::NormForm`: an invocation or a workgroup per row), each forced
+//! through the tuner and checked against the CPU reference and against each other:
+//! attention on sequences shorter and longer than a tile, not multiples of it, heads
+//! of several widths (the widest, 256, which only the per-query form takes), in f32
+//! and (where the adapter has `shader-f16`) in f16; layer norms on shapes both forms
+//! take and shapes only one does. And the tuner timing both forms of each, caching
+//! the choice and reading it back. No test depends on which form wins a timing. Each
+//! test opens a device of its own (the tuner's settings are per device).
 //!
 //! No adapter: each GPU test prints `SKIPPED: no wgpu adapter` and passes, unless
 //! `WGALLOC_REQUIRE_GPU=1`, where it fails.
@@ -23,7 +25,7 @@ use std::time::Duration;
 use kernel_run::{assert_close, random, run_both};
 use wgalloc::device::GpuContext;
 use wgalloc::exec::tune::{self, AdapterKey, KernelFamily, Source, TuneCache, Variant};
-use wgalloc::exec::{AttentionForm, Executor, TensorData, TuneSettings};
+use wgalloc::exec::{AttentionForm, Executor, NormForm, TensorData, TuneSettings};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 
 /// (seq, heads, head width): one query, a partial tile, exactly one tile, one past it,
@@ -46,16 +48,36 @@ fn own_device() -> Option<GpuContext> {
     Some(GpuContext::from_env().expect("a second device on the adapter"))
 }
 
-/// Tuner settings that time `forms` (and no matmul tile) with `cache`.
-fn settings(cache: Option<PathBuf>, forms: &[AttentionForm]) -> TuneSettings {
+/// Tuner settings that time attention's `forms` and the layer norm's `norms` (and no
+/// matmul tile) with `cache`.
+fn settings_with(
+    cache: Option<PathBuf>,
+    forms: &[AttentionForm],
+    norms: &[NormForm],
+) -> TuneSettings {
     TuneSettings {
         enabled: true,
         cache,
         candidates: Vec::new(),
         attention: forms.to_vec(),
+        norm: norms.to_vec(),
         repetitions: 1,
         budget: Duration::from_secs(30),
     }
+}
+
+/// Tuner settings that time attention's `forms` only.
+fn settings(cache: Option<PathBuf>, forms: &[AttentionForm]) -> TuneSettings {
+    settings_with(cache, forms, &[])
+}
+
+/// A fresh cache path under the target tmp dir.
+fn cache_path(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tune-tests");
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let path = dir.join(format!("{name}-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
 }
 
 /// One `attention_causal` node over a seeded `qkv` (behind a `scale` by 1, so the
@@ -149,10 +171,7 @@ fn the_tuner_times_both_forms_caches_the_choice_and_reads_it_back() {
         );
         return;
     }
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tune-tests");
-    std::fs::create_dir_all(&dir).expect("tmp dir");
-    let path = dir.join(format!("attention-{}.json", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let path = cache_path("attention");
     tune::configure(&ctx, settings(Some(path.clone()), &AttentionForm::ALL));
     let shape = (64, 2, 64);
     let (g, values) = graph(shape, DType::F32);
@@ -200,5 +219,117 @@ fn the_tuner_times_both_forms_caches_the_choice_and_reads_it_back() {
     // `time_attention` (the benchmarks' entry) times what takes the head.
     let timed = tune::time_attention(&ctx, (9, 1, 256), &AttentionForm::ALL, 1).expect("timed");
     assert_eq!(timed.len(), 1);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// One `layer_norm` node of `rows x cols` over a seeded input (behind a `scale` by 1),
+/// with seeded gain and bias.
+fn norm_graph(rows: u64, cols: u64) -> (Graph, HashMap<TensorId, TensorData>) {
+    let mut b = GraphBuilder::new("layer norm");
+    let x = b.input("x", DType::F32, &[rows, cols]);
+    let gain = b.weight("gain", DType::F32, &[cols]);
+    let bias = b.weight("bias", DType::F32, &[cols]);
+    let xs = b.node_with_params("scale", &[x], &[rows, cols], false, &[1.0]);
+    b.node_with_params(
+        "layer_norm",
+        &[xs, gain, bias],
+        &[rows, cols],
+        false,
+        &[1e-5],
+    );
+    let g = b.build().expect("valid");
+    let mut values = HashMap::new();
+    let len = (rows * cols) as usize;
+    values.insert(x, TensorData::F32(random(rows + cols, len, 3.0)));
+    values.insert(gain, TensorData::F32(random(cols + 1, cols as usize, 1.0)));
+    values.insert(bias, TensorData::F32(random(cols + 2, cols as usize, 0.5)));
+    (g, values)
+}
+
+#[test]
+fn both_layer_norm_forms_match_the_cpu_reference_and_each_other() {
+    let Some(ctx) = own_device() else { return };
+    let exec = Executor::new(&ctx);
+    // Both forms take the first two; too few rows, then too long rows, leave one.
+    for (rows, cols) in [(64, 512), (100, 33), (8, 4096), (70, 5000)] {
+        let (g, values) = norm_graph(rows, cols);
+        let mut outs = Vec::new();
+        for form in NormForm::ALL {
+            tune::configure(&ctx, settings_with(None, &[], &[form]));
+            let expected = if form.fits(rows as u32, cols as u32) {
+                form
+            } else {
+                NormForm::WorkgroupPerRow
+            };
+            assert_eq!(
+                exec.tuned_choice(&g, 1).expect("resolves"),
+                Some(Variant::Norm(expected)),
+                "{rows}x{cols} {form:?}"
+            );
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
+            assert_close(
+                &format!("layer norm {rows}x{cols} {form:?}"),
+                &gpu,
+                &cpu,
+                1e-4,
+            );
+            outs.push(gpu);
+        }
+        assert_close(
+            &format!("{rows}x{cols} forms agree"),
+            &outs[0],
+            &outs[1],
+            1e-4,
+        );
+    }
+}
+
+#[test]
+fn the_tuner_times_both_layer_norm_forms_and_caches_the_choice() {
+    let Some(ctx) = own_device() else { return };
+    if !ctx.has_timestamps() {
+        common::skip_for_capability(
+            "the_tuner_times_both_layer_norm_forms_and_caches_the_choice",
+            "no TIMESTAMP_QUERY: the rule decides",
+        );
+        return;
+    }
+    let path = cache_path("norm");
+    tune::configure(&ctx, settings_with(Some(path.clone()), &[], &NormForm::ALL));
+    let (g, values) = norm_graph(256, 512);
+    let exec = Executor::new(&ctx);
+    let chosen = exec
+        .tuned_choice(&g, 1)
+        .expect("resolves")
+        .expect("the layer norm is tuned");
+    let summary = tune::tuning(&ctx);
+    let choice = &summary.choices[0];
+    assert_eq!(choice.class.family, KernelFamily::LayerNorm);
+    assert_eq!((choice.variant, choice.source), (chosen, Source::Tuned));
+    assert_eq!(choice.times.len(), 2, "both forms are timed: {choice:?}");
+    assert!(
+        choice.line().starts_with("layer_norm 256 rows x 512"),
+        "{}",
+        choice.line()
+    );
+    let (gpu, cpu) = run_both(&ctx, &g, &values);
+    assert_close("tuned layer norm", &gpu, &cpu, 1e-4);
+    let cache = TuneCache::load(&path).expect("a valid cache");
+    assert_eq!(
+        cache.get(&AdapterKey::of(&ctx.info), &choice.class),
+        Some(chosen)
+    );
+    // Too few rows for a row per invocation: the one form left, by the rule, untimed.
+    let (few, _) = norm_graph(8, 512);
+    assert_eq!(
+        exec.tuned_choice(&few, 1).expect("resolves"),
+        Some(Variant::Norm(NormForm::WorkgroupPerRow))
+    );
+    let last = tune::tuning(&ctx)
+        .choices
+        .last()
+        .cloned()
+        .expect("a choice");
+    assert_eq!((last.source, last.times.len()), (Source::Rule, 0));
     let _ = std::fs::remove_file(&path);
 }
