@@ -493,7 +493,7 @@ pub enum AttentionForm {
     /// `shaders/attention_tiled.wgsl`: 64 invocations for 16 queries; the workgroup loads
     /// 16 keys and values at a time into workgroup memory (each row read once per
     /// workgroup) and four invocations share a query's keys and output columns. Heads up
-    /// to [`TILED_ATTENTION_MAX_HEAD_DIM`] wide.
+    /// to 64 wide (`TILED_ATTENTION_MAX_HEAD_DIM`).
     KeyTiles,
 }
 
@@ -978,7 +978,7 @@ pub fn norm_by_rows(rows: u32, cols: u32) -> bool {
 pub const NORM_ROWS_PER_GROUP: u64 = 16;
 
 /// How a layer norm runs: a choice per device, timed by the tuner
-/// ([`crate::exec::tune`]) where both forms take the shape ([`norm_by_rows`]). Both
+/// ([`crate::exec::tune`]) where both forms take the shape. Both
 /// compute each row's mean and variance in f32; they sum in another order, so their
 /// results differ by rounding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -997,8 +997,8 @@ impl NormForm {
     /// Every form, in the order the tuner times them.
     pub const ALL: [NormForm; 2] = [NormForm::InvocationPerRow, NormForm::WorkgroupPerRow];
 
-    /// Whether the form takes `rows` rows of `cols` ([`norm_by_rows`] for a row per
-    /// invocation; any shape for a workgroup per row).
+    /// Whether the form takes `rows` rows of `cols` (a row per invocation: at least 64
+    /// rows of at most 4096; a workgroup per row: any shape).
     pub fn fits(self, rows: u32, cols: u32) -> bool {
         match self {
             NormForm::InvocationPerRow => norm_by_rows(rows, cols),
