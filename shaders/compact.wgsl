@@ -3,7 +3,8 @@
 // elements, in order, to the first `out_len` slots of `out` (zeros after them when
 // fewer were kept). One workgroup of 256 threads: each thread walks a contiguous slice
 // of `x`, a workgroup prefix sum of the per-thread counts gives each slice its first
-// output slot, so the order of `x` is kept without atomics.
+// output slot, so the order of `x` is kept without atomics. `x` and `out` are stored as
+// `T` (f32, or f16 in the f16 form); the count is f32 in both forms (exact to 2^24).
 
 struct Params {
     len: u32,     // elements of x
@@ -16,9 +17,9 @@ struct Params {
     unused5: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> x: array<T>;
 @group(0) @binding(2) var<storage, read_write> second: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
 
 var<workgroup> partial: array<u32, 256>;
 
@@ -33,7 +34,7 @@ fn slice_of(lid: u32) -> vec2<u32> {
 fn kept_in(range: vec2<u32>) -> u32 {
     var n = 0u;
     for (var i = range.x; i < range.y; i = i + 1u) {
-        if x[i] > 0.0 {
+        if f32(x[i]) > 0.0 {
             n = n + 1u;
         }
     }
@@ -74,7 +75,7 @@ fn compact(@builtin(local_invocation_index) lid: u32) {
     var slot = partial[lid] - mine;
     for (var i = range.x; i < range.y; i = i + 1u) {
         let v = x[i];
-        if v > 0.0 {
+        if f32(v) > 0.0 {
             if slot < params.out_len {
                 out[slot] = v;
             }
@@ -84,6 +85,6 @@ fn compact(@builtin(local_invocation_index) lid: u32) {
     // Zero the slots past the kept elements (when out_len exceeds the count).
     let total = partial[255];
     for (var j = total + lid; j < params.out_len; j = j + 256u) {
-        out[j] = 0.0;
+        out[j] = T(0.0);
     }
 }

@@ -247,6 +247,38 @@ fn rope_kernel_in_f16_matches_cpu_in_place_and_out_of_place() {
 }
 
 #[test]
+fn count_and_compact_in_f16_match_cpu_with_an_exact_f32_count() {
+    let Some(ctx) = common::f16_gpu("count_and_compact_in_f16_match_cpu_with_an_exact_f32_count")
+    else {
+        return;
+    };
+    // Across one thread's slice, several, and more elements than threads.
+    for n in [1u64, 7, 300, 5000] {
+        for last in ["count_positive", "compact"] {
+            let mut b = GraphBuilder::new("compaction f16");
+            let x = b.input("x", DType::F32, &[n]);
+            let count = b.node("count_positive", &[x], &[1], false);
+            if last == "compact" {
+                b.node("compact", &[x, count], &[n], false);
+            }
+            let mut g = b.build().expect("valid");
+            // The values (and compact's output) f16, the count f32.
+            for t in &mut g.tensors {
+                if t.id != count {
+                    t.dtype = DType::F16;
+                    t.size = t.shape.iter().product::<u64>() * 2;
+                }
+            }
+            let mut values = HashMap::new();
+            values.insert(x, TensorData::F32(random(n ^ 0x3C, n as usize, 1.0)));
+            let (gpu, cpu) = run_both(&ctx, &g, &values);
+            // Kept values are copied, not computed: equal, as is the count.
+            assert_eq!(gpu, cpu, "{last} f16 n={n}");
+        }
+    }
+}
+
+#[test]
 fn elementwise_grid_beyond_65535_workgroups_covers_every_element() {
     let Some(ctx) = common::gpu() else { return };
     let len = 65_536 * 256 + 3; // needs 65537 workgroups of 256

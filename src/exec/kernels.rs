@@ -151,7 +151,7 @@ impl Shader {
             Embedding => "embedding.wgsl", true;
             Rope => "rope.wgsl", true;
             Copy => "copy.wgsl", false;
-            Compact => "compact.wgsl", false;
+            Compact => "compact.wgsl", true;
             MatmulPacked => "matmul_packed.wgsl", false;
             MatmulTiled => "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
@@ -1498,10 +1498,20 @@ mod tests {
             assert!(kernel.entry().0.has_f16(), "rope: {kernel:?}");
         }
         assert!(Op::parse("rope").is_some_and(Op::has_f16));
-        let compact = OpCall::Compact { len: 4, out_len: 4 };
-        let (kernel, _) = select(&compact, false).expect("compact");
+        let compaction = [
+            ("compact", OpCall::Compact { len: 4, out_len: 4 }),
+            ("count_positive", OpCall::CountPositive { len: 4 }),
+        ];
+        for (name, call) in compaction {
+            let (kernel, _) = select(&call, false).expect("compaction");
+            assert!(kernel.entry().0.has_f16(), "{name}");
+            assert!(Op::parse(name).is_some_and(Op::has_f16), "{name}");
+        }
+        // The packed matmul stays f32.
+        let packed = OpCall::MatmulPacked { m: 1, k: 4, n: 4 };
+        let (kernel, _) = select(&packed, false).expect("packed");
         assert!(!kernel.entry().0.has_f16());
-        assert!(!Op::parse("compact").is_some_and(Op::has_f16));
+        assert!(!Op::parse("matmul_packed").is_some_and(Op::has_f16));
     }
 
     /// One row takes the matrix-vector kernels (`matvec.wgsl`, f16 form included) by

@@ -423,16 +423,18 @@ pub fn resolve(graph: &Graph, step: usize) -> Result<OpCall, ExecError> {
 /// ([`crate::exec::StorageType::F16`] for an f16 output, f32 otherwise). Meaningful
 /// for a node [`resolve`] accepts, which checks that its float inputs agree.
 ///
-/// The one exception is the KV-cache family (`kv_self`, `kv_attend[_out]`,
-/// `kv_self_attend[_out]`): its storage type is its `qkv` input's, which its pages
+/// Two exceptions: the KV-cache family (`kv_self`, `kv_attend[_out]`,
+/// `kv_self_attend[_out]`), whose storage type is its `qkv` input's, which its pages
 /// and its normalised output share, while the online-softmax state it reads or
 /// writes is f32 whatever the storage type (the f16 kernels keep every score, sum and
-/// accumulator in f32).
+/// accumulator in f32); and the compaction (`count_positive`, `compact`), whose
+/// storage type is its values' (input 0, and `compact`'s output), while the count is
+/// f32 whatever the storage type (exact to 2^24).
 pub fn storage_of(graph: &Graph, step: usize) -> crate::exec::StorageType {
     let Some(node) = graph.nodes.get(step) else {
         return crate::exec::StorageType::default();
     };
-    let typed = match Op::parse(&node.op).and_then(kv::qkv_index) {
+    let typed = match Op::parse(&node.op).and_then(typed_input) {
         Some(index) => node.inputs.get(index).copied(),
         None => Some(node.output),
     };
@@ -440,6 +442,16 @@ pub fn storage_of(graph: &Graph, step: usize) -> crate::exec::StorageType {
         .and_then(|id| graph.tensor(id))
         .and_then(|t| crate::exec::StorageType::of(t.dtype))
         .unwrap_or_default()
+}
+
+/// The input whose element type is the storage type of a node of `op`, for the ops
+/// whose output does not say it: the KV-cache family's `qkv` (its state is f32), and
+/// the compaction's values (its count is f32).
+fn typed_input(op: Op) -> Option<usize> {
+    match op {
+        Op::CountPositive | Op::Compact => Some(0),
+        _ => kv::qkv_index(op),
+    }
 }
 
 /// Checks node `step` for an op that takes `arity` dense `f32` inputs and writes a
@@ -560,6 +572,28 @@ mod tests {
         match resolve(&g, 0) {
             Err(ExecError::BadShape { problem, .. }) => {
                 assert!(problem.contains("logical bytes"), "{problem}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_op_without_an_f16_kernel_refuses_f16_tensors_by_name() {
+        let mut b = crate::graph::GraphBuilder::new("g");
+        let a = b.input("a", DType::F32, &[2, 16]);
+        let w = b.weight("w", DType::F32, &[16, 64]);
+        b.node("matmul_packed", &[a, w], &[2, 64], false);
+        let mut g = b.build().expect("valid");
+        for t in &mut g.tensors {
+            t.dtype = DType::F16;
+            t.size /= 2;
+        }
+        match resolve(&g, 0) {
+            Err(ExecError::BadShape { problem, .. }) => {
+                assert!(
+                    problem.contains("matmul_packed has no f16 kernel"),
+                    "{problem}"
+                )
             }
             other => panic!("expected a refusal, got {other:?}"),
         }
