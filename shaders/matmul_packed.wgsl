@@ -6,7 +6,8 @@
 // of `out`, k stepping by 16, thread (ty, tx) accumulating rows ty + 16r and columns
 // tx + 16c. The packed layout makes each k step of a column block 256 contiguous vec4s:
 // every thread stages exactly one with no bounds check, and the four columns a thread
-// multiplies for one k come out of workgroup memory as one vec4.
+// multiplies for one k come out of workgroup memory as one vec4. Tensors are stored as
+// `T` (f32, or f16 in the f16 form, the packed B too); the tiles and sums are f32.
 
 struct Params {
     m: u32,
@@ -19,9 +20,9 @@ struct Params {
     unused4: f32,
 }
 
-@group(0) @binding(1) var<storage, read_write> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> packed: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read_write> a: array<T>;
+@group(0) @binding(2) var<storage, read_write> packed: array<vec4<T>>;
+@group(0) @binding(3) var<storage, read_write> out: array<T>;
 
 const BLOCK: u32 = 64u; // output rows and columns per workgroup
 const KSTEP: u32 = 16u; // k per staged tile
@@ -48,12 +49,12 @@ fn matmul_packed(
             let row = row0 + lid.y + 16u * r;
             var v = 0.0;
             if row < params.m && kk < params.k {
-                v = a[row * params.k + kk];
+                v = f32(a[row * params.k + kk]);
             }
             tile_a[lid.y + 16u * r][lid.x] = v;
         }
         // thread (ty, tx) stages the four columns tx + 16c of k row ty
-        tile_b[lid.y][lid.x] = packed[panel + t * 256u];
+        tile_b[lid.y][lid.x] = vec4<f32>(packed[panel + t * 256u]);
         workgroupBarrier();
         for (var i = 0u; i < KSTEP; i = i + 1u) {
             let bv = tile_b[i][lid.x];
@@ -69,7 +70,7 @@ fn matmul_packed(
         for (var c = 0u; c < 4u; c = c + 1u) {
             let col = col0 + lid.x + 16u * c;
             if row < params.m && col < params.n {
-                out[row * params.n + col] = acc[r][c];
+                out[row * params.n + col] = T(acc[r][c]);
             }
         }
     }

@@ -23,8 +23,8 @@ use wgalloc::device::{
 use wgalloc::error::ErrorKind;
 use wgalloc::exec::cpu_ref;
 use wgalloc::exec::packed as layout;
-use wgalloc::exec::Executor;
 use wgalloc::exec::TensorData;
+use wgalloc::exec::{ExecError, Executor, StorageType};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 use wgalloc::model::{ModelConfig, PrepackedModel};
 use wgalloc::prepack::{
@@ -89,6 +89,7 @@ fn key(name: &str) -> PrepackKey {
         &[1.0; 16],
         PackFormat::MatmulB {
             source: BSource::KByN,
+            storage: wgalloc::exec::StorageType::F32,
         },
     )
 }
@@ -489,6 +490,72 @@ fn the_transformer_shares_one_cached_copy_of_each_weight_across_sessions() {
     assert_eq!(cache.len(), 2 * distinct);
     drop((first, second, third, cache));
     assert_all_released(counting.report());
+}
+
+#[test]
+fn the_f16_transformer_packs_half_the_bytes_under_keys_of_its_own() {
+    let Some(ctx) =
+        common::f16_gpu("the_f16_transformer_packs_half_the_bytes_under_keys_of_its_own")
+    else {
+        return;
+    };
+    let (cache, counting) = counted_cache(&ctx, u64::MAX);
+    let mut single = PrepackedModel::new(&ctx, &tiny(), &cache).expect("builds");
+    let f32_run = single.run().expect("runs");
+    let half_config = ModelConfig {
+        dtype: StorageType::F16,
+        ..tiny()
+    };
+    let mut half = PrepackedModel::new(&ctx, &half_config, &cache).expect("builds");
+    let run = half.run().expect("runs");
+    // Within f16's tolerance of the CPU reference (which rounds as the GPU stores),
+    // and the activation plan proved.
+    assert!(run.logits_match, "{run:?}");
+    assert!(run.proof_verified);
+    // The same weights, packed again as f16: no hit on the f32 entries, half the bytes.
+    let distinct = half.packed_graph().packed.len();
+    assert_eq!(distinct, single.packed_graph().packed.len());
+    assert_eq!((run.prepack.packed, run.prepack.hits), (distinct, 0));
+    assert_eq!(2 * run.prepack.packed_bytes, f32_run.prepack.packed_bytes);
+    for p in &half.packed_graph().packed {
+        assert!(
+            matches!(
+                p.format,
+                PackFormat::MatmulB {
+                    storage: StorageType::F16,
+                    ..
+                }
+            ),
+            "{:?}",
+            p.format
+        );
+        let t = half
+            .packed_graph()
+            .graph
+            .tensor(p.packed)
+            .expect("packed tensor");
+        assert_eq!(t.dtype, DType::F16);
+    }
+    assert_eq!(cache.len(), 2 * distinct);
+    drop((single, half, cache));
+    assert_all_released(counting.report());
+}
+
+#[test]
+fn f16_is_refused_before_packing_on_an_adapter_without_it() {
+    let Some(ctx) = common::gpu() else { return };
+    let without = common::device_without_f16(&ctx);
+    let cache = PrepackedWeightCache::default();
+    let config = ModelConfig {
+        dtype: StorageType::F16,
+        ..tiny()
+    };
+    let error = PrepackedModel::new(&without, &config, &cache).expect_err("no shader-f16");
+    assert!(
+        matches!(error, wgalloc::Error::Exec(ExecError::ShaderF16Missing)),
+        "{error}"
+    );
+    assert_eq!(cache.len(), 0, "nothing packed");
 }
 
 #[test]

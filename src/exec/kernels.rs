@@ -152,7 +152,7 @@ impl Shader {
             Rope => "rope.wgsl", true;
             Copy => "copy.wgsl", false;
             Compact => "compact.wgsl", true;
-            MatmulPacked => "matmul_packed.wgsl", false;
+            MatmulPacked => "matmul_packed.wgsl", true;
             MatmulTiled => "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
@@ -1507,11 +1507,13 @@ mod tests {
             assert!(kernel.entry().0.has_f16(), "{name}");
             assert!(Op::parse(name).is_some_and(Op::has_f16), "{name}");
         }
-        // The packed matmul stays f32.
         let packed = OpCall::MatmulPacked { m: 1, k: 4, n: 4 };
         let (kernel, _) = select(&packed, false).expect("packed");
-        assert!(!kernel.entry().0.has_f16());
-        assert!(!Op::parse("matmul_packed").is_some_and(Op::has_f16));
+        assert!(kernel.entry().0.has_f16());
+        assert!(Op::parse("matmul_packed").is_some_and(Op::has_f16));
+        // Only the staging copy has no f16 form (it copies words, whatever they hold).
+        let without: Vec<Shader> = Shader::ALL.into_iter().filter(|s| !s.has_f16()).collect();
+        assert_eq!(without, [Shader::Copy]);
     }
 
     /// One row takes the matrix-vector kernels (`matvec.wgsl`, f16 form included) by

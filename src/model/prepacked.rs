@@ -30,7 +30,8 @@ pub struct PrepackedModelRun {
     pub max_abs_error: f32,
     /// Largest absolute CPU logit.
     pub max_abs_logit: f32,
-    /// Whether the logits are within [`super::LOGITS_TOLERANCE`].
+    /// Whether the logits are within the tolerance of the model's storage type
+    /// ([`super::logits_tolerance`]).
     pub logits_match: bool,
     /// Whether the checksum proof of the activation plan found no clobbered tensor.
     pub proof_verified: bool,
@@ -62,16 +63,22 @@ impl std::fmt::Debug for PrepackedModel {
 impl PrepackedModel {
     /// Builds the model for `config`, rewrites its weight matmuls, gets their packed
     /// weights from `cache` (packing what it lacks) and uploads the weights still read
-    /// unpacked (embeddings, norms).
+    /// unpacked (embeddings, norms). A config of f16 storage (`config.dtype`) packs and
+    /// stores the weights as f16 (half the packed bytes; its own cache entries).
     ///
     /// # Errors
-    /// Configuration, rewrite, packing, planning, allocation and upload errors.
+    /// Configuration, rewrite, packing, planning, allocation and upload errors;
+    /// [`crate::exec::ExecError::ShaderF16Missing`] for f16 on an adapter without
+    /// `shader-f16`, before anything is packed or uploaded.
     pub fn new(
         ctx: &GpuContext,
         config: &ModelConfig,
         cache: &PrepackedWeightCache,
     ) -> crate::Result<PrepackedModel> {
         config.check_against(ctx.limits.max_storage_buffer_binding_size)?;
+        if config.dtype == crate::exec::StorageType::F16 && !ctx.has_f16() {
+            return Err(crate::exec::ExecError::ShaderF16Missing.into());
+        }
         let model = build_gpt(config)?;
         let packed = pack_matmul_weights(&model.graph)?;
         let values = |id: TensorId| Some(model.weight_values(id)).filter(|v| !v.is_empty());
@@ -131,7 +138,8 @@ impl PrepackedModel {
         let exec = self.executor.run(graph, &memory)?;
         let logits = memory.read_f32(ctx, graph, self.model.logits)?;
         let reference = self.model.reference_logits(tokens)?;
-        let check = LogitsCheck::of(&logits, &reference, super::LOGITS_TOLERANCE);
+        let tolerance = super::logits_tolerance(self.model.config.dtype);
+        let check = LogitsCheck::of(&logits, &reference, tolerance);
         let proof = prove(ctx, graph, &plan, &activations)?;
         Ok(PrepackedModelRun {
             packed_matmuls: self.packed.packed.iter().map(|p| p.nodes.len()).sum(),

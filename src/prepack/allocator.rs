@@ -122,7 +122,30 @@ impl CacheAllocator {
         ctx: &GpuContext,
         values: &[f32],
     ) -> Result<PackedBuffer, PrepackError> {
-        let bytes: &[u8] = bytemuck::cast_slice(values);
+        self.upload_bytes(ctx, bytemuck::cast_slice(values))
+    }
+
+    /// [`CacheAllocator::upload_f32`] for a tensor stored as f16: `values` rounded to
+    /// the nearest f16 (ties to even), two bytes each (zero-padded to a multiple of 4).
+    ///
+    /// # Errors
+    /// As [`CacheAllocator::upload_f32`].
+    pub fn upload_f16(
+        &self,
+        ctx: &GpuContext,
+        values: &[f32],
+    ) -> Result<PackedBuffer, PrepackError> {
+        let mut bytes: Vec<u8> = values
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect();
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        self.upload_bytes(ctx, &bytes)
+    }
+
+    /// Allocates a region for `bytes` (a multiple of 4) and writes them to it; on a
+    /// failed write the region is handed back before the error returns.
+    fn upload_bytes(&self, ctx: &GpuContext, bytes: &[u8]) -> Result<PackedBuffer, PrepackError> {
         let buffer = self.allocate_packed(ctx, bytes.len() as u64)?;
         let region = buffer.region();
         if let Err(e) = write_buffer(ctx, &region.buffer, region.offset, bytes) {

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use super::graph::{PackedGraph, PackedTensor};
-use super::{PackedWeight, PrepackError, PrepackKey, PrepackedWeightCache};
+use super::{PackFormat, PackedWeight, PrepackError, PrepackKey, PrepackedWeightCache};
 use crate::device::{GpuContext, PlannedMemory};
 use crate::exec::packed::pack_b;
+use crate::exec::StorageType;
 use crate::graph::TensorId;
 use crate::plan::{BufferId, BufferPlan, BufferTypeDesc, ChunkPlan, Placement, Plan};
 
@@ -76,7 +77,8 @@ pub fn key_of(
 /// that reads it; the first lookup of a weight the cache lacks packs it on the CPU
 /// ([`pack_b`]), uploads it with the cache's allocator and stores it; later lookups
 /// (other nodes, other graphs, other sessions sharing the cache) are hits. `values`
-/// gives the f32 values of a source weight.
+/// gives the f32 values of a source weight; an f16 weight's packed data is uploaded
+/// as f16 (rounded, as the weight itself would be).
 ///
 /// # Errors
 /// [`PrepackError::MissingWeight`]; packing, allocation and upload errors (nothing is
@@ -102,8 +104,15 @@ pub fn bind_packed_weights(
         let mut weight = None;
         for _ in &p.nodes {
             let lookup = cache.get_or_pack(&key, |allocator| {
-                let data = pack_b(p.k, p.n, key_source(p), &source)?;
-                Ok(vec![allocator.upload_f32(ctx, &data)?])
+                let PackFormat::MatmulB {
+                    source: layout,
+                    storage,
+                } = p.format;
+                let data = pack_b(p.k, p.n, layout, &source)?;
+                Ok(vec![match storage {
+                    StorageType::F32 => allocator.upload_f32(ctx, &data)?,
+                    StorageType::F16 => allocator.upload_f16(ctx, &data)?,
+                }])
             })?;
             report.node_lookups += 1;
             if lookup.packed {
@@ -162,10 +171,4 @@ pub fn bind_packed_weights(
         weights,
     };
     Ok((layer, report))
-}
-
-fn key_source(p: &PackedTensor) -> crate::exec::packed::BSource {
-    match p.format {
-        super::PackFormat::MatmulB { source } => source,
-    }
 }

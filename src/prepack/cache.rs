@@ -350,6 +350,7 @@ mod tests {
             &[1.0, 2.0, 3.0, 4.0],
             PackFormat::MatmulB {
                 source: BSource::KByN,
+                storage: crate::exec::StorageType::F32,
             },
         )
     }

@@ -3,7 +3,8 @@
 
 use super::{PackFormat, PrepackError};
 use crate::exec::packed::{packed_shape, BSource, PackError};
-use crate::graph::{DType, Graph, Role, Tensor, TensorId};
+use crate::exec::StorageType;
+use crate::graph::{Graph, Role, Tensor, TensorId};
 
 /// One packed tensor the rewrite added: it stands for `weight` packed as `format`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,24 +66,26 @@ impl PackedGraph {
     }
 }
 
-/// The weight matmul's B operand `b` is, with its `(k, n)` and layout, if it can be
-/// packed: a non-view f32 weight of rank 2, not also the A operand.
-fn packable(graph: &Graph, op: &str, a: TensorId, b: TensorId) -> Option<(u64, u64, BSource)> {
+/// The weight matmul's B operand `b` is, with its `(k, n)` and packing, if it can be
+/// packed: a non-view f32 or f16 weight of rank 2, not also the A operand.
+fn packable(graph: &Graph, op: &str, a: TensorId, b: TensorId) -> Option<(u64, u64, PackFormat)> {
     let t = graph.tensor(b)?;
-    if t.role != Role::Weight || t.is_view() || t.dtype != DType::F32 || a == b {
+    let storage = StorageType::of(t.dtype)?;
+    if t.role != Role::Weight || t.is_view() || a == b {
         return None;
     }
     let [rows, cols] = <[u64; 2]>::try_from(t.shape.as_slice()).ok()?;
-    match op {
-        "matmul" => Some((rows, cols, BSource::KByN)),
-        "matmul_bt" => Some((cols, rows, BSource::NByK)),
-        _ => None,
-    }
+    let (k, n, source) = match op {
+        "matmul" => (rows, cols, BSource::KByN),
+        "matmul_bt" => (cols, rows, BSource::NByK),
+        _ => return None,
+    };
+    Some((k, n, PackFormat::MatmulB { source, storage }))
 }
 
 /// Rewrites every `matmul` / `matmul_bt` node whose second input is a weight (a
-/// non-view 2-D f32 tensor with role weight) into `matmul_packed` reading a new packed
-/// weight tensor. Nodes that share a weight (with the same orientation) share one
+/// non-view 2-D f32 or f16 tensor with role weight) into `matmul_packed` reading a new
+/// packed weight tensor of the weight's type. Nodes that share a weight (with the same orientation) share one
 /// packed tensor. Other nodes, and matmuls of two activations, are left alone.
 ///
 /// # Errors
@@ -97,10 +100,11 @@ pub fn pack_matmul_weights(graph: &Graph) -> Result<PackedGraph, PrepackError> {
             Ok(ab) => ab,
             Err(_) => continue,
         };
-        let Some((k, n, source)) = packable(graph, &node.op, a, b) else {
+        let Some((k, n, format)) = packable(graph, &node.op, a, b) else {
             continue;
         };
-        let format = PackFormat::MatmulB { source };
+        let PackFormat::MatmulB { storage, .. } = format;
+        let dtype = storage.dtype();
         let index = match packed
             .iter()
             .position(|p| p.weight == b && p.format == format)
@@ -110,7 +114,7 @@ pub fn pack_matmul_weights(graph: &Graph) -> Result<PackedGraph, PrepackError> {
                 let shape = packed_shape(k, n).ok_or(PackError::BadDimensions { k, n })?;
                 let size = shape
                     .iter()
-                    .try_fold(4u64, |acc, &d| acc.checked_mul(d))
+                    .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
                     .ok_or(PackError::BadDimensions { k, n })?;
                 let id = TensorId(u32::try_from(out.tensors.len()).map_err(|_| {
                     PrepackError::Graph {
@@ -121,7 +125,7 @@ pub fn pack_matmul_weights(graph: &Graph) -> Result<PackedGraph, PrepackError> {
                 out.tensors.push(Tensor {
                     id,
                     name: format!("{name}@{format}"),
-                    dtype: DType::F32,
+                    dtype,
                     shape: shape.to_vec(),
                     size,
                     role: Role::Weight,
@@ -154,7 +158,7 @@ pub fn pack_matmul_weights(graph: &Graph) -> Result<PackedGraph, PrepackError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::GraphBuilder;
+    use crate::graph::{DType, GraphBuilder};
 
     #[test]
     fn weight_matmuls_are_rewritten_and_a_shared_weight_is_packed_once() {
@@ -185,6 +189,40 @@ mod tests {
     }
 
     #[test]
+    fn an_f16_weight_is_packed_as_f16_at_half_the_bytes() {
+        let mut b = GraphBuilder::new("t");
+        let x = b.input("x", DType::F32, &[3, 20]);
+        let w = b.weight("w", DType::F32, &[20, 70]);
+        let y = b.node("matmul", &[x, w], &[3, 70], false);
+        b.mark_output(y);
+        let mut g = b.build().expect("valid");
+        for t in &mut g.tensors {
+            t.dtype = DType::F16;
+            t.size /= 2;
+        }
+        let p = pack_matmul_weights(&g).expect("rewrites");
+        let packed = &p.packed[0];
+        assert_eq!(
+            packed.format,
+            PackFormat::MatmulB {
+                source: BSource::KByN,
+                storage: StorageType::F16,
+            }
+        );
+        let pt = p.graph.tensor(packed.packed).expect("added");
+        assert_eq!((pt.dtype, pt.size), (DType::F16, 2 * 2 * 1024 * 2));
+        assert!(pt.name.ends_with("@matmul-b/kn/f16"), "{}", pt.name);
+        // An integer "weight" is never packed.
+        let mut ints = g.clone();
+        ints.tensors[w.index()].dtype = DType::U32;
+        ints.tensors[w.index()].size = 20 * 70 * 4;
+        assert!(pack_matmul_weights(&ints)
+            .expect("rewrites")
+            .packed
+            .is_empty());
+    }
+
+    #[test]
     fn a_tied_weight_is_packed_transposed_and_still_read_by_its_other_node() {
         let mut b = GraphBuilder::new("t");
         let ids = b.input("ids", DType::U32, &[4]);
@@ -199,7 +237,8 @@ mod tests {
         assert_eq!(
             packed.format,
             PackFormat::MatmulB {
-                source: BSource::NByK
+                source: BSource::NByK,
+                storage: crate::exec::StorageType::F32,
             }
         );
         assert_eq!(p.weights_still_read(), vec![table]);
@@ -215,7 +254,7 @@ mod evaluation_tests {
     use crate::exec::packed::pack_b;
     use crate::exec::TensorData;
     use crate::exec::{resolve, OpCall};
-    use crate::graph::GraphBuilder;
+    use crate::graph::{DType, GraphBuilder};
 
     fn ramp(len: u64, scale: f32) -> Vec<f32> {
         (0..len).map(|i| ((i % 13) as f32 - 6.0) * scale).collect()
@@ -245,7 +284,7 @@ mod evaluation_tests {
         for pt in &p.packed {
             let src = if pt.weight == w { &wv } else { &vv };
             let source = match pt.format {
-                PackFormat::MatmulB { source } => source,
+                PackFormat::MatmulB { source, .. } => source,
             };
             let data = pack_b(pt.k, pt.n, source, src).expect("packs");
             packed.insert(pt.packed, TensorData::F32(data));

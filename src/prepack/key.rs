@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::exec::packed::BSource;
+use crate::exec::StorageType;
 
 /// How a weight was packed. Two packings of one weight are two cache entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -10,22 +11,25 @@ use crate::exec::packed::BSource;
 pub enum PackFormat {
     /// matmul's B operand in the 64 x 16 tile, vec4-along-N layout of
     /// `shaders/matmul_packed.wgsl` (see [`crate::exec::packed`]), packed from a source laid
-    /// out as `source`.
+    /// out as `source`, stored as `storage` (the weight's own type: f32 or f16).
     MatmulB {
         /// The source weight's layout (`[k, n]` for `matmul`, `[n, k]` for `matmul_bt`).
         source: BSource,
+        /// The element type of the packed data.
+        storage: StorageType,
     },
 }
 
 impl fmt::Display for PackFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PackFormat::MatmulB {
-                source: BSource::KByN,
-            } => f.write_str("matmul-b/kn"),
-            PackFormat::MatmulB {
-                source: BSource::NByK,
-            } => f.write_str("matmul-b/nk"),
+        let PackFormat::MatmulB { source, storage } = self;
+        let layout = match source {
+            BSource::KByN => "matmul-b/kn",
+            BSource::NByK => "matmul-b/nk",
+        };
+        match storage {
+            StorageType::F32 => f.write_str(layout),
+            StorageType::F16 => write!(f, "{layout}/f16"),
         }
     }
 }
@@ -101,9 +105,15 @@ mod tests {
     fn keys_differ_by_values_shape_and_format() {
         let kn = PackFormat::MatmulB {
             source: BSource::KByN,
+            storage: StorageType::F32,
         };
         let nk = PackFormat::MatmulB {
             source: BSource::NByK,
+            storage: StorageType::F32,
+        };
+        let half = PackFormat::MatmulB {
+            source: BSource::KByN,
+            storage: StorageType::F16,
         };
         let base = PrepackKey::for_f32("w", &[2, 2], &[1.0, 2.0, 3.0, 4.0], kn);
         assert_eq!(
@@ -122,6 +132,12 @@ mod tests {
             base,
             PrepackKey::for_f32("w", &[2, 2], &[1.0, 2.0, 3.0, 4.0], nk)
         );
+        assert_ne!(
+            base,
+            PrepackKey::for_f32("w", &[2, 2], &[1.0, 2.0, 3.0, 4.0], half)
+        );
         assert!(base.to_string().starts_with("w [2, 2] #"));
+        assert!(base.to_string().ends_with("as matmul-b/kn"), "{base}");
+        assert_eq!(half.to_string(), "matmul-b/kn/f16");
     }
 }

@@ -2,7 +2,7 @@
 //! layout of [`crate::exec::packed`]), the fused `matmul_gelu` / `matmul_add`, and
 //! `attention_causal` (two products and a softmax in one kernel).
 
-use super::check::{Checker, NodeView, F32S};
+use super::check::{Checker, NodeView};
 use super::{Epilogue, OpCall, MAX_ATTENTION_HEAD_DIM};
 use crate::exec::ExecError;
 
@@ -53,8 +53,8 @@ pub(super) fn dense(v: &NodeView<'_>, transposed_b: bool) -> Result<OpCall, Exec
 /// must have the packed shape of `[k, n]`.
 pub(super) fn packed(v: &NodeView<'_>) -> Result<OpCall, ExecError> {
     let (c, x, packed) = (&v.c, v.inputs[0], v.inputs[1]);
-    let a_len = c.len(x, F32S)?;
-    c.len(packed, F32S)?;
+    let a_len = c.len(x, v.float)?;
+    c.len(packed, v.float)?;
     let k = Checker::last_dim(x);
     let n = Checker::last_dim(v.out);
     let m = rows_of(v, a_len, k)?;

@@ -69,8 +69,9 @@ impl Op {
     /// the ops of the decoder's forward pass (elementwise, softmax, norms, dense and
     /// fused matmuls, fused attention, embedding) and of its generation step (the
     /// norm-fused matmul, the KV-cache ops: f16 qkv, pages and normalised output, an
-    /// f32 state, see `storage_of`), rope, and the compaction (`count_positive` and
-    /// `compact`: f16 values in and out, the count f32). The packed matmul is f32 only.
+    /// f32 state, see `storage_of`), rope, the compaction (`count_positive` and
+    /// `compact`: f16 values in and out, the count f32) and the packed matmul (its
+    /// packed B f16 too). Every built-in op has one.
     pub fn has_f16(self) -> bool {
         matches!(
             self,
@@ -97,6 +98,7 @@ impl Op {
                 | Op::Rope
                 | Op::CountPositive
                 | Op::Compact
+                | Op::MatmulPacked
         )
     }
 }
