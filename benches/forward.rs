@@ -258,18 +258,8 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
         let seconds = fastest.as_secs_f64();
         let bytes = 4.0 * (f64::from(k) * f64::from(n) + f64::from(k) + f64::from(n));
         let gbps = bytes / seconds / 1e9;
-        // A tile the tuner could not time is left out of `times`: its cell is empty.
-        let cells: Vec<String> = tiles
-            .iter()
-            .map(|tile| {
-                times
-                    .iter()
-                    .find(|(t, _)| t == tile)
-                    .map_or(String::new(), |(_, d)| {
-                        format!("{:.0}", d.as_secs_f64() * 1e6)
-                    })
-            })
-            .collect();
+        // A tile the tuner could not time is left out of `times`: its cell is `-`.
+        let cells = micros_cells(&tiles, &times);
         println!(
             "| {label} | {} | {} | {gbps:.1} | {:.2} |",
             cells.join(" | "),
@@ -322,17 +312,7 @@ fn attention_table(ctx: &GpuContext) {
             continue;
         };
         let flops = 2.0 * f64::from(seq) * f64::from(seq) * f64::from(heads * hd);
-        let cells: Vec<String> = forms
-            .iter()
-            .map(|form| {
-                times
-                    .iter()
-                    .find(|(f, _)| f == form)
-                    .map_or("-".to_string(), |(_, d)| {
-                        format!("{:.0}", d.as_secs_f64() * 1e6)
-                    })
-            })
-            .collect();
+        let cells = micros_cells(&forms, &times);
         println!(
             "| {label} | {} | {} | {:.1} |",
             cells.join(" | "),
@@ -380,17 +360,7 @@ fn norm_table(ctx: &GpuContext, roof: &Roofline) {
         };
         let bytes = 4.0 * (2.0 * f64::from(rows) * f64::from(cols) + 2.0 * f64::from(cols));
         let gbps = bytes / fastest.as_secs_f64() / 1e9;
-        let cells: Vec<String> = forms
-            .iter()
-            .map(|form| {
-                times
-                    .iter()
-                    .find(|(f, _)| f == form)
-                    .map_or("-".to_string(), |(_, d)| {
-                        format!("{:.0}", d.as_secs_f64() * 1e6)
-                    })
-            })
-            .collect();
+        let cells = micros_cells(&forms, &times);
         println!(
             "| {label} | {} | {} | {gbps:.1} | {:.2} |",
             cells.join(" | "),
@@ -398,6 +368,21 @@ fn norm_table(ctx: &GpuContext, roof: &Roofline) {
             gbps / roof.gbps
         );
     }
+}
+
+/// One cell per candidate: its time in microseconds, or `-` when it was not timed.
+fn micros_cells<V: PartialEq>(candidates: &[V], times: &[(V, Duration)]) -> Vec<String> {
+    candidates
+        .iter()
+        .map(|c| {
+            times
+                .iter()
+                .find(|(t, _)| t == c)
+                .map_or("-".to_string(), |(_, d)| {
+                    format!("{:.0}", d.as_secs_f64() * 1e6)
+                })
+        })
+        .collect()
 }
 
 /// Floating-point operations and bytes moved by one call (the minimum traffic: each

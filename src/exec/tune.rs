@@ -914,19 +914,8 @@ pub fn time_tiles(
     tiles: &[MatmulTile],
     repetitions: u32,
 ) -> Result<Vec<(MatmulTile, Duration)>, ExecError> {
-    let shape = TunedShape {
-        family,
-        storage: StorageType::F32,
-        m,
-        k,
-        n,
-    };
-    let variants: Vec<Variant> = tiles.iter().copied().map(Variant::Tile).collect();
-    let times = time_candidates(ctx, shape, &variants, repetitions)?;
-    Ok(times
-        .into_iter()
-        .filter_map(|(v, d)| Some((v.tile()?, d)))
-        .collect())
+    let shape = f32_shape(family, (m, k, n));
+    time_as(ctx, shape, tiles, Variant::Tile, Variant::tile, repetitions)
 }
 
 /// Times each attention form on `seq` queries of `heads` heads `head_dim` wide in f32
@@ -941,24 +930,16 @@ pub fn time_attention(
     forms: &[AttentionForm],
     repetitions: u32,
 ) -> Result<Vec<(AttentionForm, Duration)>, ExecError> {
-    let shape = TunedShape {
-        family: KernelFamily::Attention,
-        storage: StorageType::F32,
-        m: seq,
-        k: head_dim,
-        n: heads,
-    };
-    let variants: Vec<Variant> = forms
-        .iter()
-        .copied()
-        .filter(|f| f.fits(head_dim))
-        .map(Variant::Attention)
-        .collect();
-    let times = time_candidates(ctx, shape, &variants, repetitions)?;
-    Ok(times
-        .into_iter()
-        .filter_map(|(v, d)| Some((v.form()?, d)))
-        .collect())
+    let shape = f32_shape(KernelFamily::Attention, (seq, head_dim, heads));
+    let fitting: Vec<AttentionForm> = forms.iter().copied().filter(|f| f.fits(head_dim)).collect();
+    time_as(
+        ctx,
+        shape,
+        &fitting,
+        Variant::Attention,
+        Variant::form,
+        repetitions,
+    )
 }
 
 /// Times each layer norm form on `rows` rows of `cols` in f32 on `ctx` as the tuner
@@ -973,23 +954,48 @@ pub fn time_norm(
     forms: &[NormForm],
     repetitions: u32,
 ) -> Result<Vec<(NormForm, Duration)>, ExecError> {
-    let shape = TunedShape {
-        family: KernelFamily::LayerNorm,
-        storage: StorageType::F32,
-        m: rows,
-        k: cols,
-        n: 1,
-    };
-    let variants: Vec<Variant> = forms
+    let shape = f32_shape(KernelFamily::LayerNorm, (rows, cols, 1));
+    let fitting: Vec<NormForm> = forms
         .iter()
         .copied()
         .filter(|f| f.fits(rows, cols))
-        .map(Variant::Norm)
         .collect();
+    time_as(
+        ctx,
+        shape,
+        &fitting,
+        Variant::Norm,
+        Variant::norm,
+        repetitions,
+    )
+}
+
+/// The f32 shape of `family` with dimensions `(m, k, n)`.
+fn f32_shape(family: KernelFamily, (m, k, n): (u32, u32, u32)) -> TunedShape {
+    TunedShape {
+        family,
+        storage: StorageType::F32,
+        m,
+        k,
+        n,
+    }
+}
+
+/// Times `candidates` (wrapped as variants by `wrap`, unwrapped by `unwrap`) on
+/// `shape` as the tuner does.
+fn time_as<V: Copy>(
+    ctx: &GpuContext,
+    shape: TunedShape,
+    candidates: &[V],
+    wrap: fn(V) -> Variant,
+    unwrap: fn(Variant) -> Option<V>,
+    repetitions: u32,
+) -> Result<Vec<(V, Duration)>, ExecError> {
+    let variants: Vec<Variant> = candidates.iter().copied().map(wrap).collect();
     let times = time_candidates(ctx, shape, &variants, repetitions)?;
     Ok(times
         .into_iter()
-        .filter_map(|(v, d)| Some((v.norm()?, d)))
+        .filter_map(|(v, d)| Some((unwrap(v)?, d)))
         .collect())
 }
 
