@@ -1,12 +1,13 @@
 //! The kernels chosen by form rather than by tile (issue 27): fused causal attention's
-//! two forms (`exec::AttentionForm`: one invocation per query, `shaders/attention.wgsl`,
-//! and the keys in workgroup memory, `shaders/attention_tiled.wgsl`) and the layer
+//! three forms (`exec::AttentionForm`: one invocation per query, `shaders/attention.wgsl`;
+//! the keys in workgroup memory, `shaders/attention_tiled.wgsl`; four queries per
+//! invocation, `shaders/attention_blocks.wgsl`) and the layer
 //! norm's two (`exec::NormForm`: an invocation or a workgroup per row), each forced
 //! through the tuner and checked against the CPU reference and against each other:
 //! attention on sequences shorter and longer than a tile, not multiples of it, heads
 //! of several widths (the widest, 256, which only the per-query form takes), in f32
 //! and (where the adapter has `shader-f16`) in f16; layer norms on shapes both forms
-//! take and shapes only one does. And the tuner timing both forms of each, caching
+//! take and shapes only one does. And the tuner timing the forms of each, caching
 //! the choice and reading it back. No test depends on which form wins a timing. Each
 //! test opens a device of its own (the tuner's settings are per device).
 //!
@@ -109,7 +110,7 @@ fn graph(
 }
 
 /// Each form forced in turn on every shape, in `dtype`, against the CPU reference
-/// (`tol`) and the two forms against each other (`agree`).
+/// (`tol`) and the other forms against the per-query one (`agree`).
 fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
     let exec = Executor::new(ctx);
     for shape in SHAPES {
@@ -117,12 +118,13 @@ fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
         let mut outs = Vec::new();
         for form in AttentionForm::ALL {
             // One candidate: chosen without timing. A form that does not take the head
-            // width is no candidate, and the rule (per query) decides.
+            // width is no candidate, and the rule (by adapter type) decides.
             tune::configure(ctx, settings(None, &[form]));
+            let cpu = ctx.info.device_type == wgpu::DeviceType::Cpu;
             let expected = if form.fits(shape.2 as u32) {
                 form
             } else {
-                AttentionForm::PerQuery
+                AttentionForm::rule(cpu)
             };
             assert_eq!(
                 exec.tuned_choice(&g, 1).expect("resolves"),
@@ -133,19 +135,21 @@ fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
             assert_close(&format!("{shape:?} {form:?} {dtype:?}"), &gpu, &cpu, tol);
             outs.push(gpu);
         }
-        assert_close(&format!("{shape:?} forms agree"), &outs[0], &outs[1], agree);
+        for (form, out) in AttentionForm::ALL.iter().zip(&outs).skip(1) {
+            assert_close(&format!("{shape:?} {form:?} agrees"), &outs[0], out, agree);
+        }
     }
 }
 
 #[test]
-fn both_attention_forms_match_the_cpu_reference_and_each_other() {
+fn every_attention_form_matches_the_cpu_reference_and_the_others() {
     let Some(ctx) = own_device() else { return };
     check_forms(&ctx, DType::F32, 1e-4, 1e-5);
 }
 
 #[test]
-fn both_attention_forms_in_f16_match_the_cpu_reference() {
-    let Some(shared) = common::f16_gpu("both_attention_forms_in_f16_match_the_cpu_reference")
+fn every_attention_form_in_f16_matches_the_cpu_reference() {
+    let Some(shared) = common::f16_gpu("every_attention_form_in_f16_matches_the_cpu_reference")
     else {
         return;
     };
@@ -162,11 +166,11 @@ fn both_attention_forms_in_f16_match_the_cpu_reference() {
 }
 
 #[test]
-fn the_tuner_times_both_forms_caches_the_choice_and_reads_it_back() {
+fn the_tuner_times_the_attention_forms_caches_the_choice_and_reads_it_back() {
     let Some(ctx) = own_device() else { return };
     if !ctx.has_timestamps() {
         common::skip_for_capability(
-            "the_tuner_times_both_forms_caches_the_choice_and_reads_it_back",
+            "the_tuner_times_the_attention_forms_caches_the_choice_and_reads_it_back",
             "no TIMESTAMP_QUERY: the rule decides",
         );
         return;
@@ -189,7 +193,11 @@ fn the_tuner_times_both_forms_caches_the_choice_and_reads_it_back() {
         (64, 64, 2)
     );
     assert_eq!((choice.variant, choice.source), (chosen, Source::Tuned));
-    assert_eq!(choice.times.len(), 2, "both forms are timed: {choice:?}");
+    assert_eq!(
+        choice.times.len(),
+        AttentionForm::ALL.len(),
+        "every form is timed: {choice:?}"
+    );
     assert!(
         choice.line().starts_with("attention seq 64 hd 64 heads 2"),
         "{}",
@@ -210,15 +218,23 @@ fn the_tuner_times_both_forms_caches_the_choice_and_reads_it_back() {
     let again = tune::tuning(&ctx);
     assert_eq!(again.choices[0].source, Source::Cache, "{again:?}");
     assert_eq!(again.time, Duration::ZERO);
-    // The widest head has one form that takes it: the rule, nothing timed.
+    // The widest head: the key tiles do not take it, the other two are timed.
     let (wide, _) = graph((9, 1, 256), DType::F32);
-    assert_eq!(
-        exec.tuned_choice(&wide, 1).expect("resolves"),
-        Some(Variant::Attention(AttentionForm::PerQuery))
+    let wide_choice = exec.tuned_choice(&wide, 1).expect("resolves");
+    assert_ne!(
+        wide_choice,
+        Some(Variant::Attention(AttentionForm::KeyTiles))
     );
+    let last = tune::tuning(&ctx)
+        .choices
+        .last()
+        .cloned()
+        .expect("a choice");
+    assert_eq!(last.times.len(), 2, "{last:?}");
     // `time_attention` (the benchmarks' entry) times what takes the head.
     let timed = tune::time_attention(&ctx, (9, 1, 256), &AttentionForm::ALL, 1).expect("timed");
-    assert_eq!(timed.len(), 1);
+    assert_eq!(timed.len(), 2);
+    assert!(timed.iter().all(|(f, _)| *f != AttentionForm::KeyTiles));
     let _ = std::fs::remove_file(&path);
 }
 

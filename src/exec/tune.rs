@@ -135,8 +135,8 @@ pub enum Variant {
 }
 
 impl Variant {
-    /// Its name in the tuning cache ([`MatmulTile::name`], [`AttentionForm::name`]:
-    /// the two sets of names are apart).
+    /// Its name in the tuning cache ([`MatmulTile::name`], [`AttentionForm::name`],
+    /// [`NormForm::name`]: no name is in two of the sets).
     pub fn name(self) -> &'static str {
         match self {
             Variant::Tile(t) => t.name(),
@@ -282,21 +282,38 @@ impl TunedShape {
     /// Its shape class.
     pub fn class(self) -> ShapeClass {
         let up = |x: u32| x.checked_next_power_of_two().unwrap_or(1 << 31);
+        // A layer norm's rows round down: a row per invocation needs at least 64 rows,
+        // so every shape of a class then takes the same forms.
+        let m = match self.family {
+            KernelFamily::LayerNorm if self.m > 0 => 1 << self.m.ilog2(),
+            _ => up(self.m),
+        };
         ShapeClass {
             family: self.family,
             storage: self.storage,
-            m: up(self.m),
+            m,
             k: up(self.k),
             n: up(self.n),
         }
     }
 
-    /// The rule's choice: [`MatmulTile::choose`], attention per query, or a layer
-    /// norm's form by adapter type ([`NormForm::rule`]; `cpu_adapter`: the device is a
-    /// CPU adapter).
+    /// Whether `variant` is one this exact shape can run (a class's choice is made on
+    /// one of its shapes; a tile or form another of them cannot take is not used).
+    pub fn takes(self, variant: Variant) -> bool {
+        variant.is_for(self.family)
+            && match variant {
+                Variant::Tile(t) => t.fits(self.m),
+                Variant::Attention(f) => f.fits(self.k),
+                Variant::Norm(f) => f.fits(self.m, self.k),
+            }
+    }
+
+    /// The rule's choice: [`MatmulTile::choose`], or attention's and a layer norm's
+    /// form by adapter type ([`AttentionForm::rule`], [`NormForm::rule`]; `cpu_adapter`:
+    /// the device is a CPU adapter).
     pub fn rule(self, cpu_adapter: bool) -> Variant {
         match self.family {
-            KernelFamily::Attention => Variant::Attention(AttentionForm::PerQuery),
+            KernelFamily::Attention => Variant::Attention(AttentionForm::rule(cpu_adapter)),
             KernelFamily::LayerNorm => Variant::Norm(NormForm::rule(cpu_adapter, self.m, self.k)),
             _ => Variant::Tile(MatmulTile::choose(self.m, self.n)),
         }
@@ -799,11 +816,17 @@ impl Tuner {
 
     fn variant(&mut self, ctx: &GpuContext, shape: TunedShape) -> Variant {
         let class = shape.class();
+        let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
         if let Some(&variant) = self.chosen.get(&class) {
-            return variant;
+            // A choice for the class this shape cannot run (made on another of its
+            // shapes): the rule, for this call only.
+            return if shape.takes(variant) {
+                variant
+            } else {
+                shape.rule(cpu_adapter)
+            };
         }
         let candidates = self.candidates(ctx, shape);
-        let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
         // One candidate is a choice forced by the settings (or the only one the shape
         // allows): nothing to time or read.
         if self.settings.enabled && candidates.len() == 1 {
@@ -829,7 +852,7 @@ impl Tuner {
             let cache = self
                 .cache
                 .get_or_insert_with(|| TuneCache::load_or_warn(&path));
-            if let Some(chosen) = cache.get(&self.adapter, &class) {
+            if let Some(chosen) = cache.get(&self.adapter, &class).filter(|v| shape.takes(*v)) {
                 self.record(shape, chosen, Source::Cache, Vec::new());
                 return chosen;
             }
@@ -882,7 +905,7 @@ impl Tuner {
 fn attention_fits(ctx: &GpuContext, form: AttentionForm) -> bool {
     let l = &ctx.limits;
     let memory = match form {
-        AttentionForm::PerQuery => 0,
+        AttentionForm::PerQuery | AttentionForm::QueryBlocks => 0,
         AttentionForm::KeyTiles => kernels::TILED_ATTENTION_WORKGROUP_BYTES,
     };
     form.invocations() <= l.max_compute_workgroup_size_x
@@ -1269,9 +1292,22 @@ mod tests {
                 n: 16
             }
         );
-        for cpu in [false, true] {
-            assert_eq!(shape.rule(cpu), Variant::Attention(AttentionForm::PerQuery));
-        }
+        // By adapter type: a block of queries per invocation on a CPU adapter.
+        assert_eq!(
+            shape.rule(false),
+            Variant::Attention(AttentionForm::PerQuery)
+        );
+        assert_eq!(
+            shape.rule(true),
+            Variant::Attention(AttentionForm::QueryBlocks)
+        );
+        // A 128-wide head (class 128) does not take the key tiles; a 48-wide one
+        // (class 64) does, as every head of its class.
+        let wide = TunedShape { k: 128, ..shape };
+        assert!(!wide.takes(Variant::Attention(AttentionForm::KeyTiles)));
+        let narrow = TunedShape { k: 48, ..shape };
+        assert!(narrow.takes(Variant::Attention(AttentionForm::KeyTiles)));
+        assert!(!narrow.takes(Variant::Tile(MatmulTile::Rows8)));
         // The timed call is the same attention, over qkv [seq, 3d] into out [seq, d].
         let (timed, sizes) = shape.call();
         assert!(matches!(
@@ -1333,5 +1369,25 @@ mod tests {
         assert!(rows.is_for(KernelFamily::LayerNorm) && !rows.is_for(KernelFamily::Tiled));
         let (_, sizes) = shape.call();
         assert_eq!(sizes, [256 * 512, 512, 256 * 512, 512]);
+        // Rows round down: 40 rows (no row per invocation) are a class apart from 64
+        // (which take one), and every shape of a class takes the same forms.
+        let class_of = |r| {
+            TunedShape::of(&norm(r), StorageType::F32)
+                .expect("tuned")
+                .class()
+                .m
+        };
+        assert_eq!(
+            (class_of(40), class_of(63), class_of(64), class_of(127)),
+            (32, 32, 64, 64)
+        );
+        for r in [1, 8, 40, 63, 64, 100, 127, 128, 1000] {
+            let s = TunedShape::of(&norm(r), StorageType::F32).expect("tuned");
+            let low = TunedShape {
+                m: s.class().m,
+                ..s
+            };
+            assert_eq!(s.takes(rows), low.takes(rows), "{r} rows");
+        }
     }
 }
