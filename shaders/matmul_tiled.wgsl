@@ -11,7 +11,11 @@
 // and four vec4 rows of B, and does 16 * ROWS multiply-adds: the accumulators stay in
 // registers and nothing is staged in workgroup memory, so no barrier is needed. ROWS
 // and LANES are pipeline constants: the executor picks a tile per problem shape and
-// adapter (exec::kernels::MatmulTile). matmul_bt_tiled.wgsl is the transposed-B form. Params: m, k, n, epilogue (0 none, 1 GELU).
+// adapter (exec::kernels::MatmulTile). The product itself is `block`, joined in front
+// of this file from matmul_block.wgsl (each invocation reads its A rows itself) or
+// matmul_block_shared.wgsl (the invocations of a subgroup share the A rows' reads).
+// matmul_bt_tiled.wgsl is the transposed-B form. Params: m, k, n, epilogue (0 none,
+// 1 GELU).
 
 struct Params {
     m: u32,
@@ -39,31 +43,6 @@ fn gelu(x: vec4<f32>) -> vec4<f32> {
     let c = 0.7978845608028654; // sqrt(2 / pi)
     let inner = clamp(c * (x + 0.044715 * x * x * x), vec4(-15.0), vec4(15.0));
     return 0.5 * x * (1.0 + tanh(inner));
-}
-
-// The ROWS x 4 block of a x b whose first row is row0 and whose vec4 column is c4
-// (rows past m and columns past n read the last row / column and are not stored).
-fn block(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {
-    let k4 = params.k / 4u;
-    let n4 = params.n / 4u;
-    let col = min(c4, n4 - 1u);
-    var rows: array<u32, MAX_ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        rows[r] = min(row0 + r, params.m - 1u) * k4;
-    }
-    var acc: array<vec4<f32>, MAX_ROWS>;
-    for (var kq = 0u; kq < k4; kq++) {
-        let base = kq * 4u * n4 + col;
-        let b0 = vec4<f32>(b[base]);
-        let b1 = vec4<f32>(b[base + n4]);
-        let b2 = vec4<f32>(b[base + 2u * n4]);
-        let b3 = vec4<f32>(b[base + 3u * n4]);
-        for (var r = 0u; r < ROWS; r++) {
-            let av = vec4<f32>(a[rows[r] + kq]);
-            acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
-        }
-    }
-    return acc;
 }
 
 @compute @workgroup_size(LANES)

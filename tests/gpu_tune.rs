@@ -30,6 +30,12 @@ fn own_device() -> Option<GpuContext> {
     Some(GpuContext::from_env().expect("a second device on the adapter"))
 }
 
+/// Whether the tuner offers this device the tiles that share A's reads across a
+/// subgroup (for `matmul` and its fused forms): a CPU adapter with subgroups.
+fn shares_a_offered(ctx: &GpuContext) -> bool {
+    ctx.has_subgroups() && ctx.info.device_type == wgpu::DeviceType::Cpu
+}
+
 /// A fresh cache path under the target tmp dir.
 fn cache_path(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tune-tests");
@@ -114,8 +120,14 @@ fn every_candidate_tile_of_every_family_matches_the_cpu() {
             for (m, k, n) in shapes.into_iter().filter(|&(m, _, _)| tile.fits(m as u32)) {
                 let (g, values) = graph(op, m, k, n);
                 // `matmul_bt` is not timed with the split matrix-vector tile (it runs
-                // it unsplit): the rule decides there.
-                if !(op == "matmul_bt" && tile == MatmulTile::Rows1Split) {
+                // it unsplit), and the tiles that share A's reads are offered only to
+                // `matmul` and its fused forms on a CPU adapter with subgroups: the
+                // rule decides elsewhere.
+                let shared_here =
+                    shares_a_offered(&ctx) && matches!(op, "matmul" | "matmul_gelu" | "matmul_add");
+                if !(op == "matmul_bt" && tile == MatmulTile::Rows1Split)
+                    && (!tile.shares_a() || shared_here)
+                {
                     assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
                 }
                 let (gpu, cpu) = run_both(&ctx, &g, &values);
@@ -147,9 +159,13 @@ fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
         (choice.variant, choice.source),
         (Variant::Tile(tile), Source::Tuned)
     );
-    // Every tile that fits 64 rows is timed (the matrix-vector tile is for a few rows).
-    let fitting = MatmulTile::ALL.iter().filter(|t| t.fits(64)).count();
-    assert_eq!(fitting, MatmulTile::ALL.len() - 2);
+    // Every tile that fits 64 rows is timed (the matrix-vector tile is for a few rows;
+    // the shared-read tiles where the device is offered them).
+    let fitting = MatmulTile::ALL
+        .iter()
+        .filter(|t| t.fits(64) && (!t.shares_a() || shares_a_offered(&ctx)))
+        .count();
+    assert!(fitting >= MatmulTile::ALL.len() - 4);
     assert_eq!(choice.times.len(), fitting, "{choice:?}");
     assert!(summary.time > std::time::Duration::ZERO);
     // The run takes the same tile, and its report says no more tuning was needed.
@@ -356,4 +372,38 @@ fn f16_kernels_are_timed_apart_from_f32_ones() {
         assert_eq!(cache.get(&adapter, &choice.class), Some(choice.variant));
     }
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn the_shared_read_tiles_give_the_plain_tiles_results_bit_for_bit() {
+    let Some(ctx) = own_device() else { return };
+    if !shares_a_offered(&ctx) {
+        common::skip_for_capability(
+            "the_shared_read_tiles_give_the_plain_tiles_results_bit_for_bit",
+            "not a CPU adapter with subgroups: the shared-read tiles are not offered",
+        );
+        return;
+    }
+    // Rows that fill the tile, a partial last tile, fewer rows than the tile; columns
+    // past a workgroup's.
+    for (m, k, n) in [(64, 128, 256), (37, 68, 136), (3, 36, 72), (130, 64, 200)] {
+        for op in ["matmul", "matmul_gelu", "matmul_add"] {
+            let (g, values) = graph(op, m, k, n);
+            for (plain, shared) in [
+                (MatmulTile::Rows8, MatmulTile::Rows8Shared),
+                (MatmulTile::Rows4, MatmulTile::Rows4Shared),
+            ] {
+                let mut outs = Vec::new();
+                for tile in [plain, shared] {
+                    tune::configure(&ctx, settings(None, &[tile]));
+                    let exec = Executor::new(&ctx);
+                    assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
+                    let (gpu, cpu) = run_both(&ctx, &g, &values);
+                    assert_close(&format!("{op} {m}x{k}x{n} {tile:?}"), &gpu, &cpu, 1e-4);
+                    outs.push(gpu);
+                }
+                assert_eq!(outs[0], outs[1], "{op} {m}x{k}x{n} {shared:?}");
+            }
+        }
+    }
 }

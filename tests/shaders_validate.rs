@@ -71,6 +71,9 @@ fn every_shader_parses_and_validates_as_the_device_compiles_it() {
         "storage_f16.wgsl".to_string(),
         // Joined in front of kv_attend.wgsl and kv_self_attend.wgsl.
         "kv_pages.wgsl".to_string(),
+        // Joined in front of matmul_tiled.wgsl (the plain and the shared-read product).
+        "matmul_block.wgsl".to_string(),
+        "matmul_block_shared.wgsl".to_string(),
     ];
     for shader in Shader::ALL {
         covered.push(shader.file().to_string());
@@ -136,10 +139,16 @@ fn check_params(shader: Shader, module: &naga::Module) -> Result<(), String> {
 
 #[test]
 fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
-    let f16 = naga::valid::Capabilities::SHADER_FLOAT16;
     let mut failures = Vec::new();
     let mut forms = 0;
     for shader in Shader::ALL {
+        // A shader with subgroup operations needs that capability in both forms.
+        let base = if shader.needs_subgroups() {
+            naga::valid::Capabilities::SUBGROUP
+        } else {
+            naga::valid::Capabilities::empty()
+        };
+        let f16 = base | naga::valid::Capabilities::SHADER_FLOAT16;
         let Some(source) = shader.source_for(StorageType::F16) else {
             assert!(!shader.has_f16());
             continue;
@@ -150,16 +159,25 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
             failures.push(message);
         }
         // The f16 form really stores f16: without the capability naga refuses it.
-        if validate_with(&name, source, naga::valid::Capabilities::empty()).is_ok() {
+        if validate_with(&name, source, base).is_ok() {
             failures.push(format!("{name}: validates without SHADER_FLOAT16"));
         }
         // And the f32 form needs no f16.
-        if let Err(message) = validate_with(
+        if let Err(message) = validate_with(shader.file(), shader.source(), base) {
+            failures.push(message);
+        }
+        // A shader said to need subgroups does; the others do not.
+        let without = validate_with(
             shader.file(),
             shader.source(),
             naga::valid::Capabilities::empty(),
-        ) {
-            failures.push(message);
+        );
+        if shader.needs_subgroups() == without.is_ok() {
+            failures.push(format!(
+                "{}: needs_subgroups() is {} but naga says otherwise",
+                shader.file(),
+                shader.needs_subgroups()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -168,7 +186,7 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
     // generation step's (the paged KV cache's kv_self, kv_attend, kv_self_attend, the
     // norm-fused matmul), rope, the compaction and the packed matmul: every shader but
     // the staging copy.
-    assert_eq!(forms, 19);
+    assert_eq!(forms, 20);
 }
 
 #[test]

@@ -239,6 +239,11 @@ impl GpuContext {
             .features()
             .contains(wgpu::Features::TIMESTAMP_QUERY)
     }
+
+    /// Whether the device runs subgroup operations in shaders (wgpu's `SUBGROUP`).
+    pub fn has_subgroups(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SUBGROUP)
+    }
 }
 
 /// The optional features [`GpuContext::from_env`] asks for: [`USABLE_FEATURES`], less
@@ -251,10 +256,12 @@ pub fn features_from_env() -> wgpu::Features {
 }
 
 /// The optional features wgalloc requests when the adapter has them: timestamp
-/// queries (GPU timing, the tuner) and f16 in shaders (f16 storage,
-/// [`crate::exec::StorageType::F16`]).
-pub const USABLE_FEATURES: wgpu::Features =
-    wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::SHADER_F16);
+/// queries (GPU timing, the tuner), f16 in shaders (f16 storage,
+/// [`crate::exec::StorageType::F16`]) and subgroup operations (the matmul tiles that
+/// share their reads across a subgroup, [`crate::exec::MatmulTile::shares_a`]).
+pub const USABLE_FEATURES: wgpu::Features = wgpu::Features::TIMESTAMP_QUERY
+    .union(wgpu::Features::SHADER_F16)
+    .union(wgpu::Features::SUBGROUP);
 
 #[cfg(test)]
 mod tests {

@@ -403,7 +403,10 @@ impl Executor {
             return Err(ExecError::ShaderF16Missing);
         }
         for kernel in Kernel::ALL {
-            if kernel.entry().0.source_for(storage).is_none() {
+            let shader = kernel.entry().0;
+            if shader.source_for(storage).is_none()
+                || (shader.needs_subgroups() && !self.ctx.has_subgroups())
+            {
                 continue;
             }
             self.registry

@@ -32,8 +32,12 @@ pub enum Shader {
     Compact,
     /// `shaders/matmul_packed.wgsl` (matmul over a pre-packed B).
     MatmulPacked,
-    /// `shaders/matmul_tiled.wgsl` (register-tiled matmul with fused epilogues).
+    /// `shaders/matmul_tiled.wgsl` (register-tiled matmul with fused epilogues), after
+    /// `shaders/matmul_block.wgsl`.
     MatmulTiled,
+    /// `shaders/matmul_tiled.wgsl` after `shaders/matmul_block_shared.wgsl`: the reads
+    /// of A shared across a subgroup (needs the device's subgroup feature).
+    MatmulTiledShared,
     /// `shaders/matmul_bt_tiled.wgsl` (register-tiled matmul by a transposed B).
     MatmulBtTiled,
     /// `shaders/attention.wgsl` (fused causal attention).
@@ -60,7 +64,7 @@ pub enum Shader {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 20] = [
+    pub const ALL: [Shader; 21] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -81,6 +85,7 @@ impl Shader {
         Shader::Matvec,
         Shader::AttentionTiled,
         Shader::AttentionBlocks,
+        Shader::MatmulTiledShared,
     ];
 
     /// The file name under `shaders/`.
@@ -96,7 +101,7 @@ impl Shader {
             Shader::Copy => "copy.wgsl",
             Shader::Compact => "compact.wgsl",
             Shader::MatmulPacked => "matmul_packed.wgsl",
-            Shader::MatmulTiled => "matmul_tiled.wgsl",
+            Shader::MatmulTiled | Shader::MatmulTiledShared => "matmul_tiled.wgsl",
             Shader::MatmulBtTiled => "matmul_bt_tiled.wgsl",
             Shader::Attention => "attention.wgsl",
             Shader::AttentionTiled => "attention_tiled.wgsl",
@@ -158,7 +163,8 @@ impl Shader {
             Copy => "copy.wgsl", false;
             Compact => "compact.wgsl", true;
             MatmulPacked => "matmul_packed.wgsl", true;
-            MatmulTiled => "matmul_tiled.wgsl", true;
+            MatmulTiled => "matmul_block.wgsl" + "matmul_tiled.wgsl", true;
+            MatmulTiledShared => "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
             AttentionTiled => "attention_tiled.wgsl", true;
@@ -177,6 +183,12 @@ impl Shader {
     /// of its generation step (the paged KV cache's kernels, the norm-fused matmul).
     pub fn has_f16(self) -> bool {
         self.source_for(StorageType::F16).is_some()
+    }
+
+    /// Whether the shader uses subgroup operations (the device needs wgpu's
+    /// `SUBGROUP` feature to build it).
+    pub fn needs_subgroups(self) -> bool {
+        self == Shader::MatmulTiledShared
     }
 }
 
@@ -363,24 +375,35 @@ pub enum MatmulTile {
     /// adapters that run many invocations at once (one row and 768 columns are 48
     /// invocations unsplit). `matmul_bt` runs it as [`MatmulTile::Rows1`].
     Rows1Split,
+    /// [`MatmulTile::Rows8`] with the reads of A shared across a subgroup
+    /// (`shaders/matmul_block_shared.wgsl`): each invocation reads one of the 8 rows at
+    /// each step of `k` and takes the others from its subgroup. For CPU adapters with
+    /// subgroups (llvmpipe), where a read costs a load per invocation even when the
+    /// whole workgroup reads one address. `matmul` and its fused forms only; the
+    /// other families run it as [`MatmulTile::Rows8`].
+    Rows8Shared,
+    /// [`MatmulTile::Rows4`] with the reads of A shared across a subgroup.
+    Rows4Shared,
 }
 
 impl MatmulTile {
     /// Every tile, in the order the tuner times them.
-    pub const ALL: [MatmulTile; 6] = [
+    pub const ALL: [MatmulTile; 8] = [
         MatmulTile::Rows8,
         MatmulTile::Rows4,
         MatmulTile::Rows1,
         MatmulTile::Rows8Wide,
         MatmulTile::Rows4Wide,
         MatmulTile::Rows1Split,
+        MatmulTile::Rows8Shared,
+        MatmulTile::Rows4Shared,
     ];
 
     /// Output rows per invocation (and per workgroup).
     pub fn rows(self) -> u32 {
         match self {
-            MatmulTile::Rows8 | MatmulTile::Rows8Wide => 8,
-            MatmulTile::Rows4 | MatmulTile::Rows4Wide => 4,
+            MatmulTile::Rows8 | MatmulTile::Rows8Wide | MatmulTile::Rows8Shared => 8,
+            MatmulTile::Rows4 | MatmulTile::Rows4Wide | MatmulTile::Rows4Shared => 4,
             MatmulTile::Rows1 | MatmulTile::Rows1Split => 1,
         }
     }
@@ -398,6 +421,12 @@ impl MatmulTile {
         matches!(self, MatmulTile::Rows1 | MatmulTile::Rows1Split)
     }
 
+    /// Whether the tile shares its reads of A across a subgroup
+    /// ([`MatmulTile::Rows8Shared`], [`MatmulTile::Rows4Shared`]).
+    pub fn shares_a(self) -> bool {
+        matches!(self, MatmulTile::Rows8Shared | MatmulTile::Rows4Shared)
+    }
+
     /// Slices of `k` per workgroup of the matrix-vector kernels (1 unsplit).
     pub fn split(self) -> u32 {
         match self {
@@ -410,9 +439,12 @@ impl MatmulTile {
     /// matrix-vector tile has [`MatmulTile::split`] rows of them.
     pub fn lanes(self) -> u32 {
         match self {
-            MatmulTile::Rows8 | MatmulTile::Rows4 | MatmulTile::Rows1 | MatmulTile::Rows1Split => {
-                16
-            }
+            MatmulTile::Rows8
+            | MatmulTile::Rows4
+            | MatmulTile::Rows1
+            | MatmulTile::Rows1Split
+            | MatmulTile::Rows8Shared
+            | MatmulTile::Rows4Shared => 16,
             MatmulTile::Rows8Wide | MatmulTile::Rows4Wide => 64,
         }
     }
@@ -442,7 +474,7 @@ impl MatmulTile {
     }
 
     /// The tile's name in the tuning cache (`rows8`, `rows4`, `rows1`, `rows8w64`,
-    /// `rows4w64`, `rows1k16`).
+    /// `rows4w64`, `rows1k16`, `rows8sg`, `rows4sg`).
     pub fn name(self) -> &'static str {
         match self {
             MatmulTile::Rows8 => "rows8",
@@ -451,6 +483,8 @@ impl MatmulTile {
             MatmulTile::Rows8Wide => "rows8w64",
             MatmulTile::Rows4Wide => "rows4w64",
             MatmulTile::Rows1Split => "rows1k16",
+            MatmulTile::Rows8Shared => "rows8sg",
+            MatmulTile::Rows4Shared => "rows4sg",
         }
     }
 
@@ -583,6 +617,14 @@ impl AttentionForm {
 impl Kernel {
     /// The shader file and entry point.
     pub fn entry(self) -> (Shader, &'static str) {
+        // The tiled matmul's product shares its reads of A for the tiles that do.
+        let tiled = |t: MatmulTile| {
+            if t.shares_a() {
+                Shader::MatmulTiledShared
+            } else {
+                Shader::MatmulTiled
+            }
+        };
         match self {
             Kernel::Unary => (Shader::Unary, "unary"),
             Kernel::UnaryInPlace => (Shader::Unary, "unary_inplace"),
@@ -602,12 +644,12 @@ impl Kernel {
             Kernel::CountPositive => (Shader::Compact, "count_positive"),
             Kernel::Compact => (Shader::Compact, "compact"),
             Kernel::MatmulPacked => (Shader::MatmulPacked, "matmul_packed"),
-            Kernel::MatmulTiled(_) => (Shader::MatmulTiled, "matmul_tiled"),
-            Kernel::MatmulTiledAcc(_) => (Shader::MatmulTiled, "matmul_tiled_acc"),
-            Kernel::MatmulTiledAccTo(_) => (Shader::MatmulTiled, "matmul_tiled_acc_to"),
-            Kernel::MatmulTiledBias(_) => (Shader::MatmulTiled, "matmul_tiled_bias"),
-            Kernel::MatmulTiledAccBias(_) => (Shader::MatmulTiled, "matmul_tiled_acc_bias"),
-            Kernel::MatmulTiledAccToBias(_) => (Shader::MatmulTiled, "matmul_tiled_acc_to_bias"),
+            Kernel::MatmulTiled(t) => (tiled(t), "matmul_tiled"),
+            Kernel::MatmulTiledAcc(t) => (tiled(t), "matmul_tiled_acc"),
+            Kernel::MatmulTiledAccTo(t) => (tiled(t), "matmul_tiled_acc_to"),
+            Kernel::MatmulTiledBias(t) => (tiled(t), "matmul_tiled_bias"),
+            Kernel::MatmulTiledAccBias(t) => (tiled(t), "matmul_tiled_acc_bias"),
+            Kernel::MatmulTiledAccToBias(t) => (tiled(t), "matmul_tiled_acc_to_bias"),
             Kernel::MatmulBtTiled(_) => (Shader::MatmulBtTiled, "matmul_bt_tiled"),
             Kernel::Attention => (Shader::Attention, "attention_causal"),
             Kernel::AttentionTiled => (Shader::AttentionTiled, "attention_tiled"),
@@ -690,7 +732,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 75] = [
+    pub const ALL: [Kernel; 87] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -766,6 +808,18 @@ impl Kernel {
         Kernel::MatvecNormBias(MatmulTile::Rows1Split),
         Kernel::AttentionTiled,
         Kernel::AttentionBlocks,
+        Kernel::MatmulTiled(MatmulTile::Rows8Shared),
+        Kernel::MatmulTiled(MatmulTile::Rows4Shared),
+        Kernel::MatmulTiledAcc(MatmulTile::Rows8Shared),
+        Kernel::MatmulTiledAcc(MatmulTile::Rows4Shared),
+        Kernel::MatmulTiledAccTo(MatmulTile::Rows8Shared),
+        Kernel::MatmulTiledAccTo(MatmulTile::Rows4Shared),
+        Kernel::MatmulTiledBias(MatmulTile::Rows8Shared),
+        Kernel::MatmulTiledBias(MatmulTile::Rows4Shared),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows8Shared),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows4Shared),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows8Shared),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows4Shared),
     ];
 }
 
@@ -1335,6 +1389,11 @@ impl KernelRegistry {
         })?;
         if storage == StorageType::F16 && !device.features().contains(wgpu::Features::SHADER_F16) {
             return Err(ExecError::ShaderF16Missing);
+        }
+        if shader.needs_subgroups() && !device.features().contains(wgpu::Features::SUBGROUP) {
+            return Err(ExecError::Device(DeviceError::Internal {
+                message: format!("{kernel:?} needs subgroup operations, which this device lacks"),
+            }));
         }
         let constants = kernel.constants();
         let layout = self.layout(device, kernel.storage_bindings());

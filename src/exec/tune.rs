@@ -54,7 +54,7 @@ use super::ExecError;
 use crate::device::{scoped, DeviceError, GpuContext};
 
 /// At most this many candidate tiles are timed per shape class.
-pub(crate) const MAX_CANDIDATES: usize = 6;
+pub(crate) const MAX_CANDIDATES: usize = 8;
 /// At most this many timed repetitions per candidate.
 pub(crate) const MAX_REPETITIONS: u32 = 8;
 /// Timed repetitions per candidate by default.
@@ -374,8 +374,9 @@ pub struct TuneSettings {
     pub enabled: bool,
     /// The cache file (`None`: choices are kept in memory only).
     pub cache: Option<PathBuf>,
-    /// The tiles timed, in order (capped at 6, and to the tiles whose workgroup the
-    /// device's limits allow; empty: the rule).
+    /// The tiles timed, in order (capped at 8, and to the tiles whose workgroup the
+    /// device's limits allow; the tiles that share reads across a subgroup only for
+    /// `matmul` and its fused forms on a CPU adapter with subgroups; empty: the rule).
     pub candidates: Vec<MatmulTile>,
     /// The attention forms timed, in order (capped to the forms the head width and the
     /// device's limits allow; empty: the rule, per query).
@@ -809,6 +810,7 @@ impl Tuner {
             .filter(|t| t.fits(shape.m) && workgroup_fits(ctx, *t))
             // `matmul_bt` runs the split matrix-vector tile as the unsplit one.
             .filter(|&t| !(shape.family == KernelFamily::BtTiled && t == MatmulTile::Rows1Split))
+            .filter(|&t| !t.shares_a() || shares_a_on(ctx, shape.family))
             .map(Variant::Tile)
             .take(MAX_CANDIDATES)
             .collect()
@@ -898,6 +900,17 @@ impl Tuner {
         self.record(shape, chosen, Source::Tuned, times);
         chosen
     }
+}
+
+/// Whether `family` on `ctx`'s device is offered the tiles that share their reads of A
+/// across a subgroup: `matmul` and its fused forms (the only kernels with that form),
+/// on a CPU adapter with subgroups. On a GPU the hardware already serves a workgroup's
+/// reads of one address at once, and `shaders/matmul_block_shared.wgsl` assumes that
+/// a workgroup's invocations fill its subgroups from lane 0, as CPU adapters run them.
+fn shares_a_on(ctx: &GpuContext, family: KernelFamily) -> bool {
+    family == KernelFamily::Tiled
+        && ctx.has_subgroups()
+        && ctx.info.device_type == wgpu::DeviceType::Cpu
 }
 
 /// Whether the device's limits allow attention's `form`: its invocations, and for the
