@@ -1,7 +1,10 @@
 // Register-tiled product with a transposed B and vectorised loads:
 //   matmul_bt_tiled: out[m, n] = a[m, k] x b[n, k]^T   (k a multiple of 4; any n)
 // The blocking of matmul_tiled.wgsl: ROWS rows per invocation (A loads shared by the
-// whole workgroup), LANES invocations per workgroup, no workgroup memory. Params: m, k, n.
+// whole workgroup), LANES invocations per workgroup, no workgroup memory. The product
+// is `bt_block`, joined in front of this file from matmul_bt_block.wgsl (each
+// invocation reads its A rows itself) or matmul_bt_block_shared.wgsl (a subgroup
+// shares those reads). Params: m, k, n.
 
 struct Params {
     m: u32,
@@ -29,28 +32,9 @@ fn matmul_bt_tiled(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let k4 = params.k / 4u;
     let row0 = wid.y * ROWS;
     let col0 = (wid.x * LANES + lid.x) * 4u;
-    var rows: array<u32, MAX_ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        rows[r] = min(row0 + r, params.m - 1u) * k4;
-    }
-    let b0r = min(col0, params.n - 1u) * k4;
-    let b1r = min(col0 + 1u, params.n - 1u) * k4;
-    let b2r = min(col0 + 2u, params.n - 1u) * k4;
-    let b3r = min(col0 + 3u, params.n - 1u) * k4;
-    var acc: array<vec4<f32>, MAX_ROWS>;
-    for (var kq = 0u; kq < k4; kq++) {
-        let b0 = vec4<f32>(b[b0r + kq]);
-        let b1 = vec4<f32>(b[b1r + kq]);
-        let b2 = vec4<f32>(b[b2r + kq]);
-        let b3 = vec4<f32>(b[b3r + kq]);
-        for (var r = 0u; r < ROWS; r++) {
-            let av = vec4<f32>(a[rows[r] + kq]);
-            acc[r] = acc[r] + vec4(dot(av, b0), dot(av, b1), dot(av, b2), dot(av, b3));
-        }
-    }
+    let acc = bt_block(row0, col0);
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {

@@ -121,10 +121,9 @@ fn every_candidate_tile_of_every_family_matches_the_cpu() {
                 let (g, values) = graph(op, m, k, n);
                 // `matmul_bt` is not timed with the split matrix-vector tile (it runs
                 // it unsplit), and the tiles that share A's reads are offered only to
-                // `matmul` and its fused forms on a CPU adapter with subgroups: the
-                // rule decides elsewhere.
-                let shared_here =
-                    shares_a_offered(&ctx) && matches!(op, "matmul" | "matmul_gelu" | "matmul_add");
+                // `matmul`, its fused forms and `matmul_bt` on a CPU adapter with
+                // subgroups: the rule decides elsewhere.
+                let shared_here = shares_a_offered(&ctx) && op != "layer_norm_matmul_bias";
                 if !(op == "matmul_bt" && tile == MatmulTile::Rows1Split)
                     && (!tile.shares_a() || shared_here)
                 {
@@ -387,7 +386,7 @@ fn the_shared_read_tiles_give_the_plain_tiles_results_bit_for_bit() {
     // Rows that fill the tile, a partial last tile, fewer rows than the tile; columns
     // past a workgroup's.
     for (m, k, n) in [(64, 128, 256), (37, 68, 136), (3, 36, 72), (130, 64, 200)] {
-        for op in ["matmul", "matmul_gelu", "matmul_add"] {
+        for op in ["matmul", "matmul_gelu", "matmul_add", "matmul_bt"] {
             let (g, values) = graph(op, m, k, n);
             for (plain, shared) in [
                 (MatmulTile::Rows8, MatmulTile::Rows8Shared),

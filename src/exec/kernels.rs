@@ -38,8 +38,12 @@ pub enum Shader {
     /// `shaders/matmul_tiled.wgsl` after `shaders/matmul_block_shared.wgsl`: the reads
     /// of A shared across a subgroup (needs the device's subgroup feature).
     MatmulTiledShared,
-    /// `shaders/matmul_bt_tiled.wgsl` (register-tiled matmul by a transposed B).
+    /// `shaders/matmul_bt_tiled.wgsl` (register-tiled matmul by a transposed B), after
+    /// `shaders/matmul_bt_block.wgsl`.
     MatmulBtTiled,
+    /// `shaders/matmul_bt_tiled.wgsl` after `shaders/matmul_bt_block_shared.wgsl`: the
+    /// reads of A shared across a subgroup (needs the device's subgroup feature).
+    MatmulBtTiledShared,
     /// `shaders/attention.wgsl` (fused causal attention).
     Attention,
     /// `shaders/attention_tiled.wgsl` (fused causal attention, keys in workgroup memory).
@@ -64,7 +68,7 @@ pub enum Shader {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 21] = [
+    pub const ALL: [Shader; 22] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -86,6 +90,7 @@ impl Shader {
         Shader::AttentionTiled,
         Shader::AttentionBlocks,
         Shader::MatmulTiledShared,
+        Shader::MatmulBtTiledShared,
     ];
 
     /// The file name under `shaders/`.
@@ -102,7 +107,7 @@ impl Shader {
             Shader::Compact => "compact.wgsl",
             Shader::MatmulPacked => "matmul_packed.wgsl",
             Shader::MatmulTiled | Shader::MatmulTiledShared => "matmul_tiled.wgsl",
-            Shader::MatmulBtTiled => "matmul_bt_tiled.wgsl",
+            Shader::MatmulBtTiled | Shader::MatmulBtTiledShared => "matmul_bt_tiled.wgsl",
             Shader::Attention => "attention.wgsl",
             Shader::AttentionTiled => "attention_tiled.wgsl",
             Shader::AttentionBlocks => "attention_blocks.wgsl",
@@ -165,7 +170,8 @@ impl Shader {
             MatmulPacked => "matmul_packed.wgsl", true;
             MatmulTiled => "matmul_block.wgsl" + "matmul_tiled.wgsl", true;
             MatmulTiledShared => "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
-            MatmulBtTiled => "matmul_bt_tiled.wgsl", true;
+            MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_tiled.wgsl", true;
+            MatmulBtTiledShared => "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
             AttentionTiled => "attention_tiled.wgsl", true;
             AttentionBlocks => "attention_blocks.wgsl", true;
@@ -188,7 +194,10 @@ impl Shader {
     /// Whether the shader uses subgroup operations (the device needs wgpu's
     /// `SUBGROUP` feature to build it).
     pub fn needs_subgroups(self) -> bool {
-        self == Shader::MatmulTiledShared
+        matches!(
+            self,
+            Shader::MatmulTiledShared | Shader::MatmulBtTiledShared
+        )
     }
 }
 
@@ -379,8 +388,8 @@ pub enum MatmulTile {
     /// (`shaders/matmul_block_shared.wgsl`): each invocation reads one of the 8 rows at
     /// each step of `k` and takes the others from its subgroup. For CPU adapters with
     /// subgroups (llvmpipe), where a read costs a load per invocation even when the
-    /// whole workgroup reads one address. `matmul` and its fused forms only; the
-    /// other families run it as [`MatmulTile::Rows8`].
+    /// whole workgroup reads one address. `matmul`, its fused forms and `matmul_bt`;
+    /// the norm-fused matmul runs it as [`MatmulTile::Rows8`].
     Rows8Shared,
     /// [`MatmulTile::Rows4`] with the reads of A shared across a subgroup.
     Rows4Shared,
@@ -650,7 +659,14 @@ impl Kernel {
             Kernel::MatmulTiledBias(t) => (tiled(t), "matmul_tiled_bias"),
             Kernel::MatmulTiledAccBias(t) => (tiled(t), "matmul_tiled_acc_bias"),
             Kernel::MatmulTiledAccToBias(t) => (tiled(t), "matmul_tiled_acc_to_bias"),
-            Kernel::MatmulBtTiled(_) => (Shader::MatmulBtTiled, "matmul_bt_tiled"),
+            Kernel::MatmulBtTiled(t) => (
+                if t.shares_a() {
+                    Shader::MatmulBtTiledShared
+                } else {
+                    Shader::MatmulBtTiled
+                },
+                "matmul_bt_tiled",
+            ),
             Kernel::Attention => (Shader::Attention, "attention_causal"),
             Kernel::AttentionTiled => (Shader::AttentionTiled, "attention_tiled"),
             Kernel::AttentionBlocks => (Shader::AttentionBlocks, "attention_blocks"),
@@ -732,7 +748,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 87] = [
+    pub const ALL: [Kernel; 89] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -820,6 +836,8 @@ impl Kernel {
         Kernel::MatmulTiledAccBias(MatmulTile::Rows4Shared),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows8Shared),
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows4Shared),
+        Kernel::MatmulBtTiled(MatmulTile::Rows8Shared),
+        Kernel::MatmulBtTiled(MatmulTile::Rows4Shared),
     ];
 }
 
