@@ -1460,12 +1460,15 @@ mod tests {
             let module = naga::front::wgsl::parse_str(shader.source()).unwrap_or_else(|e| {
                 panic!("{}: {}", shader.file(), e.emit_to_string(shader.source()))
             });
-            naga::valid::Validator::new(
-                naga::valid::ValidationFlags::all(),
-                naga::valid::Capabilities::empty(),
-            )
-            .validate(&module)
-            .unwrap_or_else(|e| panic!("{}: {e:?}", shader.file()));
+            // The shared-read products need the subgroup capability, nothing else does.
+            let capabilities = if shader.needs_subgroups() {
+                naga::valid::Capabilities::SUBGROUP
+            } else {
+                naga::valid::Capabilities::empty()
+            };
+            naga::valid::Validator::new(naga::valid::ValidationFlags::all(), capabilities)
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{}: {e:?}", shader.file()));
             for kernel in Kernel::ALL.iter().filter(|k| k.entry().0 == shader) {
                 let name = kernel.entry().1;
                 assert!(
