@@ -10,7 +10,9 @@
 // workgroup first computes the mean and inverse deviation of its ROWS rows together
 // (each lane sums a stride of the row, then one lane per row adds the partial sums).
 // Tensors are stored as T (storage_f32.wgsl / storage_f16.wgsl); the statistics, the
-// normalised row and the accumulators are f32.
+// normalised row and the accumulators are f32. The product is `norm_block`, joined in
+// front of this file from matmul_norm_block.wgsl (each invocation reads and normalises
+// its rows itself) or matmul_norm_block_shared.wgsl (a subgroup shares that work).
 // Params: m, k, n, epilogue (0 none, 1 GELU); eps.
 
 struct Params {
@@ -103,32 +105,9 @@ fn matmul_norm_bias(
 ) {
     let row0 = wid.y * ROWS;
     row_stats(row0, lid.x);
-    let k4 = params.k / 4u;
     let n4 = params.n / 4u;
     let c4 = wid.x * LANES + lid.x;
-    let col = min(c4, n4 - 1u);
-    var rows: array<u32, MAX_ROWS>;
-    var mean: array<f32, MAX_ROWS>;
-    var inv: array<f32, MAX_ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        rows[r] = row_base(row0, r);
-        mean[r] = stats[r].x;
-        inv[r] = stats[r].y;
-    }
-    var acc: array<vec4<f32>, MAX_ROWS>;
-    for (var kq = 0u; kq < k4; kq++) {
-        let base = kq * 4u * n4 + col;
-        let b0 = vec4<f32>(w[base]);
-        let b1 = vec4<f32>(w[base + n4]);
-        let b2 = vec4<f32>(w[base + 2u * n4]);
-        let b3 = vec4<f32>(w[base + 3u * n4]);
-        let g = vec4<f32>(gain[kq]);
-        let t = vec4<f32>(beta[kq]);
-        for (var r = 0u; r < ROWS; r++) {
-            let av = (vec4<f32>(x[rows[r] + kq]) - vec4(mean[r])) * inv[r] * g + t;
-            acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
-        }
-    }
+    let acc = norm_block(row0, min(c4, n4 - 1u));
     if c4 >= n4 {
         return;
     }

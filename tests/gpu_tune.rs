@@ -120,10 +120,9 @@ fn every_candidate_tile_of_every_family_matches_the_cpu() {
             for (m, k, n) in shapes.into_iter().filter(|&(m, _, _)| tile.fits(m as u32)) {
                 let (g, values) = graph(op, m, k, n);
                 // `matmul_bt` is not timed with the split matrix-vector tile (it runs
-                // it unsplit), and the tiles that share A's reads are offered only to
-                // `matmul`, its fused forms and `matmul_bt` on a CPU adapter with
-                // subgroups: the rule decides elsewhere.
-                let shared_here = shares_a_offered(&ctx) && op != "layer_norm_matmul_bias";
+                // it unsplit), and the tiles that share A's reads are offered only on
+                // a CPU adapter with subgroups: the rule decides elsewhere.
+                let shared_here = shares_a_offered(&ctx);
                 if !(op == "matmul_bt" && tile == MatmulTile::Rows1Split)
                     && (!tile.shares_a() || shared_here)
                 {
@@ -386,7 +385,13 @@ fn the_shared_read_tiles_give_the_plain_tiles_results_bit_for_bit() {
     // Rows that fill the tile, a partial last tile, fewer rows than the tile; columns
     // past a workgroup's.
     for (m, k, n) in [(64, 128, 256), (37, 68, 136), (3, 36, 72), (130, 64, 200)] {
-        for op in ["matmul", "matmul_gelu", "matmul_add", "matmul_bt"] {
+        for op in [
+            "matmul",
+            "matmul_gelu",
+            "matmul_add",
+            "matmul_bt",
+            "layer_norm_matmul_bias",
+        ] {
             let (g, values) = graph(op, m, k, n);
             for (plain, shared) in [
                 (MatmulTile::Rows8, MatmulTile::Rows8Shared),

@@ -77,6 +77,9 @@ fn every_shader_parses_and_validates_as_the_device_compiles_it() {
         // Joined in front of matmul_bt_tiled.wgsl.
         "matmul_bt_block.wgsl".to_string(),
         "matmul_bt_block_shared.wgsl".to_string(),
+        // Joined in front of matmul_norm.wgsl.
+        "matmul_norm_block.wgsl".to_string(),
+        "matmul_norm_block_shared.wgsl".to_string(),
     ];
     for shader in Shader::ALL {
         covered.push(shader.file().to_string());
@@ -189,7 +192,7 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
     // generation step's (the paged KV cache's kv_self, kv_attend, kv_self_attend, the
     // norm-fused matmul), rope, the compaction and the packed matmul: every shader but
     // the staging copy.
-    assert_eq!(forms, 21);
+    assert_eq!(forms, 22);
 }
 
 #[test]

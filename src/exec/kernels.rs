@@ -55,8 +55,12 @@ pub enum Shader {
     KvSelf,
     /// `shaders/kv_attend.wgsl` (the state over one page of the paged KV cache).
     KvAttend,
-    /// `shaders/matmul_norm.wgsl` (a layer norm in the tiled matmul's prologue).
+    /// `shaders/matmul_norm.wgsl` (a layer norm in the tiled matmul's prologue), after
+    /// `shaders/matmul_norm_block.wgsl`.
     MatmulNorm,
+    /// `shaders/matmul_norm.wgsl` after `shaders/matmul_norm_block_shared.wgsl`: the
+    /// reads of x shared across a subgroup (needs the device's subgroup feature).
+    MatmulNormShared,
     /// `shaders/kv_self_attend.wgsl` (a chunk's own keys and the first cache page).
     KvSelfAttend,
     /// `shaders/matvec.wgsl` (matrix-vector products: one row, or a few, by a weight
@@ -68,7 +72,7 @@ pub enum Shader {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 22] = [
+    pub const ALL: [Shader; 23] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -91,6 +95,7 @@ impl Shader {
         Shader::AttentionBlocks,
         Shader::MatmulTiledShared,
         Shader::MatmulBtTiledShared,
+        Shader::MatmulNormShared,
     ];
 
     /// The file name under `shaders/`.
@@ -113,7 +118,7 @@ impl Shader {
             Shader::AttentionBlocks => "attention_blocks.wgsl",
             Shader::KvSelf => "kv_self.wgsl",
             Shader::KvAttend => "kv_attend.wgsl",
-            Shader::MatmulNorm => "matmul_norm.wgsl",
+            Shader::MatmulNorm | Shader::MatmulNormShared => "matmul_norm.wgsl",
             Shader::KvSelfAttend => "kv_self_attend.wgsl",
             Shader::Matvec => "matvec.wgsl",
         }
@@ -177,7 +182,8 @@ impl Shader {
             AttentionBlocks => "attention_blocks.wgsl", true;
             KvSelf => "kv_self.wgsl", true;
             KvAttend => "kv_pages.wgsl" + "kv_attend.wgsl", true;
-            MatmulNorm => "matmul_norm.wgsl", true;
+            MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm.wgsl", true;
+            MatmulNormShared => "matmul_norm_block_shared.wgsl" + "matmul_norm.wgsl", true;
             KvSelfAttend => "kv_pages.wgsl" + "kv_self_attend.wgsl", true;
             Matvec => "matvec.wgsl", true;
         }
@@ -196,7 +202,7 @@ impl Shader {
     pub fn needs_subgroups(self) -> bool {
         matches!(
             self,
-            Shader::MatmulTiledShared | Shader::MatmulBtTiledShared
+            Shader::MatmulTiledShared | Shader::MatmulBtTiledShared | Shader::MatmulNormShared
         )
     }
 }
@@ -388,8 +394,8 @@ pub enum MatmulTile {
     /// (`shaders/matmul_block_shared.wgsl`): each invocation reads one of the 8 rows at
     /// each step of `k` and takes the others from its subgroup. For CPU adapters with
     /// subgroups (llvmpipe), where a read costs a load per invocation even when the
-    /// whole workgroup reads one address. `matmul`, its fused forms and `matmul_bt`;
-    /// the norm-fused matmul runs it as [`MatmulTile::Rows8`].
+    /// whole workgroup reads one address. `matmul`, its fused forms, `matmul_bt` and the
+    /// norm-fused matmul (whose reading invocation also normalises the row).
     Rows8Shared,
     /// [`MatmulTile::Rows4`] with the reads of A shared across a subgroup.
     Rows4Shared,
@@ -674,7 +680,14 @@ impl Kernel {
             Kernel::KvAttendInPlace => (Shader::KvAttend, "kv_attend_inplace"),
             Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
             Kernel::KvAttendOut => (Shader::KvAttend, "kv_attend_out"),
-            Kernel::MatmulNormBias(_) => (Shader::MatmulNorm, "matmul_norm_bias"),
+            Kernel::MatmulNormBias(t) => (
+                if t.shares_a() {
+                    Shader::MatmulNormShared
+                } else {
+                    Shader::MatmulNorm
+                },
+                "matmul_norm_bias",
+            ),
             Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),
             Kernel::KvSelfAttendOut => (Shader::KvSelfAttend, "kv_self_attend_out"),
             Kernel::Matvec(_) => (Shader::Matvec, "matvec"),
@@ -748,7 +761,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 89] = [
+    pub const ALL: [Kernel; 91] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -838,6 +851,8 @@ impl Kernel {
         Kernel::MatmulTiledAccToBias(MatmulTile::Rows4Shared),
         Kernel::MatmulBtTiled(MatmulTile::Rows8Shared),
         Kernel::MatmulBtTiled(MatmulTile::Rows4Shared),
+        Kernel::MatmulNormBias(MatmulTile::Rows8Shared),
+        Kernel::MatmulNormBias(MatmulTile::Rows4Shared),
     ];
 }
 

@@ -375,9 +375,8 @@ pub struct TuneSettings {
     /// The cache file (`None`: choices are kept in memory only).
     pub cache: Option<PathBuf>,
     /// The tiles timed, in order (capped at 8, and to the tiles whose workgroup the
-    /// device's limits allow; the tiles that share reads across a subgroup only for
-    /// `matmul`, its fused forms and `matmul_bt` on a CPU adapter with subgroups;
-    /// empty: the rule).
+    /// device's limits allow; the tiles that share reads across a subgroup only on a
+    /// CPU adapter with subgroups; empty: the rule).
     pub candidates: Vec<MatmulTile>,
     /// The attention forms timed, in order (capped to the forms the head width and the
     /// device's limits allow; empty: the rule, per query).
@@ -904,14 +903,12 @@ impl Tuner {
 }
 
 /// Whether `family` on `ctx`'s device is offered the tiles that share their reads of A
-/// across a subgroup: `matmul`, its fused forms and `matmul_bt` (the kernels with that
-/// form), on a CPU adapter with subgroups. On a GPU the hardware already serves a workgroup's
+/// across a subgroup: the tiled matmuls (`matmul` and its fused forms, `matmul_bt`, the
+/// norm-fused matmul), on a CPU adapter with subgroups. On a GPU the hardware already serves a workgroup's
 /// reads of one address at once, and `shaders/matmul_block_shared.wgsl` assumes that
 /// a workgroup's invocations fill its subgroups from lane 0, as CPU adapters run them.
 fn shares_a_on(ctx: &GpuContext, family: KernelFamily) -> bool {
-    matches!(family, KernelFamily::Tiled | KernelFamily::BtTiled)
-        && ctx.has_subgroups()
-        && ctx.info.device_type == wgpu::DeviceType::Cpu
+    family.is_matmul() && ctx.has_subgroups() && ctx.info.device_type == wgpu::DeviceType::Cpu
 }
 
 /// Whether the device's limits allow attention's `form`: its invocations, and for the
