@@ -1,11 +1,12 @@
-// The product of the tiled matmul kernels (matmul_tiled.wgsl, joined after this file):
-// each invocation reads the ROWS rows of A it multiplies itself (the same addresses
-// for the whole workgroup). matmul_block_shared.wgsl is the form that shares those
-// reads across a subgroup.
+// The product of the tiled matmul kernels (matmul_tiled.wgsl, joined after this file)
+// with each invocation reading the ROWS rows of A it multiplies itself (the same
+// addresses for the whole workgroup): `block_each`. The kernels call `block`, which
+// matmul_block_plain.wgsl defines as this and matmul_block_shared.wgsl as the form that
+// shares those reads across a subgroup (falling back to this one).
 
 // The ROWS x 4 block of a x b whose first row is row0 and whose vec4 column is c4
 // (rows past m and columns past n read the last row / column and are not stored).
-fn block(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {
+fn block_each(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {
     let k4 = params.k / 4u;
     let n4 = params.n / 4u;
     let col = min(c4, n4 - 1u);

@@ -38,22 +38,6 @@ fn block(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {
         }
         return acc;
     }
-    // Subgroups narrower than the tile: every invocation reads its rows itself, as in
-    // matmul_block.wgsl.
-    var rows: array<u32, MAX_ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        rows[r] = min(row0 + r, params.m - 1u) * k4;
-    }
-    for (var kq = 0u; kq < k4; kq++) {
-        let base = kq * 4u * n4 + col;
-        let b0 = vec4<f32>(b[base]);
-        let b1 = vec4<f32>(b[base + n4]);
-        let b2 = vec4<f32>(b[base + 2u * n4]);
-        let b3 = vec4<f32>(b[base + 3u * n4]);
-        for (var r = 0u; r < ROWS; r++) {
-            let av = vec4<f32>(a[rows[r] + kq]);
-            acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
-        }
-    }
-    return acc;
+    // A subgroup narrower than the tile: every invocation reads its own rows.
+    return block_each(row0, c4);
 }

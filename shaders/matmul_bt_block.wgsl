@@ -1,10 +1,11 @@
-// The product of matmul_bt_tiled.wgsl (joined after this file): each invocation reads
-// the ROWS rows of A it multiplies itself. matmul_bt_block_shared.wgsl shares those
-// reads across a subgroup.
+// The product of matmul_bt_tiled.wgsl (joined after this file) with each invocation
+// reading the ROWS rows of A it multiplies itself: `bt_block_each`. The kernel calls
+// `bt_block`, which matmul_bt_block_plain.wgsl defines as this and
+// matmul_bt_block_shared.wgsl as the form that shares those reads across a subgroup.
 
 // The ROWS x 4 block of a x b^T whose first row is row0 and whose first column is
 // col0 (rows past m and columns past n read the last row / column and are not stored).
-fn bt_block(row0: u32, col0: u32) -> array<vec4<f32>, MAX_ROWS> {
+fn bt_block_each(row0: u32, col0: u32) -> array<vec4<f32>, MAX_ROWS> {
     let k4 = params.k / 4u;
     var rows: array<u32, MAX_ROWS>;
     for (var r = 0u; r < ROWS; r++) {

@@ -32,19 +32,6 @@ fn bt_block(row0: u32, col0: u32) -> array<vec4<f32>, MAX_ROWS> {
         }
         return acc;
     }
-    var rows: array<u32, MAX_ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        rows[r] = min(row0 + r, params.m - 1u) * k4;
-    }
-    for (var kq = 0u; kq < k4; kq++) {
-        let b0 = vec4<f32>(b[b0r + kq]);
-        let b1 = vec4<f32>(b[b1r + kq]);
-        let b2 = vec4<f32>(b[b2r + kq]);
-        let b3 = vec4<f32>(b[b3r + kq]);
-        for (var r = 0u; r < ROWS; r++) {
-            let av = vec4<f32>(a[rows[r] + kq]);
-            acc[r] = acc[r] + vec4(dot(av, b0), dot(av, b1), dot(av, b2), dot(av, b3));
-        }
-    }
-    return acc;
+    // A subgroup narrower than the tile: every invocation reads its own rows.
+    return bt_block_each(row0, col0);
 }

@@ -1,10 +1,12 @@
-// The product of matmul_norm.wgsl (joined after this file): each invocation reads and
-// normalises the ROWS rows of x it multiplies itself (the same rows for the whole
-// workgroup). matmul_norm_block_shared.wgsl shares that work across a subgroup.
+// The product of matmul_norm.wgsl (joined after this file) with each invocation reading
+// and normalising the ROWS rows of x it multiplies itself (the same rows for the whole
+// workgroup): `norm_block_each`. The kernel calls `norm_block`, which
+// matmul_norm_block_plain.wgsl defines as this and matmul_norm_block_shared.wgsl as the
+// form that shares that work across a subgroup.
 
 // The ROWS x 4 block of layer_norm(x) x w whose first row is row0 and whose vec4 column
 // is col (clamped by the caller), with `stats` filled for the block's rows.
-fn norm_block(row0: u32, col: u32) -> array<vec4<f32>, MAX_ROWS> {
+fn norm_block_each(row0: u32, col: u32) -> array<vec4<f32>, MAX_ROWS> {
     let k4 = params.k / 4u;
     let n4 = params.n / 4u;
     var rows: array<u32, MAX_ROWS>;

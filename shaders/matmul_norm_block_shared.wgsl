@@ -36,26 +36,6 @@ fn norm_block(row0: u32, col: u32) -> array<vec4<f32>, MAX_ROWS> {
         }
         return acc;
     }
-    var rows: array<u32, MAX_ROWS>;
-    var mean: array<f32, MAX_ROWS>;
-    var inv: array<f32, MAX_ROWS>;
-    for (var r = 0u; r < ROWS; r++) {
-        rows[r] = row_base(row0, r);
-        mean[r] = stats[r].x;
-        inv[r] = stats[r].y;
-    }
-    for (var kq = 0u; kq < k4; kq++) {
-        let base = kq * 4u * n4 + col;
-        let b0 = vec4<f32>(w[base]);
-        let b1 = vec4<f32>(w[base + n4]);
-        let b2 = vec4<f32>(w[base + 2u * n4]);
-        let b3 = vec4<f32>(w[base + 3u * n4]);
-        let g = vec4<f32>(gain[kq]);
-        let t = vec4<f32>(beta[kq]);
-        for (var r = 0u; r < ROWS; r++) {
-            let av = (vec4<f32>(x[rows[r] + kq]) - vec4(mean[r])) * inv[r] * g + t;
-            acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
-        }
-    }
-    return acc;
+    // A subgroup narrower than the tile: every invocation reads its own rows.
+    return norm_block_each(row0, col);
 }

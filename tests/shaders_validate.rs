@@ -71,14 +71,16 @@ fn every_shader_parses_and_validates_as_the_device_compiles_it() {
         "storage_f16.wgsl".to_string(),
         // Joined in front of kv_attend.wgsl and kv_self_attend.wgsl.
         "kv_pages.wgsl".to_string(),
-        // Joined in front of matmul_tiled.wgsl (the plain and the shared-read product).
+        // Joined in front of matmul_tiled.wgsl, matmul_bt_tiled.wgsl and
+        // matmul_norm.wgsl: each family's product, and its plain or shared-read form.
         "matmul_block.wgsl".to_string(),
+        "matmul_block_plain.wgsl".to_string(),
         "matmul_block_shared.wgsl".to_string(),
-        // Joined in front of matmul_bt_tiled.wgsl.
         "matmul_bt_block.wgsl".to_string(),
+        "matmul_bt_block_plain.wgsl".to_string(),
         "matmul_bt_block_shared.wgsl".to_string(),
-        // Joined in front of matmul_norm.wgsl.
         "matmul_norm_block.wgsl".to_string(),
+        "matmul_norm_block_plain.wgsl".to_string(),
         "matmul_norm_block_shared.wgsl".to_string(),
     ];
     for shader in Shader::ALL {

@@ -173,17 +173,17 @@ impl Shader {
             Copy => "copy.wgsl", false;
             Compact => "compact.wgsl", true;
             MatmulPacked => "matmul_packed.wgsl", true;
-            MatmulTiled => "matmul_block.wgsl" + "matmul_tiled.wgsl", true;
-            MatmulTiledShared => "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
-            MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_tiled.wgsl", true;
-            MatmulBtTiledShared => "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
+            MatmulTiled => "matmul_block.wgsl" + "matmul_block_plain.wgsl" + "matmul_tiled.wgsl", true;
+            MatmulTiledShared => "matmul_block.wgsl" + "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
+            MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_block_plain.wgsl" + "matmul_bt_tiled.wgsl", true;
+            MatmulBtTiledShared => "matmul_bt_block.wgsl" + "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
             Attention => "attention.wgsl", true;
             AttentionTiled => "attention_tiled.wgsl", true;
             AttentionBlocks => "attention_blocks.wgsl", true;
             KvSelf => "kv_self.wgsl", true;
             KvAttend => "kv_pages.wgsl" + "kv_attend.wgsl", true;
-            MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm.wgsl", true;
-            MatmulNormShared => "matmul_norm_block_shared.wgsl" + "matmul_norm.wgsl", true;
+            MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm_block_plain.wgsl" + "matmul_norm.wgsl", true;
+            MatmulNormShared => "matmul_norm_block.wgsl" + "matmul_norm_block_shared.wgsl" + "matmul_norm.wgsl", true;
             KvSelfAttend => "kv_pages.wgsl" + "kv_self_attend.wgsl", true;
             Matvec => "matvec.wgsl", true;
         }

@@ -1,0 +1,7 @@
+// `block` of matmul_tiled.wgsl as matmul_block.wgsl computes it: every invocation
+// reads its own rows.
+// The shared-read file of the same family is the other definition.
+
+fn block(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {
+    return block_each(row0, c4);
+}

@@ -1,0 +1,7 @@
+// `bt_block` of matmul_bt_tiled.wgsl as matmul_bt_block.wgsl computes it: every
+// invocation reads its own rows.
+// The shared-read file of the same family is the other definition.
+
+fn bt_block(row0: u32, col0: u32) -> array<vec4<f32>, MAX_ROWS> {
+    return bt_block_each(row0, col0);
+}
