@@ -11,19 +11,7 @@
 // stay in the invocation's registers: hd must be a multiple of 4 and at most 4 *
 // MAX_HD4 (256). Params: seq, heads, hd, unused; scale.
 
-struct Params {
-    seq: u32,
-    heads: u32,
-    hd: u32,
-    unused0: u32,
-    scale: f32,
-    unused1: f32,
-    unused2: f32,
-    unused3: f32,
-}
-
-@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<T>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<T>>;
+// Params and bindings: attention_io.wgsl, joined in front.
 
 const QUERIES: u32 = 16u; // queries per workgroup (one per invocation)
 const CHUNK: u32 = 8u; // keys scored before each rescale

@@ -15,19 +15,7 @@
 // running sum and output. hd must be a multiple of 4 and at most 4 * MAX_HD4 (256).
 // Params: seq, heads, hd, unused; scale.
 
-struct Params {
-    seq: u32,
-    heads: u32,
-    hd: u32,
-    unused0: u32,
-    scale: f32,
-    unused1: f32,
-    unused2: f32,
-    unused3: f32,
-}
-
-@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<T>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<T>>;
+// Params and bindings: attention_io.wgsl, joined in front.
 
 const BLOCK: u32 = 4u; // queries per invocation
 const LANES: u32 = 16u; // invocations per workgroup

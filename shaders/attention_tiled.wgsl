@@ -16,19 +16,7 @@
 // on different memory banks. hd must be a multiple of 4 and at most 4 * TILE_HD4 (64).
 // Params: seq, heads, hd, unused; scale.
 
-struct Params {
-    seq: u32,
-    heads: u32,
-    hd: u32,
-    unused0: u32,
-    scale: f32,
-    unused1: f32,
-    unused2: f32,
-    unused3: f32,
-}
-
-@group(0) @binding(1) var<storage, read_write> qkv: array<vec4<T>>;
-@group(0) @binding(2) var<storage, read_write> out: array<vec4<T>>;
+// Params and bindings: attention_io.wgsl, joined in front.
 
 const TILE: u32 = 16u; // queries per workgroup, and keys per tile
 const LANES: u32 = 4u; // invocations per query

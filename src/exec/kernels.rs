@@ -177,9 +177,9 @@ impl Shader {
             MatmulTiledShared => "matmul_block.wgsl" + "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_block_plain.wgsl" + "matmul_bt_tiled.wgsl", true;
             MatmulBtTiledShared => "matmul_bt_block.wgsl" + "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
-            Attention => "attention.wgsl", true;
-            AttentionTiled => "attention_tiled.wgsl", true;
-            AttentionBlocks => "attention_blocks.wgsl", true;
+            Attention => "attention_io.wgsl" + "attention.wgsl", true;
+            AttentionTiled => "attention_io.wgsl" + "attention_tiled.wgsl", true;
+            AttentionBlocks => "attention_io.wgsl" + "attention_blocks.wgsl", true;
             KvSelf => "kv_self.wgsl", true;
             KvAttend => "kv_pages.wgsl" + "kv_attend.wgsl", true;
             MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm_block_plain.wgsl" + "matmul_norm.wgsl", true;
@@ -632,14 +632,15 @@ impl AttentionForm {
 impl Kernel {
     /// The shader file and entry point.
     pub fn entry(self) -> (Shader, &'static str) {
-        // The tiled matmul's product shares its reads of A for the tiles that do.
-        let tiled = |t: MatmulTile| {
+        // A tiled matmul's shader: its shared-read form for the tiles that share.
+        let by_tile = |t: MatmulTile, plain: Shader, shared: Shader| {
             if t.shares_a() {
-                Shader::MatmulTiledShared
+                shared
             } else {
-                Shader::MatmulTiled
+                plain
             }
         };
+        let tiled = |t| by_tile(t, Shader::MatmulTiled, Shader::MatmulTiledShared);
         match self {
             Kernel::Unary => (Shader::Unary, "unary"),
             Kernel::UnaryInPlace => (Shader::Unary, "unary_inplace"),
@@ -666,11 +667,7 @@ impl Kernel {
             Kernel::MatmulTiledAccBias(t) => (tiled(t), "matmul_tiled_acc_bias"),
             Kernel::MatmulTiledAccToBias(t) => (tiled(t), "matmul_tiled_acc_to_bias"),
             Kernel::MatmulBtTiled(t) => (
-                if t.shares_a() {
-                    Shader::MatmulBtTiledShared
-                } else {
-                    Shader::MatmulBtTiled
-                },
+                by_tile(t, Shader::MatmulBtTiled, Shader::MatmulBtTiledShared),
                 "matmul_bt_tiled",
             ),
             Kernel::Attention => (Shader::Attention, "attention_causal"),
@@ -681,11 +678,7 @@ impl Kernel {
             Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
             Kernel::KvAttendOut => (Shader::KvAttend, "kv_attend_out"),
             Kernel::MatmulNormBias(t) => (
-                if t.shares_a() {
-                    Shader::MatmulNormShared
-                } else {
-                    Shader::MatmulNorm
-                },
+                by_tile(t, Shader::MatmulNorm, Shader::MatmulNormShared),
                 "matmul_norm_bias",
             ),
             Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),

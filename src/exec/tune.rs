@@ -780,60 +780,41 @@ impl Tuner {
         });
     }
 
-    /// The candidates for `shape` that the settings name and the device can run.
+    /// The candidates for `shape` that the settings name, the shape takes
+    /// ([`TunedShape::takes`]) and the device can run ([`runs_on`]).
     fn candidates(&self, ctx: &GpuContext, shape: TunedShape) -> Vec<Variant> {
-        if shape.family == KernelFamily::LayerNorm {
-            return self
-                .settings
-                .norm
-                .iter()
-                .copied()
-                .filter(|f| f.fits(shape.m, shape.k))
-                .map(Variant::Norm)
-                .collect();
-        }
-        if shape.family == KernelFamily::Attention {
-            return self
-                .settings
+        let s = &self.settings;
+        let named: Vec<Variant> = match shape.family {
+            KernelFamily::LayerNorm => s.norm.iter().copied().map(Variant::Norm).collect(),
+            KernelFamily::Attention => s
                 .attention
                 .iter()
                 .copied()
-                .filter(|f| f.fits(shape.k) && attention_fits(ctx, *f))
                 .map(Variant::Attention)
-                .take(MAX_CANDIDATES)
-                .collect();
-        }
-        self.settings
-            .candidates
-            .iter()
-            .copied()
-            .filter(|t| t.fits(shape.m) && workgroup_fits(ctx, *t))
-            // `matmul_bt` runs the split matrix-vector tile as the unsplit one.
-            .filter(|&t| !(shape.family == KernelFamily::BtTiled && t == MatmulTile::Rows1Split))
-            .filter(|&t| !t.shares_a() || shares_a_on(ctx, shape.family))
-            .map(Variant::Tile)
+                .collect(),
+            _ => s.candidates.iter().copied().map(Variant::Tile).collect(),
+        };
+        named
+            .into_iter()
+            .filter(|&v| shape.takes(v) && runs_on(ctx, shape.family, v))
             .take(MAX_CANDIDATES)
             .collect()
     }
 
     fn variant(&mut self, ctx: &GpuContext, shape: TunedShape) -> Variant {
         let class = shape.class();
-        let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
+        let rule = shape.rule(ctx.info.device_type == wgpu::DeviceType::Cpu);
         if let Some(&variant) = self.chosen.get(&class) {
             // A choice for the class this shape cannot run (made on another of its
             // shapes): the rule, for this call only.
-            return if shape.takes(variant) {
-                variant
-            } else {
-                shape.rule(cpu_adapter)
-            };
+            return if shape.takes(variant) { variant } else { rule };
         }
         let candidates = self.candidates(ctx, shape);
         // One candidate is a choice forced by the settings (or the only one the shape
         // allows): nothing to time or read.
         if self.settings.enabled && candidates.len() == 1 {
             let chosen = candidates[0];
-            let source = if chosen == shape.rule(cpu_adapter) {
+            let source = if chosen == rule {
                 Source::Rule
             } else {
                 Source::Tuned
@@ -846,9 +827,8 @@ impl Tuner {
             && !candidates.is_empty()
             && self.summary.time < self.settings.budget;
         if !tunable {
-            let chosen = shape.rule(cpu_adapter);
-            self.record(shape, chosen, Source::Rule, Vec::new());
-            return chosen;
+            self.record(shape, rule, Source::Rule, Vec::new());
+            return rule;
         }
         if let Some(path) = self.settings.cache.clone() {
             let cache = self
@@ -866,15 +846,13 @@ impl Tuner {
             Ok(times) => times,
             Err(e) => {
                 log::warn!("tuning {class:?} failed ({e}); the rule decides");
-                let chosen = shape.rule(cpu_adapter);
-                self.record(shape, chosen, Source::Rule, Vec::new());
-                return chosen;
+                self.record(shape, rule, Source::Rule, Vec::new());
+                return rule;
             }
         };
-        let Some(chosen) = fastest(&times, shape.rule(cpu_adapter)) else {
-            let chosen = shape.rule(cpu_adapter);
-            self.record(shape, chosen, Source::Rule, Vec::new());
-            return chosen;
+        let Some(chosen) = fastest(&times, rule) else {
+            self.record(shape, rule, Source::Rule, Vec::new());
+            return rule;
         };
         if let Some(path) = self.settings.cache.clone() {
             let cache = self.cache.get_or_insert_with(TuneCache::new);
@@ -899,6 +877,22 @@ impl Tuner {
         }
         self.record(shape, chosen, Source::Tuned, times);
         chosen
+    }
+}
+
+/// Whether `ctx`'s device can run `variant` for `family`: a tile whose workgroup its
+/// limits allow (`matmul_bt` runs the split matrix-vector tile as the unsplit one, so
+/// it is no candidate there; a shared-read tile only where [`shares_a_on`]), an
+/// attention form its limits allow, any layer norm form.
+fn runs_on(ctx: &GpuContext, family: KernelFamily, variant: Variant) -> bool {
+    match variant {
+        Variant::Tile(t) => {
+            workgroup_fits(ctx, t)
+                && !(family == KernelFamily::BtTiled && t == MatmulTile::Rows1Split)
+                && (!t.shares_a() || shares_a_on(ctx, family))
+        }
+        Variant::Attention(f) => attention_fits(ctx, f),
+        Variant::Norm(_) => true,
     }
 }
 
@@ -965,7 +959,11 @@ pub fn time_attention(
     repetitions: u32,
 ) -> Result<Vec<(AttentionForm, Duration)>, ExecError> {
     let shape = f32_shape(KernelFamily::Attention, (seq, head_dim, heads));
-    let fitting: Vec<AttentionForm> = forms.iter().copied().filter(|f| f.fits(head_dim)).collect();
+    let fitting: Vec<AttentionForm> = forms
+        .iter()
+        .copied()
+        .filter(|&f| shape.takes(Variant::Attention(f)))
+        .collect();
     time_as(
         ctx,
         shape,
@@ -992,7 +990,7 @@ pub fn time_norm(
     let fitting: Vec<NormForm> = forms
         .iter()
         .copied()
-        .filter(|f| f.fits(rows, cols))
+        .filter(|&f| shape.takes(Variant::Norm(f)))
         .collect();
     time_as(
         ctx,
