@@ -186,3 +186,26 @@ const RECORDED: &str = "\
 (30000, 6, a1): peak 111637724 fingerprint 0x2e31b9837998208e\n\
 (30000, 6, a32): peak 110160512 fingerprint 0x7ae3099195e22642\n\
 ";
+
+#[test]
+fn with_time_to_spare_best_keeps_both_greedy_orders_by_size_on_a_large_instance() {
+    // 25,000 buffers with about 800 live: past the sweep-first size and the greedy
+    // orders' pair limit, so `best` runs the orders by size alone, the class order
+    // first. With a deadline far off both complete, as without one: `best` is at most
+    // either order run alone.
+    let problem = generated(25_000, 9, 1_600, 14, 1);
+    let alone = |strategy| run(&problem, Planner::Offline(strategy), PlanOptions::default());
+    let by_size = alone(Strategy::GreedySize);
+    let by_class = alone(Strategy::GreedySizeClass);
+    let best = Planner::Offline(Strategy::Best);
+    for options in [
+        PlanOptions::default(),
+        PlanOptions::default().time_limit(Duration::from_secs(600)),
+    ] {
+        let peak = run(&problem, best, options);
+        assert!(
+            peak <= by_size.min(by_class),
+            "best {peak}, greedy-size {by_size}, greedy-size-class {by_class}"
+        );
+    }
+}

@@ -605,7 +605,8 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
 /// Above [`GREEDY_MAX_PAIRS`] `best` still runs greedy-by-size (the best of the greedy
 /// orders on malloc-like traces), alone, within this much work: a unit per placed
-/// buffer read while placing one (about one per overlapping pair). A unit costs 7 ns
+/// buffer read while placing one (one per unordered overlapping pair: half of
+/// [`Prepared::overlap_pairs`], which counts ordered pairs). A unit costs 7 ns
 /// (2,000 live) to 16 ns (20,000 live: the placed neighbours leave the cache) on the
 /// idle 2-core build machine. Where the work (or the deadline) runs out, the buffers
 /// still to place, the smallest, are swept above the greedy part. 100,000 malloc-like
@@ -760,20 +761,30 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
 }
 
 /// The greedy orders by size run alone on large instances, in turn, within one
-/// [`GREEDY_SIZE_WORK`]: by exact size first, then by size class where the work left
-/// covers what the first took. Complete, the class order is lower on five of the six
-/// generated families at 100,000 buffers; cut by the budget or a deadline (the rest
-/// swept above), it is higher on four of six at a million (a cut falls inside a
-/// class, so a class's later half goes to the sweep), so the exact order goes first.
+/// [`GREEDY_SIZE_WORK`]. Complete, the class order is lower on five of the six
+/// generated families at 100,000 buffers (and faster: its start order keeps the
+/// placed neighbours of consecutive items alike), but not everywhere (bursts at a
+/// million: 1.0236 against 1.0035); cut by the budget or a deadline (the rest swept
+/// above) it is higher on four of six at a million (a cut falls inside a class, so a
+/// class's later half goes to the sweep). So both run where the budget covers both,
+/// and only then does the class order go first, so that a deadline finds it complete
+/// (it gives up early where it foresees missing the deadline,
+/// [`greedy::place_if_in_time`]); elsewhere the exact order goes first.
 const BY_SIZE: [Strategy; 2] = [Strategy::GreedySize, Strategy::GreedySizeClass];
 
 /// The greedy orders by size ([`BY_SIZE`]) into `best` on a large instance with
-/// `pairs` overlapping pairs, within [`GREEDY_SIZE_WORK`] in all; builds `index` if
-/// needed. Where that work or the goal's deadline runs out, the items still to place
-/// (the smallest) are swept above the greedy part ([`greedy::place_then_sweep`])
-/// rather than the work thrown away: on a million malloc-like buffers with 10 s, 1%
-/// over the bound where the sweep alone is 25% over. The second order runs only
-/// where the first completed and the work left is at least what it took.
+/// `pairs` overlapping pairs (ordered: a greedy placement reads half as many), within
+/// [`GREEDY_SIZE_WORK`] in all; builds `index` if needed.
+///
+/// * Both orders within the budget: greedy-size-class first, complete or not at all
+///   (it gives up once the pace of its first sixteenth says it would miss the
+///   deadline), then greedy-size.
+/// * Otherwise greedy-size first. Where the work or the goal's deadline runs out, the
+///   items still to place (the smallest) are swept above the greedy part
+///   ([`greedy::place_then_sweep`]) rather than the work thrown away: on a million
+///   malloc-like buffers with 10 s, 1% over the bound where the sweep alone is 25%
+///   over. The class order follows only where the first completed and the work left
+///   is at least what it took.
 fn greedy_by_size_alone(
     p: &Prepared,
     goal: &Goal,
@@ -782,49 +793,92 @@ fn greedy_by_size_alone(
     index: &mut Option<OverlapIndex>,
     best: &mut Option<Placement>,
 ) {
+    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
     let mut left = GREEDY_SIZE_WORK;
-    let mut needed = 0u64;
-    let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
-    for strategy in BY_SIZE {
-        if best.as_ref().is_some_and(|b| goal.done(b.1)) || needed > left {
-            return;
-        }
-        // With a plan in hand and a deadline, greedy keeps the time the sweep of what
-        // it leaves needs (the whole sweep's time, per item), and does not start
-        // without it.
-        let deadline = match best {
-            Some(_) => goal.budget.deadline,
-            None => None,
-        };
-        if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
-            return;
-        }
-        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+    // A greedy placement reads each unordered pair once.
+    let work = pairs / 2;
+    if work.saturating_mul(2) <= GREEDY_SIZE_WORK {
         let started = Instant::now();
-        let (order, fit) = greedy_order(p, strategy);
-        let cut = greedy::Cut {
-            deadline,
-            sweep_per_item: per_item,
-            work: left,
-        };
-        let swept = greedy::place_then_sweep(p, index, &order, fit, &cut);
-        log::debug!(
-            "{strategy} ({pairs} pairs, {}): {} in {:?}",
-            if swept.complete {
-                "complete"
-            } else {
-                "the rest swept above"
-            },
-            swept.peak,
-            started.elapsed()
-        );
-        keep_lower(best, (swept.offsets, swept.peak, strategy));
-        if !swept.complete {
+        let deadline = best.as_ref().and(goal.budget.deadline);
+        let (class_order, fit) = greedy_order(p, Strategy::GreedySizeClass);
+        match greedy::place_if_in_time(p, index, &class_order, fit, deadline, work) {
+            Some((offsets, peak, took)) => {
+                log::debug!(
+                    "{} ({pairs} pairs, first): {peak} in {:?}",
+                    Strategy::GreedySizeClass,
+                    started.elapsed()
+                );
+                keep_lower(best, (offsets, peak, Strategy::GreedySizeClass));
+                left = left.saturating_sub(took);
+            }
+            None => log::debug!(
+                "{} ({pairs} pairs, first): given up, would miss the deadline, after {:?}",
+                Strategy::GreedySizeClass,
+                started.elapsed()
+            ),
+        }
+        by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
+        return;
+    }
+    let mut needed = 0u64;
+    for strategy in BY_SIZE {
+        if needed > left {
             return;
         }
-        left = left.saturating_sub(swept.work);
-        needed = swept.work;
+        match by_size_within(p, goal, strategy, left, sweep_time, index, best) {
+            Some(work) => {
+                left = left.saturating_sub(work);
+                needed = work;
+            }
+            None => return,
+        }
     }
+}
+
+/// One greedy order by size into `best` within `work` units and the goal's deadline,
+/// the items it has not placed when either runs out swept above its part. Returns the
+/// work it took where it completed; `None` where it was cut or did not start (the
+/// goal reached, or too little time left to sweep everything).
+fn by_size_within(
+    p: &Prepared,
+    goal: &Goal,
+    strategy: Strategy,
+    work: u64,
+    sweep_time: Duration,
+    index: &OverlapIndex,
+    best: &mut Option<Placement>,
+) -> Option<u64> {
+    if best.as_ref().is_some_and(|b| goal.done(b.1)) {
+        return None;
+    }
+    // With a plan in hand and a deadline, greedy keeps the time the sweep of what it
+    // leaves needs (the whole sweep's time, per item), and does not start without it.
+    let deadline = best.as_ref().and(goal.budget.deadline);
+    if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
+        return None;
+    }
+    let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
+    let started = Instant::now();
+    let (order, fit) = greedy_order(p, strategy);
+    let cut = greedy::Cut {
+        deadline,
+        sweep_per_item: per_item,
+        work,
+        forecast: None,
+    };
+    let swept = greedy::place_then_sweep(p, index, &order, fit, &cut);
+    log::debug!(
+        "{strategy} ({}): {} in {:?}",
+        if swept.complete {
+            "complete"
+        } else {
+            "the rest swept above"
+        },
+        swept.peak,
+        started.elapsed()
+    );
+    keep_lower(best, (swept.offsets, swept.peak, strategy));
+    swept.complete.then_some(swept.work)
 }
 
 /// Whether the local search runs after the search (in `best`) or at all
