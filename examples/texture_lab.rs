@@ -6,8 +6,9 @@
 //! `texture_lab FILE_B FILE_T M K N [REPS]` (workgroups cover `LAB_ROWS` rows, default
 //! 8, and `LAB_COLS` columns, default 64). The kernels of docs/tune.md's lab table are
 //! in `examples/lab/`: `matmul_b_buffer.wgsl` (the `rows8sg` product),
-//! `matmul_b_texture.wgsl` (the same, B from a texture) and `matmul_16x2_buffer.wgsl`
-//! (16 rows x 2 columns an invocation, `LAB_ROWS=16`).
+//! `matmul_b_texture.wgsl` (the same, B from a texture), `matmul_b_strips.wgsl` (B in
+//! strips of 64 columns, `LAB_STRIPS=1`) and `matmul_16x2_buffer.wgsl` (16 rows x 2
+//! columns an invocation, `LAB_ROWS=16`).
 use std::time::Instant;
 use wgalloc::device::GpuContext;
 
@@ -46,7 +47,21 @@ fn main() {
         .map(|i| ((i * 5 % 11) as f32) * 0.1 - 0.5)
         .collect();
     ctx.queue.write_buffer(&ab, 0, bytemuck::cast_slice(&av));
-    ctx.queue.write_buffer(&bb, 0, bytemuck::cast_slice(&bv));
+    // `LAB_STRIPS=1`: B in strips of 64 columns for the buffer kernel, each strip's
+    // rows contiguous: packed[(strip * k + row) * 64 + column % 64].
+    if std::env::var_os("LAB_STRIPS").is_some() {
+        let mut packed = vec![0f32; (k * n) as usize];
+        for row in 0..k {
+            for col in 0..n {
+                let at = ((col / 64) * k + row) * 64 + col % 64;
+                packed[at as usize] = bv[(row * n + col) as usize];
+            }
+        }
+        ctx.queue
+            .write_buffer(&bb, 0, bytemuck::cast_slice(&packed));
+    } else {
+        ctx.queue.write_buffer(&bb, 0, bytemuck::cast_slice(&bv));
+    }
     let tex = dev.create_texture(&wgpu::TextureDescriptor {
         label: None,
         size: wgpu::Extent3d {
