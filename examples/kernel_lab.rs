@@ -1,5 +1,14 @@
 //! Scratch lab: times one WGSL matmul-like kernel read from a file at run time.
-//! `kernel_lab FILE ENTRY M K N BM BN [REPS]`: grid = (ceil(N/BN), ceil(M/BM)).
+//! `kernel_lab FILE ENTRY M K N BM BN [REPS]`: grid = (ceil(N/BN), ceil(M/BM)); FILE may
+//! be several files joined with `+` (the prelude goes in front). Bindings: the
+//! parameters (0), A (1), B (2), the output (3). `LAB_B` sets B's form:
+//! * `buffer` (default): a storage buffer, row-major `[k, n]`;
+//! * `strips`: a storage buffer in strips of 64 columns, each strip's rows contiguous:
+//!   `packed[(column / 64 * k + row) * 64 + column % 64]`;
+//! * `texture`: an `rgba32float` texture `n / 4` texels wide and `k` high.
+//!
+//! The kernels of docs/tune.md's lab table ("What still bounds the shared tile on
+//! lavapipe") are in `examples/lab/` (entry points `from_buffer`, `from_texture`).
 use std::time::Instant;
 use wgalloc::device::GpuContext;
 
@@ -12,7 +21,12 @@ fn main() {
     let reps: u32 = a.get(8).map(|s| s.parse().unwrap()).unwrap_or(20);
     let ctx = GpuContext::from_env().unwrap();
     let prelude = include_str!("../shaders/prelude.wgsl");
-    let src = format!("{prelude}{}", std::fs::read_to_string(file).unwrap());
+    let body: String = file
+        .split('+')
+        .map(|f| std::fs::read_to_string(f).unwrap())
+        .collect();
+    let src = format!("{prelude}{body}");
+    let b_form = std::env::var("LAB_B").unwrap_or_else(|_| "buffer".into());
     let dev = &ctx.device;
     let module = dev.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: None,
@@ -46,7 +60,60 @@ fn main() {
         .map(|i| ((i * 5 % 11) as f32) * 0.1 - 0.5)
         .collect();
     ctx.queue.write_buffer(&ab, 0, bytemuck::cast_slice(&av));
-    ctx.queue.write_buffer(&bb, 0, bytemuck::cast_slice(&bv));
+    if b_form == "strips" {
+        let mut packed = vec![0f32; bv.len()];
+        for row in 0..k {
+            for col in 0..n {
+                let at = ((col / 64) * k + row) * 64 + col % 64;
+                packed[at as usize] = bv[(row * n + col) as usize];
+            }
+        }
+        ctx.queue
+            .write_buffer(&bb, 0, bytemuck::cast_slice(&packed));
+    } else {
+        ctx.queue.write_buffer(&bb, 0, bytemuck::cast_slice(&bv));
+    }
+    // The texture form's B (only made for it: a wide B exceeds a texture's width).
+    let view = (b_form == "texture").then(|| {
+        let texture = dev.create_texture(&wgpu::TextureDescriptor {
+            label: None,
+            size: wgpu::Extent3d {
+                width: n / 4,
+                height: k,
+                depth_or_array_layers: 1,
+            },
+            mip_level_count: 1,
+            sample_count: 1,
+            dimension: wgpu::TextureDimension::D2,
+            format: wgpu::TextureFormat::Rgba32Float,
+            usage: wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST,
+            view_formats: &[],
+        });
+        ctx.queue.write_texture(
+            wgpu::TexelCopyTextureInfo {
+                texture: &texture,
+                mip_level: 0,
+                origin: wgpu::Origin3d::ZERO,
+                aspect: wgpu::TextureAspect::All,
+            },
+            bytemuck::cast_slice(&bv),
+            wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(n * 4),
+                rows_per_image: None,
+            },
+            wgpu::Extent3d {
+                width: n / 4,
+                height: k,
+                depth_or_array_layers: 1,
+            },
+        );
+        texture.create_view(&Default::default())
+    });
+    let b_binding = match &view {
+        Some(view) => wgpu::BindingResource::TextureView(view),
+        None => bb.as_entire_binding(),
+    };
     let ub = mk(
         8,
         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
@@ -69,7 +136,7 @@ fn main() {
             },
             wgpu::BindGroupEntry {
                 binding: 2,
-                resource: bb.as_entire_binding(),
+                resource: b_binding,
             },
             wgpu::BindGroupEntry {
                 binding: 3,

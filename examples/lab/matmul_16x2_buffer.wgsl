@@ -1,6 +1,5 @@
-// Lab (examples/texture_lab.rs): 16 rows x 2 columns an invocation, B from storage (run with LAB_ROWS=16).
+// Lab (examples/kernel_lab.rs): 16 rows x 2 columns an invocation, B from storage (run with BM 16).
 struct Params { m: u32, k: u32, n: u32, e: u32, u1: f32, u2: f32, u3: f32, u4: f32 }
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec2<f32>>;
 @group(0) @binding(2) var<storage, read_write> b: array<vec2<f32>>;

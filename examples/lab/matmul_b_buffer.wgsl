@@ -1,6 +1,5 @@
-// Lab (examples/texture_lab.rs): the rows8sg product alone, B read from storage: 8 rows x 4 columns an invocation, A's rows shared by subgroupShuffle.
+// Lab (examples/kernel_lab.rs): the rows8sg product alone, B read from storage (entry from_buffer): 8 rows x 4 columns an invocation, A's rows shared by subgroupShuffle.
 struct Params { m: u32, k: u32, n: u32, e: u32, u1: f32, u2: f32, u3: f32, u4: f32 }
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;

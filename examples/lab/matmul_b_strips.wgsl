@@ -1,6 +1,5 @@
-// Lab (examples/texture_lab.rs, LAB_STRIPS=1): the rows8sg product with B packed in strips of 64 columns, each strip's rows contiguous.
+// Lab (examples/kernel_lab.rs, LAB_B=strips, entry from_buffer): the rows8sg product with B packed in strips of 64 columns, each strip's rows contiguous.
 struct Params { m: u32, k: u32, n: u32, e: u32, u1: f32, u2: f32, u3: f32, u4: f32 }
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> b: array<vec4<f32>>;

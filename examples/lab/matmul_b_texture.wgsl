@@ -1,6 +1,5 @@
-// Lab (examples/texture_lab.rs): the rows8sg product with B read from an rgba32float texture (one texel = 4 columns of a row of B).
+// Lab (examples/kernel_lab.rs): the rows8sg product with B read from an rgba32float texture (LAB_B=texture, entry from_texture) (one texel = 4 columns of a row of B).
 struct Params { m: u32, k: u32, n: u32, e: u32, u1: f32, u2: f32, u3: f32, u4: f32 }
-@group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read_write> a: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(2) var bt: texture_2d<f32>;
