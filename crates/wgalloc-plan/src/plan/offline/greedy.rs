@@ -197,53 +197,59 @@ pub(crate) fn place_until(
         deadline,
         ..Cut::UNLIMITED
     };
-    let (offsets, peak, placed, _) = place_prefix(p, index, order, fit, &cut);
-    (placed == order.len()).then_some((offsets, peak))
+    let prefix = place_prefix(p, index, order, fit, &cut);
+    (prefix.placed == order.len()).then_some((prefix.offsets, prefix.peak))
 }
 
-/// [`place_until`] that also gives up early, once it foresees missing `deadline`
-/// ([`Pace`]: the time per item and per placed item read, fitted on its first
-/// sixteenth of `total_work`, the placed items it will read: one per unordered pair
-/// of items live at a common time, half of [`Prepared::overlap_pairs`]). The time spent is then about what the forecast needed, not the whole time
-/// to the deadline. Returns the offsets, the peak and the work read when every item
-/// was placed in time.
-pub(crate) fn place_if_in_time(
+/// [`place_then_sweep`] that decides once, after a sixteenth of its work, whether it
+/// will end before `cut`'s deadline, and gives up there (`None`) if it foresees
+/// missing it ([`Pace`]: a cost per item and per placed item read, fitted on two
+/// readings; `cut.forecast` is the work it will read, one unit per unordered pair of
+/// items live at a common time, half of [`Prepared::overlap_pairs`]). Having decided
+/// to go on, it is cut only by the deadline itself, with the sweep of what is left
+/// reserved before it, as [`place_then_sweep`]; the time lost by giving up is that
+/// sixteenth. Without a deadline or a forecast it is [`place_then_sweep`].
+pub(crate) fn place_or_give_up(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
-    deadline: Option<Instant>,
-    total_work: u64,
-) -> Option<(Vec<u64>, u64, u64)> {
-    let cut = Cut {
-        deadline,
-        forecast: Some(total_work),
-        ..Cut::UNLIMITED
-    };
-    let (offsets, peak, placed, work) = place_prefix(p, index, order, fit, &cut);
-    (placed == order.len()).then_some((offsets, peak, work))
+    cut: &Cut,
+) -> Option<Swept> {
+    let prefix = place_prefix(p, index, order, fit, cut);
+    if prefix.gave_up {
+        return None;
+    }
+    Some(swept_from(p, order, prefix))
 }
 
-/// [`Pace`] forecasts once this share (1 / FORECAST_AFTER) of the expected work is
-/// done, from a first reading at half of it.
+/// [`Pace`] forecasts once, when this share (1 / FORECAST_AFTER) of the expected work
+/// is done, from a first reading at half of it.
 const FORECAST_AFTER: u64 = 16;
 
-/// The pace of a greedy placement, for [`place_if_in_time`]: placing an item costs
+/// The pace of a greedy placement, for [`place_or_give_up`]: placing an item costs
 /// a fixed part (finding its slots, the fit) and a part per placed item live with it
 /// (reading and ordering them). Early in an order by size few are placed, so the
 /// first items cost mostly the fixed part, and a forecast per unit of work alone
 /// overestimates the rest (twice over on 100,000 malloc-like buffers). Two readings,
-/// at 1/32 and 1/16 of the expected work, fit both parts.
+/// at 1/32 and 1/16 of the expected work, fit both parts; the forecast is made once.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pace {
     /// Items placed, work read and seconds at the first reading.
     first: Option<(f64, f64, f64)>,
+    /// Whether the forecast has been made.
+    made: bool,
 }
+
+/// Below this share of `k w` the two readings are too nearly proportional (the same
+/// work per item at both) to tell the cost per item from the cost per unit, and the
+/// forecast takes the pace per unit alone.
+const SEPARABLE: f64 = 0.05;
 
 impl Pace {
     /// The seconds that placing `items` in all (reading `total` units) will still
     /// take, `placed` items and `read` units done in `secs`; `None` before the
-    /// second reading.
+    /// second reading and after the forecast was made (once).
     fn rest(
         &mut self,
         placed: usize,
@@ -253,7 +259,7 @@ impl Pace {
         secs: f64,
     ) -> Option<f64> {
         let (k, w) = (placed as f64, read as f64);
-        if read.saturating_mul(2 * FORECAST_AFTER) < total {
+        if self.made || read.saturating_mul(2 * FORECAST_AFTER) < total {
             return None;
         }
         let Some((k1, w1, t1)) = self.first else {
@@ -263,9 +269,10 @@ impl Pace {
         if read.saturating_mul(FORECAST_AFTER) < total {
             return None;
         }
+        self.made = true;
         // secs = per_item * k + per_unit * w at both readings.
         let det = k1 * w - k * w1;
-        let (mut per_item, mut per_unit) = if det.abs() > f64::EPSILON * k * w {
+        let (mut per_item, mut per_unit) = if det.abs() > SEPARABLE * k * w {
             ((t1 * w - secs * w1) / det, (k1 * secs - k * t1) / det)
         } else {
             (0.0, secs / w.max(1.0))
@@ -280,7 +287,8 @@ impl Pace {
     }
 }
 
-/// When [`place_then_sweep`] stops placing by the greedy order.
+/// When [`place_then_sweep`] (and [`place_or_give_up`]) stop placing by the greedy
+/// order.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cut {
     /// The sweep of the items left must end by then (looked at every
@@ -292,9 +300,10 @@ pub(crate) struct Cut {
     /// At most this many placed items read (one per placed item live with an item
     /// placed: about one per overlapping pair).
     pub work: u64,
-    /// The work the whole order is expected to read: where set, the placement gives up
-    /// (no sweep) once the time per unit so far says it would end after the deadline
-    /// ([`place_if_in_time`]).
+    /// The work the whole order is expected to read: where set (with a deadline), the
+    /// placement decides once, after a sixteenth of it, whether to give up (no sweep)
+    /// because its [`Pace`] says it would end after the deadline
+    /// ([`place_or_give_up`]).
     pub forecast: Option<u64>,
 }
 
@@ -318,7 +327,8 @@ impl Cut {
     }
 
     /// Whether, `placed` of `items` placed and `read` units of [`Cut::forecast`] read
-    /// in `elapsed`, the rest at the same [`Pace`] would end after the deadline.
+    /// in `elapsed`, the rest at the same [`Pace`] would end after the deadline
+    /// (asked once: false before and after the forecast).
     fn foresees_overrun(
         &self,
         pace: &mut Pace,
@@ -363,7 +373,20 @@ pub(crate) fn place_then_sweep(
     fit: Fit,
     cut: &Cut,
 ) -> Swept {
-    let (mut offsets, peak, placed, work) = place_prefix(p, index, order, fit, cut);
+    let prefix = place_prefix(p, index, order, fit, cut);
+    swept_from(p, order, prefix)
+}
+
+/// A placed prefix of `order` made whole: the items it did not place swept above its
+/// peak.
+fn swept_from(p: &Prepared, order: &[usize], prefix: Prefix) -> Swept {
+    let Prefix {
+        mut offsets,
+        peak,
+        placed,
+        read,
+        ..
+    } = prefix;
     let complete = placed == order.len();
     let peak = if complete {
         peak
@@ -374,20 +397,32 @@ pub(crate) fn place_then_sweep(
         offsets,
         peak,
         complete,
-        work,
+        work: read,
     }
 }
 
-/// Places `order` from its start until it ends or `cut` stops it. Returns the
-/// offsets (0 for items not placed), the peak, how many items of `order` were placed
-/// and how many placed items were read.
+/// What [`place_prefix`] placed.
+struct Prefix {
+    /// Offsets per item position (0 for items not placed).
+    offsets: Vec<u64>,
+    /// The peak of the placed items.
+    peak: u64,
+    /// How many items of the order were placed.
+    placed: usize,
+    /// Placed items read.
+    read: u64,
+    /// Whether it stopped because its forecast said it would miss the deadline.
+    gave_up: bool,
+}
+
+/// Places `order` from its start until it ends or `cut` stops it.
 fn place_prefix(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
     cut: &Cut,
-) -> (Vec<u64>, u64, usize, u64) {
+) -> Prefix {
     let mut offsets = vec![0u64; p.items.len()];
     let mut spans = PlacedSpans::new(index);
     let mut scratch = FitScratch::default();
@@ -397,12 +432,16 @@ fn place_prefix(
     let mut pace = Pace::default();
     for (k, &i) in order.iter().enumerate() {
         let clock = k % CLOCK_EVERY == CLOCK_EVERY - 1;
-        if read > cut.work
-            || (clock
-                && (cut.stops(order.len() - k)
-                    || cut.foresees_overrun(&mut pace, k, order.len(), read, started.elapsed())))
-        {
-            return (offsets, peak, k, read);
+        let gave_up =
+            clock && cut.foresees_overrun(&mut pace, k, order.len(), read, started.elapsed());
+        if gave_up || read > cut.work || (clock && cut.stops(order.len() - k)) {
+            return Prefix {
+                offsets,
+                peak,
+                placed: k,
+                read,
+                gave_up,
+            };
         }
         let it = &p.items[i];
         scratch.busy.clear();
@@ -414,7 +453,13 @@ fn place_prefix(
         spans.place(i, it.a, it.b, offset, end);
         peak = peak.max(end);
     }
-    (offsets, peak, order.len(), read)
+    Prefix {
+        offsets,
+        peak,
+        placed: order.len(),
+        read,
+        gave_up: false,
+    }
 }
 
 /// Below this many ranges [`sort_by_start`] uses the standard sort.
@@ -693,6 +738,8 @@ mod tests {
             .expect("a forecast");
         let exact = cost(1000, 100_000) - cost(300, 6_400);
         assert!((rest - exact).abs() < 1e-9, "{rest} against {exact}");
+        // Once.
+        assert_eq!(pace.rest(400, 1000, 9_000, 100_000, cost(400, 9_000)), None);
         // Readings that no positive costs explain fall back to the pace per unit.
         let mut odd = Pace::default();
         odd.rest(100, 1000, 3_200, 100_000, 1.0);
@@ -703,7 +750,7 @@ mod tests {
     }
 
     #[test]
-    fn placing_in_time_gives_up_only_with_a_deadline_it_would_miss() {
+    fn placing_or_giving_up_is_place_then_sweep_unless_the_forecast_says_late() {
         let ranges: Vec<LiveRange> = (0..3000u64)
             .map(|i| r(i % 700, i % 700 + 1 + (i * 13) % 90, 1 + (i * 7919) % 4096))
             .collect();
@@ -715,15 +762,57 @@ mod tests {
         // No deadline, or one an hour away: the whole order, as `place`, and the work
         // read is one unit per unordered pair.
         for deadline in [None, Some(Instant::now() + Duration::from_secs(3600))] {
-            let (o, pk, read) =
-                place_if_in_time(&p, &index, &order, Fit::Lowest, deadline, work).expect("in time");
-            assert_eq!((&o, pk), (&offsets, peak));
-            assert_eq!(read, work);
+            let cut = Cut {
+                deadline,
+                forecast: Some(work),
+                ..Cut::UNLIMITED
+            };
+            let swept = place_or_give_up(&p, &index, &order, Fit::Lowest, &cut).expect("in time");
+            assert!(swept.complete);
+            assert_eq!((&swept.offsets, swept.peak), (&offsets, peak));
+            assert_eq!(swept.work, work);
         }
-        // A deadline already past: nothing.
-        assert!(
-            place_if_in_time(&p, &index, &order, Fit::Lowest, Some(Instant::now()), work).is_none()
-        );
+        // A deadline already past before the forecast: cut there and the rest swept,
+        // as place_then_sweep.
+        let past = Cut {
+            deadline: Some(Instant::now()),
+            forecast: Some(work),
+            ..Cut::UNLIMITED
+        };
+        let swept =
+            place_or_give_up(&p, &index, &order, Fit::Lowest, &past).expect("cut, not given up");
+        assert!(!swept.complete);
+        p.assert_valid(&swept.offsets, swept.peak);
+    }
+
+    #[test]
+    fn the_forecast_is_made_once_and_says_late_only_past_the_deadline() {
+        // Readings of 1 us an item and 10 ns a unit; 1,000 items, 100,000 units: the
+        // rest takes about 1.3 ms.
+        let cost = |k: usize, w: u64| 1e-6 * k as f64 + 1e-8 * w as f64;
+        let elapsed = |k: usize, w: u64| Duration::from_secs_f64(cost(k, w));
+        let cut = |deadline| Cut {
+            deadline: Some(deadline),
+            forecast: Some(100_000),
+            ..Cut::UNLIMITED
+        };
+        let near = cut(Instant::now() + Duration::from_micros(100));
+        let mut pace = Pace::default();
+        assert!(!near.foresees_overrun(&mut pace, 200, 1000, 3_200, elapsed(200, 3_200)));
+        assert!(near.foresees_overrun(&mut pace, 300, 1000, 6_400, elapsed(300, 6_400)));
+        // Asked again: the forecast was made.
+        assert!(!near.foresees_overrun(&mut pace, 400, 1000, 9_000, elapsed(400, 9_000)));
+        let far = cut(Instant::now() + Duration::from_secs(3600));
+        let mut pace = Pace::default();
+        assert!(!far.foresees_overrun(&mut pace, 200, 1000, 3_200, elapsed(200, 3_200)));
+        assert!(!far.foresees_overrun(&mut pace, 300, 1000, 6_400, elapsed(300, 6_400)));
+        // Without a forecast there is nothing to say.
+        let mut pace = Pace::default();
+        let none = Cut {
+            deadline: Some(Instant::now()),
+            ..Cut::UNLIMITED
+        };
+        assert!(!none.foresees_overrun(&mut pace, 300, 1000, 6_400, elapsed(300, 6_400)));
     }
 
     #[test]

@@ -143,7 +143,10 @@ pub enum Strategy {
     /// runs, within a work budget of about one unit per overlapping pair (1.5 x 10^9
     /// units, 7-16 ns each: 100,000 malloc-like buffers with 2,000 live complete in
     /// 2.5 s); where the budget or the deadline runs out, the buffers still
-    /// to place (the smallest) are swept above its part. It runs before the skyline
+    /// to place (the smallest) are swept above its part. Where the budget covers
+    /// greedy-by-size-class as well, that order runs first (given up after a
+    /// sixteenth of its work if it foresees missing the deadline), and greedy-by-size
+    /// after it. It runs before the skyline
     /// above 32,768 items, after the skyline and the repair below, only where they left
     /// the goal unreached. Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
@@ -768,17 +771,30 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
 /// above) it is higher on four of six at a million (a cut falls inside a class, so a
 /// class's later half goes to the sweep). So both run where the budget covers both,
 /// and only then does the class order go first, so that a deadline finds it complete
-/// (it gives up early where it foresees missing the deadline,
-/// [`greedy::place_if_in_time`]); elsewhere the exact order goes first.
+/// (it decides after a sixteenth of its work whether it would miss the deadline, and
+/// gives up if so: [`greedy::place_or_give_up`]); elsewhere the exact order goes
+/// first.
 const BY_SIZE: [Strategy; 2] = [Strategy::GreedySize, Strategy::GreedySizeClass];
+
+/// The class order goes first, under a deadline, only where the time left is at least
+/// this many times what sweeping the instance took: before its forecast it spends a
+/// sixteenth of its work, which under a tighter deadline is the time greedy by size
+/// needed (40,000 malloc-like buffers with 0.1 s ended at the sweep's 1.17 where greedy
+/// by size, cut, gives 1.05).
+const CLASS_FIRST_SWEEPS: u32 = 16;
 
 /// The greedy orders by size ([`BY_SIZE`]) into `best` on a large instance with
 /// `pairs` overlapping pairs (ordered: a greedy placement reads half as many), within
-/// [`GREEDY_SIZE_WORK`] in all; builds `index` if needed.
+/// [`GREEDY_SIZE_WORK`] in all; builds `index` if it runs either. Nothing where `best`
+/// already reaches the goal.
 ///
-/// * Both orders within the budget: greedy-size-class first, complete or not at all
-///   (it gives up once the pace of its first sixteenth says it would miss the
-///   deadline), then greedy-size.
+/// * Both orders within the budget, and no deadline or one at least
+///   [`CLASS_FIRST_SWEEPS`] sweeps away: greedy-size-class first (complete, cut at the
+///   deadline with the rest swept above, or given up after a sixteenth of its work
+///   where it foresees missing the deadline), then greedy-size, and the class order's
+///   plan is offered after it, so that a tie keeps greedy-size's (as when it ran
+///   first): without a deadline the plans are those of greedy-size first. With a
+///   deadline greedy-size does not run where the class order reached the goal.
 /// * Otherwise greedy-size first. Where the work or the goal's deadline runs out, the
 ///   items still to place (the smallest) are swept above the greedy part
 ///   ([`greedy::place_then_sweep`]) rather than the work thrown away: on a million
@@ -793,31 +809,55 @@ fn greedy_by_size_alone(
     index: &mut Option<OverlapIndex>,
     best: &mut Option<Placement>,
 ) {
+    if best.as_ref().is_some_and(|b| goal.done(b.1)) {
+        return;
+    }
     let index = index.get_or_insert_with(|| OverlapIndex::new(p));
     let mut left = GREEDY_SIZE_WORK;
     // A greedy placement reads each unordered pair once.
     let work = pairs / 2;
-    if work.saturating_mul(2) <= GREEDY_SIZE_WORK {
+    let deadline = best.as_ref().and(goal.budget.deadline);
+    let time_for_class =
+        deadline.is_none_or(|d| Instant::now() + sweep_time.saturating_mul(CLASS_FIRST_SWEEPS) < d);
+    if work.saturating_mul(2) <= GREEDY_SIZE_WORK && time_for_class {
         let started = Instant::now();
-        let deadline = best.as_ref().and(goal.budget.deadline);
         let (class_order, fit) = greedy_order(p, Strategy::GreedySizeClass);
-        match greedy::place_if_in_time(p, index, &class_order, fit, deadline, work) {
-            Some((offsets, peak, took)) => {
-                log::debug!(
-                    "{} ({pairs} pairs, first): {peak} in {:?}",
-                    Strategy::GreedySizeClass,
-                    started.elapsed()
-                );
-                keep_lower(best, (offsets, peak, Strategy::GreedySizeClass));
-                left = left.saturating_sub(took);
-            }
-            None => log::debug!(
+        let cut = greedy::Cut {
+            deadline,
+            sweep_per_item: sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX),
+            work: u64::MAX,
+            forecast: Some(work),
+        };
+        let class = greedy::place_or_give_up(p, index, &class_order, fit, &cut);
+        let Some(class) = class else {
+            log::debug!(
                 "{} ({pairs} pairs, first): given up, would miss the deadline, after {:?}",
                 Strategy::GreedySizeClass,
                 started.elapsed()
-            ),
+            );
+            by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
+            return;
+        };
+        log::debug!(
+            "{} ({pairs} pairs, first, {}): {} in {:?}",
+            Strategy::GreedySizeClass,
+            if class.complete {
+                "complete"
+            } else {
+                "the rest swept above"
+            },
+            class.peak,
+            started.elapsed()
+        );
+        let placement = (class.offsets, class.peak, Strategy::GreedySizeClass);
+        // Without a deadline greedy-size runs even where the class order reached the
+        // goal, as it did when it went first (the same plans); with one, not.
+        let goal_reached = deadline.is_some() && goal.done(class.peak);
+        if class.complete && !goal_reached {
+            left = left.saturating_sub(class.work);
+            by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
         }
-        by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
+        keep_lower(best, placement);
         return;
     }
     let mut needed = 0u64;
