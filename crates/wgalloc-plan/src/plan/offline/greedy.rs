@@ -201,33 +201,11 @@ pub(crate) fn place_until(
     (prefix.placed == order.len()).then_some((prefix.offsets, prefix.peak))
 }
 
-/// [`place_then_sweep`] that decides once, after a sixteenth of its work, whether it
-/// will end before `cut`'s deadline, and gives up there (`None`) if it foresees
-/// missing it ([`Pace`]: a cost per item and per placed item read, fitted on two
-/// readings; `cut.forecast` is the work it will read, one unit per unordered pair of
-/// items live at a common time, half of [`Prepared::overlap_pairs`]). Having decided
-/// to go on, it is cut only by the deadline itself, with the sweep of what is left
-/// reserved before it, as [`place_then_sweep`]; the time lost by giving up is that
-/// sixteenth. Without a deadline or a forecast it is [`place_then_sweep`].
-pub(crate) fn place_or_give_up(
-    p: &Prepared,
-    index: &OverlapIndex,
-    order: &[usize],
-    fit: Fit,
-    cut: &Cut,
-) -> Option<Swept> {
-    let prefix = place_prefix(p, index, order, fit, cut);
-    if prefix.gave_up {
-        return None;
-    }
-    Some(swept_from(p, order, prefix))
-}
-
 /// [`Pace`] forecasts once, when this share (1 / FORECAST_AFTER) of the expected work
 /// is done, from a first reading at half of it.
 const FORECAST_AFTER: u64 = 16;
 
-/// The pace of a greedy placement, for [`place_or_give_up`]: placing an item costs
+/// The pace of a greedy placement, for [`place_then_sweep`] with a forecast: placing an item costs
 /// a fixed part (finding its slots, the fit) and a part per placed item live with it
 /// (reading and ordering them). Early in an order by size few are placed, so the
 /// first items cost mostly the fixed part, and a forecast per unit of work alone
@@ -287,8 +265,7 @@ impl Pace {
     }
 }
 
-/// When [`place_then_sweep`] (and [`place_or_give_up`]) stop placing by the greedy
-/// order.
+/// When [`place_then_sweep`] stops placing by the greedy order.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cut {
     /// The sweep of the items left must end by then (looked at every
@@ -303,7 +280,7 @@ pub(crate) struct Cut {
     /// The work the whole order is expected to read: where set (with a deadline), the
     /// placement decides once, after a sixteenth of it, whether to give up (no sweep)
     /// because its [`Pace`] says it would end after the deadline
-    /// ([`place_or_give_up`]).
+    /// ([`place_then_sweep`]).
     pub forecast: Option<u64>,
 }
 
@@ -366,39 +343,43 @@ pub(crate) struct Swept {
 /// [`place_until`] that, once `cut` says so, places the items still to place by the
 /// sweep above the peak so far ([`sweep::place_above`]) instead of giving up: in an
 /// order by size those are the smallest.
+///
+/// With [`Cut::forecast`] (and a deadline) it also decides once, after a sixteenth of
+/// its work, whether it will end before the deadline, and gives up there (`None`, the
+/// only case) if it foresees missing it ([`Pace`]: a cost per item and per placed item
+/// read, fitted on two readings; the forecast is the work it will read, one unit per
+/// unordered pair of items live at a common time, half of
+/// [`Prepared::overlap_pairs`]). Having decided to go on, it is cut only as without a
+/// forecast; the time lost by giving up is that sixteenth.
 pub(crate) fn place_then_sweep(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     fit: Fit,
     cut: &Cut,
-) -> Swept {
-    let prefix = place_prefix(p, index, order, fit, cut);
-    swept_from(p, order, prefix)
-}
-
-/// A placed prefix of `order` made whole: the items it did not place swept above its
-/// peak.
-fn swept_from(p: &Prepared, order: &[usize], prefix: Prefix) -> Swept {
+) -> Option<Swept> {
     let Prefix {
         mut offsets,
         peak,
         placed,
         read,
-        ..
-    } = prefix;
+        gave_up,
+    } = place_prefix(p, index, order, fit, cut);
+    if gave_up {
+        return None;
+    }
     let complete = placed == order.len();
     let peak = if complete {
         peak
     } else {
         sweep::place_above(p, &order[placed..], peak, &mut offsets)
     };
-    Swept {
+    Some(Swept {
         offsets,
         peak,
         complete,
         work: read,
-    }
+    })
 }
 
 /// What [`place_prefix`] placed.
@@ -685,7 +666,7 @@ mod tests {
             peak,
             complete,
             ..
-        } = place_then_sweep(&p, &index, &order, Fit::Lowest, &now);
+        } = place_then_sweep(&p, &index, &order, Fit::Lowest, &now).expect("no forecast");
         assert!(!complete);
         p.assert_valid(&offsets, peak);
         // The first CLOCK_EVERY - 1 items (the largest) were placed by the greedy order,
@@ -694,7 +675,8 @@ mod tests {
         for &i in &order[..CLOCK_EVERY - 1] {
             assert_eq!(offsets[i], greedy[i]);
         }
-        let all = place_then_sweep(&p, &index, &order, Fit::Lowest, &Cut::UNLIMITED);
+        let all = place_then_sweep(&p, &index, &order, Fit::Lowest, &Cut::UNLIMITED)
+            .expect("no forecast");
         assert!(all.complete);
         assert_eq!(
             (all.offsets, all.peak),
@@ -705,12 +687,12 @@ mod tests {
             work: 50_000,
             ..Cut::UNLIMITED
         };
-        let cut = place_then_sweep(&p, &index, &order, Fit::Lowest, &budget);
+        let cut = place_then_sweep(&p, &index, &order, Fit::Lowest, &budget).expect("no forecast");
         assert!(!cut.complete && cut.work > 50_000 && cut.work < all.work);
         p.assert_valid(&cut.offsets, cut.peak);
         assert_eq!(
             cut,
-            place_then_sweep(&p, &index, &order, Fit::Lowest, &budget)
+            place_then_sweep(&p, &index, &order, Fit::Lowest, &budget).expect("no forecast")
         );
         // A deadline far enough away for the greedy part, but not for sweeping the rest
         // as slowly as asked, stops at once.
@@ -720,7 +702,11 @@ mod tests {
             work: u64::MAX,
             forecast: None,
         };
-        assert!(!place_then_sweep(&p, &index, &order, Fit::Lowest, &slow).complete);
+        assert!(
+            !place_then_sweep(&p, &index, &order, Fit::Lowest, &slow)
+                .expect("no forecast")
+                .complete
+        );
     }
 
     #[test]
@@ -750,7 +736,7 @@ mod tests {
     }
 
     #[test]
-    fn placing_or_giving_up_is_place_then_sweep_unless_the_forecast_says_late() {
+    fn with_a_forecast_placement_is_as_without_unless_it_says_late() {
         let ranges: Vec<LiveRange> = (0..3000u64)
             .map(|i| r(i % 700, i % 700 + 1 + (i * 13) % 90, 1 + (i * 7919) % 4096))
             .collect();
@@ -767,20 +753,20 @@ mod tests {
                 forecast: Some(work),
                 ..Cut::UNLIMITED
             };
-            let swept = place_or_give_up(&p, &index, &order, Fit::Lowest, &cut).expect("in time");
+            let swept = place_then_sweep(&p, &index, &order, Fit::Lowest, &cut).expect("in time");
             assert!(swept.complete);
             assert_eq!((&swept.offsets, swept.peak), (&offsets, peak));
             assert_eq!(swept.work, work);
         }
         // A deadline already past before the forecast: cut there and the rest swept,
-        // as place_then_sweep.
+        // as without a forecast.
         let past = Cut {
             deadline: Some(Instant::now()),
             forecast: Some(work),
             ..Cut::UNLIMITED
         };
         let swept =
-            place_or_give_up(&p, &index, &order, Fit::Lowest, &past).expect("cut, not given up");
+            place_then_sweep(&p, &index, &order, Fit::Lowest, &past).expect("cut, not given up");
         assert!(!swept.complete);
         p.assert_valid(&swept.offsets, swept.peak);
     }

@@ -772,7 +772,7 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
 /// class's later half goes to the sweep). So both run where the budget covers both,
 /// and only then does the class order go first, so that a deadline finds it complete
 /// (it decides after a sixteenth of its work whether it would miss the deadline, and
-/// gives up if so: [`greedy::place_or_give_up`]); elsewhere the exact order goes
+/// gives up if so: [`greedy::place_then_sweep`] with a forecast); elsewhere the exact order goes
 /// first.
 const BY_SIZE: [Strategy; 2] = [Strategy::GreedySize, Strategy::GreedySizeClass];
 
@@ -820,35 +820,19 @@ fn greedy_by_size_alone(
     let time_for_class =
         deadline.is_none_or(|d| Instant::now() + sweep_time.saturating_mul(CLASS_FIRST_SWEEPS) < d);
     if work.saturating_mul(2) <= GREEDY_SIZE_WORK && time_for_class {
-        let started = Instant::now();
-        let (class_order, fit) = greedy_order(p, Strategy::GreedySizeClass);
-        let cut = greedy::Cut {
-            deadline,
-            sweep_per_item: sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX),
-            work: u64::MAX,
-            forecast: Some(work),
-        };
-        let class = greedy::place_or_give_up(p, index, &class_order, fit, &cut);
+        let class = by_size_run(
+            p,
+            goal,
+            Strategy::GreedySizeClass,
+            (u64::MAX, Some(work)),
+            sweep_time,
+            index,
+            best,
+        );
         let Some(class) = class else {
-            log::debug!(
-                "{} ({pairs} pairs, first): given up, would miss the deadline, after {:?}",
-                Strategy::GreedySizeClass,
-                started.elapsed()
-            );
             by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
             return;
         };
-        log::debug!(
-            "{} ({pairs} pairs, first, {}): {} in {:?}",
-            Strategy::GreedySizeClass,
-            if class.complete {
-                "complete"
-            } else {
-                "the rest swept above"
-            },
-            class.peak,
-            started.elapsed()
-        );
         let placement = (class.offsets, class.peak, Strategy::GreedySizeClass);
         // Without a deadline greedy-size runs even where the class order reached the
         // goal, as it did when it went first (the same plans); with one, not.
@@ -875,10 +859,9 @@ fn greedy_by_size_alone(
     }
 }
 
-/// One greedy order by size into `best` within `work` units and the goal's deadline,
-/// the items it has not placed when either runs out swept above its part. Returns the
-/// work it took where it completed; `None` where it was cut or did not start (the
-/// goal reached, or too little time left to sweep everything).
+/// One greedy order by size into `best` within `work` units and the goal's deadline
+/// ([`by_size_run`]). Returns the work it took where it completed; `None` where it was
+/// cut or did not start.
 fn by_size_within(
     p: &Prepared,
     goal: &Goal,
@@ -888,6 +871,27 @@ fn by_size_within(
     index: &OverlapIndex,
     best: &mut Option<Placement>,
 ) -> Option<u64> {
+    let swept = by_size_run(p, goal, strategy, (work, None), sweep_time, index, best)?;
+    let took = swept.complete.then_some(swept.work);
+    keep_lower(best, (swept.offsets, swept.peak, strategy));
+    took
+}
+
+/// One greedy order by size on a large instance, `best` being the plan in hand: within
+/// `limits.0` units of work and the goal's deadline, the items it has not placed when
+/// either runs out swept above its part ([`greedy::place_then_sweep`]); with an
+/// expected work `limits.1`, given up instead after a sixteenth of it where it
+/// foresees missing the deadline. `None` where it did not start (the goal reached, or
+/// too little time left to sweep everything) or gave up.
+fn by_size_run(
+    p: &Prepared,
+    goal: &Goal,
+    strategy: Strategy,
+    limits: (u64, Option<u64>),
+    sweep_time: Duration,
+    index: &OverlapIndex,
+    best: &Option<Placement>,
+) -> Option<greedy::Swept> {
     if best.as_ref().is_some_and(|b| goal.done(b.1)) {
         return None;
     }
@@ -897,28 +901,25 @@ fn by_size_within(
     if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
         return None;
     }
-    let per_item = sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
     let started = Instant::now();
     let (order, fit) = greedy_order(p, strategy);
     let cut = greedy::Cut {
         deadline,
-        sweep_per_item: per_item,
-        work,
-        forecast: None,
+        sweep_per_item: sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX),
+        work: limits.0,
+        forecast: limits.1,
     };
     let swept = greedy::place_then_sweep(p, index, &order, fit, &cut);
     log::debug!(
-        "{strategy} ({}): {} in {:?}",
-        if swept.complete {
-            "complete"
-        } else {
-            "the rest swept above"
+        "{strategy} ({}) in {:?}",
+        match &swept {
+            None => "given up: it would miss the deadline".to_string(),
+            Some(s) if s.complete => format!("complete: {}", s.peak),
+            Some(s) => format!("the rest swept above: {}", s.peak),
         },
-        swept.peak,
         started.elapsed()
     );
-    keep_lower(best, (swept.offsets, swept.peak, strategy));
-    swept.complete.then_some(swept.work)
+    swept
 }
 
 /// Whether the local search runs after the search (in `best`) or at all
