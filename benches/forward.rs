@@ -10,6 +10,8 @@
 //! figures are lower bounds. `WGALLOC_BENCH_QUICK=1` runs the small shape with fewer
 //! repetitions. Before the model shapes, a table of the matrix-vector path on decode
 //! shapes against the copy bandwidth (`WGALLOC_BENCH_MATVEC=1`: that table only).
+//! `WGALLOC_BENCH_TILES=1` prints a table of the matmul tiles on prefill shapes
+//! instead (the 64 x 64 staged tile among them; slow on a CPU adapter).
 //! Run: `WGPU_BACKEND=vulkan cargo bench --bench forward`.
 
 use std::collections::HashMap;
@@ -214,7 +216,8 @@ const MATVEC_SHAPES: [(&str, KernelFamily, u32, u32); 10] = [
 /// The decode shapes (one row against a weight matrix), each candidate tile alone with
 /// GPU timestamps (the fastest of 8 after a warm-up, `exec::tune::time_tiles`): the
 /// matrix-vector kernels unsplit (`rows1`, `shaders/matvec.wgsl`, or the transposed
-/// kernel with one row) and split over `k` (`rows1k16`; `matmul_bt` runs it unsplit),
+/// kernel with one row) and split over `k` (`rows1k16`, and narrower, `rows1k64` and
+/// `rows1k256`; `matmul_bt` runs them unsplit),
 /// and the tiled kernels the tuner may take instead (`rows4`, `rows8`, `rows4w64`). The
 /// fastest tile's GB/s (weights + input row + output row over the GPU time) and its
 /// ratio to the copy bandwidth measured above. The repetitions read the same weights,
@@ -230,6 +233,8 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
     let tiles = [
         MatmulTile::Rows1,
         MatmulTile::Rows1Split,
+        MatmulTile::Rows1Split64,
+        MatmulTile::Rows1Split256,
         MatmulTile::Rows4,
         MatmulTile::Rows8,
         MatmulTile::Rows4Wide,
@@ -265,6 +270,67 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
             cells.join(" | "),
             best.name(),
             gbps / roof.gbps
+        );
+    }
+}
+
+/// Prefill matmul shapes `m x k x n` for the tile table: this bench's large shape
+/// (256 rows), GPT-2 small's projections for a prefill chunk of 64 rows and for 1024
+/// rows, and a wider model's MLP.
+const TILE_SHAPES: [(u32, u32, u32); 7] = [
+    (256, 512, 1536),
+    (256, 2048, 512),
+    (64, 768, 2304),
+    (64, 3072, 768),
+    (1024, 768, 3072),
+    (1024, 3072, 768),
+    (2048, 1024, 4096),
+];
+
+/// The register tiles and the 64 x 64 staged tile (`shaders/matmul_block_tile64.wgsl`)
+/// on prefill shapes, each alone with GPU timestamps (the fastest of 4 after a warm-up),
+/// with the fastest tile's GFLOP/s and its fraction of the FMA peak.
+fn tile_table(ctx: &GpuContext, roof: &Roofline) {
+    println!();
+    println!("## matmul tiles on prefill shapes, f32, GPU timestamps, fastest of 4");
+    if !ctx.has_timestamps() {
+        println!("no GPU timestamps: not timed");
+        return;
+    }
+    let tiles = [
+        MatmulTile::Rows8,
+        MatmulTile::Rows4,
+        MatmulTile::Rows8Wide,
+        MatmulTile::Rows4Wide,
+        MatmulTile::Tile64,
+    ];
+    let names: Vec<String> = tiles.iter().map(|t| format!("{} us", t.name())).collect();
+    println!(
+        "| m x k x n | {} | fastest | GFLOP/s | / FMA peak |",
+        names.join(" | ")
+    );
+    println!(
+        "| --- |{} --- | ---: | ---: |",
+        " ---: |".repeat(tiles.len())
+    );
+    for (m, k, n) in TILE_SHAPES {
+        let times = match tune::time_tiles(ctx, KernelFamily::Tiled, (m, k, n), &tiles, 4) {
+            Ok(times) => times,
+            Err(e) => {
+                println!("| {m}x{k}x{n} | not timed: {e} |");
+                continue;
+            }
+        };
+        let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
+            continue;
+        };
+        let gflops = 2.0 * f64::from(m) * f64::from(k) * f64::from(n) / fastest.as_secs_f64() / 1e9;
+        let cells = micros_cells(&tiles, &times);
+        println!(
+            "| {m}x{k}x{n} | {} | {} | {gflops:.0} | {:.2} |",
+            cells.join(" | "),
+            best.name(),
+            gflops / roof.gflops
         );
     }
 }
@@ -500,6 +566,10 @@ fn main() {
         roof.gbps,
         roof.gflops / roof.gbps
     );
+    if std::env::var("WGALLOC_BENCH_TILES").is_ok_and(|v| v.trim() == "1") {
+        tile_table(&ctx, &roof);
+        return;
+    }
     matvec_table(&ctx, &roof);
     attention_table(&ctx);
     norm_table(&ctx, &roof);

@@ -4,6 +4,17 @@
 // matmul_block_plain.wgsl defines as this and matmul_block_shared.wgsl as the form that
 // shares those reads across a subgroup (falling back to this one).
 
+// The first row of this invocation's block: a workgroup covers ROWS rows
+// (matmul_tiled.wgsl's entries call it).
+fn block_row0(wid: vec3<u32>, lid: vec3<u32>) -> u32 {
+    return wid.y * ROWS;
+}
+
+// This invocation's vec4 column: LANES invocations side by side.
+fn block_c4(wid: vec3<u32>, lid: vec3<u32>) -> u32 {
+    return wid.x * LANES + lid.x;
+}
+
 // The ROWS x 4 block of a x b whose first row is row0 and whose vec4 column is c4
 // (rows past m and columns past n read the last row / column and are not stored).
 fn block_each(row0: u32, c4: u32) -> array<vec4<f32>, MAX_ROWS> {

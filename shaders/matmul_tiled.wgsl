@@ -13,7 +13,9 @@
 // and LANES are pipeline constants: the executor picks a tile per problem shape and
 // adapter (exec::kernels::MatmulTile). The product itself is `block`, joined in front
 // of this file from matmul_block.wgsl (each invocation reads its A rows itself) or
-// matmul_block_shared.wgsl (the invocations of a subgroup share the A rows' reads).
+// matmul_block_shared.wgsl (the invocations of a subgroup share the A rows' reads), or
+// matmul_block_tile64.wgsl (a 64 x 64 block per workgroup staged in workgroup memory,
+// for GPUs); so are `block_row0` and `block_c4`, which place an invocation's block.
 // matmul_bt_tiled.wgsl is the transposed-B form. Params: m, k, n, epilogue (0 none,
 // 1 GELU).
 
@@ -50,8 +52,8 @@ fn matmul_tiled(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row0 = wid.y * ROWS;
-    let c4 = wid.x * LANES + lid.x;
+    let row0 = block_row0(wid, lid);
+    let c4 = block_c4(wid, lid);
     let acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
@@ -74,8 +76,8 @@ fn matmul_tiled_acc(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row0 = wid.y * ROWS;
-    let c4 = wid.x * LANES + lid.x;
+    let row0 = block_row0(wid, lid);
+    let c4 = block_c4(wid, lid);
     let acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
@@ -95,8 +97,8 @@ fn matmul_tiled_acc_to(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row0 = wid.y * ROWS;
-    let c4 = wid.x * LANES + lid.x;
+    let row0 = block_row0(wid, lid);
+    let c4 = block_c4(wid, lid);
     let acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
@@ -116,8 +118,8 @@ fn matmul_tiled_bias(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row0 = wid.y * ROWS;
-    let c4 = wid.x * LANES + lid.x;
+    let row0 = block_row0(wid, lid);
+    let c4 = block_c4(wid, lid);
     let acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
@@ -141,8 +143,8 @@ fn matmul_tiled_acc_bias(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row0 = wid.y * ROWS;
-    let c4 = wid.x * LANES + lid.x;
+    let row0 = block_row0(wid, lid);
+    let c4 = block_c4(wid, lid);
     let acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
@@ -163,8 +165,8 @@ fn matmul_tiled_acc_to_bias(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
-    let row0 = wid.y * ROWS;
-    let c4 = wid.x * LANES + lid.x;
+    let row0 = block_row0(wid, lid);
+    let c4 = block_c4(wid, lid);
     let acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {

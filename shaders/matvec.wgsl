@@ -22,9 +22,11 @@
 // switches between the workgroup's invocations), so the row is read where it lies.
 // k is any; n a multiple of 4 (vec4 columns); columns past n read the last vec4 column
 // and are not stored. Params: m, k, n, epilogue (0 none, 1 GELU).
-// Split over k (SPLIT > 1, the workgroup's y size): the workgroup's SPLIT rows of
-// invocations each walk every SPLIT-th row of b for the same columns, then add their
-// partial sums in workgroup memory. A GPU that runs thousands of invocations at once
+// Split over k (SPLIT > 1, a power of two, the workgroup's y size): the workgroup's
+// SPLIT rows of invocations each walk every SPLIT-th row of b for the same columns,
+// then add their partial sums in workgroup memory (a tree). A narrower workgroup
+// (LANES 4 or 1: 64 or 16 columns) split further (SPLIT 64 or 256) gives a small
+// output more workgroups. A GPU that runs thousands of invocations at once
 // needs it: with SPLIT = 1 a 768-column output is 48 invocations walking all of k
 // (measured on an H200: 1-3% of the copy bandwidth). The sums are added in another
 // order than with SPLIT = 1, so results differ by rounding.
@@ -91,8 +93,10 @@ fn dot_columns(row: u32, g0: u32, slice: u32) -> array<vec4<f32>, VECS> {
 }
 
 // The sums over the SPLIT slices of each invocation's VECS columns, complete in slice
-// 0's invocations (the others' are partial). Every invocation calls it: it holds
-// barriers when SPLIT > 1.
+// 0's invocations (the others' are partial): a tree, halving the live slices each
+// round (SPLIT is a power of two), so a wide split costs log2(SPLIT) rounds rather
+// than SPLIT reads in one invocation. Every invocation calls it: it holds barriers
+// when SPLIT > 1.
 fn add_slices(acc: array<vec4<f32>, VECS>, lane: u32, slice: u32) -> array<vec4<f32>, VECS> {
     if SPLIT == 1u {
         return acc;
@@ -101,13 +105,15 @@ fn add_slices(acc: array<vec4<f32>, VECS>, lane: u32, slice: u32) -> array<vec4<
     for (var j = 0u; j < VECS; j++) {
         workgroupBarrier();
         slices[slice * LANES + lane] = acc[j];
-        workgroupBarrier();
-        if slice == 0u {
-            var t = acc[j];
-            for (var s = 1u; s < SPLIT; s++) {
-                t = t + slices[s * LANES + lane];
+        for (var half = SPLIT / 2u; half > 0u; half = half / 2u) {
+            workgroupBarrier();
+            if slice < half {
+                slices[slice * LANES + lane] += slices[(slice + half) * LANES + lane];
             }
-            total[j] = t;
+        }
+        // Slice 0 wrote its own entry last: no barrier before it reads it.
+        if slice == 0u {
+            total[j] = slices[lane];
         }
     }
     return total;
@@ -248,16 +254,20 @@ fn matvec_acc_to_bias(
 }
 
 // The sum of the workgroup's `v` (`flat` is the invocation's index in the workgroup),
-// returned to every invocation (it holds barriers: every invocation calls it).
+// returned to every invocation (it holds barriers: every invocation calls it). A tree
+// over the LANES * SPLIT partial sums (a power of two): log2 of them rounds, where one
+// invocation adding them all would read each.
 fn workgroup_sum(v: f32, flat: u32) -> f32 {
     workgroupBarrier();
     partial[flat] = v;
-    workgroupBarrier();
-    var s = 0.0;
-    for (var i = 0u; i < LANES * SPLIT; i++) {
-        s = s + partial[i];
+    for (var half = LANES * SPLIT / 2u; half > 0u; half = half / 2u) {
+        workgroupBarrier();
+        if flat < half {
+            partial[flat] += partial[flat + half];
+        }
     }
-    return s;
+    workgroupBarrier();
+    return partial[0];
 }
 
 @compute @workgroup_size(LANES, SPLIT)

@@ -44,6 +44,9 @@ pub enum Shader {
     /// `shaders/matmul_bt_tiled.wgsl` after `shaders/matmul_bt_block_shared.wgsl`: the
     /// reads of A shared across a subgroup (needs the device's subgroup feature).
     MatmulBtTiledShared,
+    /// `shaders/matmul_tiled.wgsl` after `shaders/matmul_block_tile64.wgsl`: a 64 x 64
+    /// block per workgroup, staged in workgroup memory ([`MatmulTile::Tile64`]).
+    MatmulTiled64,
     /// `shaders/attention.wgsl` (fused causal attention).
     Attention,
     /// `shaders/attention_tiled.wgsl` (fused causal attention, keys in workgroup memory).
@@ -72,7 +75,7 @@ pub enum Shader {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 23] = [
+    pub const ALL: [Shader; 24] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -96,6 +99,7 @@ impl Shader {
         Shader::MatmulTiledShared,
         Shader::MatmulBtTiledShared,
         Shader::MatmulNormShared,
+        Shader::MatmulTiled64,
     ];
 
     /// The file name under `shaders/`.
@@ -111,7 +115,9 @@ impl Shader {
             Shader::Copy => "copy.wgsl",
             Shader::Compact => "compact.wgsl",
             Shader::MatmulPacked => "matmul_packed.wgsl",
-            Shader::MatmulTiled | Shader::MatmulTiledShared => "matmul_tiled.wgsl",
+            Shader::MatmulTiled | Shader::MatmulTiledShared | Shader::MatmulTiled64 => {
+                "matmul_tiled.wgsl"
+            }
             Shader::MatmulBtTiled | Shader::MatmulBtTiledShared => "matmul_bt_tiled.wgsl",
             Shader::Attention => "attention.wgsl",
             Shader::AttentionTiled => "attention_tiled.wgsl",
@@ -175,6 +181,7 @@ impl Shader {
             MatmulPacked => "matmul_packed.wgsl", true;
             MatmulTiled => "matmul_block.wgsl" + "matmul_block_plain.wgsl" + "matmul_tiled.wgsl", true;
             MatmulTiledShared => "matmul_block.wgsl" + "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
+            MatmulTiled64 => "matmul_block_tile64.wgsl" + "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_block_plain.wgsl" + "matmul_bt_tiled.wgsl", true;
             MatmulBtTiledShared => "matmul_bt_block.wgsl" + "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
             Attention => "attention_io.wgsl" + "attention.wgsl", true;
@@ -375,7 +382,7 @@ pub enum MatmulTile {
     /// One row per invocation, the matrix-vector form for at most `MATVEC_MAX_ROWS` (4)
     /// rows (decode). `matmul`, its fused forms and the layer norm in a matmul's
     /// prologue run `shaders/matvec.wgsl` with it ([`Kernel::Matvec`]: 16 columns per
-    /// invocation, `MATVEC_COLUMNS` (256) per workgroup); `matmul_bt` runs its tiled kernel
+    /// invocation, 256 per workgroup); `matmul_bt` runs its tiled kernel
     /// with one row (4 columns per invocation, 16 invocations).
     Rows1,
     /// 8 rows x 4 columns per invocation, 64 invocations: 8 x 256 per workgroup. The
@@ -390,6 +397,22 @@ pub enum MatmulTile {
     /// adapters that run many invocations at once (one row and 768 columns are 48
     /// invocations unsplit). `matmul_bt` runs it as [`MatmulTile::Rows1`].
     Rows1Split,
+    /// [`MatmulTile::Rows1Split`] narrower and split further: 4 x 64 invocations per
+    /// workgroup, 64 columns, each of the 64 slices walking every 64th row. Four times
+    /// the workgroups of [`MatmulTile::Rows1Split`] for the same output, for a GPU whose
+    /// decode outputs (768 columns: 3 workgroups of 256) leave most of it idle.
+    /// Offered on GPUs only ([`MatmulTile::for_gpus_only`]).
+    Rows1Split64,
+    /// Narrower still: 1 x 256 invocations per workgroup, 16 columns, 256 slices.
+    /// Offered on GPUs only.
+    Rows1Split256,
+    /// A 64 x 64 block of the output per workgroup of 256 invocations, each a 4 x 4
+    /// tile, with A's and B's blocks staged in workgroup memory 16 steps of `k` at a
+    /// time (`shaders/matmul_block_tile64.wgsl`): each element read from storage feeds
+    /// 64 multiply-adds. `matmul` and its fused forms only (`matmul_bt` and the
+    /// norm-fused matmul run [`MatmulTile::Rows4`] for it), on GPUs only
+    /// ([`MatmulTile::for_gpus_only`]): a CPU adapter pays for its barriers.
+    Tile64,
     /// [`MatmulTile::Rows8`] with the reads of A shared across a subgroup
     /// (`shaders/matmul_block_shared.wgsl`): each invocation reads one of the 8 rows at
     /// each step of `k` and takes the others from its subgroup. For CPU adapters with
@@ -403,7 +426,7 @@ pub enum MatmulTile {
 
 impl MatmulTile {
     /// Every tile, in the order the tuner times them.
-    pub const ALL: [MatmulTile; 8] = [
+    pub const ALL: [MatmulTile; 11] = [
         MatmulTile::Rows8,
         MatmulTile::Rows4,
         MatmulTile::Rows1,
@@ -412,14 +435,24 @@ impl MatmulTile {
         MatmulTile::Rows1Split,
         MatmulTile::Rows8Shared,
         MatmulTile::Rows4Shared,
+        MatmulTile::Rows1Split64,
+        MatmulTile::Rows1Split256,
+        MatmulTile::Tile64,
     ];
 
-    /// Output rows per invocation (and per workgroup).
+    /// Output rows per invocation (and per workgroup, but for [`MatmulTile::Tile64`]:
+    /// [`MatmulTile::workgroup_rows`]).
     pub fn rows(self) -> u32 {
         match self {
             MatmulTile::Rows8 | MatmulTile::Rows8Wide | MatmulTile::Rows8Shared => 8,
-            MatmulTile::Rows4 | MatmulTile::Rows4Wide | MatmulTile::Rows4Shared => 4,
-            MatmulTile::Rows1 | MatmulTile::Rows1Split => 1,
+            MatmulTile::Rows4
+            | MatmulTile::Rows4Wide
+            | MatmulTile::Rows4Shared
+            | MatmulTile::Tile64 => 4,
+            MatmulTile::Rows1
+            | MatmulTile::Rows1Split
+            | MatmulTile::Rows1Split64
+            | MatmulTile::Rows1Split256 => 1,
         }
     }
 
@@ -431,9 +464,29 @@ impl MatmulTile {
     }
 
     /// Whether the fused matmuls run the matrix-vector kernels with this tile
-    /// ([`MatmulTile::Rows1`] and [`MatmulTile::Rows1Split`]).
+    /// ([`MatmulTile::Rows1`] and the split tiles).
     pub fn is_matvec(self) -> bool {
-        matches!(self, MatmulTile::Rows1 | MatmulTile::Rows1Split)
+        self == MatmulTile::Rows1 || self.split() > 1
+    }
+
+    /// Whether the tuner offers the tile on GPUs only: the narrow split tiles
+    /// ([`MatmulTile::Rows1Split64`], [`MatmulTile::Rows1Split256`]), whose
+    /// many barriers a CPU adapter pays for with every invocation (on lavapipe even the
+    /// 16-slice split is 1.2-2.9x slower than [`MatmulTile::Rows1`]).
+    pub fn for_gpus_only(self) -> bool {
+        matches!(
+            self,
+            MatmulTile::Rows1Split64 | MatmulTile::Rows1Split256 | MatmulTile::Tile64
+        )
+    }
+
+    /// Output rows per workgroup: [`MatmulTile::rows`], but 64 for
+    /// [`MatmulTile::Tile64`] (16 invocations down, 4 rows each).
+    pub fn workgroup_rows(self) -> u32 {
+        match self {
+            MatmulTile::Tile64 => 64,
+            t => t.rows(),
+        }
     }
 
     /// Whether the tile shares its reads of A across a subgroup
@@ -442,16 +495,20 @@ impl MatmulTile {
         matches!(self, MatmulTile::Rows8Shared | MatmulTile::Rows4Shared)
     }
 
-    /// Slices of `k` per workgroup of the matrix-vector kernels (1 unsplit).
+    /// Slices of `k` per workgroup of the matrix-vector kernels (1 unsplit; always a
+    /// power of two: `shaders/matvec.wgsl` adds the slices' sums as a tree).
     pub fn split(self) -> u32 {
         match self {
             MatmulTile::Rows1Split => 16,
+            MatmulTile::Rows1Split64 => 64,
+            MatmulTile::Rows1Split256 => 256,
             _ => 1,
         }
     }
 
-    /// Invocations along a workgroup's x dimension (16 or 64); the split
-    /// matrix-vector tile has [`MatmulTile::split`] rows of them.
+    /// Invocations along a workgroup's x dimension (16 or 64; the narrow split tiles
+    /// 4 or 1; [`MatmulTile::Tile64`] 256); the split matrix-vector tiles have
+    /// [`MatmulTile::split`] rows of them.
     pub fn lanes(self) -> u32 {
         match self {
             MatmulTile::Rows8
@@ -461,13 +518,25 @@ impl MatmulTile {
             | MatmulTile::Rows8Shared
             | MatmulTile::Rows4Shared => 16,
             MatmulTile::Rows8Wide | MatmulTile::Rows4Wide => 64,
+            MatmulTile::Rows1Split64 => 4,
+            MatmulTile::Rows1Split256 => 1,
+            MatmulTile::Tile64 => 256,
         }
     }
 
     /// Output columns per workgroup of the tiled kernels (4 per invocation; the
-    /// matrix-vector kernels cover `MATVEC_COLUMNS`, 16 per invocation).
+    /// matrix-vector kernels cover [`MatmulTile::matvec_columns`]).
     pub fn columns(self) -> u32 {
-        4 * self.lanes()
+        match self {
+            MatmulTile::Tile64 => 64,
+            t => 4 * t.lanes(),
+        }
+    }
+
+    /// Output columns per workgroup of the matrix-vector kernels with this tile: 16 per
+    /// lane (256 for 16 lanes).
+    pub fn matvec_columns(self) -> u32 {
+        16 * self.lanes()
     }
 
     /// The tile for an `m x n` output: 8 rows per invocation unless that leaves fewer
@@ -489,7 +558,7 @@ impl MatmulTile {
     }
 
     /// The tile's name in the tuning cache (`rows8`, `rows4`, `rows1`, `rows8w64`,
-    /// `rows4w64`, `rows1k16`, `rows8sg`, `rows4sg`).
+    /// `rows4w64`, `rows1k16`, `rows8sg`, `rows4sg`, `rows1k64`, `rows1k256`, `tile64`).
     pub fn name(self) -> &'static str {
         match self {
             MatmulTile::Rows8 => "rows8",
@@ -498,6 +567,9 @@ impl MatmulTile {
             MatmulTile::Rows8Wide => "rows8w64",
             MatmulTile::Rows4Wide => "rows4w64",
             MatmulTile::Rows1Split => "rows1k16",
+            MatmulTile::Rows1Split64 => "rows1k64",
+            MatmulTile::Rows1Split256 => "rows1k256",
+            MatmulTile::Tile64 => "tile64",
             MatmulTile::Rows8Shared => "rows8sg",
             MatmulTile::Rows4Shared => "rows4sg",
         }
@@ -520,10 +592,6 @@ impl MatmulTile {
 /// The most rows of the matrix-vector kernels ([`MatmulTile::Rows1`], [`Kernel::Matvec`]):
 /// each row is one more pass over the weights.
 pub const MATVEC_MAX_ROWS: u32 = 4;
-
-/// Output columns per workgroup of the matrix-vector kernels (`shaders/matvec.wgsl`:
-/// 16 invocations of 16 columns).
-pub const MATVEC_COLUMNS: u64 = 256;
 
 /// Below this many workgroups with 8 rows, the tiled matmul takes 4 rows per invocation.
 pub const MIN_TILED_WORKGROUPS: u64 = 32;
@@ -640,7 +708,10 @@ impl Kernel {
                 plain
             }
         };
-        let tiled = |t| by_tile(t, Shader::MatmulTiled, Shader::MatmulTiledShared);
+        let tiled = |t| match t {
+            MatmulTile::Tile64 => Shader::MatmulTiled64,
+            t => by_tile(t, Shader::MatmulTiled, Shader::MatmulTiledShared),
+        };
         match self {
             Kernel::Unary => (Shader::Unary, "unary"),
             Kernel::UnaryInPlace => (Shader::Unary, "unary_inplace"),
@@ -754,7 +825,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 91] = [
+    pub const ALL: [Kernel; 111] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -814,20 +885,34 @@ impl Kernel {
         Kernel::KvSelfAttendOut,
         Kernel::Matvec(MatmulTile::Rows1),
         Kernel::Matvec(MatmulTile::Rows1Split),
+        Kernel::Matvec(MatmulTile::Rows1Split64),
+        Kernel::Matvec(MatmulTile::Rows1Split256),
         Kernel::MatvecAcc(MatmulTile::Rows1),
         Kernel::MatvecAcc(MatmulTile::Rows1Split),
+        Kernel::MatvecAcc(MatmulTile::Rows1Split64),
+        Kernel::MatvecAcc(MatmulTile::Rows1Split256),
         Kernel::MatvecAccTo(MatmulTile::Rows1),
         Kernel::MatvecAccTo(MatmulTile::Rows1Split),
+        Kernel::MatvecAccTo(MatmulTile::Rows1Split64),
+        Kernel::MatvecAccTo(MatmulTile::Rows1Split256),
         Kernel::MatvecBias(MatmulTile::Rows1),
         Kernel::MatvecBias(MatmulTile::Rows1Split),
+        Kernel::MatvecBias(MatmulTile::Rows1Split64),
+        Kernel::MatvecBias(MatmulTile::Rows1Split256),
         Kernel::MatvecAccBias(MatmulTile::Rows1),
         Kernel::MatvecAccBias(MatmulTile::Rows1Split),
+        Kernel::MatvecAccBias(MatmulTile::Rows1Split64),
+        Kernel::MatvecAccBias(MatmulTile::Rows1Split256),
         Kernel::MatvecAccToBias(MatmulTile::Rows1),
         Kernel::MatvecAccToBias(MatmulTile::Rows1Split),
+        Kernel::MatvecAccToBias(MatmulTile::Rows1Split64),
+        Kernel::MatvecAccToBias(MatmulTile::Rows1Split256),
         Kernel::MatmulBtTiled(MatmulTile::Rows1),
         Kernel::MatmulNormBias(MatmulTile::Rows1),
         Kernel::MatvecNormBias(MatmulTile::Rows1),
         Kernel::MatvecNormBias(MatmulTile::Rows1Split),
+        Kernel::MatvecNormBias(MatmulTile::Rows1Split64),
+        Kernel::MatvecNormBias(MatmulTile::Rows1Split256),
         Kernel::AttentionTiled,
         Kernel::AttentionBlocks,
         Kernel::MatmulTiled(MatmulTile::Rows8Shared),
@@ -846,6 +931,12 @@ impl Kernel {
         Kernel::MatmulBtTiled(MatmulTile::Rows4Shared),
         Kernel::MatmulNormBias(MatmulTile::Rows8Shared),
         Kernel::MatmulNormBias(MatmulTile::Rows4Shared),
+        Kernel::MatmulTiled(MatmulTile::Tile64),
+        Kernel::MatmulTiledAcc(MatmulTile::Tile64),
+        Kernel::MatmulTiledAccTo(MatmulTile::Tile64),
+        Kernel::MatmulTiledBias(MatmulTile::Tile64),
+        Kernel::MatmulTiledAccBias(MatmulTile::Tile64),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Tile64),
     ];
 }
 
@@ -955,10 +1046,10 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
             false,
         ) => match (transposed_b, tiled(k, n, transposed_b)) {
             (false, true) => (Kernel::MatmulTiled(tile_of(m, n)), &[0, 1, 2]),
-            // `matmul_bt` has no split form: the split tile runs unsplit.
+            // `matmul_bt` has no split form: a split tile runs unsplit.
             (true, true) => match tile_of(m, n) {
-                MatmulTile::Rows1Split => (Kernel::MatmulBtTiled(MatmulTile::Rows1), &[0, 1, 2]),
-                t => (Kernel::MatmulBtTiled(t), &[0, 1, 2]),
+                t if t.split() > 1 => (Kernel::MatmulBtTiled(MatmulTile::Rows1), &[0, 1, 2]),
+                t => (Kernel::MatmulBtTiled(without_tile64(t)), &[0, 1, 2]),
             },
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
@@ -1030,9 +1121,10 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
             Kernel::MatvecNormBias(matvec_tile(m, n)),
             &[0, 3, 5, 4, 1, 2],
         ),
-        (&OpCall::NormMatmul { m, n, .. }, false) => {
-            (Kernel::MatmulNormBias(tile_of(m, n)), &[0, 3, 5, 4, 1, 2])
-        }
+        (&OpCall::NormMatmul { m, n, .. }, false) => (
+            Kernel::MatmulNormBias(without_tile64(tile_of(m, n))),
+            &[0, 3, 5, 4, 1, 2],
+        ),
         (&OpCall::Attention { head_dim, .. }, false) => {
             let kernel = match AttentionForm::picked(pick, head_dim) {
                 AttentionForm::PerQuery => Kernel::Attention,
@@ -1080,6 +1172,15 @@ fn matvec(tile: MatmulTile, m: u32) -> bool {
     tile.is_matvec() && m <= MATVEC_MAX_ROWS
 }
 
+/// The tile `matmul_bt` and the norm-fused matmul run for `tile`: the same, but
+/// [`MatmulTile::Rows4`] for [`MatmulTile::Tile64`] (they have no 64 x 64 form).
+fn without_tile64(tile: MatmulTile) -> MatmulTile {
+    match tile {
+        MatmulTile::Tile64 => MatmulTile::Rows4,
+        t => t,
+    }
+}
+
 /// Whether a plain `matmul` runs [`Kernel::Matvec`]: at most [`MATVEC_MAX_ROWS`] rows,
 /// `n` a multiple of 4, and either the matrix-vector tile or a `k` the tiled kernels
 /// cannot take (the matrix-vector kernel takes any `k`).
@@ -1090,10 +1191,16 @@ fn plain_matvec(m: u32, k: u32, n: u32, transposed_b: bool, tile: MatmulTile) ->
         && (tile.is_matvec() || !tiled(k, n, false))
 }
 
-/// The grid of the matrix-vector kernels: a workgroup per [`MATVEC_COLUMNS`] columns
-/// and per row.
-fn matvec_grid(m: u32, n: u32, node: u32, max_per_dimension: u32) -> Result<[u32; 3], ExecError> {
-    let gx = u64::from(n).div_ceil(MATVEC_COLUMNS);
+/// The grid of the matrix-vector kernels with `tile`: a workgroup per
+/// [`MatmulTile::matvec_columns`] columns and per row.
+fn matvec_grid(
+    tile: MatmulTile,
+    m: u32,
+    n: u32,
+    node: u32,
+    max_per_dimension: u32,
+) -> Result<[u32; 3], ExecError> {
+    let gx = u64::from(n).div_ceil(u64::from(tile.matvec_columns()));
     grid_2d(gx, u64::from(m), node, max_per_dimension)
 }
 
@@ -1263,17 +1370,25 @@ pub fn workgroups_with(
             n,
             transposed_b,
         } if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => {
-            return matvec_grid(m, n, node, max_per_dimension);
+            // A shape the tiled kernels cannot take runs the matrix-vector kernel with
+            // one row's tile whatever the rule's tile.
+            let tile = Some(tile_of(m, n))
+                .filter(|t| t.is_matvec())
+                .unwrap_or(MatmulTile::Rows1);
+            return matvec_grid(tile, m, n, node, max_per_dimension);
         }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. }
             if matvec(tile_of(m, n), m) =>
         {
-            return matvec_grid(m, n, node, max_per_dimension);
+            return matvec_grid(tile_of(m, n), m, n, node, max_per_dimension);
         }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
-            let tile = tile_of(m, n);
+            let tile = match call {
+                OpCall::NormMatmul { .. } => without_tile64(tile_of(m, n)),
+                _ => tile_of(m, n),
+            };
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
-            let gy = u64::from(m).div_ceil(u64::from(tile.rows()));
+            let gy = u64::from(m).div_ceil(u64::from(tile.workgroup_rows()));
             return grid_2d(gx, gy, node, max_per_dimension);
         }
         OpCall::Matmul {
@@ -1282,9 +1397,12 @@ pub fn workgroups_with(
             n,
             transposed_b,
         } if tiled(k, n, transposed_b) => {
-            let tile = tile_of(m, n);
+            let tile = match transposed_b {
+                true => without_tile64(tile_of(m, n)),
+                false => tile_of(m, n),
+            };
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
-            let gy = u64::from(m).div_ceil(u64::from(tile.rows()));
+            let gy = u64::from(m).div_ceil(u64::from(tile.workgroup_rows()));
             return grid_2d(gx, gy, node, max_per_dimension);
         }
         OpCall::Matmul { m, n, .. } | OpCall::MatmulPacked { m, n, .. } => {

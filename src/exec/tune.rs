@@ -28,10 +28,12 @@
 //!   classes not yet tuned take the rule (and are not cached, so a later process tunes
 //!   them).
 //!
-//! Every candidate tile but one computes the same products (each output element sums
-//! over `k` in the same order), so the choice changes speed, not results; the
-//! matrix-vector tile split over `k` ([`MatmulTile::Rows1Split`]) adds 16 partial sums
-//! at the end, so its results differ from the others' by rounding, and so do the two
+//! Every candidate tile but the split ones computes the same products (each output
+//! element sums over `k` in the same order), so the choice changes speed, not results;
+//! the matrix-vector tiles split over `k` ([`MatmulTile::Rows1Split`] and the narrower
+//! [`MatmulTile::Rows1Split64`] and [`MatmulTile::Rows1Split256`], offered on GPUs
+//! only) add 16, 64 or 256 partial sums at the end, so their results differ from the
+//! others' by rounding, and so do the two
 //! attention forms (they rescale the online softmax after 8 or 16 keys) and the two
 //! layer norm forms (they sum a row in another order). The time spent
 //! tuning is reported apart from the run's own times ([`crate::exec::RunReport`]'s
@@ -781,7 +783,9 @@ impl Tuner {
     }
 
     /// The candidates for `shape` that the settings name, the shape takes
-    /// ([`TunedShape::takes`]) and the device can run ([`runs_on`]).
+    /// ([`TunedShape::takes`]) and the device can run ([`runs_on`]). Of several, a CPU
+    /// adapter is not offered the tiles meant for GPUs ([`MatmulTile::for_gpus_only`]);
+    /// one named alone is forced, and runs wherever the device can run it.
     fn candidates(&self, ctx: &GpuContext, shape: TunedShape) -> Vec<Variant> {
         let s = &self.settings;
         let named: Vec<Variant> = match shape.family {
@@ -794,9 +798,17 @@ impl Tuner {
                 .collect(),
             _ => s.candidates.iter().copied().map(Variant::Tile).collect(),
         };
-        named
+        let runnable: Vec<Variant> = named
             .into_iter()
             .filter(|&v| shape.takes(v) && runs_on(ctx, shape.family, v))
+            .collect();
+        let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
+        let forced = runnable.len() == 1;
+        runnable
+            .into_iter()
+            .filter(|v| {
+                forced || !(cpu_adapter && matches!(v, Variant::Tile(t) if t.for_gpus_only()))
+            })
             .take(MAX_CANDIDATES)
             .collect()
     }
@@ -881,14 +893,16 @@ impl Tuner {
 }
 
 /// Whether `ctx`'s device can run `variant` for `family`: a tile whose workgroup its
-/// limits allow (`matmul_bt` runs the split matrix-vector tile as the unsplit one, so
-/// it is no candidate there; a shared-read tile only where [`shares_a_on`]), an
+/// limits allow (`matmul_bt` runs the split matrix-vector tiles as the unsplit one, so
+/// they are no candidates there; the 64 x 64 tile for `matmul` and its fused forms
+/// only; a shared-read tile only where [`shares_a_on`]), an
 /// attention form its limits allow, any layer norm form.
 fn runs_on(ctx: &GpuContext, family: KernelFamily, variant: Variant) -> bool {
     match variant {
         Variant::Tile(t) => {
             workgroup_fits(ctx, t)
-                && !(family == KernelFamily::BtTiled && t == MatmulTile::Rows1Split)
+                && !(family == KernelFamily::BtTiled && t.split() > 1)
+                && (t != MatmulTile::Tile64 || family == KernelFamily::Tiled)
                 && (!t.shares_a() || shares_a_on(ctx, family))
         }
         Variant::Attention(f) => attention_fits(ctx, f),
