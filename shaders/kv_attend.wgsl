@@ -61,19 +61,10 @@ fn attend(l: Lane) {
         acc[e] = select(vec4(0.0), state[l.row + 1u + e], carried);
     }
     append(l, past, mapped, bt, this_page);
-    let blocks = min((past + bt - 1u) / bt, mapped);
-    let layer_at = params.layer * 2u * bt * l.d4;
-    for (var b = 0u; b < blocks; b++) {
-        if table[HEADER + 2u * b] != this_page {
-            continue;
-        }
-        let k0 = table[HEADER + 2u * b + 1u] / 4u + layer_at + l.head;
-        let rows = min(bt, past - b * bt);
-        scan_block(l, k0, k0 + bt * l.d4, rows);
-    }
+    scan_page(l, past, mapped, bt, this_page);
 }
 
-@compute @workgroup_size(QUERIES)
+@compute @workgroup_size(SLICES)
 fn kv_attend_inplace(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -89,7 +80,7 @@ fn kv_attend_inplace(
     }
 }
 
-@compute @workgroup_size(QUERIES)
+@compute @workgroup_size(SLICES)
 fn kv_attend(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -105,7 +96,7 @@ fn kv_attend(
     }
 }
 
-@compute @workgroup_size(QUERIES)
+@compute @workgroup_size(SLICES)
 fn kv_attend_out(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,

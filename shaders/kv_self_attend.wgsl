@@ -99,19 +99,10 @@ fn self_attend(l: Lane, wid: vec3<u32>) {
     }
     self_state(l, wid);
     append(l, past, mapped, bt, this_page);
-    let blocks = min((past + bt - 1u) / bt, mapped);
-    let layer_at = params.layer * 2u * bt * l.d4;
-    for (var b = 0u; b < blocks; b++) {
-        if table[HEADER + 2u * b] != this_page {
-            continue;
-        }
-        let k0 = table[HEADER + 2u * b + 1u] / 4u + layer_at + l.head;
-        let rows = min(bt, past - b * bt);
-        scan_block(l, k0, k0 + bt * l.d4, rows);
-    }
+    scan_page(l, past, mapped, bt, this_page);
 }
 
-@compute @workgroup_size(QUERIES)
+@compute @workgroup_size(SLICES)
 fn kv_self_attend(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -127,7 +118,7 @@ fn kv_self_attend(
     }
 }
 
-@compute @workgroup_size(QUERIES)
+@compute @workgroup_size(SLICES)
 fn kv_self_attend_out(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_id) lid: vec3<u32>,

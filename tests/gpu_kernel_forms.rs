@@ -64,6 +64,7 @@ fn settings_with(
         norm: norms.to_vec(),
         repetitions: 1,
         budget: Duration::from_secs(30),
+        decode: None,
     }
 }
 

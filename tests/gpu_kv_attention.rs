@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use wgalloc::device::{allocate_plan, PlannedMemory, WgpuStorage};
 use wgalloc::exec::cpu_ref::attention_causal;
-use wgalloc::exec::{Executor, TensorMemory};
+use wgalloc::exec::tune::{self, TuneSettings};
+use wgalloc::exec::{DecodeSlices, Executor, TensorMemory};
 use wgalloc::kv::{
     prove_step, DeviceKvCache, KvConfig, KvError, KvProof, KvTensors, PROOF_TENSOR_BYTES,
 };
@@ -483,5 +484,66 @@ fn the_proof_stands_in_for_large_pages_and_still_names_a_clobber() {
             .any(|m| m.tensor == plant.victim),
         "the page {:?} is named: {report}",
         plant.victim
+    );
+}
+
+/// A device of its own whose decode steps split the cached keys over 256 invocations
+/// a head (the GPU rule), also on a CPU adapter.
+fn wide_decode_device() -> Option<GpuContext> {
+    common::gpu()?;
+    let ctx = GpuContext::from_env().expect("a second device on the adapter");
+    tune::configure(
+        &ctx,
+        TuneSettings {
+            decode: Some(DecodeSlices::Wide),
+            ..TuneSettings::off()
+        },
+    );
+    assert_eq!(tune::decode_slices(&ctx), DecodeSlices::Wide);
+    Some(ctx)
+}
+
+#[test]
+fn decode_with_256_slices_a_head_matches_the_cpu_over_pages() {
+    // The merge of 256 slices' states as trees: fewer keys than slices (most slices
+    // empty), pages in separate buffers, chunks in between.
+    let Some(ctx) = wide_decode_device() else {
+        return;
+    };
+    let config = limits_config(&ctx, 2, 16, 5, 2);
+    run_chunks(
+        &ctx,
+        WgpuStorage::wgpu(&ctx),
+        config,
+        &[19, 1, 1, 7, 1, 3, 1, 1, 9],
+        "ggml",
+    );
+    let config = limits_config(&ctx, 3, 32, 7, 1);
+    run_chunks(
+        &ctx,
+        WgpuStorage::wgpu(&ctx),
+        config,
+        &[3, 1, 12, 1, 1, 12],
+        "naive",
+    );
+}
+
+#[test]
+fn decode_with_256_slices_a_head_matches_the_cpu_past_256_keys() {
+    // A context longer than the slices (every slice scans one key or more), heads of 64
+    // over pages of 4 blocks of 16 tokens.
+    let Some(ctx) = wide_decode_device() else {
+        return;
+    };
+    let base = KvConfig::new(2, 2, 64, 16, 512).expect("valid");
+    let config = base
+        .fit_pages(&ctx.limits, base.block_bytes() * 4)
+        .expect("fits a binding");
+    run_chunks(
+        &ctx,
+        WgpuStorage::wgpu(&ctx),
+        config,
+        &[300, 1, 1, 40, 1, 1],
+        "ggml",
     );
 }

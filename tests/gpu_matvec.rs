@@ -38,6 +38,7 @@ fn force(ctx: &GpuContext, tile: MatmulTile) {
             norm: Vec::new(),
             repetitions: 1,
             budget: std::time::Duration::from_secs(30),
+            decode: None,
         },
     );
 }

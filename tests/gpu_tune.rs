@@ -54,6 +54,7 @@ fn settings(cache: Option<PathBuf>, candidates: &[MatmulTile]) -> TuneSettings {
         norm: Vec::new(),
         repetitions: 1,
         budget: std::time::Duration::from_secs(30),
+        decode: None,
     }
 }
 

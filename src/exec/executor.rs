@@ -327,8 +327,16 @@ impl Executor {
     /// What this device runs `call` with: the tuner's tile, attention form or layer
     /// norm form.
     fn pick(&self, call: &OpCall, storage: StorageType) -> Pick {
-        self.variant_of(call, storage)
-            .map_or_else(Pick::default, tune::Variant::pick)
+        let pick = self
+            .variant_of(call, storage)
+            .map_or_else(Pick::default, tune::Variant::pick);
+        match call {
+            OpCall::KvAttend { .. } | OpCall::KvSelfAttend { .. } => Pick {
+                decode: tune::decode_slices(&self.ctx),
+                ..pick
+            },
+            _ => pick,
+        }
     }
 
     /// The register tile node `step` of `graph` runs with on this device ([`MatmulTile`],

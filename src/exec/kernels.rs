@@ -339,18 +339,18 @@ pub enum Kernel {
     /// `(qkv, state)`: a chunk's attention over its own keys.
     KvSelf,
     /// `(state, qkv, table, page)`: the state continued over one cache page, in place.
-    KvAttendInPlace,
+    KvAttendInPlace(DecodeSlices),
     /// `(state, qkv, table, page, out)`: the state continued, written to `out`.
-    KvAttend,
+    KvAttend(DecodeSlices),
     /// `(state, qkv, table, page, out)`: continued and normalised into `out [n, d]`.
-    KvAttendOut,
+    KvAttendOut(DecodeSlices),
     /// `(x, w, out, bias, gain, beta)`: `out = layer_norm(x)·w + bias`, plain or GELU
     /// epilogue, register-tiled.
     MatmulNormBias(MatmulTile),
     /// `(qkv, table, page, out)`: a chunk's own keys, then one cache page: the state.
-    KvSelfAttend,
+    KvSelfAttend(DecodeSlices),
     /// `(qkv, table, page, out)`: as [`Kernel::KvSelfAttend`], normalised into `out [n, d]`.
-    KvSelfAttendOut,
+    KvSelfAttendOut(DecodeSlices),
     /// `(a, b, out)`: the matrix-vector form of [`Kernel::MatmulTiled`] for a few rows
     /// (any `k`, `n` a multiple of 4), plain or GELU epilogue.
     Matvec(MatmulTile),
@@ -745,15 +745,15 @@ impl Kernel {
             Kernel::AttentionTiled => (Shader::AttentionTiled, "attention_tiled"),
             Kernel::AttentionBlocks => (Shader::AttentionBlocks, "attention_blocks"),
             Kernel::KvSelf => (Shader::KvSelf, "kv_self"),
-            Kernel::KvAttendInPlace => (Shader::KvAttend, "kv_attend_inplace"),
-            Kernel::KvAttend => (Shader::KvAttend, "kv_attend"),
-            Kernel::KvAttendOut => (Shader::KvAttend, "kv_attend_out"),
+            Kernel::KvAttendInPlace(_) => (Shader::KvAttend, "kv_attend_inplace"),
+            Kernel::KvAttend(_) => (Shader::KvAttend, "kv_attend"),
+            Kernel::KvAttendOut(_) => (Shader::KvAttend, "kv_attend_out"),
             Kernel::MatmulNormBias(t) => (
                 by_tile(t, Shader::MatmulNorm, Shader::MatmulNormShared),
                 "matmul_norm_bias",
             ),
-            Kernel::KvSelfAttend => (Shader::KvSelfAttend, "kv_self_attend"),
-            Kernel::KvSelfAttendOut => (Shader::KvSelfAttend, "kv_self_attend_out"),
+            Kernel::KvSelfAttend(_) => (Shader::KvSelfAttend, "kv_self_attend"),
+            Kernel::KvSelfAttendOut(_) => (Shader::KvSelfAttend, "kv_self_attend_out"),
             Kernel::Matvec(_) => (Shader::Matvec, "matvec"),
             Kernel::MatvecAcc(_) => (Shader::Matvec, "matvec_acc"),
             Kernel::MatvecAccTo(_) => (Shader::Matvec, "matvec_acc_to"),
@@ -785,6 +785,11 @@ impl Kernel {
                 ("LANES", f64::from(t.lanes())),
                 ("SPLIT", f64::from(t.split())),
             ],
+            Kernel::KvAttendInPlace(w)
+            | Kernel::KvAttend(w)
+            | Kernel::KvAttendOut(w)
+            | Kernel::KvSelfAttend(w)
+            | Kernel::KvSelfAttendOut(w) => vec![("SLICES", f64::from(w.slices()))],
             _ => Vec::new(),
         }
     }
@@ -797,8 +802,8 @@ impl Kernel {
             | Kernel::AttentionTiled
             | Kernel::AttentionBlocks
             | Kernel::KvSelf => 2,
-            Kernel::KvAttendInPlace | Kernel::KvSelfAttend | Kernel::KvSelfAttendOut => 4,
-            Kernel::KvAttend | Kernel::KvAttendOut => 5,
+            Kernel::KvAttendInPlace(_) | Kernel::KvSelfAttend(_) | Kernel::KvSelfAttendOut(_) => 4,
+            Kernel::KvAttend(_) | Kernel::KvAttendOut(_) => 5,
             Kernel::MatmulTiled(_) | Kernel::MatmulTiledAcc(_) | Kernel::MatmulBtTiled(_) => 3,
             Kernel::MatmulTiledAccTo(_)
             | Kernel::MatmulTiledBias(_)
@@ -825,7 +830,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 111] = [
+    pub const ALL: [Kernel; 116] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -862,9 +867,12 @@ impl Kernel {
         Kernel::MatmulBtTiled(MatmulTile::Rows4Wide),
         Kernel::Attention,
         Kernel::KvSelf,
-        Kernel::KvAttendInPlace,
-        Kernel::KvAttend,
-        Kernel::KvAttendOut,
+        Kernel::KvAttendInPlace(DecodeSlices::Queries),
+        Kernel::KvAttendInPlace(DecodeSlices::Wide),
+        Kernel::KvAttend(DecodeSlices::Queries),
+        Kernel::KvAttend(DecodeSlices::Wide),
+        Kernel::KvAttendOut(DecodeSlices::Queries),
+        Kernel::KvAttendOut(DecodeSlices::Wide),
         Kernel::MatmulTiledBias(MatmulTile::Rows8),
         Kernel::MatmulTiledBias(MatmulTile::Rows4),
         Kernel::MatmulTiledBias(MatmulTile::Rows8Wide),
@@ -881,8 +889,10 @@ impl Kernel {
         Kernel::MatmulNormBias(MatmulTile::Rows4),
         Kernel::MatmulNormBias(MatmulTile::Rows8Wide),
         Kernel::MatmulNormBias(MatmulTile::Rows4Wide),
-        Kernel::KvSelfAttend,
-        Kernel::KvSelfAttendOut,
+        Kernel::KvSelfAttend(DecodeSlices::Queries),
+        Kernel::KvSelfAttend(DecodeSlices::Wide),
+        Kernel::KvSelfAttendOut(DecodeSlices::Queries),
+        Kernel::KvSelfAttendOut(DecodeSlices::Wide),
         Kernel::Matvec(MatmulTile::Rows1),
         Kernel::Matvec(MatmulTile::Rows1Split),
         Kernel::Matvec(MatmulTile::Rows1Split64),
@@ -976,6 +986,56 @@ pub struct Pick {
     /// How fused attention runs (`None`: [`AttentionForm::PerQuery`]); a form that does
     /// not take the call's head width ([`AttentionForm::fits`]) runs per query.
     pub attention: Option<AttentionForm>,
+    /// How many invocations split a decode step's cached keys in the paged-cache
+    /// attention kernels ([`DecodeSlices`]).
+    pub decode: DecodeSlices,
+}
+
+impl Pick {
+    /// The paged-cache kernels' width for a call of `n` queries: [`Pick::decode`] for
+    /// one (a decode step), [`DecodeSlices::Queries`] for a chunk.
+    pub fn slices_for(self, n: u32) -> DecodeSlices {
+        if n == 1 {
+            self.decode
+        } else {
+            DecodeSlices::Queries
+        }
+    }
+}
+
+/// How many invocations of a head's workgroup split a decode step's cached keys in the
+/// paged-cache attention kernels (`shaders/kv_pages.wgsl`'s `SLICES`): each scans every
+/// `slices()`-th key with a softmax state of its own, then the states are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DecodeSlices {
+    /// 16, the workgroup of a prefill chunk's 16 queries, merged one after another:
+    /// a CPU adapter's rule (llvmpipe runs a workgroup's invocations in turn, and
+    /// every barrier switches between them).
+    Queries,
+    /// 256, merged as trees (log2 256 rounds per value): a GPU's rule. GPT-2 has 12
+    /// heads, so 16 invocations a head left an H100 with 192 invocations walking the
+    /// whole cache (about 23 us per token of context a decode step).
+    Wide,
+}
+
+impl DecodeSlices {
+    /// The invocations a workgroup (a power of two).
+    pub fn slices(self) -> u32 {
+        match self {
+            DecodeSlices::Queries => 16,
+            DecodeSlices::Wide => 256,
+        }
+    }
+
+    /// The rule: [`DecodeSlices::Queries`] on a CPU adapter, [`DecodeSlices::Wide`]
+    /// elsewhere.
+    pub fn rule(cpu_adapter: bool) -> DecodeSlices {
+        if cpu_adapter {
+            DecodeSlices::Queries
+        } else {
+            DecodeSlices::Wide
+        }
+    }
 }
 
 impl Default for Pick {
@@ -986,6 +1046,7 @@ impl Default for Pick {
             tile: None,
             norm_rows: true,
             attention: None,
+            decode: DecodeSlices::Queries,
         }
     }
 }
@@ -1133,26 +1194,28 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
             };
             (kernel, &[0, 1])
         }
-        (OpCall::KvSelfAttend { normalize, .. }, false) => (
-            if *normalize {
-                Kernel::KvSelfAttendOut
+        (&OpCall::KvSelfAttend { n, normalize, .. }, false) => (
+            if normalize {
+                Kernel::KvSelfAttendOut(pick.slices_for(n))
             } else {
-                Kernel::KvSelfAttend
+                Kernel::KvSelfAttend(pick.slices_for(n))
             },
             &[0, 1, 2, 3],
         ),
         (OpCall::KvSelf { .. }, false) => (Kernel::KvSelf, &[0, 1]),
         (
-            OpCall::KvAttend {
-                normalize: false, ..
+            &OpCall::KvAttend {
+                n,
+                normalize: false,
+                ..
             },
             true,
-        ) => (Kernel::KvAttendInPlace, &[0, 1, 2, 3]),
-        (OpCall::KvAttend { normalize, .. }, false) => (
-            if *normalize {
-                Kernel::KvAttendOut
+        ) => (Kernel::KvAttendInPlace(pick.slices_for(n)), &[0, 1, 2, 3]),
+        (&OpCall::KvAttend { n, normalize, .. }, false) => (
+            if normalize {
+                Kernel::KvAttendOut(pick.slices_for(n))
             } else {
-                Kernel::KvAttend
+                Kernel::KvAttend(pick.slices_for(n))
             },
             &[0, 1, 2, 3, 4],
         ),

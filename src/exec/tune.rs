@@ -18,6 +18,9 @@
 //!
 //! * `WGALLOC_TUNE=0` (or `off`, `false`, `no`) skips tuning: the rule decides, and the
 //!   cache is neither read nor written.
+//! * `WGALLOC_DECODE_SLICES=16` or `256` sets how many invocations split a decode
+//!   step's cached keys ([`TuneSettings::decode`]; otherwise 16 on a CPU adapter, 256
+//!   elsewhere).
 //! * `WGALLOC_TUNE_CACHE=<file>` names the cache file; otherwise
 //!   `$XDG_CACHE_HOME/wgalloc/tune.json`, else `$HOME/.cache/wgalloc/tune.json`. The file
 //!   is JSON and may be deleted at any time. A file that cannot be read or parsed is
@@ -47,7 +50,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::kernels::{
-    self, AttentionForm, MatmulTile, NormForm, Pick, SharedRegistry, StorageType,
+    self, AttentionForm, DecodeSlices, MatmulTile, NormForm, Pick, SharedRegistry, StorageType,
 };
 use super::ops::OpCall;
 use super::params::{KernelParams, UniformPacker, PARAMS_SIZE};
@@ -196,6 +199,7 @@ impl Variant {
             tile: self.tile(),
             attention: self.form(),
             norm_rows: self.norm().is_none_or(|f| f == NormForm::InvocationPerRow),
+            ..Pick::default()
         }
     }
 }
@@ -390,6 +394,9 @@ pub struct TuneSettings {
     pub repetitions: u32,
     /// Tuning time per device after which the rule decides.
     pub budget: Duration,
+    /// How many invocations split a decode step's cached keys (`None`: the rule by
+    /// adapter type, [`DecodeSlices::rule`]). Not timed: a test or a user may force it.
+    pub decode: Option<DecodeSlices>,
 }
 
 impl Default for TuneSettings {
@@ -426,6 +433,16 @@ impl TuneSettings {
             norm: NormForm::ALL.to_vec(),
             repetitions: DEFAULT_REPETITIONS,
             budget: DEFAULT_BUDGET,
+            decode: var("WGALLOC_DECODE_SLICES").and_then(|v| match v.to_string_lossy().trim() {
+                "16" => Some(DecodeSlices::Queries),
+                "256" => Some(DecodeSlices::Wide),
+                other => {
+                    log::warn!(
+                        "WGALLOC_DECODE_SLICES={other} is neither 16 nor 256; the rule decides"
+                    );
+                    None
+                }
+            }),
         }
     }
 
@@ -439,6 +456,7 @@ impl TuneSettings {
             norm: Vec::new(),
             repetitions: DEFAULT_REPETITIONS,
             budget: DEFAULT_BUDGET,
+            decode: None,
         }
     }
 }
@@ -736,6 +754,13 @@ pub fn configure(ctx: &GpuContext, settings: TuneSettings) {
 /// The choices made on `ctx`'s device so far and the time spent tuning.
 pub fn tuning(ctx: &GpuContext) -> TuneSummary {
     SharedTuner::with(ctx, |t| t.summary.clone())
+}
+
+/// How many invocations split a decode step's cached keys on `ctx`'s device: the
+/// settings' [`TuneSettings::decode`], else [`DecodeSlices::rule`] by adapter type.
+pub fn decode_slices(ctx: &GpuContext) -> DecodeSlices {
+    let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
+    SharedTuner::with(ctx, |t| t.settings.decode).unwrap_or_else(|| DecodeSlices::rule(cpu_adapter))
 }
 
 /// Time spent tuning on `ctx`'s device so far.
@@ -1244,6 +1269,18 @@ mod tests {
             TuneSettings::from_vars(vars(&[("HOME", "/h"), ("WGALLOC_TUNE_CACHE", "/c/t.json")]));
         assert_eq!(s.cache, Some(PathBuf::from("/c/t.json")));
         assert_eq!(TuneSettings::from_vars(vars(&[])).cache, None);
+    }
+
+    #[test]
+    fn wgalloc_decode_slices_forces_the_decode_width() {
+        let decode =
+            |v: &str| TuneSettings::from_vars(vars(&[("WGALLOC_DECODE_SLICES", v)])).decode;
+        assert_eq!(decode("16"), Some(DecodeSlices::Queries));
+        assert_eq!(decode(" 256 "), Some(DecodeSlices::Wide));
+        assert_eq!(decode("64"), None);
+        assert_eq!(TuneSettings::from_vars(vars(&[])).decode, None);
+        assert_eq!(DecodeSlices::rule(true), DecodeSlices::Queries);
+        assert_eq!(DecodeSlices::rule(false), DecodeSlices::Wide);
     }
 
     #[test]
