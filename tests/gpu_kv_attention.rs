@@ -273,16 +273,14 @@ fn limits_config(
     fitted
 }
 
-#[test]
-fn decode_and_prefill_over_pages_in_separate_buffers_head_width_16() {
-    let Some(ctx) = common::gpu() else { return };
-    // Blocks of 5 tokens, 2 a page, every page a buffer of its own: 43 tokens = 9
-    // blocks in 5 pages. Chunks: a prefill of 19 (two workgroups of queries), decode
-    // steps, chunks that start and end inside blocks.
-    let config = limits_config(&ctx, 2, 16, 5, 2);
-    let storage = Arc::new(CountingStorage::new(WgpuStorage::wgpu(&ctx)));
+/// Blocks of 5 tokens, 2 a page, every page a buffer of its own: 43 tokens = 9 blocks
+/// in 5 pages. Chunks: a prefill of 19 (two workgroups of queries), decode steps,
+/// chunks that start and end inside blocks. Every page goes back.
+fn pages_in_separate_buffers_head_width_16(ctx: &GpuContext) {
+    let config = limits_config(ctx, 2, 16, 5, 2);
+    let storage = Arc::new(CountingStorage::new(WgpuStorage::wgpu(ctx)));
     run_chunks(
-        &ctx,
+        ctx,
         Arc::clone(&storage),
         config,
         &[19, 1, 1, 7, 1, 3, 1, 1, 9],
@@ -294,6 +292,25 @@ fn decode_and_prefill_over_pages_in_separate_buffers_head_width_16() {
         (0, 0),
         "every page went back: {report:?}"
     );
+}
+
+/// Three heads of 32, blocks of 7 tokens, one block a page: 30 tokens in 5 pages; the
+/// naive plan never writes in place, so the state goes from buffer to buffer.
+fn one_block_a_page_head_width_32_not_in_place(ctx: &GpuContext) {
+    let config = limits_config(ctx, 3, 32, 7, 1);
+    run_chunks(
+        ctx,
+        WgpuStorage::wgpu(ctx),
+        config,
+        &[3, 1, 12, 1, 1, 12],
+        "naive",
+    );
+}
+
+#[test]
+fn decode_and_prefill_over_pages_in_separate_buffers_head_width_16() {
+    let Some(ctx) = common::gpu() else { return };
+    pages_in_separate_buffers_head_width_16(&ctx);
 }
 
 #[test]
@@ -328,16 +345,7 @@ fn decode_and_prefill_over_shared_pages_head_width_64() {
 #[test]
 fn decode_and_prefill_with_one_block_a_page_head_width_32_not_in_place() {
     let Some(ctx) = common::gpu() else { return };
-    // Three heads of 32, blocks of 7 tokens, one block a page: 30 tokens in 5 pages;
-    // the naive plan never writes in place, so the state goes from buffer to buffer.
-    let config = limits_config(&ctx, 3, 32, 7, 1);
-    run_chunks(
-        &ctx,
-        WgpuStorage::wgpu(&ctx),
-        config,
-        &[3, 1, 12, 1, 1, 12],
-        "naive",
-    );
+    one_block_a_page_head_width_32_not_in_place(&ctx);
 }
 
 #[test]
@@ -510,22 +518,8 @@ fn decode_with_256_slices_a_head_matches_the_cpu_over_pages() {
     let Some(ctx) = wide_decode_device() else {
         return;
     };
-    let config = limits_config(&ctx, 2, 16, 5, 2);
-    run_chunks(
-        &ctx,
-        WgpuStorage::wgpu(&ctx),
-        config,
-        &[19, 1, 1, 7, 1, 3, 1, 1, 9],
-        "ggml",
-    );
-    let config = limits_config(&ctx, 3, 32, 7, 1);
-    run_chunks(
-        &ctx,
-        WgpuStorage::wgpu(&ctx),
-        config,
-        &[3, 1, 12, 1, 1, 12],
-        "naive",
-    );
+    pages_in_separate_buffers_head_width_16(&ctx);
+    one_block_a_page_head_width_32_not_in_place(&ctx);
 }
 
 #[test]

@@ -405,16 +405,9 @@ fn the_shared_read_tiles_give_the_plain_tiles_results_bit_for_bit() {
                 (MatmulTile::Rows8, MatmulTile::Rows8Shared),
                 (MatmulTile::Rows4, MatmulTile::Rows4Shared),
             ] {
-                let mut outs = Vec::new();
-                for tile in [plain, shared] {
-                    tune::configure(&ctx, settings(None, &[tile]));
-                    let exec = Executor::new(&ctx);
-                    assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
-                    let (gpu, cpu) = run_both(&ctx, &g, &values);
-                    assert_close(&format!("{op} {m}x{k}x{n} {tile:?}"), &gpu, &cpu, 1e-4);
-                    outs.push(gpu);
-                }
-                assert_eq!(outs[0], outs[1], "{op} {m}x{k}x{n} {shared:?}");
+                let label = format!("{op} {m}x{k}x{n}");
+                let outs = [plain, shared].map(|t| forced_output(&ctx, &g, &values, &label, t));
+                assert_eq!(outs[0], outs[1], "{label} {shared:?}");
             }
         }
     }
@@ -434,16 +427,27 @@ fn the_64_by_64_tile_sums_in_the_register_tiles_order() {
         ("matmul_add", 65, 132, 260),
     ] {
         let (g, values) = graph(op, m, k, n);
-        let mut outs = Vec::new();
-        for tile in [MatmulTile::Rows4, MatmulTile::Tile64] {
-            tune::configure(&ctx, settings(None, &[tile]));
-            let exec = Executor::new(&ctx);
-            assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(tile));
-            let (gpu, cpu) = run_both(&ctx, &g, &values);
-            assert_close(&format!("{op} {m}x{k}x{n} {tile:?}"), &gpu, &cpu, 1e-4);
-            outs.push(gpu);
-        }
+        let label = format!("{op} {m}x{k}x{n}");
+        let outs = [MatmulTile::Rows4, MatmulTile::Tile64]
+            .map(|t| forced_output(&ctx, &g, &values, &label, t));
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&outs[0]), bits(&outs[1]), "{op} {m}x{k}x{n}");
+        assert_eq!(bits(&outs[0]), bits(&outs[1]), "{label}");
     }
+}
+
+/// Node 0's output with `tile` forced (the executor is checked to take it), after
+/// checking it against the CPU reference.
+fn forced_output(
+    ctx: &GpuContext,
+    g: &Graph,
+    values: &HashMap<TensorId, TensorData>,
+    label: &str,
+    tile: MatmulTile,
+) -> Vec<f32> {
+    tune::configure(ctx, settings(None, &[tile]));
+    let exec = Executor::new(ctx);
+    assert_eq!(exec.matmul_tile(g, 0).expect("resolves"), Some(tile));
+    let (gpu, cpu) = run_both(ctx, g, values);
+    assert_close(&format!("{label} {tile:?}"), &gpu, &cpu, 1e-4);
+    gpu
 }
