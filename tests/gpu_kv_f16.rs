@@ -10,7 +10,8 @@ mod common;
 
 use wgalloc::device::{allocate_plan, PlannedMemory, WgpuStorage};
 use wgalloc::exec::cpu_ref::{attention_causal, round_to_f16};
-use wgalloc::exec::{Executor, TensorMemory};
+use wgalloc::exec::tune::{self, TuneSettings};
+use wgalloc::exec::{DecodeSlices, Executor, TensorMemory};
 use wgalloc::kv::{prove_step, DeviceKvCache, KvConfig, KvProof, KvReport, KvTensors};
 use wgalloc::plan::Plan;
 use wgalloc::storage::STORAGE_USAGE;
@@ -223,4 +224,26 @@ fn the_proof_holds_the_f16_cache_live_and_names_a_planted_clobber() {
         "the page {:?} is named: {report}",
         plant.victim
     );
+}
+
+#[test]
+fn f16_pages_decode_with_256_slices_a_head_within_the_same_bound() {
+    // The GPU rule's width (256 invocations a head, their states merged as trees),
+    // forced on a device of its own so that a CPU adapter runs it too.
+    let test = "f16_pages_decode_with_256_slices_a_head_within_the_same_bound";
+    let Some(shared) = common::f16_gpu(test) else {
+        return;
+    };
+    let ctx = GpuContext::from_env().expect("a second device on the adapter");
+    assert_eq!(ctx.has_f16(), shared.has_f16());
+    tune::configure(
+        &ctx,
+        TuneSettings {
+            decode: Some(DecodeSlices::Wide),
+            ..TuneSettings::off()
+        },
+    );
+    let chunks = [19, 1, 1, 7, 1, 3, 1];
+    let (err16, _) = run_chunks(&ctx, config(&ctx, DType::F16), &chunks);
+    assert!(err16 <= 1e-3, "f16 paged attention off by {err16}");
 }
