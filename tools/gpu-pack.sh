@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Packs executables for a run on a lent GPU machine (../shared/gpu/README.md) into
+# .gpu/ at the project root: the Vulkan loader packages and ONE xz archive of the
+# stripped executables whose names match the patterns. The archive's dictionary holds
+# every binary, so the code they share (wgpu, naga, the crate) is stored once: 22 test
+# executables of 22-33 MB each take 36-40 MB, where compressed one by one about 14 fit
+# the 64 MiB a call carries.
+#
+# Usage, from the project root:
+#   tools/gpu-pack.sh [PATTERN ...]    default: 'gpu_' 'cli_' 'gen_' 'forward' 'generate'
+# A pattern matches the start of an executable's name (`gpu_kv` takes gpu_kv_attention
+# and gpu_kv_f16); the `wgalloc` binary always goes. Then call the device tool with
+# carry [".gpu"] and a command that begins with `source .gpu/env.sh;`, which unpacks
+# the archive into .gpu/bin/ (benches as .gpu/bin/forward, .gpu/bin/generate), links
+# /work/main to the tree (paths compiled in with CARGO_MANIFEST_DIR) and sets
+# WGALLOC_REQUIRE_GPU=1 and WGPU_BACKEND=vulkan.
+# Packing takes a few minutes on two cores (xz, one thread, about 10 GB of memory).
+set -euo pipefail
+root=$(git rev-parse --show-toplevel)
+cd "$root"
+debs=${GPU_DEBS:-../shared/gpu/debs}
+[ "$#" -gt 0 ] || set -- gpu_ cli_ gen_ forward generate
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin"
+cargo build --release --all-targets --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["executable"])' | sort -u > "$stage/all"
+while read -r exe; do
+  name=$(basename "$exe")
+  keep=no
+  [ "$name" = wgalloc ] && keep=yes
+  for p in "$@"; do
+    case "$name" in "$p"*) keep=yes ;; esac
+  done
+  [ "$keep" = yes ] && cp "$exe" "$stage/bin/" && strip "$stage/bin/$name"
+done < "$stage/all"
+rm -rf .gpu && mkdir -p .gpu/debs
+cp "$debs"/*.deb .gpu/debs/
+(cd "$stage" && tar cf - bin | xz -T1 -6 --lzma2=dict=1536MiB -M 20GiB) > .gpu/bins.tar.xz
+cat > .gpu/env.sh <<'EOF'
+for f in .gpu/debs/*.deb; do dpkg -x "$f" /; done; ldconfig
+export XDG_RUNTIME_DIR=$(mktemp -d) WGALLOC_REQUIRE_GPU=1 RUST_BACKTRACE=1 WGPU_BACKEND=vulkan
+mkdir -p /work; [ "$PWD" = /work/main ] || ln -sfn "$PWD" /work/main
+xz -dc .gpu/bins.tar.xz | tar xf - -C .gpu
+mkdir -p target/release && cp .gpu/bin/wgalloc target/release/wgalloc
+for x in forward generate; do
+  f=$(ls .gpu/bin/"$x"-* 2>/dev/null | head -1); [ -n "$f" ] && mv "$f" .gpu/bin/"$x"
+done
+true
+EOF
+echo "packed $(ls "$stage/bin" | wc -l) executables:"; ls "$stage/bin"
+du -sh .gpu
+echo 'carry: [".gpu"]   command prefix: source .gpu/env.sh;'
