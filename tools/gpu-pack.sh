@@ -8,8 +8,9 @@
 #
 # Usage, from the project root:
 #   tools/gpu-pack.sh [PATTERN ...]    default: 'gpu_' 'cli_' 'gen_' 'forward' 'generate'
-# A pattern matches the start of an executable's name (`gpu_kv` takes gpu_kv_attention
-# and gpu_kv_f16); the `wgalloc` binary always goes. Then call the device tool with
+# A pattern matches the start of a test's, bench's or binary's name (`gpu_kv` takes
+# gpu_kv_attention and gpu_kv_f16; examples are never packed); the `wgalloc` binary
+# always goes. Then call the device tool with
 # carry [".gpu"] and a command that begins with `source .gpu/env.sh;`, which unpacks
 # the archive into .gpu/bin/ (benches as .gpu/bin/forward, .gpu/bin/generate), links
 # /work/main to the tree (paths compiled in with CARGO_MANIFEST_DIR) and sets
@@ -30,7 +31,8 @@ import json, sys
 for line in sys.stdin:
     try: m = json.loads(line)
     except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+    kinds = m.get("target", {}).get("kind", [])
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "example" not in kinds:
         print(m["executable"])' | sort -u > "$stage/all"
 while read -r exe; do
   name=$(basename "$exe")
