@@ -8,7 +8,7 @@
 //! on: the first time an executor meets a tiled matmul, a fused attention or a layer
 //! norm of a new *shape class* ([`ShapeClass`]: the kernel family, the storage type and three
 //! dimensions each rounded up to a power of two: f16 kernels are timed apart from f32
-//! ones), it times every candidate ([`TuneSettings::candidates`], at most 6 tiles, or
+//! ones), it times every candidate ([`TuneSettings::candidates`], at most 8 tiles, or
 //! [`TuneSettings::attention`]'s or [`TuneSettings::norm`]'s forms) on that call's own shape with GPU timestamp
 //! queries (one warm-up dispatch, then [`TuneSettings::repetitions`] timed ones, the
 //! fastest of them kept per candidate), keeps the fastest (the rule's, unless another
@@ -382,7 +382,9 @@ pub struct TuneSettings {
     pub cache: Option<PathBuf>,
     /// The tiles timed, in order (capped at 8, and to the tiles whose workgroup the
     /// device's limits allow; the tiles that share reads across a subgroup only on a
-    /// CPU adapter with subgroups; empty: the rule).
+    /// CPU adapter with subgroups; of several, the tiles meant for GPUs
+    /// ([`MatmulTile::for_gpus_only`]) not on a CPU adapter; one alone is forced;
+    /// empty: the rule).
     pub candidates: Vec<MatmulTile>,
     /// The attention forms timed, in order (capped to the forms the head width and the
     /// device's limits allow; empty: the rule, per query).
