@@ -2,8 +2,8 @@
 # Packs executables for a run on a lent GPU machine (../shared/gpu/README.md) into
 # .gpu/ at the project root: the Vulkan loader packages and ONE xz archive of the
 # stripped executables whose names match the patterns. The archive's dictionary holds
-# every binary, so the code they share (wgpu, naga, the crate) is stored once: 22 test
-# executables of 22-33 MB each take 36-40 MB, where compressed one by one about 14 fit
+# every binary, so the code they share (wgpu, naga, the crate) is stored once: 22-23
+# executables of 22-34 MB each took 36-40 MB, where compressed one by one about 14 fit
 # the 64 MiB a call carries.
 #
 # Usage, from the project root:
