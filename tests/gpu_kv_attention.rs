@@ -15,8 +15,7 @@ use std::sync::Arc;
 
 use wgalloc::device::{allocate_plan, PlannedMemory, WgpuStorage};
 use wgalloc::exec::cpu_ref::attention_causal;
-use wgalloc::exec::tune::{self, TuneSettings};
-use wgalloc::exec::{DecodeSlices, Executor, TensorMemory};
+use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::kv::{
     prove_step, DeviceKvCache, KvConfig, KvError, KvProof, KvTensors, PROOF_TENSOR_BYTES,
 };
@@ -495,27 +494,11 @@ fn the_proof_stands_in_for_large_pages_and_still_names_a_clobber() {
     );
 }
 
-/// A device of its own whose decode steps split the cached keys over 256 invocations
-/// a head (the GPU rule), also on a CPU adapter.
-fn wide_decode_device() -> Option<GpuContext> {
-    common::gpu()?;
-    let ctx = GpuContext::from_env().expect("a second device on the adapter");
-    tune::configure(
-        &ctx,
-        TuneSettings {
-            decode: Some(DecodeSlices::Wide),
-            ..TuneSettings::off()
-        },
-    );
-    assert_eq!(tune::decode_slices(&ctx), DecodeSlices::Wide);
-    Some(ctx)
-}
-
 #[test]
 fn decode_with_256_slices_a_head_matches_the_cpu_over_pages() {
     // The merge of 256 slices' states as trees: fewer keys than slices (most slices
     // empty), pages in separate buffers, chunks in between.
-    let Some(ctx) = wide_decode_device() else {
+    let Some(ctx) = common::wide_decode_device() else {
         return;
     };
     pages_in_separate_buffers_head_width_16(&ctx);
@@ -526,7 +509,7 @@ fn decode_with_256_slices_a_head_matches_the_cpu_over_pages() {
 fn decode_with_256_slices_a_head_matches_the_cpu_past_256_keys() {
     // A context longer than the slices (every slice scans one key or more), heads of 64
     // over pages of 4 blocks of 16 tokens.
-    let Some(ctx) = wide_decode_device() else {
+    let Some(ctx) = common::wide_decode_device() else {
         return;
     };
     let base = KvConfig::new(2, 2, 64, 16, 512).expect("valid");

@@ -10,8 +10,7 @@ mod common;
 
 use wgalloc::device::{allocate_plan, PlannedMemory, WgpuStorage};
 use wgalloc::exec::cpu_ref::{attention_causal, round_to_f16};
-use wgalloc::exec::tune::{self, TuneSettings};
-use wgalloc::exec::{DecodeSlices, Executor, TensorMemory};
+use wgalloc::exec::{Executor, TensorMemory};
 use wgalloc::kv::{prove_step, DeviceKvCache, KvConfig, KvProof, KvReport, KvTensors};
 use wgalloc::plan::Plan;
 use wgalloc::storage::STORAGE_USAGE;
@@ -231,18 +230,11 @@ fn f16_pages_decode_with_256_slices_a_head_within_the_same_bound() {
     // The GPU rule's width (256 invocations a head, their states merged as trees),
     // forced on a device of its own so that a CPU adapter runs it too.
     let test = "f16_pages_decode_with_256_slices_a_head_within_the_same_bound";
-    let Some(shared) = common::f16_gpu(test) else {
+    if common::f16_gpu(test).is_none() {
         return;
-    };
-    let ctx = GpuContext::from_env().expect("a second device on the adapter");
-    assert_eq!(ctx.has_f16(), shared.has_f16());
-    tune::configure(
-        &ctx,
-        TuneSettings {
-            decode: Some(DecodeSlices::Wide),
-            ..TuneSettings::off()
-        },
-    );
+    }
+    let ctx = common::wide_decode_device().expect("the adapter of f16_gpu");
+    assert!(ctx.has_f16());
     let chunks = [19, 1, 1, 7, 1, 3, 1];
     let (err16, _) = run_chunks(&ctx, config(&ctx, DType::F16), &chunks);
     assert!(err16 <= 1e-3, "f16 paged attention off by {err16}");

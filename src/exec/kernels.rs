@@ -480,6 +480,36 @@ impl MatmulTile {
         )
     }
 
+    /// The tile `matmul_bt` runs for this one: the same, but [`MatmulTile::Rows1`] for a
+    /// split tile and [`MatmulTile::Rows4`] for [`MatmulTile::Tile64`] (its kernel has
+    /// neither form). The tuner offers `matmul_bt` only the tiles it runs as themselves.
+    pub fn in_bt(self) -> MatmulTile {
+        match self {
+            t if t.split() > 1 => MatmulTile::Rows1,
+            t => t.in_norm(),
+        }
+    }
+
+    /// The tile the norm-fused matmul runs for this one: the same, but
+    /// [`MatmulTile::Rows4`] for [`MatmulTile::Tile64`] (it has no 64 x 64 form).
+    pub fn in_norm(self) -> MatmulTile {
+        match self {
+            MatmulTile::Tile64 => MatmulTile::Rows4,
+            t => t,
+        }
+    }
+
+    /// The tile the matrix-vector kernels run for this one: the same for
+    /// [`MatmulTile::Rows1`] and the split tiles, [`MatmulTile::Rows1`] for the others
+    /// (a matmul the tiled kernels cannot take falls back to the matrix-vector kernel).
+    pub fn in_matvec(self) -> MatmulTile {
+        if self.is_matvec() {
+            self
+        } else {
+            MatmulTile::Rows1
+        }
+    }
+
     /// Output rows per workgroup: [`MatmulTile::rows`], but 64 for
     /// [`MatmulTile::Tile64`] (16 invocations down, 4 rows each).
     pub fn workgroup_rows(self) -> u32 {
@@ -1068,10 +1098,7 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
     let tile_of = |m: u32, n: u32| tile.unwrap_or_else(|| MatmulTile::choose(m, n));
     // The matrix-vector kernels' own tile: the chosen one, or the unsplit one where a
     // matmul the tiled kernels cannot take falls back to them.
-    let matvec_tile = |m: u32, n: u32| match tile_of(m, n) {
-        t if t.is_matvec() => t,
-        _ => MatmulTile::Rows1,
-    };
+    let matvec_tile = |m: u32, n: u32| tile_of(m, n).in_matvec();
     Some(match (call, inplace) {
         (OpCall::Unary { .. }, false) => (Kernel::Unary, &[0, 1]),
         (OpCall::Unary { .. }, true) => (Kernel::UnaryInPlace, &[0]),
@@ -1107,11 +1134,7 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
             false,
         ) => match (transposed_b, tiled(k, n, transposed_b)) {
             (false, true) => (Kernel::MatmulTiled(tile_of(m, n)), &[0, 1, 2]),
-            // `matmul_bt` has no split form: a split tile runs unsplit.
-            (true, true) => match tile_of(m, n) {
-                t if t.split() > 1 => (Kernel::MatmulBtTiled(MatmulTile::Rows1), &[0, 1, 2]),
-                t => (Kernel::MatmulBtTiled(without_tile64(t)), &[0, 1, 2]),
-            },
+            (true, true) => (Kernel::MatmulBtTiled(tile_of(m, n).in_bt()), &[0, 1, 2]),
             (false, false) => (Kernel::Matmul, &[0, 1, 2]),
             (true, false) => (Kernel::MatmulBt, &[0, 1, 2]),
         },
@@ -1183,7 +1206,7 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
             &[0, 3, 5, 4, 1, 2],
         ),
         (&OpCall::NormMatmul { m, n, .. }, false) => (
-            Kernel::MatmulNormBias(without_tile64(tile_of(m, n))),
+            Kernel::MatmulNormBias(tile_of(m, n).in_norm()),
             &[0, 3, 5, 4, 1, 2],
         ),
         (&OpCall::Attention { head_dim, .. }, false) => {
@@ -1233,15 +1256,6 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
 /// matrix-vector kernels ([`Kernel::Matvec`]) with `tile` for `m` rows.
 fn matvec(tile: MatmulTile, m: u32) -> bool {
     tile.is_matvec() && m <= MATVEC_MAX_ROWS
-}
-
-/// The tile `matmul_bt` and the norm-fused matmul run for `tile`: the same, but
-/// [`MatmulTile::Rows4`] for [`MatmulTile::Tile64`] (they have no 64 x 64 form).
-fn without_tile64(tile: MatmulTile) -> MatmulTile {
-    match tile {
-        MatmulTile::Tile64 => MatmulTile::Rows4,
-        t => t,
-    }
 }
 
 /// Whether a plain `matmul` runs [`Kernel::Matvec`]: at most [`MATVEC_MAX_ROWS`] rows,
@@ -1433,12 +1447,7 @@ pub fn workgroups_with(
             n,
             transposed_b,
         } if plain_matvec(m, k, n, transposed_b, tile_of(m, n)) => {
-            // A shape the tiled kernels cannot take runs the matrix-vector kernel with
-            // one row's tile whatever the rule's tile.
-            let tile = Some(tile_of(m, n))
-                .filter(|t| t.is_matvec())
-                .unwrap_or(MatmulTile::Rows1);
-            return matvec_grid(tile, m, n, node, max_per_dimension);
+            return matvec_grid(tile_of(m, n).in_matvec(), m, n, node, max_per_dimension);
         }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. }
             if matvec(tile_of(m, n), m) =>
@@ -1447,7 +1456,7 @@ pub fn workgroups_with(
         }
         OpCall::MatmulFused { m, n, .. } | OpCall::NormMatmul { m, n, .. } => {
             let tile = match call {
-                OpCall::NormMatmul { .. } => without_tile64(tile_of(m, n)),
+                OpCall::NormMatmul { .. } => tile_of(m, n).in_norm(),
                 _ => tile_of(m, n),
             };
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));
@@ -1461,7 +1470,7 @@ pub fn workgroups_with(
             transposed_b,
         } if tiled(k, n, transposed_b) => {
             let tile = match transposed_b {
-                true => without_tile64(tile_of(m, n)),
+                true => tile_of(m, n).in_bt(),
                 false => tile_of(m, n),
             };
             let gx = u64::from(n).div_ceil(u64::from(tile.columns()));

@@ -920,17 +920,19 @@ impl Tuner {
 }
 
 /// Whether `ctx`'s device can run `variant` for `family`: a tile whose workgroup its
-/// limits allow (`matmul_bt` runs the split matrix-vector tiles as the unsplit one, so
-/// they are no candidates there; the 64 x 64 tile for `matmul` and its fused forms
-/// only; a shared-read tile only where [`shares_a_on`]), an
-/// attention form its limits allow, any layer norm form.
+/// limits allow and that the family runs as itself (`matmul_bt` runs the split tiles
+/// and the 64 x 64 tile as others, [`MatmulTile::in_bt`], and the norm-fused matmul
+/// the 64 x 64 tile, [`MatmulTile::in_norm`]; a shared-read tile only where
+/// [`shares_a_on`]), an attention form its limits allow, any layer norm form.
 fn runs_on(ctx: &GpuContext, family: KernelFamily, variant: Variant) -> bool {
     match variant {
         Variant::Tile(t) => {
-            workgroup_fits(ctx, t)
-                && !(family == KernelFamily::BtTiled && t.split() > 1)
-                && (t != MatmulTile::Tile64 || family == KernelFamily::Tiled)
-                && (!t.shares_a() || shares_a_on(ctx, family))
+            let runs_as = match family {
+                KernelFamily::BtTiled => t.in_bt(),
+                KernelFamily::NormTiled => t.in_norm(),
+                _ => t,
+            };
+            workgroup_fits(ctx, t) && runs_as == t && (!t.shares_a() || shares_a_on(ctx, family))
         }
         Variant::Attention(f) => attention_fits(ctx, f),
         Variant::Norm(_) => true,

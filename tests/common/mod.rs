@@ -13,6 +13,8 @@
 use std::sync::OnceLock;
 
 use wgalloc::device::{DeviceError, GpuContext};
+use wgalloc::exec::tune::{self, TuneSettings};
+use wgalloc::exec::DecodeSlices;
 
 static GPU: OnceLock<Result<GpuContext, DeviceError>> = OnceLock::new();
 
@@ -94,6 +96,23 @@ pub fn f16_gpu(test: &str) -> Option<GpuContext> {
         skip_for_capability(test, "the adapter does not offer shader-f16");
         return None;
     }
+    Some(ctx)
+}
+
+/// A device of its own on the adapter whose decode steps split the cached keys over 256
+/// invocations a head (the GPU rule), also on a CPU adapter; `None` without an adapter
+/// (as [`gpu`]).
+pub fn wide_decode_device() -> Option<GpuContext> {
+    gpu()?;
+    let ctx = GpuContext::from_env().expect("a second device on the adapter");
+    tune::configure(
+        &ctx,
+        TuneSettings {
+            decode: Some(DecodeSlices::Wide),
+            ..TuneSettings::off()
+        },
+    );
+    assert_eq!(tune::decode_slices(&ctx), DecodeSlices::Wide);
     Some(ctx)
 }
 
