@@ -239,16 +239,9 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
         MatmulTile::Rows8,
         MatmulTile::Rows4Wide,
     ];
-    let names: Vec<String> = tiles.iter().map(|t| format!("{} us", t.name())).collect();
-    println!(
-        "| shape k x n | {} | fastest | GB/s | / copy {:.1} GB/s |",
-        names.join(" | "),
-        roof.gbps
-    );
-    println!(
-        "| --- |{} --- | ---: | ---: |",
-        " ---: |".repeat(tiles.len())
-    );
+    let names: Vec<&str> = tiles.iter().map(|t| t.name()).collect();
+    let copy = format!("/ copy {:.1} GB/s", roof.gbps);
+    candidates_header("shape k x n", &names, &["GB/s", &copy]);
     for (label, family, k, n) in MATVEC_SHAPES {
         let times = match tune::time_tiles(ctx, family, (1, k, n), &tiles, 8) {
             Ok(times) => times,
@@ -272,6 +265,27 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
             gbps / roof.gbps
         );
     }
+}
+
+/// Prints the header of a table of candidates timed on shapes: `first`, a `name us`
+/// column per candidate, `fastest`, then the `metrics` columns.
+fn candidates_header(first: &str, names: &[&str], metrics: &[&str]) {
+    let cells: Vec<String> = names.iter().map(|n| format!("{n} us")).collect();
+    println!(
+        "| {first} | {} | fastest | {} |",
+        cells.join(" | "),
+        metrics.join(" | ")
+    );
+    println!(
+        "| --- |{} --- |{}",
+        " ---: |".repeat(names.len()),
+        " ---: |".repeat(metrics.len())
+    );
+}
+
+/// Whether the environment variable `name` is `1`.
+fn flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.trim() == "1")
 }
 
 /// Prefill matmul shapes `m x k x n` for the tile table: this bench's large shape
@@ -304,15 +318,8 @@ fn tile_table(ctx: &GpuContext, roof: &Roofline) {
         MatmulTile::Rows4Wide,
         MatmulTile::Tile64,
     ];
-    let names: Vec<String> = tiles.iter().map(|t| format!("{} us", t.name())).collect();
-    println!(
-        "| m x k x n | {} | fastest | GFLOP/s | / FMA peak |",
-        names.join(" | ")
-    );
-    println!(
-        "| --- |{} --- | ---: | ---: |",
-        " ---: |".repeat(tiles.len())
-    );
+    let names: Vec<&str> = tiles.iter().map(|t| t.name()).collect();
+    candidates_header("m x k x n", &names, &["GFLOP/s", "/ FMA peak"]);
     for (m, k, n) in TILE_SHAPES {
         let times = match tune::time_tiles(ctx, KernelFamily::Tiled, (m, k, n), &tiles, 4) {
             Ok(times) => times,
@@ -359,12 +366,8 @@ fn attention_table(ctx: &GpuContext) {
         return;
     }
     let forms = AttentionForm::ALL;
-    let names: Vec<String> = forms.iter().map(|f| format!("{} us", f.name())).collect();
-    println!(
-        "| seq x heads x hd | {} | fastest | GFLOP/s |",
-        names.join(" | ")
-    );
-    println!("| --- |{} --- | ---: |", " ---: |".repeat(forms.len()));
+    let names: Vec<&str> = forms.iter().map(|f| f.name()).collect();
+    candidates_header("seq x heads x hd", &names, &["GFLOP/s"]);
     for (seq, heads, hd) in ATTENTION_SHAPES {
         let label = format!("{seq} x {heads} x {hd}");
         let times = match tune::time_attention(ctx, (seq, heads, hd), &forms, 8) {
@@ -403,15 +406,8 @@ fn norm_table(ctx: &GpuContext, roof: &Roofline) {
         return;
     }
     let forms = NormForm::ALL;
-    let names: Vec<String> = forms.iter().map(|f| format!("{} us", f.name())).collect();
-    println!(
-        "| rows x cols | {} | fastest | GB/s | / copy |",
-        names.join(" | ")
-    );
-    println!(
-        "| --- |{} --- | ---: | ---: |",
-        " ---: |".repeat(forms.len())
-    );
+    let names: Vec<&str> = forms.iter().map(|f| f.name()).collect();
+    candidates_header("rows x cols", &names, &["GB/s", "/ copy"]);
     for (rows, cols) in NORM_SHAPES {
         let label = format!("{rows} x {cols}");
         let times = match tune::time_norm(ctx, (rows, cols), &forms, 8) {
@@ -543,7 +539,7 @@ fn time_lone_node(ctx: &GpuContext, graph: &Graph, step: usize, reps: usize) -> 
 }
 
 fn main() {
-    let quick = std::env::var("WGALLOC_BENCH_QUICK").is_ok_and(|v| v.trim() == "1");
+    let quick = flag("WGALLOC_BENCH_QUICK");
     let ctx = match GpuContext::from_env() {
         Ok(ctx) => ctx,
         Err(error) => {
@@ -566,14 +562,14 @@ fn main() {
         roof.gbps,
         roof.gflops / roof.gbps
     );
-    if std::env::var("WGALLOC_BENCH_TILES").is_ok_and(|v| v.trim() == "1") {
+    if flag("WGALLOC_BENCH_TILES") {
         tile_table(&ctx, &roof);
         return;
     }
     matvec_table(&ctx, &roof);
     attention_table(&ctx);
     norm_table(&ctx, &roof);
-    if std::env::var("WGALLOC_BENCH_MATVEC").is_ok_and(|v| v.trim() == "1") {
+    if flag("WGALLOC_BENCH_MATVEC") {
         return;
     }
     let shapes: &[(&str, ModelConfig)] = if quick { &SHAPES[..1] } else { &SHAPES };
