@@ -14,6 +14,7 @@ fn budget() -> Budget {
         search_work: 20_000_000,
         climb_work: 2_000_000,
         deadline: None,
+        threads: true,
     }
 }
 

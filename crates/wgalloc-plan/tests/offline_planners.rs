@@ -44,6 +44,7 @@ const QUICK: Budget = Budget {
     deadline: None,
     search_work: 4_000_000,
     climb_work: 2_000_000,
+    threads: true,
 };
 
 fn files(dir: &str, ext: &str) -> Vec<PathBuf> {

@@ -13,6 +13,7 @@ const QUICK: Budget = Budget {
     deadline: None,
     search_work: 2_000_000,
     climb_work: 1_000_000,
+    threads: true,
 };
 
 /// A malloc-like trace: `n` buffers, one allocation every `gap` steps (bursts when
@@ -208,4 +209,28 @@ fn with_time_to_spare_best_keeps_both_greedy_orders_by_size_on_a_large_instance(
             "best {peak}, greedy-size {by_size}, greedy-size-class {by_class}"
         );
     }
+}
+
+#[test]
+fn a_second_thread_changes_no_plan_without_a_deadline() {
+    // The same large instance: without a deadline both greedy orders by size complete,
+    // side by side on two threads where the machine has two cores, in turn on one.
+    // Every offset is the same either way.
+    let problem = generated(25_000, 9, 1_600, 14, 1);
+    let plan = |threads| {
+        let options = PlanOptions {
+            planner: Planner::Offline(Strategy::Best),
+            budget: Some(Budget {
+                threads,
+                ..Budget::default()
+            }),
+            ..PlanOptions::default()
+        };
+        let plan = plan_intervals(&problem, 1, &options).expect("plans");
+        problem.verify(&plan).expect("valid");
+        plan
+    };
+    let (in_turn, side_by_side) = (plan(false), plan(true));
+    assert_eq!(in_turn.peak, side_by_side.peak);
+    assert_eq!(in_turn.offsets, side_by_side.offsets);
 }

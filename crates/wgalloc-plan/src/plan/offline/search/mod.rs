@@ -170,6 +170,7 @@ impl Default for Tuning {
 
 impl<'a> Searcher<'a> {
     /// Builds what every search of `p` shares.
+    #[cfg(test)]
     pub(crate) fn new(p: &'a Prepared) -> Searcher<'a> {
         Searcher::tuned(p, Tuning::default())
     }
