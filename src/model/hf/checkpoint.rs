@@ -104,6 +104,7 @@ pub fn weights_from_safetensors(
     bytes: &[u8],
     path: &str,
 ) -> Result<Gpt2Weights, CheckpointError> {
+    check_offsets_within(bytes, path)?;
     let file =
         SafeTensors::deserialize(bytes).map_err(|e| CheckpointError::CorruptSafetensors {
             path: path.to_string(),
@@ -141,7 +142,9 @@ pub fn weights_from_safetensors(
     let (d, v, p) = (config.n_embd, config.vocab_size, config.n_positions);
     let wte = read("wte.weight", &[v, d])?;
     let wpe = read("wpe.weight", &[p, d])?;
-    let mut layers = Vec::with_capacity(config.n_layer);
+    // `n_layer` is a number from the file: blocks are collected as they are read (the
+    // first missing one ends the loop), never reserved up front.
+    let mut layers = Vec::new();
     for l in 0..config.n_layer {
         let fields = layer_specs(config, l)
             .iter()
@@ -165,6 +168,46 @@ pub fn weights_from_safetensors(
         ln_f_b,
         lm_head,
     })
+}
+
+/// Refuses a header whose tensors end past the data, before safetensors reads it:
+/// safetensors 0.8 adds the last tensor's end to the header length unchecked
+/// (`read_metadata`), so offsets that chain validly up to near `usize::MAX` overflow
+/// there, a panic where overflow checks are on. A header it cannot read is left to
+/// safetensors to refuse.
+///
+/// # Errors
+/// [`CheckpointError::CorruptSafetensors`] naming the first tensor (by name) that ends
+/// past the data.
+fn check_offsets_within(bytes: &[u8], path: &str) -> Result<(), CheckpointError> {
+    let Some((declared, rest)) = bytes.split_first_chunk::<8>() else {
+        return Ok(());
+    };
+    let header = usize::try_from(u64::from_le_bytes(*declared))
+        .ok()
+        .and_then(|n| rest.get(..n));
+    let Some(header) = header else {
+        return Ok(());
+    };
+    let Ok(serde_json::Value::Object(tensors)) = serde_json::from_slice(header) else {
+        return Ok(());
+    };
+    let data = (rest.len() - header.len()) as u64;
+    for (name, info) in &tensors {
+        let end = info
+            .get("data_offsets")
+            .and_then(|o| o.get(1))
+            .and_then(serde_json::Value::as_u64);
+        if let Some(end) = end.filter(|&end| end > data) {
+            return Err(CheckpointError::CorruptSafetensors {
+                path: path.to_string(),
+                reason: format!(
+                    "tensor {name} ends at byte {end} of the data, past the {data} bytes after the header"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A block numbered at or past `n_layer` means the weights are of another config.

@@ -108,9 +108,10 @@ impl Gpt2Config {
         Ok(config)
     }
 
-    /// The MLP's hidden width (`n_inner`, or `4 * n_embd` when null).
+    /// The MLP's hidden width (`n_inner`, or `4 * n_embd` when null; saturating, so
+    /// that [`Gpt2Config::check`] can refuse a width past `usize`).
     pub fn inner(&self) -> usize {
-        self.n_inner.unwrap_or(4 * self.n_embd)
+        self.n_inner.unwrap_or(self.n_embd.saturating_mul(4))
     }
 
     /// The width of one attention head.
@@ -123,21 +124,55 @@ impl Gpt2Config {
         self.layer_norm_epsilon as f32
     }
 
-    /// Parameters of the model (the LM head counted when it is not tied).
+    /// Parameters of the model (the LM head counted when it is not tied); saturates at
+    /// `u64::MAX`, which [`Gpt2Config::check`] refuses.
     pub fn parameters(&self) -> u64 {
+        u64::try_from(self.parameters_wide()).unwrap_or(u64::MAX)
+    }
+
+    /// [`Gpt2Config::parameters`] in 128 bits, saturating: no config wraps it.
+    fn parameters_wide(&self) -> u128 {
         let (d, i, v, p) = (
-            self.n_embd as u64,
-            self.inner() as u64,
-            self.vocab_size as u64,
-            self.n_positions as u64,
+            self.n_embd as u128,
+            self.inner() as u128,
+            self.vocab_size as u128,
+            self.n_positions as u128,
         );
-        let layer = 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + 2 * d + (d * i + i) + (i * d + d);
-        let head = if self.tie_word_embeddings { 0 } else { v * d };
-        v * d + p * d + self.n_layer as u64 * layer + 2 * d + head
+        let mul = u128::saturating_mul;
+        // ln_1, attn (c_attn, c_proj), ln_2, mlp (c_fc, c_proj): weights and biases.
+        let layer = [
+            2 * d,
+            mul(3 * d, d),
+            3 * d,
+            mul(d, d),
+            d,
+            2 * d,
+            mul(d, i),
+            i,
+            mul(i, d),
+            d,
+        ]
+        .into_iter()
+        .fold(0u128, u128::saturating_add);
+        let head = if self.tie_word_embeddings {
+            0
+        } else {
+            mul(v, d)
+        };
+        [
+            mul(v, d),
+            mul(p, d),
+            mul(self.n_layer as u128, layer),
+            2 * d,
+            head,
+        ]
+        .into_iter()
+        .fold(0u128, u128::saturating_add)
     }
 
     /// Checks the fields: positive dimensions, heads dividing the width, a finite
-    /// positive epsilon, `gelu_new`, sizes within 32-bit element counts.
+    /// positive epsilon, `gelu_new`, sizes within 32-bit element counts (computed
+    /// without wrapping), a 32-bit block count and a parameter count within 64 bits.
     ///
     /// # Errors
     /// [`CheckpointError::BadConfig`] naming the field, or
@@ -176,12 +211,18 @@ impl Gpt2Config {
                 found: self.activation_function.clone(),
             });
         }
-        let limit = u64::from(u32::MAX);
+        // The numbers come from a file: 128-bit products, so that none wraps to a
+        // small size.
+        let limit = u128::from(u32::MAX);
+        let elements = |a: usize, b: usize| (a as u128).saturating_mul(b as u128);
         let big = [
-            ("vocab_size", self.vocab_size as u64 * self.n_embd as u64),
-            ("n_positions", self.n_positions as u64 * self.n_embd as u64),
-            ("n_inner", self.inner() as u64 * self.n_embd as u64),
-            ("n_embd", 3 * self.n_embd as u64 * self.n_embd as u64),
+            ("vocab_size", elements(self.vocab_size, self.n_embd)),
+            ("n_positions", elements(self.n_positions, self.n_embd)),
+            ("n_inner", elements(self.inner(), self.n_embd)),
+            (
+                "n_embd",
+                elements(self.n_embd, self.n_embd).saturating_mul(3),
+            ),
         ];
         for (field, elements) in big {
             if elements > limit {
@@ -190,6 +231,18 @@ impl Gpt2Config {
                     problem: format!("a tensor of {elements} elements is past 32-bit indexing"),
                 });
             }
+        }
+        if u32::try_from(self.n_layer).is_err() {
+            return Err(CheckpointError::BadConfig {
+                field: "n_layer",
+                problem: format!("{} blocks are past a 32-bit count", self.n_layer),
+            });
+        }
+        if u64::try_from(self.parameters_wide()).is_err() {
+            return Err(CheckpointError::BadConfig {
+                field: "n_layer",
+                problem: "the parameter count overflows 64 bits".to_string(),
+            });
         }
         Ok(())
     }
