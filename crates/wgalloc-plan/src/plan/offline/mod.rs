@@ -791,9 +791,15 @@ const BY_SIZE: [Strategy; 2] = [Strategy::GreedySize, Strategy::GreedySizeClass]
 const CLASS_FIRST_SWEEPS: u32 = 16;
 
 /// The greedy orders by size ([`BY_SIZE`]) into `best` on a large instance with
-/// `pairs` overlapping pairs (ordered: a greedy placement reads half as many), within
-/// [`GREEDY_SIZE_WORK`] in all; builds `index` if it runs either. Nothing where `best`
-/// already reaches the goal.
+/// `pairs` overlapping pairs (ordered: a greedy placement reads half as many); builds
+/// `index` if it runs either. Nothing where `best` already reaches the goal.
+///
+/// * No deadline, and each order within [`GREEDY_SIZE_WORK`] alone: both, side by
+///   side on two threads where [`Budget::threads`] and the machine allow, else in
+///   turn (both complete: the same plans); greedy-size's plan is offered first, so
+///   that a tie keeps it.
+///
+/// Otherwise within [`GREEDY_SIZE_WORK`] in all:
 ///
 /// * Both orders within the budget, and no deadline or one at least
 ///   [`CLASS_FIRST_SWEEPS`] sweeps away: greedy-size-class first (complete, cut at the
@@ -827,24 +833,30 @@ fn greedy_by_size_alone(
     let time_for_class =
         deadline.is_none_or(|d| Instant::now() + sweep_time.saturating_mul(CLASS_FIRST_SWEEPS) < d);
     let both_fit = work.saturating_mul(2) <= GREEDY_SIZE_WORK;
-    // Side by side only where it changes no plan: both orders within the budget and
-    // no deadline, so both complete (the same plans, in the time of the longer: on
-    // 100,000 malloc-like buffers 2.4 s where they took 4.1 s in turn). Under a
-    // deadline each runs slower beside the other (they share the memory bandwidth),
-    // and the plans moved both ways (few-sizes 100k with 2 s: 1.0114 against 1.00243
-    // alone; with only one order in the budget, a million buffers with 10 s: few-sizes
-    // 1.0069 against 1.0166, malloc 1.0155 against 1.0090), so there they run in turn.
-    let side_by_side = goal.budget.threads
-        && both_fit
-        && deadline.is_none()
-        && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-    if side_by_side {
+    // Without a deadline, where each order completes within the budget alone, both
+    // run and the lower plan is kept: side by side on two threads where allowed (in
+    // the time of the longer: on 100,000 malloc-like buffers 2.4 s where they took
+    // 4.1 s in turn), else in turn; each completes, so the plans are the same either
+    // way. With a deadline they run in turn (below): beside each other each runs
+    // slower (they share the memory bandwidth) and the plans moved both ways
+    // (few-sizes 100k with 2 s: 1.0114 against 1.00243 in turn; a million buffers
+    // with 10 s, where the budget covers one order: few-sizes 1.0069 against 1.0166,
+    // malloc 1.0155 against 1.0090).
+    if deadline.is_none() && work <= GREEDY_SIZE_WORK {
         let runs = [
-            (Strategy::GreedySize, (GREEDY_SIZE_WORK - work, None)),
-            (Strategy::GreedySizeClass, (u64::MAX, Some(work))),
+            (Strategy::GreedySize, (GREEDY_SIZE_WORK, None)),
+            (Strategy::GreedySizeClass, (GREEDY_SIZE_WORK, None)),
         ];
-        let [size, class] = by_size_side_by_side(p, goal, runs, sweep_time, index, best);
-        // Greedy-size's first, so that a tie keeps it (as when they run in turn).
+        let threads =
+            goal.budget.threads && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        let [size, class] = if threads {
+            by_size_side_by_side(p, goal, runs, sweep_time, index, best)
+        } else {
+            runs.map(|(strategy, limits)| {
+                by_size_run(p, goal, strategy, limits, sweep_time, index, best)
+            })
+        };
+        // Greedy-size's first, so that a tie keeps it.
         for (swept, strategy) in [
             (size, Strategy::GreedySize),
             (class, Strategy::GreedySizeClass),
