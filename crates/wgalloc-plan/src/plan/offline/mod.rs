@@ -228,8 +228,10 @@ pub struct Budget {
     /// Whether [`Strategy::Best`] may use more than one thread where the machine has
     /// more than one core (default `true`): the search's preorders each on a thread of
     /// its own, and, without a deadline, the two greedy orders by size of a large
-    /// instance side by side where its work budget covers both. The plan is the same
-    /// either way; only the time changes.
+    /// instance side by side where each completes within the work budget alone.
+    /// Without a deadline the plan is the same either way and only the time changes
+    /// (in turn, those two orders take up to twice as long); with one, what each phase
+    /// reaches before it depends on the threads, as on the machine's speed.
     pub threads: bool,
 }
 
@@ -624,7 +626,10 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 /// 10^9 pairs) place about the largest two thirds by greedy, about 1% over the bound
 /// where the sweep alone is 25% over; a million with 20,000 live (3.8 x 10^10 pairs)
 /// the largest fifth or so. The budget keeps a default plan of a million buffers
-/// within about half a minute; `--time-limit` cuts that.
+/// within about half a minute; `--time-limit` cuts that. Without a deadline, where
+/// each of the two orders by size completes within it alone, each has it to itself
+/// (both run: side by side on two threads, in about the time of one, or in turn on
+/// one thread, in up to twice it); otherwise they share it.
 const GREEDY_SIZE_WORK: u64 = 1_500_000_000;
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
@@ -770,8 +775,9 @@ fn start(p: &Prepared, goal: &Goal, index: &mut Option<OverlapIndex>) -> Option<
     best
 }
 
-/// The greedy orders by size run alone on large instances, in turn, within one
-/// [`GREEDY_SIZE_WORK`]. Complete, the class order is lower on five of the six
+/// The greedy orders by size run alone on large instances, within one
+/// [`GREEDY_SIZE_WORK`] each where each completes within it alone and there is no
+/// deadline, else in turn within one in all. Complete, the class order is lower on five of the six
 /// generated families at 100,000 buffers (and faster: its start order keeps the
 /// placed neighbours of consecutive items alike), but not everywhere (bursts at a
 /// million: 1.0236 against 1.0035); cut by the budget or a deadline (the rest swept
@@ -882,9 +888,9 @@ fn greedy_by_size_alone(
             return;
         };
         let placement = (class.offsets, class.peak, Strategy::GreedySizeClass);
-        // Without a deadline greedy-size runs even where the class order reached the
-        // goal, as it did when it went first (the same plans); with one, not.
-        let goal_reached = deadline.is_some() && goal.done(class.peak);
+        // Here there is a deadline (without one, both orders ran above where they
+        // fit): greedy-size does not run where the class order reached the goal.
+        let goal_reached = goal.done(class.peak);
         if class.complete && !goal_reached {
             left = left.saturating_sub(class.work);
             by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
@@ -1225,6 +1231,43 @@ fn describe(found: &Found) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn where_each_order_by_size_fits_the_budget_alone_both_run_the_same_on_any_threads() {
+        // A pair count in (GREEDY_SIZE_WORK, 2 GREEDY_SIZE_WORK] (ordered pairs, so the
+        // work of one order is in the half of the budget up to all of it): both orders
+        // run without a deadline, side by side or in turn, and give the same plan, the
+        // lower of the two orders alone.
+        let mut rng = crate::seeded::Rng::new(41);
+        let ranges: Vec<LiveRange> = (0..3_000u64)
+            .map(|i| LiveRange {
+                start: i,
+                end: i + 1 + rng.index(400) as u64,
+                size: 16 << rng.index(10),
+            })
+            .collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let pairs = GREEDY_SIZE_WORK * 3 / 2;
+        let plan = |threads: bool| {
+            let budget = Budget {
+                threads,
+                ..Budget::default()
+            };
+            let goal = Goal::new(&p, &budget, None);
+            let (offsets, peak) = sweep::place(&p);
+            let mut best = Some((offsets, peak, Strategy::Best));
+            let mut index = None;
+            greedy_by_size_alone(&p, &goal, pairs, Duration::ZERO, &mut index, &mut best);
+            best.expect("a plan")
+        };
+        let (in_turn, side_by_side) = (plan(false), plan(true));
+        assert_eq!(in_turn, side_by_side);
+        let index = OverlapIndex::new(&p);
+        let alone = |order: Order| greedy::place(&p, &index, &order, Fit::Lowest).1;
+        let lower = alone(greedy::by_size(&p)).min(alone(greedy::by_size_class(&p)));
+        assert_eq!(in_turn.1, lower);
+        p.assert_valid(&in_turn.0, in_turn.1);
+    }
 
     #[test]
     fn search_on_the_largest_allowed_instance_stays_within_a_test_thread_stack() {
