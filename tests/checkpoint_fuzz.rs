@@ -104,35 +104,9 @@ fn join(header: &Map<String, Value>, data: &[u8], declared: Option<u64>) -> Vec<
     bytes
 }
 
-/// Tokens that replace a number or land between two bytes: the limits of 32 and 64
-/// bits and one past them, 2^60, negatives, fractions, exponents past f64, NaN and
-/// infinity spellings, and other JSON types.
-const NASTY: [&str; 24] = [
-    "0",
-    "-1",
-    "-0",
-    "4294967295",
-    "4294967296",
-    "18446744073709551615",
-    "18446744073709551616",
-    "1152921504606846976",
-    "-9223372036854775808",
-    "99999999999999999999999999999999",
-    "1.5",
-    "1e3",
-    "1e999",
-    "-1e999",
-    "NaN",
-    "nan",
-    "Infinity",
-    "null",
-    "true",
-    "\"7\"",
-    "[]",
-    "{}",
-    "",
-    ",",
-];
+#[path = "../crates/wgalloc-plan/tests/support/fuzz_tokens.rs"]
+mod fuzz_tokens;
+use fuzz_tokens::{digit_runs, NASTY};
 
 /// One byte-level edit of a file. `bool`: the edit lands in the header (the first
 /// `header_end` bytes) rather than anywhere.
@@ -170,28 +144,8 @@ fn edit() -> impl Strategy<Value = Edit> {
 
 /// The `[start, end)` of every run of ASCII digits in `bytes[..hot]`, with a leading
 /// `-` if any.
-fn digit_runs(bytes: &[u8], hot: usize) -> Vec<(usize, usize)> {
-    let bytes = &bytes[..hot.min(bytes.len())];
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_digit() {
-            let start = if i > 0 && bytes[i - 1] == b'-' {
-                i - 1
-            } else {
-                i
-            };
-            let mut end = i;
-            while end < bytes.len() && bytes[end].is_ascii_digit() {
-                end += 1;
-            }
-            runs.push((start, end));
-            i = end;
-        } else {
-            i += 1;
-        }
-    }
-    runs
+fn digit_runs_before(bytes: &[u8], hot: usize) -> Vec<(usize, usize)> {
+    digit_runs(&bytes[..hot.min(bytes.len())])
 }
 
 /// Applies an edit; `hot` is where the header ends (edits in the header land before).
@@ -226,7 +180,7 @@ fn apply(bytes: &mut Vec<u8>, edit: &Edit, hot: usize) {
             bytes.splice(to..to, copy);
         }
         Edit::Number(at, token) => {
-            let runs = digit_runs(bytes, hot);
+            let runs = digit_runs_before(bytes, hot);
             if !runs.is_empty() {
                 let (start, end) = runs[at.index(runs.len())];
                 bytes.splice(start..end, NASTY[token.index(NASTY.len())].bytes());

@@ -69,47 +69,11 @@ fn csvs() -> &'static [String] {
 }
 
 /// Every role, a view, an in-place node: small enough for thousands of cases.
-const SMALL_TRACE: &str = r#"{"format":"tensor-graph-trace/1","name":"t","dtype_bytes":4,
- "tensors":[
-  {"id":0,"name":"x","role":"input","bytes":16,"shape":[4]},
-  {"id":1,"name":"w","role":"weight","bytes":16,"shape":[4]},
-  {"id":2,"name":"y","role":"intermediate","bytes":16,"shape":[4]},
-  {"id":3,"name":"v","role":"view","view_of":2,"bytes":16,"shape":[2,2]},
-  {"id":4,"name":"z","role":"output","bytes":16,"shape":[2,2]}],
- "nodes":[
-  {"op":"mul","inputs":[0,1],"output":2,"elementwise":true},
-  {"op":"view","inputs":[2],"output":3,"elementwise":false},
-  {"op":"relu","inputs":[3],"output":4,"elementwise":true}]}"#;
+const SMALL_TRACE: &str = include_str!("data/small_trace.json");
 
-/// Tokens that replace a number or land between two bytes: the limits of 32 and 64
-/// bits and one past them, 2^60, negatives, fractions, exponents past f64, NaN and
-/// infinity spellings, and other JSON types.
-const NASTY: [&str; 24] = [
-    "0",
-    "-1",
-    "-0",
-    "4294967295",
-    "4294967296",
-    "18446744073709551615",
-    "18446744073709551616",
-    "1152921504606846976",
-    "-9223372036854775808",
-    "99999999999999999999999999999999",
-    "1.5",
-    "1e3",
-    "1e999",
-    "-1e999",
-    "NaN",
-    "nan",
-    "Infinity",
-    "null",
-    "true",
-    "\"7\"",
-    "[]",
-    "{}",
-    "",
-    ",",
-];
+#[path = "support/fuzz_tokens.rs"]
+mod fuzz_tokens;
+use fuzz_tokens::{digit_runs, NASTY};
 
 /// One byte-level edit of a file.
 #[derive(Debug, Clone)]
@@ -141,30 +105,6 @@ fn edit() -> impl Strategy<Value = Edit> {
         3 => (any::<Index>(), any::<Index>()).prop_map(|(at, token)| Edit::Number(at, token)),
         1 => (any::<Index>(), any::<Index>()).prop_map(|(at, token)| Edit::Insert(at, token)),
     ]
-}
-
-/// The `[start, end)` of every run of ASCII digits, with a leading `-` if any.
-fn digit_runs(bytes: &[u8]) -> Vec<(usize, usize)> {
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_digit() {
-            let start = if i > 0 && bytes[i - 1] == b'-' {
-                i - 1
-            } else {
-                i
-            };
-            let mut end = i;
-            while end < bytes.len() && bytes[end].is_ascii_digit() {
-                end += 1;
-            }
-            runs.push((start, end));
-            i = end;
-        } else {
-            i += 1;
-        }
-    }
-    runs
 }
 
 fn apply(bytes: &mut Vec<u8>, edit: &Edit) {

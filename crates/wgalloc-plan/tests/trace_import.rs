@@ -62,17 +62,8 @@ fn published_interval_lower_bounds_are_reproduced() {
     }
 }
 
-const GOOD: &str = r#"{"format":"tensor-graph-trace/1","name":"t","dtype_bytes":4,
- "tensors":[
-  {"id":0,"name":"x","role":"input","bytes":16,"shape":[4]},
-  {"id":1,"name":"w","role":"weight","bytes":16,"shape":[4]},
-  {"id":2,"name":"y","role":"intermediate","bytes":16,"shape":[4]},
-  {"id":3,"name":"v","role":"view","view_of":2,"bytes":16,"shape":[2,2]},
-  {"id":4,"name":"z","role":"output","bytes":16,"shape":[2,2]}],
- "nodes":[
-  {"op":"mul","inputs":[0,1],"output":2,"elementwise":true},
-  {"op":"view","inputs":[2],"output":3,"elementwise":false},
-  {"op":"relu","inputs":[3],"output":4,"elementwise":true}]}"#;
+/// Every role, a view, an in-place node (shared with `import_fuzz.rs`).
+const GOOD: &str = include_str!("data/small_trace.json");
 
 fn broken(from: &str, to: &str) -> Result<wgalloc_plan::graph::Graph, GraphError> {
     assert!(GOOD.contains(from), "{from}");
