@@ -14,7 +14,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -22,17 +21,6 @@ use serde_json::{json, Map, Value};
 use wgalloc::model::hf::{
     check_weights, weights_from_safetensors, Checkpoint, CheckpointError, Gpt2Config, Gpt2Weights,
 };
-
-/// Cases per property: `default`, or `WGALLOC_FUZZ_CASES`.
-fn cases(default: u32) -> u32 {
-    std::env::var("WGALLOC_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// A load of a 550 KB checkpoint that takes this long is a hang.
-const SLOW: Duration = Duration::from_secs(5);
 
 const PREFIX: &str = "transformer.";
 
@@ -104,29 +92,9 @@ fn join(header: &Map<String, Value>, data: &[u8], declared: Option<u64>) -> Vec<
     bytes
 }
 
-#[path = "../crates/wgalloc-plan/tests/support/fuzz_tokens.rs"]
-mod fuzz_tokens;
-use fuzz_tokens::{digit_runs, NASTY};
-
-/// One byte-level edit of a file. `bool`: the edit lands in the header (the first
-/// `header_end` bytes) rather than anywhere.
-#[derive(Debug, Clone)]
-enum Edit {
-    /// XOR a byte with a non-zero mask.
-    Flip(bool, Index, u8),
-    /// Cut the file at a point.
-    Truncate(Index),
-    /// Remove up to `len` bytes from a point.
-    Delete(bool, Index, usize),
-    /// Repeat a range right after itself.
-    Duplicate(bool, Index, usize),
-    /// Copy a range to another point.
-    Splice(Index, usize, Index),
-    /// Replace one run of digits (with its sign) in the header by a [`NASTY`] token.
-    Number(Index, Index),
-    /// Insert a [`NASTY`] token at a point of the header.
-    Insert(Index, Index),
-}
+#[path = "../crates/wgalloc-plan/tests/support/fuzz.rs"]
+mod fuzz;
+use fuzz::{apply, cases, timed, Edit};
 
 fn edit() -> impl Strategy<Value = Edit> {
     let idx = any::<Index>;
@@ -140,66 +108,6 @@ fn edit() -> impl Strategy<Value = Edit> {
         4 => (idx(), idx()).prop_map(|(at, token)| Edit::Number(at, token)),
         1 => (idx(), idx()).prop_map(|(at, token)| Edit::Insert(at, token)),
     ]
-}
-
-/// The `[start, end)` of every run of ASCII digits in `bytes[..hot]`, with a leading
-/// `-` if any.
-fn digit_runs_before(bytes: &[u8], hot: usize) -> Vec<(usize, usize)> {
-    digit_runs(&bytes[..hot.min(bytes.len())])
-}
-
-/// Applies an edit; `hot` is where the header ends (edits in the header land before).
-fn apply(bytes: &mut Vec<u8>, edit: &Edit, hot: usize) {
-    let span = |in_header: bool, len: usize| if in_header { hot.min(len) } else { len };
-    // A point in `0..=span`, so that an edit can reach the end of its span.
-    let point = |at: &Index, span: usize| at.index(span + 1);
-    match edit {
-        Edit::Flip(h, at, mask) => {
-            let span = span(*h, bytes.len());
-            if span > 0 {
-                bytes[at.index(span)] ^= mask;
-            }
-        }
-        Edit::Truncate(at) => bytes.truncate(point(at, bytes.len())),
-        Edit::Delete(h, at, len) => {
-            let start = point(at, span(*h, bytes.len()));
-            let end = (start + len).min(bytes.len());
-            bytes.drain(start..end);
-        }
-        Edit::Duplicate(h, at, len) => {
-            let start = point(at, span(*h, bytes.len()));
-            let end = (start + len).min(bytes.len());
-            let copy = bytes[start..end].to_vec();
-            bytes.splice(end..end, copy);
-        }
-        Edit::Splice(from, len, to) => {
-            let start = point(from, bytes.len());
-            let end = (start + len).min(bytes.len());
-            let copy = bytes[start..end].to_vec();
-            let to = point(to, bytes.len());
-            bytes.splice(to..to, copy);
-        }
-        Edit::Number(at, token) => {
-            let runs = digit_runs_before(bytes, hot);
-            if !runs.is_empty() {
-                let (start, end) = runs[at.index(runs.len())];
-                bytes.splice(start..end, NASTY[token.index(NASTY.len())].bytes());
-            }
-        }
-        Edit::Insert(at, token) => {
-            let i = point(at, span(true, bytes.len()));
-            bytes.splice(i..i, NASTY[token.index(NASTY.len())].bytes());
-        }
-    }
-}
-
-/// Runs `f`, failing the case if it takes longer than [`SLOW`].
-fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    let start = Instant::now();
-    let out = f();
-    let took = start.elapsed();
-    assert!(took < SLOW, "{what} took {took:?}: a hang");
-    out
 }
 
 /// Loads weights from bytes: `Some` weights, which must have every length the config

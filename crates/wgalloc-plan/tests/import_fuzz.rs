@@ -10,24 +10,12 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{json, Value};
 use wgalloc_plan::graph::{parse_trace, read_trace, write_trace, Graph, GraphError};
 use wgalloc_plan::plan::IntervalProblem;
-
-/// Cases per property.
-fn cases() -> u32 {
-    std::env::var("WGALLOC_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1024)
-}
-
-/// A parse of at most about 100 KB that takes this long is a hang.
-const SLOW: Duration = Duration::from_secs(5);
 
 fn repo(dir: &str) -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(dir)
@@ -71,93 +59,21 @@ fn csvs() -> &'static [String] {
 /// Every role, a view, an in-place node: small enough for thousands of cases.
 const SMALL_TRACE: &str = include_str!("data/small_trace.json");
 
-#[path = "support/fuzz_tokens.rs"]
-mod fuzz_tokens;
-use fuzz_tokens::{digit_runs, NASTY};
-
-/// One byte-level edit of a file.
-#[derive(Debug, Clone)]
-enum Edit {
-    /// XOR a byte with a non-zero mask.
-    Flip(Index, u8),
-    /// Cut the file at a point.
-    Truncate(Index),
-    /// Remove up to `len` bytes from a point.
-    Delete(Index, usize),
-    /// Repeat a range right after itself.
-    Duplicate(Index, usize),
-    /// Copy a range to another point.
-    Splice(Index, usize, Index),
-    /// Replace one run of digits (with its sign) by a [`NASTY`] token.
-    Number(Index, Index),
-    /// Insert a [`NASTY`] token at a point.
-    Insert(Index, Index),
-}
+#[path = "support/fuzz.rs"]
+mod fuzz;
+use fuzz::{apply, cases, timed, Edit, NASTY};
 
 fn edit() -> impl Strategy<Value = Edit> {
     prop_oneof![
-        3 => (any::<Index>(), 1..=255u8).prop_map(|(at, mask)| Edit::Flip(at, mask)),
+        3 => (any::<Index>(), 1..=255u8).prop_map(|(at, mask)| Edit::Flip(false, at, mask)),
         1 => any::<Index>().prop_map(Edit::Truncate),
-        1 => (any::<Index>(), 1..=256usize).prop_map(|(at, len)| Edit::Delete(at, len)),
-        1 => (any::<Index>(), 1..=256usize).prop_map(|(at, len)| Edit::Duplicate(at, len)),
+        1 => (any::<Index>(), 1..=256usize).prop_map(|(at, len)| Edit::Delete(false, at, len)),
+        1 => (any::<Index>(), 1..=256usize).prop_map(|(at, len)| Edit::Duplicate(false, at, len)),
         1 => (any::<Index>(), 1..=256usize, any::<Index>())
             .prop_map(|(from, len, to)| Edit::Splice(from, len, to)),
         3 => (any::<Index>(), any::<Index>()).prop_map(|(at, token)| Edit::Number(at, token)),
         1 => (any::<Index>(), any::<Index>()).prop_map(|(at, token)| Edit::Insert(at, token)),
     ]
-}
-
-fn apply(bytes: &mut Vec<u8>, edit: &Edit) {
-    // A point in `0..=len`, so that an edit can reach the end of the file.
-    let point = |at: &Index, len: usize| at.index(len + 1);
-    match edit {
-        Edit::Flip(at, mask) if !bytes.is_empty() => {
-            let i = at.index(bytes.len());
-            bytes[i] ^= mask;
-        }
-        Edit::Truncate(at) => bytes.truncate(point(at, bytes.len())),
-        Edit::Delete(at, len) => {
-            let start = point(at, bytes.len());
-            let end = (start + len).min(bytes.len());
-            bytes.drain(start..end);
-        }
-        Edit::Duplicate(at, len) => {
-            let start = point(at, bytes.len());
-            let end = (start + len).min(bytes.len());
-            let copy = bytes[start..end].to_vec();
-            bytes.splice(end..end, copy);
-        }
-        Edit::Splice(from, len, to) => {
-            let start = point(from, bytes.len());
-            let end = (start + len).min(bytes.len());
-            let copy = bytes[start..end].to_vec();
-            let to = point(to, bytes.len());
-            bytes.splice(to..to, copy);
-        }
-        Edit::Number(at, token) => {
-            let runs = digit_runs(bytes);
-            if !runs.is_empty() {
-                let (start, end) = runs[at.index(runs.len())];
-                let token = NASTY[token.index(NASTY.len())].bytes();
-                bytes.splice(start..end, token);
-            }
-        }
-        Edit::Insert(at, token) => {
-            let i = point(at, bytes.len());
-            let token = NASTY[token.index(NASTY.len())].bytes();
-            bytes.splice(i..i, token);
-        }
-        Edit::Flip(..) => {}
-    }
-}
-
-/// Runs `f`, failing the case if it takes longer than [`SLOW`].
-fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    let start = Instant::now();
-    let out = f();
-    let took = start.elapsed();
-    assert!(took < SLOW, "{what} took {took:?}: a hang");
-    out
 }
 
 /// What every accepted trace must satisfy: it validates, and it writes and reads back
@@ -488,7 +404,7 @@ fn edit_rows(lines: &mut Vec<String>, edit: &RowEdit) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases()))]
+    #![proptest_config(ProptestConfig::with_cases(cases(1024)))]
 
     /// Byte edits of a shipped trace give a graph that validates and round-trips, or
     /// a typed error; never a panic or a hang.
@@ -500,7 +416,7 @@ proptest! {
         let all = traces();
         let mut bytes = all[which.index(all.len())].as_bytes().to_vec();
         for e in &edits {
-            apply(&mut bytes, e);
+            apply(&mut bytes, e, usize::MAX);
         }
         let text = String::from_utf8_lossy(&bytes);
         match timed("parse_trace", || parse_trace(&text)) {
@@ -562,7 +478,7 @@ proptest! {
         let all = csvs();
         let mut bytes = all[which.index(all.len())].as_bytes().to_vec();
         for e in &edits {
-            apply(&mut bytes, e);
+            apply(&mut bytes, e, usize::MAX);
         }
         let text = String::from_utf8_lossy(&bytes);
         match timed("parse_csv", || IntervalProblem::parse_csv("fuzz", &text)) {
