@@ -853,8 +853,7 @@ fn greedy_by_size_alone(
             (Strategy::GreedySize, (GREEDY_SIZE_WORK, None)),
             (Strategy::GreedySizeClass, (GREEDY_SIZE_WORK, None)),
         ];
-        let threads =
-            goal.budget.threads && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        let threads = goal.budget.threads && has_second_core();
         let [size, class] = if threads {
             by_size_side_by_side(p, goal, runs, sweep_time, index, best)
         } else {
@@ -911,6 +910,12 @@ fn greedy_by_size_alone(
             None => return,
         }
     }
+}
+
+/// Whether the machine offers more than one thread of execution (where a second
+/// thread can run beside the first).
+pub(crate) fn has_second_core() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
 }
 
 /// The two greedy orders by size of `runs` (each with its `limits` of

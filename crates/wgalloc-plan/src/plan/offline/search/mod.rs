@@ -316,7 +316,7 @@ impl Probe<'_> {
         }
         let parallel = self.threads
             && self.runs.iter().filter(|run| run.going()).count() > 1
-            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+            && super::has_second_core();
         if parallel {
             std::thread::scope(|scope| {
                 for run in self.runs.iter_mut().filter(|run| run.going()) {
