@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use wgalloc::device::{allocate_plan, GpuContext, WgpuStorage, STORAGE_USAGE};
 use wgalloc::exec::tune::{self, KernelFamily};
-use wgalloc::exec::{resolve, AttentionForm, Executor, MatmulTile, NormForm, OpCall, TensorMemory};
+use wgalloc::exec::{
+    resolve, AttentionForm, ExecError, Executor, MatmulTile, NormForm, OpCall, TensorMemory,
+};
 use wgalloc::graph::{DType, Graph, GraphBuilder, Role};
 use wgalloc::model::{Forward, ModelConfig};
 use wgalloc::plan::{plan_graph, plan_weights};
@@ -224,12 +226,6 @@ const MATVEC_SHAPES: [(&str, KernelFamily, u32, u32); 10] = [
 /// so a matrix that fits the CPU's caches (lavapipe) is read from them after the
 /// warm-up: the copy bandwidth is measured over 32 MiB.
 fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
-    println!();
-    println!("## decode matvec (m = 1), f32, GPU timestamps, fastest of 8");
-    if !ctx.has_timestamps() {
-        println!("no GPU timestamps: not timed");
-        return;
-    }
     let tiles = [
         MatmulTile::Rows1,
         MatmulTile::Rows1Split,
@@ -239,11 +235,48 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
         MatmulTile::Rows8,
         MatmulTile::Rows4Wide,
     ];
-    let names: Vec<&str> = tiles.iter().map(|t| t.name()).collect();
     let copy = format!("/ copy {:.1} GB/s", roof.gbps);
-    candidates_header("shape k x n", &names, &["GB/s", &copy]);
-    for (label, family, k, n) in MATVEC_SHAPES {
-        let times = match tune::time_tiles(ctx, family, (1, k, n), &tiles, 8) {
+    let rows = MATVEC_SHAPES.map(|(label, family, k, n)| (label.to_string(), (family, k, n)));
+    candidates_table(
+        ctx,
+        "decode matvec (m = 1), f32, GPU timestamps, fastest of 8",
+        ("shape k x n", &["GB/s", &copy]),
+        (&tiles, MatmulTile::name),
+        rows,
+        |&(family, k, n)| tune::time_tiles(ctx, family, (1, k, n), &tiles, 8),
+        |&(_, k, n), fastest| {
+            let bytes = 4.0 * (f64::from(k) * f64::from(n) + f64::from(k) + f64::from(n));
+            let gbps = bytes / fastest.as_secs_f64() / 1e9;
+            vec![format!("{gbps:.1}"), format!("{:.2}", gbps / roof.gbps)]
+        },
+    );
+}
+
+/// Prints a table of `candidates` timed on shapes, under the heading `title` (not
+/// timed where the adapter has no GPU timestamps): for each `(label, shape)` of `rows`,
+/// each candidate's time from `time` (`-` for one it could not time; a shape it could
+/// not time at all says why), the fastest, and the cells `metrics` makes of the shape
+/// and the fastest time. After `title`: the first column's name and the metrics'
+/// names, then the candidates and what names one.
+fn candidates_table<V: Copy + PartialEq, S>(
+    ctx: &GpuContext,
+    title: &str,
+    (first, metric_names): (&str, &[&str]),
+    (candidates, name): (&[V], fn(V) -> &'static str),
+    rows: impl IntoIterator<Item = (String, S)>,
+    time: impl Fn(&S) -> Result<Vec<(V, Duration)>, ExecError>,
+    metrics: impl Fn(&S, Duration) -> Vec<String>,
+) {
+    println!();
+    println!("## {title}");
+    if !ctx.has_timestamps() {
+        println!("no GPU timestamps: not timed");
+        return;
+    }
+    let names: Vec<&str> = candidates.iter().map(|&c| name(c)).collect();
+    candidates_header(first, &names, metric_names);
+    for (label, shape) in rows {
+        let times = match time(&shape) {
             Ok(times) => times,
             Err(e) => {
                 println!("| {label} | not timed: {e} |");
@@ -253,16 +286,12 @@ fn matvec_table(ctx: &GpuContext, roof: &Roofline) {
         let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
             continue;
         };
-        let seconds = fastest.as_secs_f64();
-        let bytes = 4.0 * (f64::from(k) * f64::from(n) + f64::from(k) + f64::from(n));
-        let gbps = bytes / seconds / 1e9;
-        // A tile the tuner could not time is left out of `times`: its cell is `-`.
-        let cells = micros_cells(&tiles, &times);
+        let cells = micros_cells(candidates, &times);
         println!(
-            "| {label} | {} | {} | {gbps:.1} | {:.2} |",
+            "| {label} | {} | {} | {} |",
             cells.join(" | "),
-            best.name(),
-            gbps / roof.gbps
+            name(best),
+            metrics(&shape, fastest).join(" | ")
         );
     }
 }
@@ -305,12 +334,6 @@ const TILE_SHAPES: [(u32, u32, u32); 7] = [
 /// on prefill shapes, each alone with GPU timestamps (the fastest of 4 after a warm-up),
 /// with the fastest tile's GFLOP/s and its fraction of the FMA peak.
 fn tile_table(ctx: &GpuContext, roof: &Roofline) {
-    println!();
-    println!("## matmul tiles on prefill shapes, f32, GPU timestamps, fastest of 4");
-    if !ctx.has_timestamps() {
-        println!("no GPU timestamps: not timed");
-        return;
-    }
     let tiles = [
         MatmulTile::Rows8,
         MatmulTile::Rows4,
@@ -318,28 +341,23 @@ fn tile_table(ctx: &GpuContext, roof: &Roofline) {
         MatmulTile::Rows4Wide,
         MatmulTile::Tile64,
     ];
-    let names: Vec<&str> = tiles.iter().map(|t| t.name()).collect();
-    candidates_header("m x k x n", &names, &["GFLOP/s", "/ FMA peak"]);
-    for (m, k, n) in TILE_SHAPES {
-        let times = match tune::time_tiles(ctx, KernelFamily::Tiled, (m, k, n), &tiles, 4) {
-            Ok(times) => times,
-            Err(e) => {
-                println!("| {m}x{k}x{n} | not timed: {e} |");
-                continue;
-            }
-        };
-        let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
-            continue;
-        };
-        let gflops = 2.0 * f64::from(m) * f64::from(k) * f64::from(n) / fastest.as_secs_f64() / 1e9;
-        let cells = micros_cells(&tiles, &times);
-        println!(
-            "| {m}x{k}x{n} | {} | {} | {gflops:.0} | {:.2} |",
-            cells.join(" | "),
-            best.name(),
-            gflops / roof.gflops
-        );
-    }
+    let rows = TILE_SHAPES.map(|(m, k, n)| (format!("{m}x{k}x{n}"), (m, k, n)));
+    candidates_table(
+        ctx,
+        "matmul tiles on prefill shapes, f32, GPU timestamps, fastest of 4",
+        ("m x k x n", &["GFLOP/s", "/ FMA peak"]),
+        (&tiles, MatmulTile::name),
+        rows,
+        |&shape| tune::time_tiles(ctx, KernelFamily::Tiled, shape, &tiles, 4),
+        |&(m, k, n), fastest| {
+            let flops = 2.0 * f64::from(m) * f64::from(k) * f64::from(n);
+            let gflops = flops / fastest.as_secs_f64() / 1e9;
+            vec![
+                format!("{gflops:.0}"),
+                format!("{:.2}", gflops / roof.gflops),
+            ]
+        },
+    );
 }
 
 /// Prefill attention shapes `(seq, heads, head width)`: the two decoder shapes of this
@@ -359,36 +377,23 @@ const ATTENTION_SHAPES: [(u32, u32, u32); 5] = [
 /// (`shaders/attention_tiled.wgsl`), with the fastest form's GFLOP/s (the causal
 /// half of `4 seq^2 d` flops).
 fn attention_table(ctx: &GpuContext) {
-    println!();
-    println!("## prefill attention forms, f32, GPU timestamps, fastest of 8");
-    if !ctx.has_timestamps() {
-        println!("no GPU timestamps: not timed");
-        return;
-    }
     let forms = AttentionForm::ALL;
-    let names: Vec<&str> = forms.iter().map(|f| f.name()).collect();
-    candidates_header("seq x heads x hd", &names, &["GFLOP/s"]);
-    for (seq, heads, hd) in ATTENTION_SHAPES {
-        let label = format!("{seq} x {heads} x {hd}");
-        let times = match tune::time_attention(ctx, (seq, heads, hd), &forms, 8) {
-            Ok(times) => times,
-            Err(e) => {
-                println!("| {label} | not timed: {e} |");
-                continue;
-            }
-        };
-        let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
-            continue;
-        };
-        let flops = 2.0 * f64::from(seq) * f64::from(seq) * f64::from(heads * hd);
-        let cells = micros_cells(&forms, &times);
-        println!(
-            "| {label} | {} | {} | {:.1} |",
-            cells.join(" | "),
-            best.name(),
-            flops / fastest.as_secs_f64() / 1e9
-        );
-    }
+    let rows = ATTENTION_SHAPES.map(|shape| {
+        let (seq, heads, hd) = shape;
+        (format!("{seq} x {heads} x {hd}"), shape)
+    });
+    candidates_table(
+        ctx,
+        "prefill attention forms, f32, GPU timestamps, fastest of 8",
+        ("seq x heads x hd", &["GFLOP/s"]),
+        (&forms, AttentionForm::name),
+        rows,
+        |&shape| tune::time_attention(ctx, shape, &forms, 8),
+        |&(seq, heads, hd), fastest| {
+            let flops = 2.0 * f64::from(seq) * f64::from(seq) * f64::from(heads * hd);
+            vec![format!("{:.1}", flops / fastest.as_secs_f64() / 1e9)]
+        },
+    );
 }
 
 /// Layer norm shapes `(rows, cols)`: the decoder shapes' final norms and GPT-2 small's
@@ -399,37 +404,21 @@ const NORM_SHAPES: [(u32, u32); 3] = [(128, 256), (256, 512), (1024, 768)];
 /// warm-up, `exec::tune::time_norm`), with the fastest form's GB/s (input, output,
 /// gain and bias once) and its ratio to the copy bandwidth.
 fn norm_table(ctx: &GpuContext, roof: &Roofline) {
-    println!();
-    println!("## layer norm forms, f32, GPU timestamps, fastest of 8");
-    if !ctx.has_timestamps() {
-        println!("no GPU timestamps: not timed");
-        return;
-    }
     let forms = NormForm::ALL;
-    let names: Vec<&str> = forms.iter().map(|f| f.name()).collect();
-    candidates_header("rows x cols", &names, &["GB/s", "/ copy"]);
-    for (rows, cols) in NORM_SHAPES {
-        let label = format!("{rows} x {cols}");
-        let times = match tune::time_norm(ctx, (rows, cols), &forms, 8) {
-            Ok(times) => times,
-            Err(e) => {
-                println!("| {label} | not timed: {e} |");
-                continue;
-            }
-        };
-        let Some(&(best, fastest)) = times.iter().min_by_key(|(_, d)| *d) else {
-            continue;
-        };
-        let bytes = 4.0 * (2.0 * f64::from(rows) * f64::from(cols) + 2.0 * f64::from(cols));
-        let gbps = bytes / fastest.as_secs_f64() / 1e9;
-        let cells = micros_cells(&forms, &times);
-        println!(
-            "| {label} | {} | {} | {gbps:.1} | {:.2} |",
-            cells.join(" | "),
-            best.name(),
-            gbps / roof.gbps
-        );
-    }
+    let rows = NORM_SHAPES.map(|(r, c)| (format!("{r} x {c}"), (r, c)));
+    candidates_table(
+        ctx,
+        "layer norm forms, f32, GPU timestamps, fastest of 8",
+        ("rows x cols", &["GB/s", "/ copy"]),
+        (&forms, NormForm::name),
+        rows,
+        |&shape| tune::time_norm(ctx, shape, &forms, 8),
+        |&(r, c), fastest| {
+            let bytes = 4.0 * (2.0 * f64::from(r) * f64::from(c) + 2.0 * f64::from(c));
+            let gbps = bytes / fastest.as_secs_f64() / 1e9;
+            vec![format!("{gbps:.1}"), format!("{:.2}", gbps / roof.gbps)]
+        },
+    );
 }
 
 /// One cell per candidate: its time in microseconds, or `-` when it was not timed.
