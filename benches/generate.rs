@@ -125,7 +125,7 @@ fn main() {
         ctx.info.name,
         ctx.info.backend,
         ctx.info.device_type,
-        if ctx.info.device_type == wgpu::DeviceType::Cpu {
+        if ctx.is_cpu_adapter() {
             " -- a software adapter: CPU times, not GPU times"
         } else {
             ""

@@ -121,7 +121,7 @@ fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
             // One candidate: chosen without timing. A form that does not take the head
             // width is no candidate, and the rule (by adapter type) decides.
             tune::configure(ctx, settings(None, &[form]));
-            let cpu = ctx.info.device_type == wgpu::DeviceType::Cpu;
+            let cpu = ctx.is_cpu_adapter();
             let expected = if form.fits(shape.2 as u32) {
                 form
             } else {

@@ -33,7 +33,7 @@ fn own_device() -> Option<GpuContext> {
 /// Whether the tuner offers this device the tiles that share A's reads across a
 /// subgroup (for `matmul` and its fused forms): a CPU adapter with subgroups.
 fn shares_a_offered(ctx: &GpuContext) -> bool {
-    ctx.has_subgroups() && ctx.info.device_type == wgpu::DeviceType::Cpu
+    ctx.has_subgroups() && ctx.is_cpu_adapter()
 }
 
 /// A fresh cache path under the target tmp dir.
@@ -164,7 +164,7 @@ fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
     // Every tile that fits 64 rows is timed (the matrix-vector tiles are for a few
     // rows; the shared-read tiles where the device is offered them, the tiles meant
     // for GPUs where it is not a CPU adapter).
-    let gpu = ctx.info.device_type != wgpu::DeviceType::Cpu;
+    let gpu = !ctx.is_cpu_adapter();
     let fitting = MatmulTile::ALL
         .iter()
         .filter(|t| {

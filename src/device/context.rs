@@ -244,6 +244,12 @@ impl GpuContext {
     pub fn has_subgroups(&self) -> bool {
         self.device.features().contains(wgpu::Features::SUBGROUP)
     }
+
+    /// Whether the adapter is a CPU (a software rasterizer such as lavapipe), where
+    /// several kernel rules differ from a GPU's.
+    pub fn is_cpu_adapter(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
 }
 
 /// The optional features [`GpuContext::from_env`] asks for: [`USABLE_FEATURES`], less

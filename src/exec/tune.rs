@@ -761,7 +761,7 @@ pub fn tuning(ctx: &GpuContext) -> TuneSummary {
 /// How many invocations split a decode step's cached keys on `ctx`'s device: the
 /// settings' [`TuneSettings::decode`], else [`DecodeSlices::rule`] by adapter type.
 pub fn decode_slices(ctx: &GpuContext) -> DecodeSlices {
-    let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
+    let cpu_adapter = ctx.is_cpu_adapter();
     SharedTuner::with(ctx, |t| t.settings.decode).unwrap_or_else(|| DecodeSlices::rule(cpu_adapter))
 }
 
@@ -829,7 +829,7 @@ impl Tuner {
             .into_iter()
             .filter(|&v| shape.takes(v) && runs_on(ctx, shape.family, v))
             .collect();
-        let cpu_adapter = ctx.info.device_type == wgpu::DeviceType::Cpu;
+        let cpu_adapter = ctx.is_cpu_adapter();
         let forced = runnable.len() == 1;
         runnable
             .into_iter()
@@ -842,7 +842,7 @@ impl Tuner {
 
     fn variant(&mut self, ctx: &GpuContext, shape: TunedShape) -> Variant {
         let class = shape.class();
-        let rule = shape.rule(ctx.info.device_type == wgpu::DeviceType::Cpu);
+        let rule = shape.rule(ctx.is_cpu_adapter());
         if let Some(&variant) = self.chosen.get(&class) {
             // A choice for the class this shape cannot run (made on another of its
             // shapes): the rule, for this call only.
@@ -945,7 +945,7 @@ fn runs_on(ctx: &GpuContext, family: KernelFamily, variant: Variant) -> bool {
 /// reads of one address at once, and `shaders/matmul_block_shared.wgsl` assumes that
 /// a workgroup's invocations fill its subgroups from lane 0, as CPU adapters run them.
 fn shares_a_on(ctx: &GpuContext, family: KernelFamily) -> bool {
-    family.is_matmul() && ctx.has_subgroups() && ctx.info.device_type == wgpu::DeviceType::Cpu
+    family.is_matmul() && ctx.has_subgroups() && ctx.is_cpu_adapter()
 }
 
 /// Whether the device's limits allow attention's `form`: its invocations, and for the
