@@ -10,8 +10,8 @@
 //! figures are lower bounds. `WGALLOC_BENCH_QUICK=1` runs the small shape with fewer
 //! repetitions. Before the model shapes, a table of the matrix-vector path on decode
 //! shapes against the copy bandwidth (`WGALLOC_BENCH_MATVEC=1`: that table only).
-//! `WGALLOC_BENCH_TILES=1` prints a table of the matmul tiles on prefill shapes
-//! instead (the 64 x 64 staged tile among them; slow on a CPU adapter).
+//! `WGALLOC_BENCH_TILES=1` prints a table of the matmul tiles the tuner offers the
+//! adapter on prefill shapes instead.
 //! Run: `WGPU_BACKEND=vulkan cargo bench --bench forward`.
 
 use std::collections::HashMap;
@@ -318,38 +318,66 @@ fn flag(name: &str) -> bool {
 }
 
 /// Prefill matmul shapes `m x k x n` for the tile table: this bench's large shape
-/// (256 rows), GPT-2 small's projections for a prefill chunk of 64 rows and for 1024
-/// rows, and a wider model's MLP.
-const TILE_SHAPES: [(u32, u32, u32); 7] = [
-    (256, 512, 1536),
-    (256, 2048, 512),
-    (64, 768, 2304),
-    (64, 3072, 768),
-    (1024, 768, 3072),
-    (1024, 3072, 768),
-    (2048, 1024, 4096),
+/// (256 rows), GPT-2 small's projections for a prefill chunk of 64 rows, the two
+/// shapes' LM heads (`matmul_bt` by the tied embedding), then GPT-2 small's projections
+/// for 1024 rows and a wider model's MLP (the last three on GPUs only).
+const TILE_SHAPES: [(KernelFamily, u32, u32, u32); 9] = [
+    (KernelFamily::Tiled, 256, 512, 1536),
+    (KernelFamily::Tiled, 256, 2048, 512),
+    (KernelFamily::Tiled, 64, 768, 2304),
+    (KernelFamily::Tiled, 64, 3072, 768),
+    (KernelFamily::BtTiled, 128, 256, 1024),
+    (KernelFamily::BtTiled, 256, 512, 4096),
+    (KernelFamily::Tiled, 1024, 768, 3072),
+    (KernelFamily::Tiled, 1024, 3072, 768),
+    (KernelFamily::Tiled, 2048, 1024, 4096),
 ];
 
-/// The register tiles and the 64 x 64 staged tile (`shaders/matmul_block_tile64.wgsl`)
-/// on prefill shapes, each alone with GPU timestamps (the fastest of 4 after a warm-up),
-/// with the fastest tile's GFLOP/s and its fraction of the FMA peak.
+/// The tiles the tuner offers this adapter on prefill shapes, each alone with GPU
+/// timestamps (the fastest of 4 after a warm-up), with the fastest tile's GFLOP/s and
+/// its fraction of the FMA peak: on a GPU the register tiles and the 64 x 64 staged
+/// tile (`shaders/matmul_block_tile64.wgsl`), on a CPU adapter the register tiles and,
+/// with subgroups, the shared-read tiles (`shaders/matmul_block_shared.wgsl`) on the
+/// first six shapes (the 1024- and 2048-row ones take seconds a dispatch there).
 fn tile_table(ctx: &GpuContext, roof: &Roofline) {
-    let tiles = [
-        MatmulTile::Rows8,
-        MatmulTile::Rows4,
-        MatmulTile::Rows8Wide,
-        MatmulTile::Rows4Wide,
-        MatmulTile::Tile64,
-    ];
-    let rows = TILE_SHAPES.map(|(m, k, n)| (format!("{m}x{k}x{n}"), (m, k, n)));
+    let cpu = ctx.is_cpu_adapter();
+    let tiles: Vec<MatmulTile> = MatmulTile::ALL
+        .into_iter()
+        .filter(|t| {
+            !t.is_matvec()
+                && (!t.for_gpus_only() || !cpu)
+                && (!t.shares_a() || (cpu && ctx.has_subgroups()))
+        })
+        .collect();
+    let shapes = if cpu {
+        &TILE_SHAPES[..6]
+    } else {
+        &TILE_SHAPES[..]
+    };
+    let rows = shapes.iter().map(|&(family, m, k, n)| {
+        let bt = if family == KernelFamily::BtTiled {
+            " bt"
+        } else {
+            ""
+        };
+        (format!("{m}x{k}x{n}{bt}"), (family, m, k, n))
+    });
     candidates_table(
         ctx,
         "matmul tiles on prefill shapes, f32, GPU timestamps, fastest of 4",
         ("m x k x n", &["GFLOP/s", "/ FMA peak"]),
         (&tiles, MatmulTile::name),
         rows,
-        |&shape| tune::time_tiles(ctx, KernelFamily::Tiled, shape, &tiles, 4),
-        |&(m, k, n), fastest| {
+        |&(family, m, k, n)| {
+            // `matmul_bt` has no 64 x 64 tile: the others only.
+            let runs: Vec<MatmulTile> = tiles
+                .iter()
+                .copied()
+                .filter(|t| family != KernelFamily::BtTiled || t.in_bt() == *t)
+                .collect();
+            tune::time_tiles(ctx, family, (m, k, n), &runs, 4)
+        },
+        |&(_, m, k, n), fastest| {
             let flops = 2.0 * f64::from(m) * f64::from(k) * f64::from(n);
             let gflops = flops / fastest.as_secs_f64() / 1e9;
             vec![

@@ -10,6 +10,7 @@
 // Rows past m and columns past n read the last row / column and are not stored; steps
 // of k past its end (k a multiple of 4, not of 16) read zeros.
 
+const MAX_ROWS: u32 = 8u; // the tiled kernels' accumulators (this tile fills 4)
 const TILE: u32 = 64u; // output rows and columns per workgroup
 const TILE4: u32 = 16u; // vec4 columns per workgroup (and invocations along a row)
 const STEP: u32 = 16u; // k per staged step

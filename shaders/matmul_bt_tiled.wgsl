@@ -21,9 +21,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> b: array<vec4<T>>;
 @group(0) @binding(3) var<storage, read_write> out: array<T>;
 
-override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
+override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS (the block file's)
 override LANES: u32 = 16u; // invocations per workgroup
-const MAX_ROWS: u32 = 8u;
 
 // Each invocation owns ROWS rows and columns 4c..4c+3, reading those four rows of b
 // as vec4s along k.
@@ -35,13 +34,25 @@ fn matmul_bt_tiled(
     let row0 = wid.y * ROWS;
     let col0 = (wid.x * LANES + lid.x) * 4u;
     let acc = bt_block(row0, col0);
+    // The four columns stored one by one (n need not be a multiple of 4), each by
+    // name: no index into the accumulators that the compiler must keep at run time,
+    // which a CPU adapter pays for by keeping them in memory.
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
-            for (var j = 0u; j < 4u; j++) {
-                if col0 + j < params.n {
-                    out[row * params.n + col0 + j] = T(acc[r][j]);
-                }
+            let v = acc[r];
+            let at = row * params.n + col0;
+            if col0 < params.n {
+                out[at] = T(v.x);
+            }
+            if col0 + 1u < params.n {
+                out[at + 1u] = T(v.y);
+            }
+            if col0 + 2u < params.n {
+                out[at + 2u] = T(v.z);
+            }
+            if col0 + 3u < params.n {
+                out[at + 3u] = T(v.w);
             }
         }
     }

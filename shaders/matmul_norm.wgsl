@@ -33,13 +33,11 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> gain: array<vec4<T>>;
 @group(0) @binding(6) var<storage, read_write> beta: array<vec4<T>>;
 
-override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
-override LANES: u32 = 16u; // invocations per workgroup, at most MAX_LANES
-const MAX_ROWS: u32 = 8u;
-const MAX_LANES: u32 = 64u;
+override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS (the block file's)
+override LANES: u32 = 16u; // invocations per workgroup, ROWS * LANES at most 512
 
 // Per (row, lane) partial sums, then per row [mean, inverse deviation].
-var<workgroup> partial: array<f32, 512>; // MAX_ROWS * MAX_LANES
+var<workgroup> partial: array<f32, 512>; // ROWS * LANES (at most 512: 8 x 64, 32 x 16)
 var<workgroup> stats: array<vec2<f32>, MAX_ROWS>;
 
 // GELU, tanh approximation (as unary.wgsl).
@@ -66,15 +64,17 @@ fn row_stats(row0: u32, lane: u32) {
             let v = vec4<f32>(x[base + q]);
             s = s + (v.x + v.y + v.z + v.w);
         }
-        partial[r * MAX_LANES + lane] = s;
+        partial[r * LANES + lane] = s;
     }
     workgroupBarrier();
-    if lane < ROWS {
+    // One lane per row adds its partial sums (a tile taller than its workgroup is
+    // wide takes a lane for several rows).
+    for (var r = lane; r < ROWS; r += LANES) {
         var s = 0.0;
         for (var i = 0u; i < LANES; i++) {
-            s = s + partial[lane * MAX_LANES + i];
+            s = s + partial[r * LANES + i];
         }
-        stats[lane] = vec2(s / cols, 0.0);
+        stats[r] = vec2(s / cols, 0.0);
     }
     workgroupBarrier();
     for (var r = 0u; r < ROWS; r++) {
@@ -85,15 +85,15 @@ fn row_stats(row0: u32, lane: u32) {
             let d = vec4<f32>(x[base + q]) - vec4(mean);
             s = s + dot(d, d);
         }
-        partial[r * MAX_LANES + lane] = s;
+        partial[r * LANES + lane] = s;
     }
     workgroupBarrier();
-    if lane < ROWS {
+    for (var r = lane; r < ROWS; r += LANES) {
         var s = 0.0;
         for (var i = 0u; i < LANES; i++) {
-            s = s + partial[lane * MAX_LANES + i];
+            s = s + partial[r * LANES + i];
         }
-        stats[lane] = vec2(stats[lane].x, inverseSqrt(s / cols + params.eps));
+        stats[r] = vec2(stats[r].x, inverseSqrt(s / cols + params.eps));
     }
     workgroupBarrier();
 }

@@ -1,11 +1,40 @@
 // The product of matmul_norm.wgsl (joined after this file) with the reads of x shared
 // across a subgroup, as matmul_block_shared.wgsl does for matmul_tiled.wgsl (see
-// there): invocation s of a subgroup of S >= ROWS reads row s at each step of k,
-// normalises it (its mean, inverse deviation, gain and beta) and every invocation takes
-// each normalised row from the one that formed it with subgroupShuffle; a narrower
-// subgroup works as matmul_norm_block.wgsl does. Needs the device's subgroup feature;
-// called in uniform control flow. The same values and sums in the same order as
+// there): at each step of k invocation s of a subgroup reads row s of each group of at
+// most GROUP_ROWS rows, normalises it (its mean, inverse deviation, gain and beta) and
+// every invocation takes each normalised row from the one that formed it with
+// subgroupShuffle (two or four groups of 8 for the tall tiles); a narrower subgroup
+// works as matmul_norm_block.wgsl does. Needs the device's subgroup feature; called in
+// uniform control flow. The same values and sums in the same order as
 // matmul_norm_block.wgsl.
+
+const MAX_ROWS: u32 = 32u; // the tallest shared tile (rows32sg)
+const GROUP_ROWS: u32 = 8u; // rows one subgroup read shares
+
+// Row `at` (the index of its first vec4) at step kq normalised with its statistics
+// `st` (mean, inverse deviation), g and t the step's gain and beta.
+fn formed(at: u32, st: vec2<f32>, kq: u32, g: vec4<f32>, t: vec4<f32>) -> vec4<f32> {
+    return (vec4<f32>(x[at + kq]) - vec4(st.x)) * st.y * g + t;
+}
+
+// Adds one step of k to the accumulators of the `count` rows from `first`: `formed`
+// is this invocation's normalised vec4 of row first + lane, and b0..b3 its four rows
+// of w.
+fn add_norm_group(
+    acc: ptr<function, array<vec4<f32>, MAX_ROWS>>,
+    first: u32,
+    count: u32,
+    formed: vec4<f32>,
+    b0: vec4<f32>,
+    b1: vec4<f32>,
+    b2: vec4<f32>,
+    b3: vec4<f32>,
+) {
+    for (var r = 0u; r < count; r++) {
+        let av = subgroupShuffle(formed, r);
+        (*acc)[first + r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, (*acc)[first + r]))));
+    }
+}
 
 // The ROWS x 4 block of layer_norm(x) x w whose first row is row0 and whose vec4 column
 // is col (clamped by the caller), with `stats` filled for the block's rows.
@@ -14,12 +43,19 @@ fn norm_block(row0: u32, col: u32) -> array<vec4<f32>, MAX_ROWS> {
     let n4 = params.n / 4u;
     let lane = subgroupExclusiveAdd(1u); // this invocation's index in its subgroup
     let width = subgroupAdd(1u); // invocations of the subgroup
+    let group = min(ROWS, GROUP_ROWS); // rows of each group (ROWS is 4, 8, 16 or 32)
     var acc: array<vec4<f32>, MAX_ROWS>;
-    if width >= ROWS {
-        let mine = min(lane, ROWS - 1u);
-        let my_row = row_base(row0, mine);
-        let my_mean = stats[mine].x;
-        let my_inv = stats[mine].y;
+    if width >= group {
+        let mine = min(lane, group - 1u);
+        // Each group's row of this invocation and its statistics, read once.
+        let row_0 = row_base(row0, mine);
+        let row_1 = row_base(row0, GROUP_ROWS + mine);
+        let row_2 = row_base(row0, 2u * GROUP_ROWS + mine);
+        let row_3 = row_base(row0, 3u * GROUP_ROWS + mine);
+        let st_0 = stats[mine];
+        let st_1 = stats[GROUP_ROWS + mine];
+        let st_2 = stats[2u * GROUP_ROWS + mine];
+        let st_3 = stats[3u * GROUP_ROWS + mine];
         for (var kq = 0u; kq < k4; kq++) {
             let base = kq * 4u * n4 + col;
             let b0 = vec4<f32>(w[base]);
@@ -28,10 +64,16 @@ fn norm_block(row0: u32, col: u32) -> array<vec4<f32>, MAX_ROWS> {
             let b3 = vec4<f32>(w[base + 3u * n4]);
             let g = vec4<f32>(gain[kq]);
             let t = vec4<f32>(beta[kq]);
-            let formed = (vec4<f32>(x[my_row + kq]) - vec4(my_mean)) * my_inv * g + t;
-            for (var r = 0u; r < ROWS; r++) {
-                let av = subgroupShuffle(formed, r);
-                acc[r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, acc[r]))));
+            add_norm_group(&acc, 0u, group, formed(row_0, st_0, kq, g, t), b0, b1, b2, b3);
+            if ROWS > GROUP_ROWS {
+                let f1 = formed(row_1, st_1, kq, g, t);
+                add_norm_group(&acc, GROUP_ROWS, GROUP_ROWS, f1, b0, b1, b2, b3);
+            }
+            if ROWS > 2u * GROUP_ROWS {
+                let f2 = formed(row_2, st_2, kq, g, t);
+                add_norm_group(&acc, 2u * GROUP_ROWS, GROUP_ROWS, f2, b0, b1, b2, b3);
+                let f3 = formed(row_3, st_3, kq, g, t);
+                add_norm_group(&acc, 3u * GROUP_ROWS, GROUP_ROWS, f3, b0, b1, b2, b3);
             }
         }
         return acc;

@@ -36,9 +36,8 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> res: array<vec4<T>>;
 @group(0) @binding(5) var<storage, read_write> bias5: array<vec4<T>>;
 
-override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS
+override ROWS: u32 = 8u; // rows of `out` per invocation, at most MAX_ROWS (the block file's)
 override LANES: u32 = 16u; // invocations per workgroup
-const MAX_ROWS: u32 = 8u;
 
 // GELU, tanh approximation (as unary.wgsl).
 fn gelu(x: vec4<f32>) -> vec4<f32> {

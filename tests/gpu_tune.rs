@@ -404,6 +404,8 @@ fn the_shared_read_tiles_give_the_plain_tiles_results_bit_for_bit() {
             for (plain, shared) in [
                 (MatmulTile::Rows8, MatmulTile::Rows8Shared),
                 (MatmulTile::Rows4, MatmulTile::Rows4Shared),
+                (MatmulTile::Rows8, MatmulTile::Rows16Shared),
+                (MatmulTile::Rows8, MatmulTile::Rows32Shared),
             ] {
                 let label = format!("{op} {m}x{k}x{n}");
                 let outs = [plain, shared].map(|t| forced_output(&ctx, &g, &values, &label, t));

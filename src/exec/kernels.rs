@@ -422,11 +422,21 @@ pub enum MatmulTile {
     Rows8Shared,
     /// [`MatmulTile::Rows4`] with the reads of A shared across a subgroup.
     Rows4Shared,
+    /// 16 rows x 4 columns per invocation, 16 invocations, the reads of A shared across
+    /// a subgroup in two groups of 8 rows: each read of B feeds twice the multiply-adds
+    /// of [`MatmulTile::Rows8Shared`]. For CPU adapters with subgroups, like it.
+    Rows16Shared,
+    /// 32 rows x 4 columns per invocation, 16 invocations, the reads of A shared in four
+    /// groups of 8 rows: each read of B feeds 32 rows. Measured on lavapipe (256-bit
+    /// llvmpipe, `examples/kernel_lab.rs`), 1.6-2.3x faster than
+    /// [`MatmulTile::Rows8Shared`] at the decoder's shapes: there a storage read costs a
+    /// load per invocation, and the 128 accumulators a lane spills cost less.
+    Rows32Shared,
 }
 
 impl MatmulTile {
     /// Every tile, in the order the tuner times them.
-    pub const ALL: [MatmulTile; 11] = [
+    pub const ALL: [MatmulTile; 13] = [
         MatmulTile::Rows8,
         MatmulTile::Rows4,
         MatmulTile::Rows1,
@@ -438,12 +448,16 @@ impl MatmulTile {
         MatmulTile::Rows1Split64,
         MatmulTile::Rows1Split256,
         MatmulTile::Tile64,
+        MatmulTile::Rows16Shared,
+        MatmulTile::Rows32Shared,
     ];
 
     /// Output rows per invocation (and per workgroup, but for [`MatmulTile::Tile64`]:
     /// [`MatmulTile::workgroup_rows`]).
     pub fn rows(self) -> u32 {
         match self {
+            MatmulTile::Rows32Shared => 32,
+            MatmulTile::Rows16Shared => 16,
             MatmulTile::Rows8 | MatmulTile::Rows8Wide | MatmulTile::Rows8Shared => 8,
             MatmulTile::Rows4
             | MatmulTile::Rows4Wide
@@ -520,9 +534,16 @@ impl MatmulTile {
     }
 
     /// Whether the tile shares its reads of A across a subgroup
-    /// ([`MatmulTile::Rows8Shared`], [`MatmulTile::Rows4Shared`]).
+    /// ([`MatmulTile::Rows8Shared`], [`MatmulTile::Rows4Shared`],
+    /// [`MatmulTile::Rows16Shared`], [`MatmulTile::Rows32Shared`]).
     pub fn shares_a(self) -> bool {
-        matches!(self, MatmulTile::Rows8Shared | MatmulTile::Rows4Shared)
+        matches!(
+            self,
+            MatmulTile::Rows8Shared
+                | MatmulTile::Rows4Shared
+                | MatmulTile::Rows16Shared
+                | MatmulTile::Rows32Shared
+        )
     }
 
     /// Slices of `k` per workgroup of the matrix-vector kernels (1 unsplit; always a
@@ -546,7 +567,9 @@ impl MatmulTile {
             | MatmulTile::Rows1
             | MatmulTile::Rows1Split
             | MatmulTile::Rows8Shared
-            | MatmulTile::Rows4Shared => 16,
+            | MatmulTile::Rows4Shared
+            | MatmulTile::Rows16Shared
+            | MatmulTile::Rows32Shared => 16,
             MatmulTile::Rows8Wide | MatmulTile::Rows4Wide => 64,
             MatmulTile::Rows1Split64 => 4,
             MatmulTile::Rows1Split256 => 1,
@@ -588,7 +611,8 @@ impl MatmulTile {
     }
 
     /// The tile's name in the tuning cache (`rows8`, `rows4`, `rows1`, `rows8w64`,
-    /// `rows4w64`, `rows1k16`, `rows8sg`, `rows4sg`, `rows1k64`, `rows1k256`, `tile64`).
+    /// `rows4w64`, `rows1k16`, `rows8sg`, `rows4sg`, `rows1k64`, `rows1k256`, `tile64`,
+    /// `rows16sg`, `rows32sg`).
     pub fn name(self) -> &'static str {
         match self {
             MatmulTile::Rows8 => "rows8",
@@ -602,6 +626,8 @@ impl MatmulTile {
             MatmulTile::Tile64 => "tile64",
             MatmulTile::Rows8Shared => "rows8sg",
             MatmulTile::Rows4Shared => "rows4sg",
+            MatmulTile::Rows16Shared => "rows16sg",
+            MatmulTile::Rows32Shared => "rows32sg",
         }
     }
 
@@ -860,7 +886,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 116] = [
+    pub const ALL: [Kernel; 132] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -971,6 +997,22 @@ impl Kernel {
         Kernel::MatmulBtTiled(MatmulTile::Rows4Shared),
         Kernel::MatmulNormBias(MatmulTile::Rows8Shared),
         Kernel::MatmulNormBias(MatmulTile::Rows4Shared),
+        Kernel::MatmulTiled(MatmulTile::Rows16Shared),
+        Kernel::MatmulTiled(MatmulTile::Rows32Shared),
+        Kernel::MatmulTiledAcc(MatmulTile::Rows16Shared),
+        Kernel::MatmulTiledAcc(MatmulTile::Rows32Shared),
+        Kernel::MatmulTiledAccTo(MatmulTile::Rows16Shared),
+        Kernel::MatmulTiledAccTo(MatmulTile::Rows32Shared),
+        Kernel::MatmulTiledBias(MatmulTile::Rows16Shared),
+        Kernel::MatmulTiledBias(MatmulTile::Rows32Shared),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows16Shared),
+        Kernel::MatmulTiledAccBias(MatmulTile::Rows32Shared),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows16Shared),
+        Kernel::MatmulTiledAccToBias(MatmulTile::Rows32Shared),
+        Kernel::MatmulBtTiled(MatmulTile::Rows16Shared),
+        Kernel::MatmulBtTiled(MatmulTile::Rows32Shared),
+        Kernel::MatmulNormBias(MatmulTile::Rows16Shared),
+        Kernel::MatmulNormBias(MatmulTile::Rows32Shared),
         Kernel::MatmulTiled(MatmulTile::Tile64),
         Kernel::MatmulTiledAcc(MatmulTile::Tile64),
         Kernel::MatmulTiledAccTo(MatmulTile::Tile64),

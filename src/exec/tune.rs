@@ -74,7 +74,7 @@ pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
 /// more than this fraction (5%).
 pub(crate) const RULE_MARGIN: f64 = 0.05;
 /// The cache file's format version; a file of another version is ignored.
-pub(crate) const CACHE_VERSION: u32 = 3;
+pub(crate) const CACHE_VERSION: u32 = 4;
 
 /// Why the cache could not be read or written. Never fatal: the tuner warns and goes
 /// on with what it has in memory.
