@@ -206,7 +206,12 @@ fn tuning_off_takes_the_rule_and_touches_no_cache() {
     let exec = Executor::new(&ctx);
     for (m, k, n) in [(1, 64, 64), (512, 64, 512)] {
         let (g, values) = graph("matmul", m, k, n);
-        let rule = MatmulTile::choose(m as u32, n as u32);
+        // The plain rule, or the shared one where the shared tiles run.
+        let rule = if shares_a_offered(&ctx) {
+            MatmulTile::choose_shared(m as u32)
+        } else {
+            MatmulTile::choose(m as u32, n as u32)
+        };
         assert_eq!(exec.matmul_tile(&g, 0).expect("resolves"), Some(rule));
         let (gpu, cpu) = run_both(&ctx, &g, &values);
         assert_close("rule matmul", &gpu, &cpu, 1e-4);

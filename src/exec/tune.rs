@@ -314,13 +314,16 @@ impl TunedShape {
             }
     }
 
-    /// The rule's choice: [`MatmulTile::choose`], or attention's and a layer norm's
-    /// form by adapter type ([`AttentionForm::rule`], [`NormForm::rule`]; `cpu_adapter`:
-    /// the device is a CPU adapter).
-    pub fn rule(self, cpu_adapter: bool) -> Variant {
+    /// The rule's choice: [`MatmulTile::choose`] ([`MatmulTile::choose_shared`] on a
+    /// CPU adapter with subgroups, where the shared-read tiles run), or attention's and
+    /// a layer norm's form by adapter type ([`AttentionForm::rule`], [`NormForm::rule`]).
+    /// `cpu_adapter`: the device is a CPU adapter; `subgroups`: it runs subgroup
+    /// operations.
+    pub fn rule(self, cpu_adapter: bool, subgroups: bool) -> Variant {
         match self.family {
             KernelFamily::Attention => Variant::Attention(AttentionForm::rule(cpu_adapter)),
             KernelFamily::LayerNorm => Variant::Norm(NormForm::rule(cpu_adapter, self.m, self.k)),
+            _ if cpu_adapter && subgroups => Variant::Tile(MatmulTile::choose_shared(self.m)),
             _ => Variant::Tile(MatmulTile::choose(self.m, self.n)),
         }
     }
@@ -842,7 +845,7 @@ impl Tuner {
 
     fn variant(&mut self, ctx: &GpuContext, shape: TunedShape) -> Variant {
         let class = shape.class();
-        let rule = shape.rule(ctx.is_cpu_adapter());
+        let rule = shape.rule(ctx.is_cpu_adapter(), ctx.has_subgroups());
         if let Some(&variant) = self.chosen.get(&class) {
             // A choice for the class this shape cannot run (made on another of its
             // shapes): the rule, for this call only.
@@ -1358,11 +1361,11 @@ mod tests {
         );
         // By adapter type: a block of queries per invocation on a CPU adapter.
         assert_eq!(
-            shape.rule(false),
+            shape.rule(false, false),
             Variant::Attention(AttentionForm::PerQuery)
         );
         assert_eq!(
-            shape.rule(true),
+            shape.rule(true, true),
             Variant::Attention(AttentionForm::QueryBlocks)
         );
         // A 128-wide head (class 128) does not take the key tiles; a 48-wide one
@@ -1384,6 +1387,26 @@ mod tests {
             }
         ));
         assert_eq!(sizes, [3 * 100 * 768, 100 * 768]);
+    }
+
+    #[test]
+    fn a_tiled_matmul_s_rule_shares_a_s_reads_on_a_cpu_adapter_with_subgroups() {
+        let call = OpCall::Matmul {
+            m: 128,
+            k: 256,
+            n: 768,
+            transposed_b: true,
+        };
+        let shape = TunedShape::of(&call, StorageType::F32).expect("tuned");
+        let plain = Variant::Tile(MatmulTile::choose(128, 768));
+        assert_eq!(
+            shape.rule(true, true),
+            Variant::Tile(MatmulTile::Rows32Shared)
+        );
+        // Without subgroups, or on a GPU, the plain rule.
+        assert_eq!(shape.rule(true, false), plain);
+        assert_eq!(shape.rule(false, true), plain);
+        assert_eq!(shape.rule(false, false), plain);
     }
 
     #[test]
@@ -1424,11 +1447,11 @@ mod tests {
         );
         let rows = Variant::Norm(NormForm::InvocationPerRow);
         let workgroup = Variant::Norm(NormForm::WorkgroupPerRow);
-        assert_eq!(shape.rule(true), rows);
-        assert_eq!(shape.rule(false), workgroup);
+        assert_eq!(shape.rule(true, true), rows);
+        assert_eq!(shape.rule(false, false), workgroup);
         // Too few rows to fill the row-per-invocation workgroups: a workgroup per row.
         let few = TunedShape::of(&norm(8), StorageType::F32).expect("tuned");
-        assert_eq!(few.rule(true), workgroup);
+        assert_eq!(few.rule(true, false), workgroup);
         assert!(!rows.pick().norm_rows.eq(&workgroup.pick().norm_rows));
         assert!(rows.is_for(KernelFamily::LayerNorm) && !rows.is_for(KernelFamily::Tiled));
         let (_, sizes) = shape.call();
