@@ -428,7 +428,7 @@ pub enum MatmulTile {
     Rows16Shared,
     /// 32 rows x 4 columns per invocation, 16 invocations, the reads of A shared in four
     /// groups of 8 rows: each read of B feeds 32 rows. Measured on lavapipe (256-bit
-    /// llvmpipe, `examples/kernel_lab.rs`), 1.6-2.3x faster than
+    /// llvmpipe, `examples/kernel_lab.rs`), 1.3-2.3x faster than
     /// [`MatmulTile::Rows8Shared`] at the decoder's shapes: there a storage read costs a
     /// load per invocation, and the 128 accumulators a lane spills cost less.
     Rows32Shared,
@@ -617,7 +617,7 @@ impl MatmulTile {
     /// [`MatmulTile::Rows1`] for one row as [`MatmulTile::choose`]. Measured on
     /// lavapipe (`WGALLOC_BENCH_TILES=1 cargo bench --bench forward`), the 32-row tile
     /// was the fastest or within noise of it at every prefill shape of 64 to 256 rows,
-    /// and 1.3-2.3x faster than the plain rule's [`MatmulTile::Rows8`]: a device that
+    /// and 1.9-3.9x faster than the plain rule's [`MatmulTile::Rows8`]: a device that
     /// does not tune (tuning off, no timestamps, or the tuning budget spent) still gets
     /// it.
     pub fn choose_shared(m: u32) -> MatmulTile {
