@@ -14,26 +14,7 @@
 // workgroup calls it before any returns. Same sums in the same order as
 // matmul_block.wgsl.
 
-const MAX_ROWS: u32 = 32u; // the tallest shared tile (rows32sg)
-const GROUP_ROWS: u32 = 8u; // rows one subgroup read shares
-
-// Adds one step of k to the accumulators of the `count` rows from `first`: `read` is
-// this invocation's vec4 of row first + lane, and b0..b3 its four rows of B.
-fn add_group(
-    acc: ptr<function, array<vec4<f32>, MAX_ROWS>>,
-    first: u32,
-    count: u32,
-    read: vec4<f32>,
-    b0: vec4<f32>,
-    b1: vec4<f32>,
-    b2: vec4<f32>,
-    b3: vec4<f32>,
-) {
-    for (var r = 0u; r < count; r++) {
-        let av = subgroupShuffle(read, r);
-        (*acc)[first + r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, (*acc)[first + r]))));
-    }
-}
+// MAX_ROWS, GROUP_ROWS and add_group: matmul_shared_groups.wgsl, joined in front.
 
 // The ROWS x 4 block of a x b whose first row is row0 and whose vec4 column is c4
 // (rows past m and columns past n read the last row / column and are not stored).

@@ -7,8 +7,7 @@
 // feature; called in uniform control flow. Same sums in the same order as
 // matmul_bt_block.wgsl.
 
-const MAX_ROWS: u32 = 32u; // the tallest shared tile (rows32sg)
-const GROUP_ROWS: u32 = 8u; // rows one subgroup read shares
+// MAX_ROWS and GROUP_ROWS: matmul_shared_groups.wgsl, joined in front.
 
 // Adds one step of k to the accumulators of the `count` rows from `first`: `read` is
 // this invocation's vec4 of row first + lane, and b0..b3 the step's vec4s of the four

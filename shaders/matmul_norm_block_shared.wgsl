@@ -8,32 +8,12 @@
 // uniform control flow. The same values and sums in the same order as
 // matmul_norm_block.wgsl.
 
-const MAX_ROWS: u32 = 32u; // the tallest shared tile (rows32sg)
-const GROUP_ROWS: u32 = 8u; // rows one subgroup read shares
+// MAX_ROWS, GROUP_ROWS and add_group: matmul_shared_groups.wgsl, joined in front.
 
 // Row `at` (the index of its first vec4) at step kq normalised with its statistics
 // `st` (mean, inverse deviation), g and t the step's gain and beta.
 fn formed(at: u32, st: vec2<f32>, kq: u32, g: vec4<f32>, t: vec4<f32>) -> vec4<f32> {
     return (vec4<f32>(x[at + kq]) - vec4(st.x)) * st.y * g + t;
-}
-
-// Adds one step of k to the accumulators of the `count` rows from `first`: `formed`
-// is this invocation's normalised vec4 of row first + lane, and b0..b3 its four rows
-// of w.
-fn add_norm_group(
-    acc: ptr<function, array<vec4<f32>, MAX_ROWS>>,
-    first: u32,
-    count: u32,
-    formed: vec4<f32>,
-    b0: vec4<f32>,
-    b1: vec4<f32>,
-    b2: vec4<f32>,
-    b3: vec4<f32>,
-) {
-    for (var r = 0u; r < count; r++) {
-        let av = subgroupShuffle(formed, r);
-        (*acc)[first + r] = fma(vec4(av.x), b0, fma(vec4(av.y), b1, fma(vec4(av.z), b2, fma(vec4(av.w), b3, (*acc)[first + r]))));
-    }
 }
 
 // The ROWS x 4 block of layer_norm(x) x w whose first row is row0 and whose vec4 column
@@ -64,16 +44,16 @@ fn norm_block(row0: u32, col: u32) -> array<vec4<f32>, MAX_ROWS> {
             let b3 = vec4<f32>(w[base + 3u * n4]);
             let g = vec4<f32>(gain[kq]);
             let t = vec4<f32>(beta[kq]);
-            add_norm_group(&acc, 0u, group, formed(row_0, st_0, kq, g, t), b0, b1, b2, b3);
+            add_group(&acc, 0u, group, formed(row_0, st_0, kq, g, t), b0, b1, b2, b3);
             if ROWS > GROUP_ROWS {
                 let f1 = formed(row_1, st_1, kq, g, t);
-                add_norm_group(&acc, GROUP_ROWS, GROUP_ROWS, f1, b0, b1, b2, b3);
+                add_group(&acc, GROUP_ROWS, GROUP_ROWS, f1, b0, b1, b2, b3);
             }
             if ROWS > 2u * GROUP_ROWS {
                 let f2 = formed(row_2, st_2, kq, g, t);
-                add_norm_group(&acc, 2u * GROUP_ROWS, GROUP_ROWS, f2, b0, b1, b2, b3);
+                add_group(&acc, 2u * GROUP_ROWS, GROUP_ROWS, f2, b0, b1, b2, b3);
                 let f3 = formed(row_3, st_3, kq, g, t);
-                add_norm_group(&acc, 3u * GROUP_ROWS, GROUP_ROWS, f3, b0, b1, b2, b3);
+                add_group(&acc, 3u * GROUP_ROWS, GROUP_ROWS, f3, b0, b1, b2, b3);
             }
         }
         return acc;

@@ -35,8 +35,9 @@ pub enum Shader {
     /// `shaders/matmul_tiled.wgsl` (register-tiled matmul with fused epilogues), after
     /// `shaders/matmul_block.wgsl`.
     MatmulTiled,
-    /// `shaders/matmul_tiled.wgsl` after `shaders/matmul_block_shared.wgsl`: the reads
-    /// of A shared across a subgroup (needs the device's subgroup feature).
+    /// `shaders/matmul_tiled.wgsl` after `shaders/matmul_block_shared.wgsl` (and
+    /// `shaders/matmul_shared_groups.wgsl`, which the three shared-read forms share):
+    /// the reads of A shared across a subgroup (needs the device's subgroup feature).
     MatmulTiledShared,
     /// `shaders/matmul_bt_tiled.wgsl` (register-tiled matmul by a transposed B), after
     /// `shaders/matmul_bt_block.wgsl`.
@@ -180,17 +181,17 @@ impl Shader {
             Compact => "compact.wgsl", true;
             MatmulPacked => "matmul_packed.wgsl", true;
             MatmulTiled => "matmul_block.wgsl" + "matmul_block_plain.wgsl" + "matmul_tiled.wgsl", true;
-            MatmulTiledShared => "matmul_block.wgsl" + "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
+            MatmulTiledShared => "matmul_block.wgsl" + "matmul_shared_groups.wgsl" + "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
             MatmulTiled64 => "matmul_block_tile64.wgsl" + "matmul_tiled.wgsl", true;
             MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_block_plain.wgsl" + "matmul_bt_tiled.wgsl", true;
-            MatmulBtTiledShared => "matmul_bt_block.wgsl" + "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
+            MatmulBtTiledShared => "matmul_bt_block.wgsl" + "matmul_shared_groups.wgsl" + "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
             Attention => "attention_io.wgsl" + "attention.wgsl", true;
             AttentionTiled => "attention_io.wgsl" + "attention_tiled.wgsl", true;
             AttentionBlocks => "attention_io.wgsl" + "attention_blocks.wgsl", true;
             KvSelf => "kv_self.wgsl", true;
             KvAttend => "kv_pages.wgsl" + "kv_attend.wgsl", true;
             MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm_block_plain.wgsl" + "matmul_norm.wgsl", true;
-            MatmulNormShared => "matmul_norm_block.wgsl" + "matmul_norm_block_shared.wgsl" + "matmul_norm.wgsl", true;
+            MatmulNormShared => "matmul_norm_block.wgsl" + "matmul_shared_groups.wgsl" + "matmul_norm_block_shared.wgsl" + "matmul_norm.wgsl", true;
             KvSelfAttend => "kv_pages.wgsl" + "kv_self_attend.wgsl", true;
             Matvec => "matvec.wgsl", true;
         }
