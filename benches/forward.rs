@@ -333,27 +333,27 @@ const TILE_SHAPES: [(KernelFamily, u32, u32, u32); 9] = [
     (KernelFamily::Tiled, 2048, 1024, 4096),
 ];
 
-/// The tiles the tuner offers this adapter on prefill shapes, each alone with GPU
-/// timestamps (the fastest of 4 after a warm-up), with the fastest tile's GFLOP/s and
-/// its fraction of the FMA peak: on a GPU the register tiles and the 64 x 64 staged
-/// tile (`shaders/matmul_block_tile64.wgsl`), on a CPU adapter the register tiles and,
-/// with subgroups, the shared-read tiles (`shaders/matmul_block_shared.wgsl`) on the
-/// first six shapes (the 1024- and 2048-row ones take seconds a dispatch there).
+/// The tiles the tuner offers this adapter on prefill shapes (`tune::offered_tiles`),
+/// each alone with GPU timestamps (the fastest of 4 after a warm-up), with the fastest
+/// tile's GFLOP/s and its fraction of the FMA peak: on a GPU the register tiles and the
+/// 64 x 64 staged tile (`shaders/matmul_block_tile64.wgsl`), on a CPU adapter the
+/// register tiles and, with subgroups, the shared-read tiles
+/// (`shaders/matmul_block_shared.wgsl`), there on the first six shapes (the 1024- and
+/// 2048-row ones take seconds a dispatch on a CPU).
 fn tile_table(ctx: &GpuContext, roof: &Roofline) {
-    let cpu = ctx.is_cpu_adapter();
-    let tiles: Vec<MatmulTile> = MatmulTile::ALL
-        .into_iter()
-        .filter(|t| {
-            !t.is_matvec()
-                && (!t.for_gpus_only() || !cpu)
-                && (!t.shares_a() || (cpu && ctx.has_subgroups()))
-        })
-        .collect();
-    let shapes = if cpu {
+    let shapes = if ctx.is_cpu_adapter() {
         &TILE_SHAPES[..6]
     } else {
         &TILE_SHAPES[..]
     };
+    // A column for every tile the tuner offers at one of the shapes.
+    let offered = |&(family, m, k, n): &(KernelFamily, u32, u32, u32)| {
+        tune::offered_tiles(ctx, family, (m, k, n))
+    };
+    let tiles: Vec<MatmulTile> = MatmulTile::ALL
+        .into_iter()
+        .filter(|t| shapes.iter().any(|s| offered(s).contains(t)))
+        .collect();
     let rows = shapes.iter().map(|&(family, m, k, n)| {
         let bt = if family == KernelFamily::BtTiled {
             " bt"
@@ -368,14 +368,9 @@ fn tile_table(ctx: &GpuContext, roof: &Roofline) {
         ("m x k x n", &["GFLOP/s", "/ FMA peak"]),
         (&tiles, MatmulTile::name),
         rows,
-        |&(family, m, k, n)| {
-            // `matmul_bt` has no 64 x 64 tile: the others only.
-            let runs: Vec<MatmulTile> = tiles
-                .iter()
-                .copied()
-                .filter(|t| family != KernelFamily::BtTiled || t.in_bt() == *t)
-                .collect();
-            tune::time_tiles(ctx, family, (m, k, n), &runs, 4)
+        |shape| {
+            let &(family, m, k, n) = shape;
+            tune::time_tiles(ctx, family, (m, k, n), &offered(shape), 4)
         },
         |&(_, m, k, n), fastest| {
             let flops = 2.0 * f64::from(m) * f64::from(k) * f64::from(n);

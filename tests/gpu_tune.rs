@@ -197,6 +197,23 @@ fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
 }
 
 #[test]
+fn the_offered_tiles_are_those_the_device_and_family_run() {
+    let Some(ctx) = own_device() else { return };
+    let shared = shares_a_offered(&ctx);
+    let tiled = tune::offered_tiles(&ctx, KernelFamily::Tiled, (256, 512, 1536));
+    let bt = tune::offered_tiles(&ctx, KernelFamily::BtTiled, (256, 512, 4096));
+    for tiles in [&tiled, &bt] {
+        assert!(!tiles.is_empty() && tiles.len() <= 8, "{tiles:?}");
+        assert!(tiles.iter().all(|t| !t.is_matvec()), "{tiles:?}");
+        assert!(shared || tiles.iter().all(|t| !t.shares_a()), "{tiles:?}");
+        assert_eq!(tiles.contains(&MatmulTile::Rows32Shared), shared);
+    }
+    // `matmul_bt` has no 64 x 64 tile; `matmul` has it on GPUs only.
+    assert!(!bt.contains(&MatmulTile::Tile64));
+    assert_eq!(tiled.contains(&MatmulTile::Tile64), !ctx.is_cpu_adapter());
+}
+
+#[test]
 fn tuning_off_takes_the_rule_and_touches_no_cache() {
     let Some(ctx) = own_device() else { return };
     let path = cache_path("off");

@@ -812,10 +812,7 @@ impl Tuner {
         });
     }
 
-    /// The candidates for `shape` that the settings name, the shape takes
-    /// ([`TunedShape::takes`]) and the device can run ([`runs_on`]). Of several, a CPU
-    /// adapter is not offered the tiles meant for GPUs ([`MatmulTile::for_gpus_only`]);
-    /// one named alone is forced, and runs wherever the device can run it.
+    /// The candidates for `shape` that the settings name, as [`offered`] filters them.
     fn candidates(&self, ctx: &GpuContext, shape: TunedShape) -> Vec<Variant> {
         let s = &self.settings;
         let named: Vec<Variant> = match shape.family {
@@ -828,19 +825,7 @@ impl Tuner {
                 .collect(),
             _ => s.candidates.iter().copied().map(Variant::Tile).collect(),
         };
-        let runnable: Vec<Variant> = named
-            .into_iter()
-            .filter(|&v| shape.takes(v) && runs_on(ctx, shape.family, v))
-            .collect();
-        let cpu_adapter = ctx.is_cpu_adapter();
-        let forced = runnable.len() == 1;
-        runnable
-            .into_iter()
-            .filter(|v| {
-                forced || !(cpu_adapter && matches!(v, Variant::Tile(t) if t.for_gpus_only()))
-            })
-            .take(MAX_CANDIDATES)
-            .collect()
+        offered(ctx, shape, named)
     }
 
     fn variant(&mut self, ctx: &GpuContext, shape: TunedShape) -> Variant {
@@ -920,6 +905,42 @@ impl Tuner {
         self.record(shape, chosen, Source::Tuned, times);
         chosen
     }
+}
+
+/// Of `named`, the candidates the tuner offers for `shape` on `ctx`'s device, in order:
+/// those the shape takes ([`TunedShape::takes`]) and the device can run ([`runs_on`]);
+/// of several, a CPU adapter is not offered the tiles meant for GPUs
+/// ([`MatmulTile::for_gpus_only`]); one named alone is forced, and runs wherever the
+/// device can run it. At most [`MAX_CANDIDATES`].
+fn offered(ctx: &GpuContext, shape: TunedShape, named: Vec<Variant>) -> Vec<Variant> {
+    let runnable: Vec<Variant> = named
+        .into_iter()
+        .filter(|&v| shape.takes(v) && runs_on(ctx, shape.family, v))
+        .collect();
+    let cpu_adapter = ctx.is_cpu_adapter();
+    let forced = runnable.len() == 1;
+    runnable
+        .into_iter()
+        .filter(|v| forced || !(cpu_adapter && matches!(v, Variant::Tile(t) if t.for_gpus_only())))
+        .take(MAX_CANDIDATES)
+        .collect()
+}
+
+/// The tiles the tuner offers a matmul of `family` and shape `m x k x n` on `ctx`'s
+/// device with the default settings (every tile), in the order it times them: those
+/// the shape and the device take, without the GPU-only tiles on a CPU adapter, at most
+/// 8 (the tuner's bound). Benchmarks use it to time what the tuner would.
+pub fn offered_tiles(
+    ctx: &GpuContext,
+    family: KernelFamily,
+    (m, k, n): (u32, u32, u32),
+) -> Vec<MatmulTile> {
+    let shape = f32_shape(family, (m, k, n));
+    let every = MatmulTile::ALL.into_iter().map(Variant::Tile).collect();
+    offered(ctx, shape, every)
+        .into_iter()
+        .filter_map(Variant::tile)
+        .collect()
 }
 
 /// Whether `ctx`'s device can run `variant` for `family`: a tile whose workgroup its
