@@ -2,7 +2,10 @@
 //! adapter wgpu finds, with a roofline: the adapter's own FMA and copy-bandwidth peaks
 //! (`tests/shaders/roofline.wgsl`), and every distinct kernel of the model run alone
 //! with its GFLOP/s, GB/s and fraction of the roofline (min(peak, intensity x
-//! bandwidth)).
+//! bandwidth)): `roofline` against the peaks measured at the start, `beside` each run
+//! against the higher of two short FMA-peak probes dispatched just before and just
+//! after it (the median over the runs), since a shared machine's speed drifts within a
+//! run.
 //!
 //! Times are medians of N warm runs: wall from submit to the device finishing
 //! (`RunReport::wait_time`), and GPU timestamps where the adapter has them (lavapipe
@@ -59,6 +62,11 @@ fn median(mut values: Vec<Duration>) -> Duration {
     values.get(values.len() / 2).copied().unwrap_or_default()
 }
 
+fn median_f64(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or_default()
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -79,106 +87,170 @@ impl Roofline {
     }
 }
 
-/// Times `dispatch` of `entry` in `tests/shaders/roofline.wgsl`: median of `reps`
-/// submits, each of `count` dispatches.
-fn time_roofline_kernel(
-    ctx: &GpuContext,
-    entry: &str,
-    params: [u32; 4],
+/// One kernel of `tests/shaders/roofline.wgsl`, built once and dispatched on demand.
+struct RooflineKernel<'a> {
+    ctx: &'a GpuContext,
+    pipeline: wgpu::ComputePipeline,
+    group: wgpu::BindGroup,
     grid: [u32; 2],
-    buffer_bytes: u64,
-    reps: usize,
-) -> Duration {
-    let device = &ctx.device;
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("roofline"),
-        source: wgpu::ShaderSource::Wgsl(include_str!("../tests/shaders/roofline.wgsl").into()),
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some(entry),
-        layout: None,
-        module: &module,
-        entry_point: Some(entry),
-        compilation_options: wgpu::PipelineCompilationOptions::default(),
-        cache: None,
-    });
-    let buffer = |size: u64, usage| {
-        device.create_buffer(&wgpu::BufferDescriptor {
+    // Bound by `group`; kept alive with it.
+    _buffers: [wgpu::Buffer; 3],
+}
+
+impl<'a> RooflineKernel<'a> {
+    /// `entry` with its parameters, over two storage buffers of `buffer_bytes`.
+    fn new(
+        ctx: &'a GpuContext,
+        entry: &str,
+        params: [u32; 4],
+        grid: [u32; 2],
+        buffer_bytes: u64,
+    ) -> Self {
+        let device = &ctx.device;
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("roofline"),
+            source: wgpu::ShaderSource::Wgsl(include_str!("../tests/shaders/roofline.wgsl").into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: None,
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        });
+        let buffer = |size: u64, usage| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let storage = wgpu::BufferUsages::STORAGE;
+        let (src, dst) = (buffer(buffer_bytes, storage), buffer(buffer_bytes, storage));
+        let uniform = buffer(
+            32,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        );
+        let mut block = [0u8; 32];
+        for (i, v) in params.iter().enumerate() {
+            block[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        block[16..20].copy_from_slice(&0.5f32.to_le_bytes());
+        ctx.queue.write_buffer(&uniform, 0, &block);
+        let layout = pipeline.get_bind_group_layout(0);
+        let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: None,
-            size,
-            usage,
-            mapped_at_creation: false,
-        })
-    };
-    let storage = wgpu::BufferUsages::STORAGE;
-    let (src, dst) = (buffer(buffer_bytes, storage), buffer(buffer_bytes, storage));
-    let uniform = buffer(
-        32,
-        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-    );
-    let mut block = [0u8; 32];
-    for (i, v) in params.iter().enumerate() {
-        block[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            layout: &layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: uniform.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: src.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: dst.as_entire_binding(),
+                },
+            ],
+        });
+        let kernel = Self {
+            ctx,
+            pipeline,
+            group,
+            grid,
+            _buffers: [src, dst, uniform],
+        };
+        kernel.time_once(); // warm-up
+        kernel
     }
-    block[16..20].copy_from_slice(&0.5f32.to_le_bytes());
-    ctx.queue.write_buffer(&uniform, 0, &block);
-    let layout = pipeline.get_bind_group_layout(0);
-    let group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: None,
-        layout: &layout,
-        entries: &[
-            wgpu::BindGroupEntry {
-                binding: 0,
-                resource: uniform.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 1,
-                resource: src.as_entire_binding(),
-            },
-            wgpu::BindGroupEntry {
-                binding: 2,
-                resource: dst.as_entire_binding(),
-            },
-        ],
-    });
-    let run = || {
-        let mut encoder = device.create_command_encoder(&Default::default());
+
+    /// Wall time of one submit of one dispatch, submit to done.
+    fn time_once(&self) -> Duration {
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&pipeline);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(grid[0], grid[1], 1);
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, &self.group, &[]);
+            pass.dispatch_workgroups(self.grid[0], self.grid[1], 1);
         }
         let started = Instant::now();
-        ctx.queue.submit([encoder.finish()]);
-        let _ = device.poll(wgpu::PollType::wait_indefinitely());
+        self.ctx.queue.submit([encoder.finish()]);
+        let _ = self.ctx.device.poll(wgpu::PollType::wait_indefinitely());
         started.elapsed()
-    };
-    run();
-    median((0..reps).map(|_| run()).collect())
+    }
+
+    /// Median of `reps` timed dispatches.
+    fn time(&self, reps: usize) -> Duration {
+        median((0..reps).map(|_| self.time_once()).collect())
+    }
+}
+
+/// Workgroups of the FMA-peak kernel; each invocation does 64 flops per iteration.
+const PEAK_GROUPS: u32 = 512;
+
+/// Flops of one FMA-peak dispatch of `iters` iterations.
+fn peak_flops(iters: u32) -> f64 {
+    f64::from(PEAK_GROUPS) * 64.0 * f64::from(iters) * 64.0
+}
+
+/// A short FMA-peak dispatch timed beside each run of the forward table's kernels.
+/// The machine's speed drifts: on the shared 2-core build machine the same 20 ms
+/// probe, dispatched back to back, measured 14.6 to 44.1 GFLOP/s, so a kernel's
+/// fraction of the peak is also taken against the peak measured next to it.
+struct PeakProbe<'a> {
+    kernel: RooflineKernel<'a>,
+    flops: f64,
+}
+
+impl<'a> PeakProbe<'a> {
+    /// A probe sized to take about `target` at the peak `gflops` measured at the start.
+    fn new(ctx: &'a GpuContext, gflops: f64, target: Duration) -> Self {
+        let iters = (gflops * 1e9 * target.as_secs_f64() / peak_flops(1)).ceil();
+        let iters = iters.clamp(16.0, f64::from(u32::MAX)) as u32;
+        let kernel = RooflineKernel::new(
+            ctx,
+            "fma_peak",
+            [iters, 0, 0, 0],
+            [PEAK_GROUPS, 1],
+            u64::from(PEAK_GROUPS) * 64 * 16,
+        );
+        Self {
+            kernel,
+            flops: peak_flops(iters),
+        }
+    }
+
+    /// The FMA peak now, GFLOP/s (one dispatch).
+    fn gflops(&self) -> f64 {
+        self.flops / self.kernel.time_once().as_secs_f64() / 1e9
+    }
 }
 
 /// FMA and copy-bandwidth peaks of the adapter.
 fn roofline(ctx: &GpuContext) -> Roofline {
-    let groups = 512u32;
     let iters = 4096u32;
-    let t = time_roofline_kernel(
+    let fma = RooflineKernel::new(
         ctx,
         "fma_peak",
         [iters, 0, 0, 0],
-        [groups, 1],
-        u64::from(groups) * 64 * 16,
-        5,
+        [PEAK_GROUPS, 1],
+        u64::from(PEAK_GROUPS) * 64 * 16,
     );
-    let flops = f64::from(groups) * 64.0 * f64::from(iters) * 64.0;
+    let t = fma.time(5);
     let max_binding = ctx.limits.max_storage_buffer_binding_size;
     let bytes = (32u64 << 20).min(max_binding / 2 * 2);
     let elements = u32::try_from(bytes / 16).unwrap_or(u32::MAX);
     let groups = elements.div_ceil(64);
     let (gx, gy) = (groups.min(65535), groups.div_ceil(65535));
-    let tb = time_roofline_kernel(ctx, "copy_bw", [0, elements, 0, 0], [gx, gy], bytes, 5);
+    let copy = RooflineKernel::new(ctx, "copy_bw", [0, elements, 0, 0], [gx, gy], bytes);
+    let tb = copy.time(5);
     Roofline {
-        gflops: flops / t.as_secs_f64() / 1e9,
+        gflops: peak_flops(iters) / t.as_secs_f64() / 1e9,
         gbps: 2.0 * bytes as f64 / tb.as_secs_f64() / 1e9,
     }
 }
@@ -521,8 +593,15 @@ fn lone_node(graph: &Graph, step: usize) -> (Graph, Vec<wgalloc::graph::TensorId
     (b.build().expect("a one-node graph is valid"), inputs)
 }
 
-/// Median wall time of one node run alone, `reps` times.
-fn time_lone_node(ctx: &GpuContext, graph: &Graph, step: usize, reps: usize) -> Duration {
+/// One node run alone, `reps` times, each run between two FMA-peak probes: each run's
+/// wall time with the higher of the two peaks beside it (GFLOP/s).
+fn time_lone_node(
+    ctx: &GpuContext,
+    graph: &Graph,
+    step: usize,
+    reps: usize,
+    probe: &PeakProbe,
+) -> Vec<(Duration, f64)> {
     let (g, inputs) = lone_node(graph, step);
     let storage = ctx.buffer_types().expect("buffer types").storage.desc;
     let plan = plan_graph(&g, &storage).expect("plan");
@@ -543,11 +622,16 @@ fn time_lone_node(ctx: &GpuContext, graph: &Graph, step: usize, reps: usize) -> 
     }
     let mut exec = Executor::new(ctx);
     exec.run(&g, &tm).expect("warm-up");
-    median(
-        (0..reps)
-            .map(|_| exec.run(&g, &tm).expect("run").wait_time)
-            .collect(),
-    )
+    let mut before = probe.gflops();
+    (0..reps)
+        .map(|_| {
+            let time = exec.run(&g, &tm).expect("run").wait_time;
+            let after = probe.gflops();
+            let peak = before.max(after);
+            before = after;
+            (time, peak)
+        })
+        .collect()
 }
 
 fn main() {
@@ -574,6 +658,7 @@ fn main() {
         roof.gbps,
         roof.gflops / roof.gbps
     );
+    let probe = PeakProbe::new(&ctx, roof.gflops, Duration::from_millis(20));
     if flag("WGALLOC_BENCH_TILES") {
         tile_table(&ctx, &roof);
         return;
@@ -650,35 +735,66 @@ fn main() {
                 }
             }
         }
-        println!("| kernel | shape | count | ms each | ms total | GFLOP/s | GB/s | roofline |");
-        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+        println!(
+            "| kernel | shape | count | ms each | ms total | GFLOP/s | GB/s | roofline | beside |"
+        );
+        println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        let mut peaks_beside: Vec<f64> = Vec::new();
         for key in order {
             let (step, count) = seen[&key];
             let call = resolve(graph, step).expect("resolves");
-            let t = time_lone_node(&ctx, graph, step, reps.min(7));
+            let runs = time_lone_node(&ctx, graph, step, reps.min(7), &probe);
+            let t = median(runs.iter().map(|r| r.0).collect());
             let (flops, bytes) = work(&call);
             let secs = t.as_secs_f64();
             let gflops = flops / secs / 1e9;
             let fraction = gflops / roof.attainable(flops, bytes);
+            peaks_beside.extend(runs.iter().map(|r| r.1));
+            // Each run against the higher FMA peak measured just before or after it.
+            let beside = median_f64(
+                runs.iter()
+                    .map(|&(time, peak)| {
+                        let now = Roofline {
+                            gflops: peak,
+                            gbps: roof.gbps,
+                        };
+                        flops / time.as_secs_f64() / 1e9 / now.attainable(flops, bytes)
+                    })
+                    .collect(),
+            );
             let shape = graph.nodes[step]
                 .inputs
                 .iter()
                 .map(|&i| format!("{:?}", graph.tensors[i.index()].shape))
                 .collect::<Vec<_>>()
                 .join(" ");
+            let (roofline, beside) = if flops > 0.0 {
+                (
+                    format!("{:.0}%", 100.0 * fraction),
+                    format!("{:.0}%", 100.0 * beside),
+                )
+            } else {
+                (
+                    format!("{:.0}%", 100.0 * (bytes / secs / 1e9) / roof.gbps),
+                    "-".into(),
+                )
+            };
             println!(
-                "| {} | {shape} | {count} | {:.3} | {:.2} | {:.2} | {:.2} | {:.0}% |",
+                "| {} | {shape} | {count} | {:.3} | {:.2} | {:.2} | {:.2} | {roofline} | {beside} |",
                 graph.nodes[step].op,
                 ms(t),
                 ms(t) * count as f64,
                 gflops,
                 bytes / secs / 1e9,
-                if flops > 0.0 {
-                    100.0 * fraction
-                } else {
-                    100.0 * (bytes / secs / 1e9) / roof.gbps
-                }
             );
         }
+        let low = peaks_beside.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = peaks_beside.iter().copied().fold(0.0, f64::max);
+        println!(
+            "FMA peak beside the kernels: {low:.1}-{high:.1} GFLOP/s (at the start {:.1}); \
+             `roofline` is against the start's peak, `beside` the median of each run \
+             against the higher probe just before or after it",
+            roof.gflops
+        );
     }
 }
