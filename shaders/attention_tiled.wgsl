@@ -35,7 +35,7 @@ fn attention_tiled(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let seq = params.seq;
-    let hd4 = params.hd / 4u;
+    let hd4 = head_vec4s();
     let d4 = params.heads * hd4;
     let stride = 3u * d4; // vec4s per qkv row
     let head = wid.y * hd4; // the head's first vec4 column within q, k or v

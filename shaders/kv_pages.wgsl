@@ -43,7 +43,7 @@ struct Lane {
 // add_slices() merges the states into invocation 0, which stores. Otherwise one
 // invocation per query (the first QUERIES invocations).
 fn lane(wid: vec3<u32>, lid: vec3<u32>) -> Lane {
-    let hd4 = params.hd / 4u;
+    let hd4 = head_vec4s();
     if params.n == 1u {
         return Lane(0u, lid.x == 0u, wid.y * hd4, hd4, params.heads * hd4, wid.y * (hd4 + 1u),
             lid.x, SLICES);
@@ -113,8 +113,9 @@ fn add_slices_tree(l: Lane, s: u32) {
     // A slice with no keys has run_max MASKED and adds nothing.
     let scale = select(exp(run_max - everyone), 0.0, run_sum == 0.0);
     let sum = slices_total(vec4(run_sum * scale), s, false).x;
-    // The bound from params, not from `l` (a lane's value): the loop holds barriers.
-    let hd4 = params.hd / 4u;
+    // The width from the pipeline constant or params, not from `l` (a lane's value): the
+    // loop holds barriers.
+    let hd4 = head_vec4s();
     for (var e = 0u; e < hd4; e++) {
         let total = slices_total(acc[e] * scale, s, false);
         if s == 0u {

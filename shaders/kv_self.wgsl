@@ -37,7 +37,7 @@ fn kv_self(
     @builtin(local_invocation_id) lid: vec3<u32>,
 ) {
     let n = params.n;
-    let hd4 = params.hd / 4u;
+    let hd4 = head_vec4s();
     let d4 = params.heads * hd4;
     let stride = 3u * d4;
     let head = wid.y * hd4;

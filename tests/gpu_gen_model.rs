@@ -173,7 +173,11 @@ fn an_untied_head_split_in_pieces_decodes_as_it_recomputes() {
 
 #[test]
 fn after_warm_up_a_decode_step_plans_and_creates_nothing() {
-    let Some(ctx) = common::gpu() else { return };
+    let Some(_) = common::gpu() else { return };
+    // A device of its own: pipelines are built once per device, and the other tests of
+    // this file, running beside it on the shared one, build theirs (one per head
+    // width) while this one counts.
+    let ctx = wgalloc::device::GpuContext::from_env().expect("a second device");
     let ckpt = fixture();
     let options = small_pages(&ckpt.config);
     let mut gpu = GpuGpt2::new(&ctx, &ckpt.config, &ckpt.weights, options).expect("gpu");

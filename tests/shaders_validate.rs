@@ -87,6 +87,8 @@ fn every_shader_parses_and_validates_as_the_device_compiles_it() {
         "matmul_shared_groups.wgsl".to_string(),
         // Joined in front of the three fused attention kernels.
         "attention_io.wgsl".to_string(),
+        // Joined in front of every attention and KV-cache kernel.
+        "head_width.wgsl".to_string(),
     ];
     for shader in Shader::ALL {
         covered.push(shader.file().to_string());

@@ -68,10 +68,10 @@ pub use inputs::{Inputs, TensorData};
 pub use kernels::{AttentionForm, DecodeSlices, MatmulTile, NormForm, StorageType};
 /// Test aids: the built-in kernels and their shader files (the `testing` feature).
 #[cfg(feature = "testing")]
-pub use kernels::{Kernel, Shader, TILED_ATTENTION_WORKGROUP_BYTES};
+pub use kernels::{HeadWidth, Kernel, Shader, TILED_ATTENTION_WORKGROUP_BYTES};
 #[cfg(not(feature = "testing"))]
 #[allow(unused_imports)]
-pub(crate) use kernels::{Kernel, Shader, TILED_ATTENTION_WORKGROUP_BYTES};
+pub(crate) use kernels::{HeadWidth, Kernel, Shader, TILED_ATTENTION_WORKGROUP_BYTES};
 pub use limits::check_plan_against_limits;
 pub use ops::{
     resolve, supports, BinaryOp, Op, OpCall, UnaryOp, DEFAULT_EPS, DEFAULT_ROPE_BASE, MAX_ELEMENTS,
