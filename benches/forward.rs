@@ -9,8 +9,9 @@
 //!
 //! Times are medians of N warm runs: wall from submit to the device finishing
 //! (`RunReport::wait_time`), and GPU timestamps where the adapter has them (lavapipe
-//! has them too, as software times). A kernel run alone includes one submit and wait, so small kernels'
-//! figures are lower bounds. `WGALLOC_BENCH_QUICK=1` runs the small shape with fewer
+//! has them too, as software times). A kernel run alone is timed by the adapter's
+//! timestamps where it has them, else from submit to done (one submit and wait, so
+//! there small kernels' figures are lower bounds). `WGALLOC_BENCH_QUICK=1` runs the small shape with fewer
 //! repetitions. Before the model shapes, a table of the matrix-vector path on decode
 //! shapes against the copy bandwidth (`WGALLOC_BENCH_MATVEC=1`: that table only).
 //! `WGALLOC_BENCH_TILES=1` prints a table of the matmul tiles the tuner offers the
@@ -95,6 +96,8 @@ struct RooflineKernel<'a> {
     grid: [u32; 2],
     // Bound by `group`; kept alive with it.
     _buffers: [wgpu::Buffer; 3],
+    /// Timestamp queries, their resolve target and readback, where the adapter has them.
+    stamps: Option<(wgpu::QuerySet, wgpu::Buffer, wgpu::Buffer)>,
 }
 
 impl<'a> RooflineKernel<'a> {
@@ -158,30 +161,75 @@ impl<'a> RooflineKernel<'a> {
                 },
             ],
         });
+        let stamps = ctx.has_timestamps().then(|| {
+            let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("roofline time"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = buffer(
+                16,
+                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            );
+            let readback = buffer(
+                16,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            );
+            (queries, resolve, readback)
+        });
         let kernel = Self {
             ctx,
             pipeline,
             group,
             grid,
             _buffers: [src, dst, uniform],
+            stamps,
         };
         kernel.time_once(); // warm-up
         kernel
     }
 
-    /// Wall time of one submit of one dispatch, submit to done.
+    /// Time of one submit of one dispatch: the pass's GPU timestamps where the adapter
+    /// has them, else wall time from submit to done.
     fn time_once(&self) -> Duration {
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
         {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: self.stamps.as_ref().map(|(queries, ..)| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set: queries,
+                        beginning_of_pass_write_index: Some(0),
+                        end_of_pass_write_index: Some(1),
+                    }
+                }),
+            });
             pass.set_pipeline(&self.pipeline);
             pass.set_bind_group(0, &self.group, &[]);
             pass.dispatch_workgroups(self.grid[0], self.grid[1], 1);
         }
+        if let Some((queries, resolve, readback)) = &self.stamps {
+            encoder.resolve_query_set(queries, 0..2, resolve, 0);
+            encoder.copy_buffer_to_buffer(resolve, 0, readback, 0, 16);
+        }
         let started = Instant::now();
         self.ctx.queue.submit([encoder.finish()]);
         let _ = self.ctx.device.poll(wgpu::PollType::wait_indefinitely());
-        started.elapsed()
+        let wall = started.elapsed();
+        let Some((_, _, readback)) = &self.stamps else {
+            return wall;
+        };
+        let slice = readback.slice(..);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        let _ = self.ctx.device.poll(wgpu::PollType::wait_indefinitely());
+        let ticks = {
+            let bytes = slice.get_mapped_range().expect("the timestamps are mapped");
+            let stamp = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+            stamp(1).saturating_sub(stamp(0))
+        };
+        readback.unmap();
+        let nanos = ticks as f64 * f64::from(self.ctx.queue.get_timestamp_period());
+        Duration::from_nanos(nanos as u64)
     }
 
     /// Median of `reps` timed dispatches.
@@ -594,7 +642,8 @@ fn lone_node(graph: &Graph, step: usize) -> (Graph, Vec<wgalloc::graph::TensorId
 }
 
 /// One node run alone, `reps` times, each run between two FMA-peak probes: each run's
-/// wall time with the higher of the two peaks beside it (GFLOP/s).
+/// time (GPU timestamps, else wall time) with the higher of the two peaks beside it
+/// (GFLOP/s).
 fn time_lone_node(
     ctx: &GpuContext,
     graph: &Graph,
@@ -625,7 +674,9 @@ fn time_lone_node(
     let mut before = probe.gflops();
     (0..reps)
         .map(|_| {
-            let time = exec.run(&g, &tm).expect("run").wait_time;
+            let report = exec.run(&g, &tm).expect("run");
+            // The kernel's own time where the adapter has timestamps (no submit floor).
+            let time = report.gpu_time.unwrap_or(report.wait_time);
             let after = probe.gflops();
             let peak = before.max(after);
             before = after;
