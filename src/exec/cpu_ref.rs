@@ -230,6 +230,54 @@ pub fn compact(x: &[f32], out_len: usize) -> Vec<f32> {
     kept
 }
 
+/// One node's input values (in the node's order), read with the checks every op makes:
+/// a wrong type or length is [`ExecError::BadShape`] naming the node.
+struct Operands<'a> {
+    inputs: &'a [&'a TensorData],
+    node: u32,
+    op: &'a str,
+}
+
+impl<'a> Operands<'a> {
+    /// The node's [`ExecError::BadShape`] for `problem`.
+    fn bad(&self, problem: String) -> ExecError {
+        ExecError::BadShape {
+            node: NodeId(self.node),
+            op: self.op.to_string(),
+            problem,
+        }
+    }
+
+    /// Input `i` as `len` f32 values.
+    fn float(&self, i: usize, len: usize) -> Result<&'a [f32], ExecError> {
+        let v = self.any_float(i)?;
+        if v.len() != len {
+            return Err(self.bad(format!("input {i} has {} values, expected {len}", v.len())));
+        }
+        Ok(v)
+    }
+
+    /// Input `i` as f32 values of any length.
+    fn any_float(&self, i: usize) -> Result<&'a [f32], ExecError> {
+        self.inputs
+            .get(i)
+            .and_then(|d| d.as_f32())
+            .ok_or_else(|| self.bad(format!("input {i} is not an f32 value")))
+    }
+
+    /// Input `i` as u32 values (`what` names them in the error).
+    fn words(&self, i: usize, what: &str) -> Result<&'a [u32], ExecError> {
+        match self.inputs.get(i) {
+            Some(TensorData::U32(words)) => Ok(words.as_slice()),
+            _ => Err(self.bad(format!("input {i} must be {what}"))),
+        }
+    }
+}
+
+fn u(v: u32) -> usize {
+    v as usize
+}
+
 /// Applies one checked call to its inputs' values (in the node's order).
 ///
 /// # Errors
@@ -240,41 +288,27 @@ pub fn apply(
     node: u32,
     op: &str,
 ) -> Result<Vec<f32>, ExecError> {
-    let bad = |problem: String| ExecError::BadShape {
-        node: NodeId(node),
-        op: op.to_string(),
-        problem,
-    };
-    let float = |i: usize, len: usize| -> Result<&[f32], ExecError> {
-        let v = inputs
-            .get(i)
-            .and_then(|d| d.as_f32())
-            .ok_or_else(|| bad(format!("input {i} is not an f32 value")))?;
-        if v.len() != len {
-            return Err(bad(format!(
-                "input {i} has {} values, expected {len}",
-                v.len()
-            )));
-        }
-        Ok(v)
-    };
-    let u = |v: u32| v as usize;
+    let x = Operands { inputs, node, op };
     Ok(match *call {
-        OpCall::Unary { op, len, alpha } => unary(op, alpha, float(0, u(len))?),
-        OpCall::Binary { op, len, len_b } => binary(op, float(0, u(len))?, float(1, u(len_b))?),
+        OpCall::Unary { op, len, alpha } => unary(op, alpha, x.float(0, u(len))?),
+        OpCall::Binary { op, len, len_b } => binary(op, x.float(0, u(len))?, x.float(1, u(len_b))?),
         OpCall::Softmax {
             rows,
             cols,
             causal_period,
-        } => softmax(float(0, u(rows) * u(cols))?, u(cols), causal_period.map(u)),
+        } => softmax(
+            x.float(0, u(rows) * u(cols))?,
+            u(cols),
+            causal_period.map(u),
+        ),
         OpCall::LayerNorm { rows, cols, eps } => layer_norm(
-            float(0, u(rows) * u(cols))?,
-            float(1, u(cols))?,
-            float(2, u(cols))?,
+            x.float(0, u(rows) * u(cols))?,
+            x.float(1, u(cols))?,
+            x.float(2, u(cols))?,
             eps,
         ),
         OpCall::RmsNorm { rows, cols, eps } => {
-            rms_norm(float(0, u(rows) * u(cols))?, float(1, u(cols))?, eps)
+            rms_norm(x.float(0, u(rows) * u(cols))?, x.float(1, u(cols))?, eps)
         }
         OpCall::Matmul {
             m,
@@ -282,87 +316,46 @@ pub fn apply(
             n,
             transposed_b,
         } => matmul(
-            float(0, u(m) * u(k))?,
-            float(1, u(k) * u(n))?,
+            x.float(0, u(m) * u(k))?,
+            x.float(1, u(k) * u(n))?,
             u(m),
             u(k),
             u(n),
             transposed_b,
         ),
         OpCall::Embedding { rows, dim, vocab } => {
-            let ids = match inputs.first() {
-                Some(TensorData::U32(ids)) if ids.len() == u(rows) => ids,
-                _ => return Err(bad(format!("input 0 must be {rows} u32 token ids"))),
-            };
-            embedding(ids, float(1, u(vocab) * u(dim))?, u(dim))
+            let ids = x.words(0, &format!("{rows} u32 token ids"))?;
+            if ids.len() != u(rows) {
+                return Err(x.bad(format!("input 0 must be {rows} u32 token ids")));
+            }
+            embedding(ids, x.float(1, u(vocab) * u(dim))?, u(dim))
         }
-        OpCall::Rope { rows, dim, base } => rope(float(0, u(rows) * u(dim))?, u(dim), base),
+        OpCall::Rope { rows, dim, base } => rope(x.float(0, u(rows) * u(dim))?, u(dim), base),
         OpCall::CountPositive { len } => {
-            vec![float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
+            vec![x.float(0, u(len))?.iter().filter(|&&v| v > 0.0).count() as f32]
         }
-        OpCall::Compact { len, out_len } => compact(float(0, u(len))?, u(out_len)),
+        OpCall::Compact { len, out_len } => compact(x.float(0, u(len))?, u(out_len)),
         OpCall::MatmulFused {
             m,
             k,
             n,
             epilogue,
             bias,
-        } => {
-            let first = usize::from(epilogue == ops::Epilogue::Residual);
-            let mut product = matmul(
-                float(first, u(m) * u(k))?,
-                float(first + 1, u(k) * u(n))?,
-                u(m),
-                u(k),
-                u(n),
-                false,
-            );
-            if bias {
-                let row = float(first + 2, u(n))?;
-                for (i, p) in product.iter_mut().enumerate() {
-                    *p += row[i % u(n).max(1)];
-                }
-            }
-            match epilogue {
-                ops::Epilogue::Plain => product,
-                ops::Epilogue::Gelu => product.into_iter().map(gelu).collect(),
-                ops::Epilogue::Residual => float(0, u(m) * u(n))?
-                    .iter()
-                    .zip(product)
-                    .map(|(r, p)| r + p)
-                    .collect(),
-            }
-        }
+        } => matmul_fused(&x, [m, k, n], epilogue, bias)?,
         OpCall::NormMatmul {
             m,
             k,
             n,
             gelu: with_gelu,
             eps,
-        } => {
-            let normed = layer_norm(
-                float(0, u(m) * u(k))?,
-                float(1, u(k))?,
-                float(2, u(k))?,
-                eps,
-            );
-            let mut product = matmul(&normed, float(3, u(k) * u(n))?, u(m), u(k), u(n), false);
-            let row = float(4, u(n))?;
-            for (i, p) in product.iter_mut().enumerate() {
-                *p += row[i % u(n).max(1)];
-                if with_gelu {
-                    *p = gelu(*p);
-                }
-            }
-            product
-        }
+        } => norm_matmul(&x, [m, k, n], with_gelu, eps)?,
         OpCall::Attention {
             seq,
             heads,
             head_dim,
             scale,
         } => attention_causal(
-            float(0, u(seq) * 3 * u(heads) * u(head_dim))?,
+            x.float(0, u(seq) * 3 * u(heads) * u(head_dim))?,
             u(seq),
             u(heads),
             u(head_dim),
@@ -374,7 +367,7 @@ pub fn apply(
             head_dim,
             scale,
         } => super::cpu_kv::kv_self(
-            float(0, u(n) * 3 * u(heads) * u(head_dim))?,
+            x.float(0, u(n) * 3 * u(heads) * u(head_dim))?,
             u(n),
             u(heads),
             u(head_dim),
@@ -389,31 +382,8 @@ pub fn apply(
             scale,
             normalize,
         } => {
-            let dims = super::cpu_kv::KvDims {
-                n: u(n),
-                heads: u(heads),
-                head_dim: u(head_dim),
-                layer: u(layer),
-                scale,
-            };
-            let state = float(0, dims.state_len())?;
-            let qkv = float(1, u(n) * 3 * u(heads) * u(head_dim))?;
-            let table = match inputs.get(2) {
-                Some(TensorData::U32(t)) => t.as_slice(),
-                _ => return Err(bad("input 2 must be the u32 block table".to_string())),
-            };
-            let page_values = inputs
-                .get(3)
-                .and_then(|d| d.as_f32())
-                .ok_or_else(|| bad("input 3 is not an f32 value".to_string()))?;
-            let mut next = state.to_vec();
-            super::cpu_kv::kv_attend_page(&dims, &mut next, qkv, table, page, page_values)
-                .map_err(bad)?;
-            if normalize {
-                super::cpu_kv::normalize(&dims, &next)
-            } else {
-                next
-            }
+            let dims = kv_dims(n, heads, head_dim, layer, scale);
+            kv_attend(&x, &dims, page, normalize)?
         }
         OpCall::KvSelfAttend {
             n,
@@ -424,43 +394,133 @@ pub fn apply(
             scale,
             normalize,
         } => {
-            let dims = super::cpu_kv::KvDims {
-                n: u(n),
-                heads: u(heads),
-                head_dim: u(head_dim),
-                layer: u(layer),
-                scale,
-            };
-            let qkv = float(0, u(n) * 3 * u(heads) * u(head_dim))?;
-            let table = match inputs.get(1) {
-                Some(TensorData::U32(t)) => t.as_slice(),
-                _ => return Err(bad("input 1 must be the u32 block table".to_string())),
-            };
-            let page_values = inputs
-                .get(2)
-                .and_then(|d| d.as_f32())
-                .ok_or_else(|| bad("input 2 is not an f32 value".to_string()))?;
-            let mut state = super::cpu_kv::kv_self(qkv, u(n), u(heads), u(head_dim), scale);
-            super::cpu_kv::kv_attend_page(&dims, &mut state, qkv, table, page, page_values)
-                .map_err(bad)?;
-            if normalize {
-                super::cpu_kv::normalize(&dims, &state)
-            } else {
-                state
-            }
+            let dims = kv_dims(n, heads, head_dim, layer, scale);
+            kv_self_attend(&x, &dims, page, normalize)?
         }
         OpCall::MatmulPacked { m, k, n } => {
             let packed_len = super::packed::packed_len(u64::from(k), u64::from(n))
-                .map_err(|e| bad(e.to_string()))?;
+                .map_err(|e| x.bad(e.to_string()))?;
             super::packed::matmul_packed_cpu(
-                float(0, u(m) * u(k))?,
-                float(1, packed_len as usize)?,
+                x.float(0, u(m) * u(k))?,
+                x.float(1, packed_len as usize)?,
                 u64::from(m),
                 u64::from(k),
                 u64::from(n),
             )
-            .map_err(|e| bad(e.to_string()))?
+            .map_err(|e| x.bad(e.to_string()))?
         }
+    })
+}
+
+/// `matmul` with a fused epilogue: `(a, b[, bias])` or, for
+/// [`ops::Epilogue::Residual`], `(residual, a, b[, bias])`.
+fn matmul_fused(
+    x: &Operands,
+    [m, k, n]: [u32; 3],
+    epilogue: ops::Epilogue,
+    bias: bool,
+) -> Result<Vec<f32>, ExecError> {
+    let first = usize::from(epilogue == ops::Epilogue::Residual);
+    let mut product = matmul(
+        x.float(first, u(m) * u(k))?,
+        x.float(first + 1, u(k) * u(n))?,
+        u(m),
+        u(k),
+        u(n),
+        false,
+    );
+    if bias {
+        let row = x.float(first + 2, u(n))?;
+        for (i, p) in product.iter_mut().enumerate() {
+            *p += row[i % u(n).max(1)];
+        }
+    }
+    Ok(match epilogue {
+        ops::Epilogue::Plain => product,
+        ops::Epilogue::Gelu => product.into_iter().map(gelu).collect(),
+        ops::Epilogue::Residual => x
+            .float(0, u(m) * u(n))?
+            .iter()
+            .zip(product)
+            .map(|(r, p)| r + p)
+            .collect(),
+    })
+}
+
+/// A layer norm of `x`'s rows, then a matmul with a bias (and GELU):
+/// `(x, gain, beta, w, bias)`.
+fn norm_matmul(
+    x: &Operands,
+    [m, k, n]: [u32; 3],
+    with_gelu: bool,
+    eps: f32,
+) -> Result<Vec<f32>, ExecError> {
+    let normed = layer_norm(
+        x.float(0, u(m) * u(k))?,
+        x.float(1, u(k))?,
+        x.float(2, u(k))?,
+        eps,
+    );
+    let mut product = matmul(&normed, x.float(3, u(k) * u(n))?, u(m), u(k), u(n), false);
+    let row = x.float(4, u(n))?;
+    for (i, p) in product.iter_mut().enumerate() {
+        *p += row[i % u(n).max(1)];
+        if with_gelu {
+            *p = gelu(*p);
+        }
+    }
+    Ok(product)
+}
+
+/// The paged-cache kernels' dimensions.
+fn kv_dims(n: u32, heads: u32, head_dim: u32, layer: u32, scale: f32) -> KvDims {
+    KvDims {
+        n: u(n),
+        heads: u(heads),
+        head_dim: u(head_dim),
+        layer: u(layer),
+        scale,
+    }
+}
+
+/// `kv_attend`: `(state, qkv, table, page)`, the state continued over one page.
+fn kv_attend(
+    x: &Operands,
+    dims: &KvDims,
+    page: u32,
+    normalize: bool,
+) -> Result<Vec<f32>, ExecError> {
+    let state = x.float(0, dims.state_len())?;
+    let qkv = x.float(1, dims.n * 3 * dims.heads * dims.head_dim)?;
+    let table = x.words(2, "the u32 block table")?;
+    let page_values = x.any_float(3)?;
+    let mut next = state.to_vec();
+    super::cpu_kv::kv_attend_page(dims, &mut next, qkv, table, page, page_values)
+        .map_err(|problem| x.bad(problem))?;
+    Ok(if normalize {
+        super::cpu_kv::normalize(dims, &next)
+    } else {
+        next
+    })
+}
+
+/// `kv_self_attend`: `(qkv, table, page)`, the chunk's own keys, then one page.
+fn kv_self_attend(
+    x: &Operands,
+    dims: &KvDims,
+    page: u32,
+    normalize: bool,
+) -> Result<Vec<f32>, ExecError> {
+    let qkv = x.float(0, dims.n * 3 * dims.heads * dims.head_dim)?;
+    let table = x.words(1, "the u32 block table")?;
+    let page_values = x.any_float(2)?;
+    let mut state = super::cpu_kv::kv_self(qkv, dims.n, dims.heads, dims.head_dim, dims.scale);
+    super::cpu_kv::kv_attend_page(dims, &mut state, qkv, table, page, page_values)
+        .map_err(|problem| x.bad(problem))?;
+    Ok(if normalize {
+        super::cpu_kv::normalize(dims, &state)
+    } else {
+        state
     })
 }
 
