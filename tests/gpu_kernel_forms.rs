@@ -110,6 +110,19 @@ fn graph(
     (g, values)
 }
 
+/// Whether `ctx`'s device runs `form` (the shared-read form needs subgroups).
+fn runs(ctx: &GpuContext, form: AttentionForm) -> bool {
+    !form.needs_subgroups() || ctx.has_subgroups()
+}
+
+/// The forms `ctx`'s device runs that take heads `head_dim` wide.
+fn runnable(ctx: &GpuContext, head_dim: u32) -> usize {
+    AttentionForm::ALL
+        .iter()
+        .filter(|&&f| f.fits(head_dim) && runs(ctx, f))
+        .count()
+}
+
 /// Each form forced in turn on every shape, in `dtype`, against the CPU reference
 /// (`tol`) and the other forms against the per-query one (`agree`).
 fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
@@ -122,10 +135,10 @@ fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
             // width is no candidate, and the rule (by adapter type) decides.
             tune::configure(ctx, settings(None, &[form]));
             let cpu = ctx.is_cpu_adapter();
-            let expected = if form.fits(shape.2 as u32) {
+            let expected = if form.fits(shape.2 as u32) && runs(ctx, form) {
                 form
             } else {
-                AttentionForm::rule(cpu)
+                AttentionForm::rule(cpu, ctx.has_subgroups())
             };
             assert_eq!(
                 exec.tuned_choice(&g, 1).expect("resolves"),
@@ -196,8 +209,8 @@ fn the_tuner_times_the_attention_forms_caches_the_choice_and_reads_it_back() {
     assert_eq!((choice.variant, choice.source), (chosen, Source::Tuned));
     assert_eq!(
         choice.times.len(),
-        AttentionForm::ALL.len(),
-        "every form is timed: {choice:?}"
+        runnable(&ctx, 64),
+        "every form the device runs is timed: {choice:?}"
     );
     assert!(
         choice.line().starts_with("attention seq 64 hd 64 heads 2"),
@@ -219,7 +232,7 @@ fn the_tuner_times_the_attention_forms_caches_the_choice_and_reads_it_back() {
     let again = tune::tuning(&ctx);
     assert_eq!(again.choices[0].source, Source::Cache, "{again:?}");
     assert_eq!(again.time, Duration::ZERO);
-    // The widest head: the key tiles do not take it, the other two are timed.
+    // The widest head: the key tiles do not take it, the others are timed.
     let (wide, _) = graph((9, 1, 256), DType::F32);
     let wide_choice = exec.tuned_choice(&wide, 1).expect("resolves");
     assert_ne!(
@@ -231,10 +244,10 @@ fn the_tuner_times_the_attention_forms_caches_the_choice_and_reads_it_back() {
         .last()
         .cloned()
         .expect("a choice");
-    assert_eq!(last.times.len(), 2, "{last:?}");
+    assert_eq!(last.times.len(), runnable(&ctx, 256), "{last:?}");
     // `time_attention` (the benchmarks' entry) times what takes the head.
     let timed = tune::time_attention(&ctx, (9, 1, 256), &AttentionForm::ALL, 1).expect("timed");
-    assert_eq!(timed.len(), 2);
+    assert_eq!(timed.len(), runnable(&ctx, 256));
     assert!(timed.iter().all(|(f, _)| *f != AttentionForm::KeyTiles));
     let _ = std::fs::remove_file(&path);
 }

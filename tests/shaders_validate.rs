@@ -89,6 +89,9 @@ fn every_shader_parses_and_validates_as_the_device_compiles_it() {
         "attention_io.wgsl".to_string(),
         // Joined in front of every attention and KV-cache kernel.
         "head_width.wgsl".to_string(),
+        // Joined in front of attention_blocks.wgsl: its plain or shared reads.
+        "attention_blocks_plain.wgsl".to_string(),
+        "attention_blocks_shared.wgsl".to_string(),
     ];
     for shader in Shader::ALL {
         covered.push(shader.file().to_string());
@@ -200,8 +203,9 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
     // matmuls, embedding, fused attention in both forms, the matrix-vector kernels) and the
     // generation step's (the paged KV cache's kv_self, kv_attend, kv_self_attend, the
     // norm-fused matmul), rope, the compaction and the packed matmul: every shader but
-    // the staging copy (the staged 64 x 64 matmul tile among them).
-    assert_eq!(forms, 23);
+    // the staging copy (the staged 64 x 64 matmul tile and the shared-read query
+    // blocks among them).
+    assert_eq!(forms, 24);
 }
 
 #[test]

@@ -53,8 +53,12 @@ pub enum Shader {
     /// `shaders/attention_tiled.wgsl` (fused causal attention, keys in workgroup memory).
     AttentionTiled,
     /// `shaders/attention_blocks.wgsl` (fused causal attention, a block of queries per
-    /// invocation).
+    /// invocation), after `shaders/attention_blocks_plain.wgsl`.
     AttentionBlocks,
+    /// `shaders/attention_blocks.wgsl` after `shaders/attention_blocks_shared.wgsl`: the
+    /// key and value reads shared across a subgroup (needs the device's subgroup
+    /// feature).
+    AttentionBlocksShared,
     /// `shaders/kv_self.wgsl` (a chunk's attention over its own keys, as a state).
     KvSelf,
     /// `shaders/kv_attend.wgsl` (the state over one page of the paged KV cache).
@@ -76,7 +80,7 @@ pub enum Shader {
 #[cfg_attr(not(feature = "testing"), allow(dead_code))]
 impl Shader {
     /// Every shader of the registry.
-    pub const ALL: [Shader; 24] = [
+    pub const ALL: [Shader; 25] = [
         Shader::Unary,
         Shader::Binary,
         Shader::Softmax,
@@ -101,6 +105,7 @@ impl Shader {
         Shader::MatmulBtTiledShared,
         Shader::MatmulNormShared,
         Shader::MatmulTiled64,
+        Shader::AttentionBlocksShared,
     ];
 
     /// The file name under `shaders/`.
@@ -122,7 +127,7 @@ impl Shader {
             Shader::MatmulBtTiled | Shader::MatmulBtTiledShared => "matmul_bt_tiled.wgsl",
             Shader::Attention => "attention.wgsl",
             Shader::AttentionTiled => "attention_tiled.wgsl",
-            Shader::AttentionBlocks => "attention_blocks.wgsl",
+            Shader::AttentionBlocks | Shader::AttentionBlocksShared => "attention_blocks.wgsl",
             Shader::KvSelf => "kv_self.wgsl",
             Shader::KvAttend => "kv_attend.wgsl",
             Shader::MatmulNorm | Shader::MatmulNormShared => "matmul_norm.wgsl",
@@ -187,7 +192,8 @@ impl Shader {
             MatmulBtTiledShared => "matmul_bt_block.wgsl" + "matmul_shared_groups.wgsl" + "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
             Attention => "attention_io.wgsl" + "head_width.wgsl" + "attention.wgsl", true;
             AttentionTiled => "attention_io.wgsl" + "head_width.wgsl" + "attention_tiled.wgsl", true;
-            AttentionBlocks => "attention_io.wgsl" + "head_width.wgsl" + "attention_blocks.wgsl", true;
+            AttentionBlocks => "attention_io.wgsl" + "head_width.wgsl" + "attention_blocks_plain.wgsl" + "attention_blocks.wgsl", true;
+            AttentionBlocksShared => "attention_io.wgsl" + "head_width.wgsl" + "attention_blocks_shared.wgsl" + "attention_blocks.wgsl", true;
             KvSelf => "head_width.wgsl" + "kv_self.wgsl", true;
             KvAttend => "head_width.wgsl" + "kv_pages.wgsl" + "kv_attend.wgsl", true;
             MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm_block_plain.wgsl" + "matmul_norm.wgsl", true;
@@ -210,7 +216,10 @@ impl Shader {
     pub fn needs_subgroups(self) -> bool {
         matches!(
             self,
-            Shader::MatmulTiledShared | Shader::MatmulBtTiledShared | Shader::MatmulNormShared
+            Shader::MatmulTiledShared
+                | Shader::MatmulBtTiledShared
+                | Shader::MatmulNormShared
+                | Shader::AttentionBlocksShared
         )
     }
 }
@@ -337,6 +346,9 @@ pub enum Kernel {
     /// `(qkv, out)`: fused causal attention, a block of queries per invocation
     /// ([`AttentionForm::QueryBlocks`]).
     AttentionBlocks(HeadWidth),
+    /// `(qkv, out)`: as [`Kernel::AttentionBlocks`], the key and value reads shared
+    /// across a subgroup ([`AttentionForm::QueryBlocksShared`]).
+    AttentionBlocksShared(HeadWidth),
     /// `(qkv, state)`: a chunk's attention over its own keys.
     KvSelf(HeadWidth),
     /// `(state, qkv, table, page)`: the state continued over one cache page, in place.
@@ -706,20 +718,35 @@ pub enum AttentionForm {
     /// private arrays are cheap; the queries and outputs take 8 KiB of private memory
     /// per invocation. Any head up to 256 wide.
     QueryBlocks,
+    /// `shaders/attention_blocks.wgsl` with `shaders/attention_blocks_shared.wgsl`: the
+    /// query blocks with each group of 8 `vec4`s of a key or value row read once per
+    /// subgroup and passed on with `subgroupShuffle` (every invocation of the
+    /// workgroup reads the same rows), 8 times fewer storage reads of K and V. Needs
+    /// the device's subgroup feature ([`AttentionForm::needs_subgroups`]); a subgroup
+    /// narrower than 8 reads as [`AttentionForm::QueryBlocks`]. Any head up to 256 wide.
+    QueryBlocksShared,
 }
 
 impl AttentionForm {
     /// Every form, in the order the tuner times them.
-    pub const ALL: [AttentionForm; 3] = [
+    pub const ALL: [AttentionForm; 4] = [
         AttentionForm::PerQuery,
         AttentionForm::KeyTiles,
         AttentionForm::QueryBlocks,
+        AttentionForm::QueryBlocksShared,
     ];
+
+    /// Whether the form needs the device's subgroup operations.
+    pub fn needs_subgroups(self) -> bool {
+        self == AttentionForm::QueryBlocksShared
+    }
 
     /// Whether the form takes heads `head_dim` wide.
     pub fn fits(self, head_dim: u32) -> bool {
         match self {
-            AttentionForm::PerQuery | AttentionForm::QueryBlocks => true,
+            AttentionForm::PerQuery
+            | AttentionForm::QueryBlocks
+            | AttentionForm::QueryBlocksShared => true,
             AttentionForm::KeyTiles => head_dim <= TILED_ATTENTION_MAX_HEAD_DIM,
         }
     }
@@ -727,7 +754,9 @@ impl AttentionForm {
     /// Invocations per workgroup.
     pub fn invocations(self) -> u32 {
         match self {
-            AttentionForm::PerQuery | AttentionForm::QueryBlocks => 16,
+            AttentionForm::PerQuery
+            | AttentionForm::QueryBlocks
+            | AttentionForm::QueryBlocksShared => 16,
             AttentionForm::KeyTiles => 64,
         }
     }
@@ -736,27 +765,31 @@ impl AttentionForm {
     pub fn queries_per_workgroup(self) -> u64 {
         match self {
             AttentionForm::PerQuery | AttentionForm::KeyTiles => ATTENTION_QUERIES,
-            AttentionForm::QueryBlocks => 64,
+            AttentionForm::QueryBlocks | AttentionForm::QueryBlocksShared => 64,
         }
     }
 
-    /// The form's name in the tuning cache (`per-query`, `key-tiles`, `query-blocks`).
+    /// The form's name in the tuning cache (`per-query`, `key-tiles`, `query-blocks`,
+    /// `query-blocks-sg`).
     pub fn name(self) -> &'static str {
         match self {
             AttentionForm::PerQuery => "per-query",
             AttentionForm::KeyTiles => "key-tiles",
             AttentionForm::QueryBlocks => "query-blocks",
+            AttentionForm::QueryBlocksShared => "query-blocks-sg",
         }
     }
 
-    /// The rule's form, by adapter type: [`AttentionForm::QueryBlocks`] on a CPU
-    /// adapter (measured on lavapipe: 1.4-1.8x faster than per query on the decoder's
-    /// and GPT-2's shapes), [`AttentionForm::PerQuery`] elsewhere.
-    pub fn rule(cpu_adapter: bool) -> AttentionForm {
-        if cpu_adapter {
-            AttentionForm::QueryBlocks
-        } else {
-            AttentionForm::PerQuery
+    /// The rule's form, by adapter type: on a CPU adapter
+    /// [`AttentionForm::QueryBlocksShared`] where it has subgroups, else
+    /// [`AttentionForm::QueryBlocks`] (measured on lavapipe: 1.4-1.8x faster than per
+    /// query on the decoder's and GPT-2's shapes, and the shared reads 1.3-2x faster
+    /// again at heads 32 and 64 wide); [`AttentionForm::PerQuery`] elsewhere.
+    pub fn rule(cpu_adapter: bool, subgroups: bool) -> AttentionForm {
+        match (cpu_adapter, subgroups) {
+            (true, true) => AttentionForm::QueryBlocksShared,
+            (true, false) => AttentionForm::QueryBlocks,
+            (false, _) => AttentionForm::PerQuery,
         }
     }
 
@@ -821,6 +854,7 @@ impl Kernel {
             Kernel::Attention(_) => (Shader::Attention, "attention_causal"),
             Kernel::AttentionTiled(_) => (Shader::AttentionTiled, "attention_tiled"),
             Kernel::AttentionBlocks(_) => (Shader::AttentionBlocks, "attention_blocks"),
+            Kernel::AttentionBlocksShared(_) => (Shader::AttentionBlocksShared, "attention_blocks"),
             Kernel::KvSelf(_) => (Shader::KvSelf, "kv_self"),
             Kernel::KvAttendInPlace(..) => (Shader::KvAttend, "kv_attend_inplace"),
             Kernel::KvAttend(..) => (Shader::KvAttend, "kv_attend"),
@@ -872,6 +906,7 @@ impl Kernel {
             Kernel::Attention(head)
             | Kernel::AttentionTiled(head)
             | Kernel::AttentionBlocks(head)
+            | Kernel::AttentionBlocksShared(head)
             | Kernel::KvSelf(head) => vec![head.constant()],
             _ => Vec::new(),
         }
@@ -884,6 +919,7 @@ impl Kernel {
             Kernel::Attention(_)
             | Kernel::AttentionTiled(_)
             | Kernel::AttentionBlocks(_)
+            | Kernel::AttentionBlocksShared(_)
             | Kernel::KvSelf(_) => 2,
             Kernel::KvAttendInPlace(..)
             | Kernel::KvSelfAttend(..)
@@ -915,7 +951,7 @@ impl Kernel {
     }
 
     /// Every kernel.
-    pub const ALL: [Kernel; 132] = [
+    pub const ALL: [Kernel; 133] = [
         Kernel::Unary,
         Kernel::UnaryInPlace,
         Kernel::Binary,
@@ -1010,6 +1046,7 @@ impl Kernel {
         Kernel::MatvecNormBias(MatmulTile::Rows1Split256),
         Kernel::AttentionTiled(HeadWidth::GPT2),
         Kernel::AttentionBlocks(HeadWidth::GPT2),
+        Kernel::AttentionBlocksShared(HeadWidth::GPT2),
         Kernel::MatmulTiled(MatmulTile::Rows8Shared),
         Kernel::MatmulTiled(MatmulTile::Rows4Shared),
         Kernel::MatmulTiledAcc(MatmulTile::Rows8Shared),
@@ -1122,11 +1159,6 @@ impl HeadWidth {
     /// The width of heads `head_dim` wide (a multiple of 4, as the ops check).
     pub fn of(head_dim: u32) -> HeadWidth {
         HeadWidth(head_dim / 4)
-    }
-
-    /// `vec4`s per head.
-    pub fn vec4s(self) -> u32 {
-        self.0
     }
 
     /// The pipeline constant.
@@ -1317,6 +1349,7 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
                 AttentionForm::PerQuery => Kernel::Attention(head),
                 AttentionForm::KeyTiles => Kernel::AttentionTiled(head),
                 AttentionForm::QueryBlocks => Kernel::AttentionBlocks(head),
+                AttentionForm::QueryBlocksShared => Kernel::AttentionBlocksShared(head),
             };
             (kernel, &[0, 1])
         }
@@ -2325,6 +2358,45 @@ mod tests {
             Kernel::Attention(HeadWidth::of(64)),
             Kernel::Attention(HeadWidth::of(128))
         );
+    }
+
+    #[test]
+    fn the_shared_query_blocks_are_a_cpu_adapter_s_rule_where_it_has_subgroups() {
+        assert_eq!(
+            AttentionForm::rule(true, true),
+            AttentionForm::QueryBlocksShared
+        );
+        assert_eq!(AttentionForm::rule(true, false), AttentionForm::QueryBlocks);
+        for subgroups in [false, true] {
+            assert_eq!(
+                AttentionForm::rule(false, subgroups),
+                AttentionForm::PerQuery
+            );
+        }
+        let call = OpCall::Attention {
+            seq: 70,
+            heads: 3,
+            head_dim: 64,
+            scale: 1.0,
+        };
+        let pick = Pick {
+            attention: Some(AttentionForm::QueryBlocksShared),
+            ..Pick::default()
+        };
+        let (kernel, _) = select_with(&call, false, pick).expect("selected");
+        assert_eq!(kernel, Kernel::AttentionBlocksShared(HeadWidth(16)));
+        assert!(kernel.entry().0.needs_subgroups());
+        assert!(!Kernel::AttentionBlocks(HeadWidth(16))
+            .entry()
+            .0
+            .needs_subgroups());
+        assert!(AttentionForm::QueryBlocksShared.needs_subgroups());
+        assert_eq!(
+            AttentionForm::from_name("query-blocks-sg"),
+            Some(AttentionForm::QueryBlocksShared)
+        );
+        // The same grid as the plain query blocks: 64 queries a workgroup.
+        assert_eq!(workgroups_with(&call, 0, 65535, pick), Ok([2, 3, 1]));
     }
 
     #[test]

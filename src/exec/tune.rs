@@ -73,8 +73,9 @@ pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
 /// A tile other than the rule's is kept only when it is faster than the rule's by
 /// more than this fraction (5%).
 pub(crate) const RULE_MARGIN: f64 = 0.05;
-/// The cache file's format version; a file of another version is ignored.
-pub(crate) const CACHE_VERSION: u32 = 4;
+/// The cache file's format version; a file of another version is ignored (5: the
+/// shared-read query blocks joined the attention candidates).
+pub(crate) const CACHE_VERSION: u32 = 5;
 
 /// Why the cache could not be read or written. Never fatal: the tuner warns and goes
 /// on with what it has in memory.
@@ -321,7 +322,9 @@ impl TunedShape {
     /// operations.
     pub fn rule(self, cpu_adapter: bool, subgroups: bool) -> Variant {
         match self.family {
-            KernelFamily::Attention => Variant::Attention(AttentionForm::rule(cpu_adapter)),
+            KernelFamily::Attention => {
+                Variant::Attention(AttentionForm::rule(cpu_adapter, subgroups))
+            }
             KernelFamily::LayerNorm => Variant::Norm(NormForm::rule(cpu_adapter, self.m, self.k)),
             _ if cpu_adapter && subgroups => Variant::Tile(MatmulTile::choose_shared(self.m)),
             _ => Variant::Tile(MatmulTile::choose(self.m, self.n)),
@@ -958,7 +961,9 @@ fn runs_on(ctx: &GpuContext, family: KernelFamily, variant: Variant) -> bool {
             };
             workgroup_fits(ctx, t) && runs_as == t && (!t.shares_a() || shares_a_on(ctx, family))
         }
-        Variant::Attention(f) => attention_fits(ctx, f),
+        Variant::Attention(f) => {
+            attention_fits(ctx, f) && (!f.needs_subgroups() || ctx.has_subgroups())
+        }
         Variant::Norm(_) => true,
     }
 }
@@ -973,11 +978,14 @@ fn shares_a_on(ctx: &GpuContext, family: KernelFamily) -> bool {
 }
 
 /// Whether the device's limits allow attention's `form`: its invocations, and for the
-/// tiled form its workgroup memory.
+/// tiled form its workgroup memory. (The shared-read form also needs subgroups:
+/// [`runs_on`].)
 fn attention_fits(ctx: &GpuContext, form: AttentionForm) -> bool {
     let l = &ctx.limits;
     let memory = match form {
-        AttentionForm::PerQuery | AttentionForm::QueryBlocks => 0,
+        AttentionForm::PerQuery | AttentionForm::QueryBlocks | AttentionForm::QueryBlocksShared => {
+            0
+        }
         AttentionForm::KeyTiles => kernels::TILED_ATTENTION_WORKGROUP_BYTES,
     };
     form.invocations() <= l.max_compute_workgroup_size_x
@@ -1029,7 +1037,10 @@ pub fn time_attention(
     let fitting: Vec<AttentionForm> = forms
         .iter()
         .copied()
-        .filter(|&f| shape.takes(Variant::Attention(f)))
+        .filter(|&f| {
+            let form = Variant::Attention(f);
+            shape.takes(form) && runs_on(ctx, KernelFamily::Attention, form)
+        })
         .collect();
     time_as(
         ctx,
@@ -1380,13 +1391,18 @@ mod tests {
                 n: 16
             }
         );
-        // By adapter type: a block of queries per invocation on a CPU adapter.
+        // By adapter type: a block of queries per invocation on a CPU adapter, its
+        // reads shared across a subgroup where it has subgroups.
         assert_eq!(
             shape.rule(false, false),
             Variant::Attention(AttentionForm::PerQuery)
         );
         assert_eq!(
             shape.rule(true, true),
+            Variant::Attention(AttentionForm::QueryBlocksShared)
+        );
+        assert_eq!(
+            shape.rule(true, false),
             Variant::Attention(AttentionForm::QueryBlocks)
         );
         // A 128-wide head (class 128) does not take the key tiles; a 48-wide one
