@@ -110,9 +110,9 @@ fn graph(
     (g, values)
 }
 
-/// Whether `ctx`'s device runs `form` (the shared-read form needs subgroups).
+/// Whether `ctx`'s device runs `form` (the shared-read form needs subgroups of 8).
 fn runs(ctx: &GpuContext, form: AttentionForm) -> bool {
-    !form.needs_subgroups() || ctx.has_subgroups()
+    !form.needs_subgroups() || ctx.has_subgroups_of(8)
 }
 
 /// The forms `ctx`'s device runs that take heads `head_dim` wide.
@@ -138,7 +138,7 @@ fn check_forms(ctx: &GpuContext, dtype: DType, tol: f32, agree: f32) {
             let expected = if form.fits(shape.2 as u32) && runs(ctx, form) {
                 form
             } else {
-                AttentionForm::rule(cpu, ctx.has_subgroups())
+                AttentionForm::rule(cpu, ctx.has_subgroups_of(8))
             };
             assert_eq!(
                 exec.tuned_choice(&g, 1).expect("resolves"),

@@ -245,6 +245,12 @@ impl GpuContext {
         self.device.features().contains(wgpu::Features::SUBGROUP)
     }
 
+    /// Whether the device runs subgroup operations in subgroups of at least `width`
+    /// invocations (the adapter's `subgroup_min_size`).
+    pub fn has_subgroups_of(&self, width: u32) -> bool {
+        self.has_subgroups() && self.info.subgroup_min_size >= width
+    }
+
     /// Whether the adapter is a CPU (a software rasterizer such as lavapipe), where
     /// several kernel rules differ from a GPU's.
     pub fn is_cpu_adapter(&self) -> bool {

@@ -833,7 +833,7 @@ impl Tuner {
 
     fn variant(&mut self, ctx: &GpuContext, shape: TunedShape) -> Variant {
         let class = shape.class();
-        let rule = shape.rule(ctx.is_cpu_adapter(), ctx.has_subgroups());
+        let rule = shape.rule(ctx.is_cpu_adapter(), subgroups_for(ctx, shape.family));
         if let Some(&variant) = self.chosen.get(&class) {
             // A choice for the class this shape cannot run (made on another of its
             // shapes): the rule, for this call only.
@@ -962,7 +962,8 @@ fn runs_on(ctx: &GpuContext, family: KernelFamily, variant: Variant) -> bool {
             workgroup_fits(ctx, t) && runs_as == t && (!t.shares_a() || shares_a_on(ctx, family))
         }
         Variant::Attention(f) => {
-            attention_fits(ctx, f) && (!f.needs_subgroups() || ctx.has_subgroups())
+            attention_fits(ctx, f)
+                && (!f.needs_subgroups() || subgroups_for(ctx, KernelFamily::Attention))
         }
         Variant::Norm(_) => true,
     }
@@ -976,6 +977,21 @@ fn runs_on(ctx: &GpuContext, family: KernelFamily, variant: Variant) -> bool {
 fn shares_a_on(ctx: &GpuContext, family: KernelFamily) -> bool {
     family.is_matmul() && ctx.has_subgroups() && ctx.is_cpu_adapter()
 }
+
+/// Whether `family`'s kernels that use subgroups run on `ctx`'s device: the shared-read
+/// matmul tiles wherever it has subgroups (they read as the plain tiles in a subgroup
+/// narrower than their rows), attention's shared-read query blocks only where every
+/// subgroup has at least 8 invocations (they shuffle from lanes 0-7 unconditionally).
+fn subgroups_for(ctx: &GpuContext, family: KernelFamily) -> bool {
+    match family {
+        KernelFamily::Attention => ctx.has_subgroups_of(ATTENTION_SHARED_LANES),
+        _ => ctx.has_subgroups(),
+    }
+}
+
+/// Lanes a subgroup needs for [`AttentionForm::QueryBlocksShared`]
+/// (`shaders/attention_blocks_shared.wgsl` reads a head in groups of 8 `vec4`s).
+const ATTENTION_SHARED_LANES: u32 = 8;
 
 /// Whether the device's limits allow attention's `form`: its invocations, and for the
 /// tiled form its workgroup memory. (The shared-read form also needs subgroups:
