@@ -259,7 +259,11 @@ impl<'a> PeakProbe<'a> {
     /// A probe sized to take about `target` at the peak `gflops` measured at the start.
     fn new(ctx: &'a GpuContext, gflops: f64, target: Duration) -> Self {
         let iters = (gflops * 1e9 * target.as_secs_f64() / peak_flops(1)).ceil();
-        let iters = iters.clamp(16.0, f64::from(u32::MAX)) as u32;
+        Self::with_iters(ctx, iters.clamp(16.0, f64::from(u32::MAX)) as u32)
+    }
+
+    /// The FMA-peak kernel of `iters` iterations an invocation.
+    fn with_iters(ctx: &'a GpuContext, iters: u32) -> Self {
         let kernel = RooflineKernel::new(
             ctx,
             "fma_peak",
@@ -277,19 +281,16 @@ impl<'a> PeakProbe<'a> {
     fn gflops(&self) -> f64 {
         self.flops / self.kernel.time_once().as_secs_f64() / 1e9
     }
+
+    /// The FMA peak, GFLOP/s, from the median of `reps` dispatches.
+    fn median_gflops(&self, reps: usize) -> f64 {
+        self.flops / self.kernel.time(reps).as_secs_f64() / 1e9
+    }
 }
 
 /// FMA and copy-bandwidth peaks of the adapter.
 fn roofline(ctx: &GpuContext) -> Roofline {
-    let iters = 4096u32;
-    let fma = RooflineKernel::new(
-        ctx,
-        "fma_peak",
-        [iters, 0, 0, 0],
-        [PEAK_GROUPS, 1],
-        u64::from(PEAK_GROUPS) * 64 * 16,
-    );
-    let t = fma.time(5);
+    let gflops = PeakProbe::with_iters(ctx, 4096).median_gflops(5);
     let max_binding = ctx.limits.max_storage_buffer_binding_size;
     let bytes = (32u64 << 20).min(max_binding / 2 * 2);
     let elements = u32::try_from(bytes / 16).unwrap_or(u32::MAX);
@@ -298,7 +299,7 @@ fn roofline(ctx: &GpuContext) -> Roofline {
     let copy = RooflineKernel::new(ctx, "copy_bw", [0, elements, 0, 0], [gx, gy], bytes);
     let tb = copy.time(5);
     Roofline {
-        gflops: peak_flops(iters) / t.as_secs_f64() / 1e9,
+        gflops,
         gbps: 2.0 * bytes as f64 / tb.as_secs_f64() / 1e9,
     }
 }

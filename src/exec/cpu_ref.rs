@@ -492,16 +492,7 @@ fn kv_attend(
 ) -> Result<Vec<f32>, ExecError> {
     let state = x.float(0, dims.state_len())?;
     let qkv = x.float(1, dims.n * 3 * dims.heads * dims.head_dim)?;
-    let table = x.words(2, "the u32 block table")?;
-    let page_values = x.any_float(3)?;
-    let mut next = state.to_vec();
-    super::cpu_kv::kv_attend_page(dims, &mut next, qkv, table, page, page_values)
-        .map_err(|problem| x.bad(problem))?;
-    Ok(if normalize {
-        super::cpu_kv::normalize(dims, &next)
-    } else {
-        next
-    })
+    over_page(x, dims, state.to_vec(), qkv, 2, page, normalize)
 }
 
 /// `kv_self_attend`: `(qkv, table, page)`, the chunk's own keys, then one page.
@@ -512,9 +503,24 @@ fn kv_self_attend(
     normalize: bool,
 ) -> Result<Vec<f32>, ExecError> {
     let qkv = x.float(0, dims.n * 3 * dims.heads * dims.head_dim)?;
-    let table = x.words(1, "the u32 block table")?;
-    let page_values = x.any_float(2)?;
-    let mut state = super::cpu_kv::kv_self(qkv, dims.n, dims.heads, dims.head_dim, dims.scale);
+    let state = super::cpu_kv::kv_self(qkv, dims.n, dims.heads, dims.head_dim, dims.scale);
+    over_page(x, dims, state, qkv, 1, page, normalize)
+}
+
+/// `state` continued over the cache page whose block table is input `table_at` and
+/// whose values are the input after it, normalised into the attention output when
+/// `normalize`: what `kv_attend` and `kv_self_attend` share.
+fn over_page(
+    x: &Operands,
+    dims: &KvDims,
+    mut state: Vec<f32>,
+    qkv: &[f32],
+    table_at: usize,
+    page: u32,
+    normalize: bool,
+) -> Result<Vec<f32>, ExecError> {
+    let table = x.words(table_at, "the u32 block table")?;
+    let page_values = x.any_float(table_at + 1)?;
     super::cpu_kv::kv_attend_page(dims, &mut state, qkv, table, page, page_values)
         .map_err(|problem| x.bad(problem))?;
     Ok(if normalize {
