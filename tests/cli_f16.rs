@@ -10,9 +10,15 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+/// The binary, run in `dir` with the tuner off (`WGALLOC_TUNE=0`): these tests are about
+/// what the run does, not which tiles are fastest, and on lavapipe timing the
+/// candidates means compiling each (seconds apiece). The default run's test in
+/// `tests/cli_main_job.rs` tunes, as a user's run does; the tuner itself, f16 tiles
+/// included, is `tests/gpu_tune.rs`.
 fn wgalloc_in(dir: &PathBuf) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_wgalloc"));
     c.current_dir(dir);
+    c.env("WGALLOC_TUNE", "0");
     c
 }
 

@@ -7,7 +7,18 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+/// The binary, run in `dir` with the tuner off (`WGALLOC_TUNE=0`): these tests are about
+/// what the run does, not which tiles are fastest, and on lavapipe timing the
+/// candidates means compiling each (seconds apiece). The default run's test tunes, as a
+/// user's run does; the tuner itself is `tests/gpu_tune.rs`.
 fn wgalloc_in(dir: &PathBuf) -> Command {
+    let mut c = tuning_wgalloc_in(dir);
+    c.env("WGALLOC_TUNE", "0");
+    c
+}
+
+/// The binary, run in `dir` with the tuner as the environment sets it (on by default).
+fn tuning_wgalloc_in(dir: &PathBuf) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_wgalloc"));
     c.current_dir(dir);
     c
@@ -42,7 +53,7 @@ fn the_default_run_passes_reuses_its_reservation_and_draws_the_plan() {
         return;
     }
     let dir = scratch_dir("default");
-    let out = wgalloc_in(&dir).output().expect("runs");
+    let out = tuning_wgalloc_in(&dir).output().expect("runs");
     let report = text(&out);
     assert!(out.status.success(), "{report}");
     for expected in [
@@ -57,6 +68,8 @@ fn the_default_run_passes_reuses_its_reservation_and_draws_the_plan() {
         "verdict  PASS",
         "compile  every compute pipeline built once",
         "device   ",
+        "tuning   ",
+        "timing kernels",
     ] {
         assert!(
             report.contains(expected),

@@ -15,8 +15,12 @@ fn fixture() -> String {
         .to_string()
 }
 
+/// Runs the binary with the tuner off (`WGALLOC_TUNE=0`): these tests are about
+/// generation, not which tiles are fastest, and on lavapipe timing the candidates
+/// means compiling each. The default run's test in `tests/cli_main_job.rs` tunes.
 fn wgalloc(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_wgalloc"))
+        .env("WGALLOC_TUNE", "0")
         .args(args)
         .output()
         .expect("runs");

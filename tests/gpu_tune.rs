@@ -196,6 +196,47 @@ fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A budget that runs out inside a class stops its timing there (building a candidate's
+/// pipeline is part of the budget: on lavapipe it costs more than timing it): the
+/// class takes the rule, what was timed is reported, and nothing is cached, so a later
+/// process tunes the class. A tiny budget, not a timing assertion.
+#[test]
+fn a_budget_spent_inside_a_class_stops_its_timing_and_takes_the_rule() {
+    let Some(ctx) = own_device() else { return };
+    if !ctx.has_timestamps() {
+        common::skip_for_capability(
+            "a_budget_spent_inside_a_class_stops_its_timing_and_takes_the_rule",
+            "no TIMESTAMP_QUERY: the rule decides",
+        );
+        return;
+    }
+    let path = cache_path("budget");
+    let mut tiny = settings(Some(path.clone()), &MatmulTile::ALL);
+    tiny.budget = std::time::Duration::from_nanos(1);
+    tune::configure(&ctx, tiny);
+    let (g, values) = graph("matmul", 64, 128, 256);
+    let exec = Executor::new(&ctx);
+    let tile = exec.matmul_tile(&g, 0).expect("resolves").expect("tiled");
+    let rule = if shares_a_offered(&ctx) {
+        MatmulTile::choose_shared(64)
+    } else {
+        MatmulTile::choose(64, 256)
+    };
+    assert_eq!(tile, rule);
+    let summary = tune::tuning(&ctx);
+    assert_eq!(summary.choices.len(), 1, "{summary:?}");
+    let choice = &summary.choices[0];
+    assert_eq!(choice.source, Source::Rule, "{choice:?}");
+    let offered = tune::offered_tiles(&ctx, tune::KernelFamily::Tiled, (64, 128, 256));
+    assert!(
+        choice.times.len() < offered.len(),
+        "the budget stopped the class's timing: {choice:?}"
+    );
+    assert!(!path.exists(), "a class cut short is not cached");
+    let (gpu, cpu) = run_both(&ctx, &g, &values);
+    assert_close("rule matmul after the budget", &gpu, &cpu, 1e-4);
+}
+
 #[test]
 fn the_offered_tiles_are_those_the_device_and_family_run() {
     let Some(ctx) = own_device() else { return };

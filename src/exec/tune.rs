@@ -27,9 +27,11 @@
 //!   ignored with a warning (and replaced on the next write); a directory that cannot
 //!   be written leaves the choices in memory only, with a warning.
 //! * Where the device has no `TIMESTAMP_QUERY`, the rule decides (nothing is timed).
-//! * Tuning is bounded: per device, once [`TuneSettings::budget`] of tuning time is spent,
-//!   classes not yet tuned take the rule (and are not cached, so a later process tunes
-//!   them).
+//! * Tuning is bounded: per device, once [`TuneSettings::budget`] of tuning time (building
+//!   the candidates' pipelines included) is spent, classes not yet tuned take the rule
+//!   (and are not cached, so a later process tunes them). The budget is checked before
+//!   each candidate, so a class whose candidates it cuts short takes the rule too: the
+//!   time spent ends at most one candidate past the budget.
 //!
 //! Every candidate tile but the split ones computes the same products (each output
 //! element sums over `k` in the same order), so the choice changes speed, not results;
@@ -870,7 +872,14 @@ impl Tuner {
             }
         }
         let started = Instant::now();
-        let timed = time_candidates(ctx, shape, &candidates, self.settings.repetitions);
+        let deadline = started + self.settings.budget.saturating_sub(self.summary.time);
+        let timed = time_candidates(
+            ctx,
+            shape,
+            &candidates,
+            self.settings.repetitions,
+            Some(deadline),
+        );
         self.summary.time += started.elapsed();
         let times = match timed {
             Ok(times) => times,
@@ -880,6 +889,17 @@ impl Tuner {
                 return rule;
             }
         };
+        if times.len() < candidates.len() && Instant::now() >= deadline {
+            // The budget ran out inside the class: what was timed is reported, the
+            // rule decides, and nothing is cached (a later process tunes the class).
+            log::info!(
+                "tuning budget spent after {} of {} candidates for {class:?}; the rule decides",
+                times.len(),
+                candidates.len()
+            );
+            self.record(shape, rule, Source::Rule, times);
+            return rule;
+        }
         let Some(chosen) = fastest(&times, rule) else {
             self.record(shape, rule, Source::Rule, Vec::new());
             return rule;
@@ -1118,7 +1138,7 @@ fn time_as<V: Copy>(
     repetitions: u32,
 ) -> Result<Vec<(V, Duration)>, ExecError> {
     let variants: Vec<Variant> = candidates.iter().copied().map(wrap).collect();
-    let times = time_candidates(ctx, shape, &variants, repetitions)?;
+    let times = time_candidates(ctx, shape, &variants, repetitions, None)?;
     Ok(times
         .into_iter()
         .filter_map(|(v, d)| Some((unwrap(v)?, d)))
@@ -1144,6 +1164,7 @@ fn time_candidates(
     shape: TunedShape,
     candidates: &[Variant],
     repetitions: u32,
+    deadline: Option<Instant>,
 ) -> Result<Vec<(Variant, Duration)>, ExecError> {
     let timer = PassTimer::new(ctx).ok_or_else(|| {
         ExecError::Device(DeviceError::Internal {
@@ -1200,6 +1221,11 @@ fn time_candidates(
     };
     let mut times = Vec::with_capacity(candidates.len());
     for &variant in candidates {
+        // Past the deadline the rest are not built or timed: on a CPU adapter building
+        // a pipeline (an LLVM compile) costs more than timing it.
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
         // A candidate that cannot be built or run is left out, with a warning; the
         // others are still compared (none left: the rule decides).
         match bench.time(variant) {

@@ -8,6 +8,12 @@
 //!
 //! Without an adapter, `gpu()` prints `SKIPPED: no wgpu adapter (...)` to stderr and
 //! returns `None`, so the test passes. With `WGALLOC_REQUIRE_GPU=1` it panics instead.
+//!
+//! The shared context does not tune: its kernels are the rule's (`TuneSettings::off`),
+//! the same on every run, and no test pays for timing (and compiling) eight candidate
+//! tiles of each shape it happens to use. The tuner and every candidate it can choose
+//! are tested on devices of their own (`gpu_tune.rs`, `gpu_kernel_forms.rs`,
+//! `gpu_matvec.rs`), and the CLI tests run the binary as a user does, tuning.
 #![allow(dead_code)]
 
 use std::sync::OnceLock;
@@ -28,7 +34,12 @@ pub fn gpu_required() -> bool {
 /// # Panics
 /// When no adapter can be opened and `WGALLOC_REQUIRE_GPU=1`.
 pub fn gpu() -> Option<GpuContext> {
-    match GPU.get_or_init(GpuContext::from_env) {
+    let open = || {
+        let ctx = GpuContext::from_env()?;
+        tune::configure(&ctx, TuneSettings::off());
+        Ok(ctx)
+    };
+    match GPU.get_or_init(open) {
         Ok(ctx) => Some(ctx.clone()),
         Err(error) if gpu_required() => {
             panic!("WGALLOC_REQUIRE_GPU=1 but no GPU context could be opened: {error}")

@@ -2,6 +2,17 @@
 
 use thiserror::Error;
 
+/// An error of wgalloc's planner crate: reading a network or planning it.
+#[derive(Debug, Error)]
+pub enum WgallocError {
+    /// The trace or ONNX file could not be read.
+    #[error(transparent)]
+    Graph(#[from] wgalloc_plan::GraphError),
+    /// The planner refused the network.
+    #[error(transparent)]
+    Plan(#[from] wgalloc_plan::PlanError),
+}
+
 /// Why a replay or a table could not be made.
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -11,9 +22,9 @@ pub enum PeersError {
     Wgalloc {
         /// The trace or ONNX file.
         network: String,
-        /// What wgalloc said.
+        /// What wgalloc's planner said.
         #[source]
-        source: wgalloc::Error,
+        source: WgallocError,
     },
     /// A fixed-capacity peer (offset-allocator, range-alloc) ran out of its arena.
     #[error("{allocator}: no room for {size} bytes at event {event} (arena {capacity} bytes)")]

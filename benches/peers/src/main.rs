@@ -16,11 +16,11 @@ mod replay;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use wgalloc::graph::{read_onnx, read_trace, Graph, OnnxOptions};
-use wgalloc::plan::{lower_bounds, BufferTypeDesc, Planner};
+use wgalloc_plan::graph::{read_onnx, read_trace, Graph, OnnxOptions};
+use wgalloc_plan::plan::{lower_bounds, BufferTypeDesc, Planner};
 
 use crate::cubecl::{cubecl_peak, CubeclLimits, CUBECL};
-use crate::error::{PeersError, Result};
+use crate::error::{PeersError, Result, WgallocError};
 use crate::replay::Replay;
 
 /// One network to replay.
@@ -45,7 +45,7 @@ struct Cell {
 }
 
 fn wgalloc_plan(network: &Network, planner: &str) -> Result<u64> {
-    let wrap = |source: wgalloc::Error| PeersError::Wgalloc {
+    let wrap = |source: WgallocError| PeersError::Wgalloc {
         network: network.name.clone(),
         source,
     };
@@ -127,7 +127,7 @@ fn load(path: &Path) -> Result<Network> {
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
     let name = file.trim_end_matches(".json").to_string();
-    let wrap = |source: wgalloc::Error| PeersError::Wgalloc {
+    let wrap = |source: WgallocError| PeersError::Wgalloc {
         network: file.clone(),
         source,
     };

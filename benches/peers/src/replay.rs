@@ -9,7 +9,7 @@
 //! tensor (whole 4-byte words) rounded up to 32, the storage alignment of lavapipe and
 //! NVIDIA; zero-byte tensors are skipped.
 
-use wgalloc::graph::{Graph, Lifetimes};
+use wgalloc_plan::graph::{Graph, Lifetimes};
 
 /// The granule every request is rounded to.
 pub const GRANULE: u64 = 32;
@@ -116,7 +116,7 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wgalloc::graph::{DType, GraphBuilder};
+    use wgalloc_plan::graph::{DType, GraphBuilder};
 
     #[test]
     fn allocates_before_the_node_and_frees_after_the_last_use_through_views() {
