@@ -15,7 +15,6 @@
 
 const QUERIES: u32 = 16u; // queries per workgroup (one per invocation)
 const CHUNK: u32 = 8u; // keys scored before each rescale
-const MAX_HD4: u32 = 64u; // vec4s per head, at most
 const MASKED: f32 = -1e30;
 
 @compute @workgroup_size(16)

@@ -23,7 +23,6 @@
 const BLOCK: u32 = 4u; // queries per invocation
 const LANES: u32 = 16u; // invocations per workgroup
 const CHUNK: u32 = 8u; // keys scored before each rescale
-const MAX_HD4: u32 = 64u; // vec4s per head, at most
 const MASKED: f32 = -1e30;
 
 // The first vec4 of key `key`'s value row in this head (keys past the sequence read

@@ -12,7 +12,6 @@ const QUERIES: u32 = 16u;
 override SLICES: u32 = 16u;
 const MAX_SLICES: u32 = 256u;
 const CHUNK: u32 = 8u;
-const MAX_HD4: u32 = 64u;
 const MASKED: f32 = -1e30;
 const HEADER: u32 = 4u;
 
@@ -21,7 +20,7 @@ var<private> acc: array<vec4<f32>, MAX_HD4>;
 var<private> run_max: f32;
 var<private> run_sum: f32;
 // One slice's state while add_slices() merges it: [max, sum, 0, 0], then acc.
-var<workgroup> other: array<vec4<f32>, 65>; // 1 + MAX_HD4
+var<workgroup> other: array<vec4<f32>, MAX_HD4 + 1u>;
 // The slices' maxima or sums, then one vec4 of their acc, while add_slices() adds them
 // as a tree (SLICES > QUERIES).
 var<workgroup> slice_sums: array<vec4<f32>, MAX_SLICES>;

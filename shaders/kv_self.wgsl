@@ -28,7 +28,6 @@ struct Params {
 
 const QUERIES: u32 = 16u;
 const CHUNK: u32 = 8u;
-const MAX_HD4: u32 = 64u;
 const MASKED: f32 = -1e30;
 
 @compute @workgroup_size(16)

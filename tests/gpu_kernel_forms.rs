@@ -147,7 +147,7 @@ fn check_forms(ctx: &GpuContext, shapes: &[(u64, u64, u64)], dtype: DType, tol: 
             let expected = if form.fits(shape.2 as u32) && runs(ctx, form) {
                 form
             } else {
-                AttentionForm::rule(cpu, ctx.has_subgroups_of(8))
+                AttentionForm::rule_for(cpu, ctx.has_subgroups_of(8), shape.2 as u32)
             };
             assert_eq!(
                 exec.tuned_choice(&g, 1).expect("resolves"),
@@ -241,7 +241,7 @@ fn the_tuner_times_the_attention_forms_caches_the_choice_and_reads_it_back() {
     let again = tune::tuning(&ctx);
     assert_eq!(again.choices[0].source, Source::Cache, "{again:?}");
     assert_eq!(again.time, Duration::ZERO);
-    // The widest head: the key tiles do not take it, the others are timed.
+    // The widest head: neither the key tiles nor the query blocks take it.
     let (wide, _) = graph((9, 1, 256), DType::F32);
     let wide_choice = exec.tuned_choice(&wide, 1).expect("resolves");
     assert_ne!(
@@ -253,7 +253,10 @@ fn the_tuner_times_the_attention_forms_caches_the_choice_and_reads_it_back() {
         .last()
         .cloned()
         .expect("a choice");
-    assert_eq!(last.times.len(), runnable(&ctx, 256), "{last:?}");
+    // Only the per-query form takes it: one candidate, chosen without timing.
+    assert_eq!(runnable(&ctx, 256), 1);
+    assert_eq!(last.variant, Variant::Attention(AttentionForm::PerQuery));
+    assert!(last.times.is_empty(), "{last:?}");
     // `time_attention` (the benchmarks' entry) times what takes the head.
     let timed = tune::time_attention(&ctx, (9, 1, 256), &AttentionForm::ALL, 1).expect("timed");
     assert_eq!(timed.len(), runnable(&ctx, 256));

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use naga::AddressSpace;
 use wgalloc::exec::checksum::CHECKSUM_WGSL;
 use wgalloc::exec::{
-    params_layout_mismatch, Kernel, Shader, StorageType, TILED_ATTENTION_WORKGROUP_BYTES,
+    params_layout_mismatch, HeadWidth, Kernel, Shader, StorageType, TILED_ATTENTION_WORKGROUP_BYTES,
 };
 
 fn wgsl_files(dir: &Path) -> Vec<PathBuf> {
@@ -211,15 +211,17 @@ fn every_f16_form_validates_with_naga_s_float16_capability_and_needs_it() {
 #[test]
 fn every_kernel_matches_the_rust_side_params_and_bindings() {
     let mut failures = Vec::new();
+    // Each kernel's own source: the attention kernels' with their arrays sized for
+    // their head width (`Kernel::source_for`), as the executor builds them.
     let forms = Kernel::ALL.into_iter().flat_map(|kernel| {
         [StorageType::F32, StorageType::F16]
             .into_iter()
-            .filter_map(move |t| kernel.entry().0.source_for(t).map(|s| (kernel, t, s)))
+            .filter_map(move |t| kernel.source_for(t).map(|s| (kernel, t, s)))
     });
     for (kernel, storage_type, source) in forms {
         let (shader, entry) = kernel.entry();
         let name = format!("{} ({})", shader.file(), storage_type.name());
-        let (module, info) = validate(&name, source).expect("validates");
+        let (module, info) = validate(&name, &source).expect("validates");
         if let Err(message) = check_params(shader, &module) {
             failures.push(message);
         }
@@ -298,4 +300,35 @@ fn every_kernel_s_workgroup_memory_fits_the_default_limit() {
     }
     // The tuner checks the device's limit against the tiled attention's own figure.
     assert_eq!(tiled, Some(TILED_ATTENTION_WORKGROUP_BYTES));
+}
+
+/// The attention and KV-cache kernels' sources sized for other head widths than
+/// `Kernel::ALL`'s (GPT-2's 64): the narrowest, a width between groups of 8 `vec4`s,
+/// and the widest, in both storage types, validate; the rewrite of `MAX_HD4` took.
+#[test]
+fn attention_sources_sized_for_every_head_width_validate() {
+    let mut sized = 0;
+    for kernel in Kernel::ALL {
+        if kernel.head_width().is_none() {
+            continue;
+        }
+        let (shader, _) = kernel.entry();
+        for storage in [StorageType::F32, StorageType::F16] {
+            let Some(source) = shader.source_for(storage) else {
+                continue;
+            };
+            for hd in [4, 40, 256] {
+                let width = HeadWidth::of(hd);
+                let text = width.sized(source);
+                let line = format!("const MAX_HD4: u32 = {}u;", hd / 4);
+                assert_eq!(text.matches(&line).count(), 1, "{kernel:?} {hd}");
+                assert_eq!(text.matches("const MAX_HD4").count(), 1, "{kernel:?}");
+                let name = format!("{} ({}, hd {hd})", shader.file(), storage.name());
+                validate(&name, &text).expect("validates");
+                sized += 1;
+            }
+        }
+    }
+    // Every attention form and KV-cache kernel of Kernel::ALL, f32 and f16, 3 widths.
+    assert!(sized >= 3 * 2 * 10, "{sized}");
 }

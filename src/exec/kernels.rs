@@ -1,6 +1,7 @@
 //! The kernel registry: one WGSL file per op family (`shaders/`), the entry point and
 //! binding count of each kernel, and its pipeline and bind-group layout, built once.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::ops::{Epilogue, OpCall};
@@ -692,6 +693,12 @@ pub const ATTENTION_QUERIES: u64 = 16;
 /// The widest head [`AttentionForm::KeyTiles`] takes (its tiles hold 16 `vec4`s a row).
 pub const TILED_ATTENTION_MAX_HEAD_DIM: u32 = 64;
 
+/// The widest head the query-block attention forms take. Wider heads run per query: at
+/// 256 the query blocks' first dispatch on lavapipe (its LLVM compile, four rows of
+/// 64 `vec4`s a lane) took 59-62 s against 3.4 s per query, and at 128 the blocks
+/// were measured no faster than before the head's width was fixed.
+pub const QUERY_BLOCKS_MAX_HEAD_DIM: u32 = 128;
+
 /// Workgroup memory of [`AttentionForm::KeyTiles`]: three tiles of 16 rows of 17
 /// `vec4<f32>` (queries, keys, values; 16 and a pad) and 16 x 17 scores.
 pub const TILED_ATTENTION_WORKGROUP_BYTES: u32 = 3 * 272 * 16 + 272 * 4;
@@ -715,15 +722,16 @@ pub enum AttentionForm {
     /// queries an invocation, so that each key and value element read from storage
     /// feeds four multiply-adds (one per query) where the per-query kernel's feeds one.
     /// For CPU adapters, where every storage read costs a load per invocation and
-    /// private arrays are cheap; the queries and outputs take 8 KiB of private memory
-    /// per invocation. Any head up to 256 wide.
+    /// private arrays are cheap; the queries and outputs take 2 x 4 rows of the head
+    /// of private memory per invocation. Heads up to 128 wide
+    /// (`QUERY_BLOCKS_MAX_HEAD_DIM`).
     QueryBlocks,
     /// `shaders/attention_blocks.wgsl` with `shaders/attention_blocks_shared.wgsl`: the
     /// query blocks with each group of 8 `vec4`s of a key or value row read once per
     /// subgroup and passed on with `subgroupShuffle` (every invocation of the
     /// workgroup reads the same rows), 8 times fewer storage reads of K and V. Needs
     /// the device's subgroup feature ([`AttentionForm::needs_subgroups`]); a subgroup
-    /// narrower than 8 reads as [`AttentionForm::QueryBlocks`]. Any head up to 256 wide.
+    /// narrower than 8 reads as [`AttentionForm::QueryBlocks`]. Heads up to 128 wide.
     QueryBlocksShared,
 }
 
@@ -744,9 +752,10 @@ impl AttentionForm {
     /// Whether the form takes heads `head_dim` wide.
     pub fn fits(self, head_dim: u32) -> bool {
         match self {
-            AttentionForm::PerQuery
-            | AttentionForm::QueryBlocks
-            | AttentionForm::QueryBlocksShared => true,
+            AttentionForm::PerQuery => true,
+            AttentionForm::QueryBlocks | AttentionForm::QueryBlocksShared => {
+                head_dim <= QUERY_BLOCKS_MAX_HEAD_DIM
+            }
             AttentionForm::KeyTiles => head_dim <= TILED_ATTENTION_MAX_HEAD_DIM,
         }
     }
@@ -791,6 +800,14 @@ impl AttentionForm {
             (true, false) => AttentionForm::QueryBlocks,
             (false, _) => AttentionForm::PerQuery,
         }
+    }
+
+    /// [`AttentionForm::rule`] for heads `head_dim` wide: the rule's form where it
+    /// takes the head, else [`AttentionForm::PerQuery`].
+    pub fn rule_for(cpu_adapter: bool, subgroups: bool, head_dim: u32) -> AttentionForm {
+        Some(AttentionForm::rule(cpu_adapter, subgroups))
+            .filter(|f| f.fits(head_dim))
+            .unwrap_or(AttentionForm::PerQuery)
     }
 
     /// The form `pick` asks for a head `head_dim` wide: the picked form where it
@@ -910,6 +927,34 @@ impl Kernel {
             | Kernel::KvSelf(head) => vec![head.constant()],
             _ => Vec::new(),
         }
+    }
+
+    /// The head width the kernel is built for: the attention and KV-cache kernels'.
+    pub fn head_width(self) -> Option<HeadWidth> {
+        match self {
+            Kernel::Attention(head)
+            | Kernel::AttentionTiled(head)
+            | Kernel::AttentionBlocks(head)
+            | Kernel::AttentionBlocksShared(head)
+            | Kernel::KvSelf(head)
+            | Kernel::KvAttendInPlace(_, head)
+            | Kernel::KvAttend(_, head)
+            | Kernel::KvAttendOut(_, head)
+            | Kernel::KvSelfAttend(_, head)
+            | Kernel::KvSelfAttendOut(_, head) => Some(head),
+            _ => None,
+        }
+    }
+
+    /// The WGSL source the kernel is built from for tensors stored as `storage`: its
+    /// shader's ([`Shader::source_for`]), with the private arrays of a head's row sized
+    /// for the kernel's head width where it has one ([`HeadWidth::sized`]).
+    pub fn source_for(self, storage: StorageType) -> Option<Cow<'static, str>> {
+        let source = self.entry().0.source_for(storage)?;
+        Some(match self.head_width() {
+            Some(head) => Cow::Owned(head.sized(source)),
+            None => Cow::Borrowed(source),
+        })
     }
 
     /// Storage bindings after the uniform.
@@ -1165,7 +1210,26 @@ impl HeadWidth {
     fn constant(self) -> (&'static str, f64) {
         ("HD4", f64::from(self.0))
     }
+
+    /// `source` (an attention or KV-cache shader, which joins `shaders/head_width.wgsl`)
+    /// with its one definition of `MAX_HD4`, the length of the private arrays holding a
+    /// head's row, rewritten from the widest head's 64 to this width. A compiler then
+    /// allocates only what the head uses: on lavapipe the query-block attention's first
+    /// dispatch (its LLVM compile) took 19-37 s with arrays sized for 256, 4.4-5.7 s
+    /// sized for 64, at any head width. A source without that definition is returned
+    /// as it is.
+    pub fn sized(self, source: &str) -> String {
+        source.replacen(
+            MAX_HD4_WIDEST,
+            &format!("const MAX_HD4: u32 = {}u;", self.0),
+            1,
+        )
+    }
 }
+
+/// `shaders/head_width.wgsl`'s definition of the private arrays' length, as written
+/// (for the widest head), which [`HeadWidth::sized`] rewrites.
+const MAX_HD4_WIDEST: &str = "const MAX_HD4: u32 = 64u;";
 
 /// How many invocations of a head's workgroup split a decode step's cached keys in the
 /// paged-cache attention kernels (`shaders/kv_pages.wgsl`'s `SLICES`): each scans every
@@ -1695,7 +1759,8 @@ impl SharedRegistry {
 /// Pipelines, shader modules and bind-group layouts, each built once on first use.
 #[derive(Debug, Default)]
 pub(crate) struct KernelRegistry {
-    modules: HashMap<(Shader, StorageType), wgpu::ShaderModule>,
+    /// Keyed by the head width too: the attention kernels' sources are sized per width.
+    modules: HashMap<(Shader, StorageType, Option<HeadWidth>), wgpu::ShaderModule>,
     layouts: HashMap<usize, wgpu::BindGroupLayout>,
     pipelines: HashMap<(Kernel, StorageType), wgpu::ComputePipeline>,
 }
@@ -1758,7 +1823,7 @@ impl KernelRegistry {
             return Ok(p.clone());
         }
         let (shader, entry) = kernel.entry();
-        let source = shader.source_for(storage).ok_or(ExecError::NoF16Kernel {
+        let source = kernel.source_for(storage).ok_or(ExecError::NoF16Kernel {
             shader: shader.file(),
         })?;
         if storage == StorageType::F16 && !device.features().contains(wgpu::Features::SHADER_F16) {
@@ -1774,11 +1839,11 @@ impl KernelRegistry {
         let modules = &mut self.modules;
         let built = scoped(device, 0, || {
             let module = modules
-                .entry((shader, storage))
+                .entry((shader, storage, kernel.head_width()))
                 .or_insert_with(|| {
                     device.create_shader_module(wgpu::ShaderModuleDescriptor {
                         label: Some(shader.file()),
-                        source: wgpu::ShaderSource::Wgsl(source.into()),
+                        source: wgpu::ShaderSource::Wgsl(source),
                     })
                 })
                 .clone();
@@ -1787,7 +1852,7 @@ impl KernelRegistry {
         let pipeline = match built {
             Ok(pipeline) => pipeline,
             Err(error) => {
-                self.modules.remove(&(shader, storage));
+                self.modules.remove(&(shader, storage, kernel.head_width()));
                 return Err(ExecError::Device(match error {
                     DeviceError::Validation { message } => DeviceError::Validation {
                         message: format!(
@@ -2373,6 +2438,19 @@ mod tests {
                 AttentionForm::PerQuery
             );
         }
+        // Heads wider than the query blocks take run per query, by the rule too.
+        for form in [AttentionForm::QueryBlocks, AttentionForm::QueryBlocksShared] {
+            assert!(form.fits(QUERY_BLOCKS_MAX_HEAD_DIM));
+            assert!(!form.fits(QUERY_BLOCKS_MAX_HEAD_DIM + 4));
+        }
+        assert_eq!(
+            AttentionForm::rule_for(true, true, QUERY_BLOCKS_MAX_HEAD_DIM),
+            AttentionForm::QueryBlocksShared
+        );
+        assert_eq!(
+            AttentionForm::rule_for(true, true, 256),
+            AttentionForm::PerQuery
+        );
         let call = OpCall::Attention {
             seq: 70,
             heads: 3,
@@ -2437,7 +2515,13 @@ mod tests {
             kernel(&call(128), blocks),
             Some(Kernel::AttentionBlocks(HeadWidth(32)))
         );
-        assert_eq!(workgroups_with(&call(256), 0, 65535, blocks), Ok([1, 2, 1]));
+        assert_eq!(workgroups_with(&call(128), 0, 65535, blocks), Ok([1, 2, 1]));
+        // Heads wider than the blocks take run per query.
+        assert_eq!(
+            kernel(&call(256), blocks),
+            Some(Kernel::Attention(HeadWidth(64)))
+        );
+        assert_eq!(workgroups_with(&call(256), 0, 65535, blocks), Ok([3, 2, 1]));
         // A form that does not take the head runs, and is gridded, per query.
         assert_eq!(workgroups_with(&call(128), 0, 65535, tiled), Ok([3, 2, 1]));
     }

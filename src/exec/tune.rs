@@ -325,7 +325,7 @@ impl TunedShape {
     pub fn rule(self, cpu_adapter: bool, subgroups: bool) -> Variant {
         match self.family {
             KernelFamily::Attention => {
-                Variant::Attention(AttentionForm::rule(cpu_adapter, subgroups))
+                Variant::Attention(AttentionForm::rule_for(cpu_adapter, subgroups, self.k))
             }
             KernelFamily::LayerNorm => Variant::Norm(NormForm::rule(cpu_adapter, self.m, self.k)),
             _ if cpu_adapter && subgroups => Variant::Tile(MatmulTile::choose_shared(self.m)),
