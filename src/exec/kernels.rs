@@ -892,9 +892,10 @@ impl Kernel {
         }
     }
 
-    /// The pipeline constants the kernel is built with (its tile, for tiled matmuls).
+    /// The pipeline constants the kernel is built with (its tile, for tiled matmuls;
+    /// the paged cache's slices; then the head's width, [`Kernel::head_width`]).
     pub fn constants(self) -> Vec<(&'static str, f64)> {
-        match self {
+        let mut constants = match self {
             Kernel::MatmulTiled(t)
             | Kernel::MatmulTiledAcc(t)
             | Kernel::MatmulTiledAccTo(t)
@@ -913,20 +914,15 @@ impl Kernel {
                 ("LANES", f64::from(t.lanes())),
                 ("SPLIT", f64::from(t.split())),
             ],
-            Kernel::KvAttendInPlace(w, head)
-            | Kernel::KvAttend(w, head)
-            | Kernel::KvAttendOut(w, head)
-            | Kernel::KvSelfAttend(w, head)
-            | Kernel::KvSelfAttendOut(w, head) => {
-                vec![("SLICES", f64::from(w.slices())), head.constant()]
-            }
-            Kernel::Attention(head)
-            | Kernel::AttentionTiled(head)
-            | Kernel::AttentionBlocks(head)
-            | Kernel::AttentionBlocksShared(head)
-            | Kernel::KvSelf(head) => vec![head.constant()],
+            Kernel::KvAttendInPlace(w, _)
+            | Kernel::KvAttend(w, _)
+            | Kernel::KvAttendOut(w, _)
+            | Kernel::KvSelfAttend(w, _)
+            | Kernel::KvSelfAttendOut(w, _) => vec![("SLICES", f64::from(w.slices()))],
             _ => Vec::new(),
-        }
+        };
+        constants.extend(self.head_width().map(HeadWidth::constant));
+        constants
     }
 
     /// The head width the kernel is built for: the attention and KV-cache kernels'.
