@@ -881,15 +881,15 @@ impl Tuner {
             Some(deadline),
         );
         self.summary.time += started.elapsed();
-        let times = match timed {
-            Ok(times) => times,
+        let Timed { times, cut } = match timed {
+            Ok(timed) => timed,
             Err(e) => {
                 log::warn!("tuning {class:?} failed ({e}); the rule decides");
                 self.record(shape, rule, Source::Rule, Vec::new());
                 return rule;
             }
         };
-        if times.len() < candidates.len() && Instant::now() >= deadline {
+        if cut {
             // The budget ran out inside the class: what was timed is reported, the
             // rule decides, and nothing is cached (a later process tunes the class).
             log::info!(
@@ -1138,8 +1138,9 @@ fn time_as<V: Copy>(
     repetitions: u32,
 ) -> Result<Vec<(V, Duration)>, ExecError> {
     let variants: Vec<Variant> = candidates.iter().copied().map(wrap).collect();
-    let times = time_candidates(ctx, shape, &variants, repetitions, None)?;
-    Ok(times
+    let timed = time_candidates(ctx, shape, &variants, repetitions, None)?;
+    Ok(timed
+        .times
         .into_iter()
         .filter_map(|(v, d)| Some((unwrap(v)?, d)))
         .collect())
@@ -1159,13 +1160,14 @@ pub(crate) fn fastest<V: Copy + PartialEq>(times: &[(V, Duration)], rule: V) -> 
 
 /// Times each candidate on `shape`: one warm-up dispatch, then `repetitions` timed
 /// ones (one if the warm-up was slower than [`SLOW_DISPATCH`]); each tile's fastest.
+/// Past `deadline` the candidates left are not built or timed ([`Timed::cut`]).
 fn time_candidates(
     ctx: &GpuContext,
     shape: TunedShape,
     candidates: &[Variant],
     repetitions: u32,
     deadline: Option<Instant>,
-) -> Result<Vec<(Variant, Duration)>, ExecError> {
+) -> Result<Timed, ExecError> {
     let timer = PassTimer::new(ctx).ok_or_else(|| {
         ExecError::Device(DeviceError::Internal {
             message: "no timestamp queries".into(),
@@ -1224,7 +1226,7 @@ fn time_candidates(
         // Past the deadline the rest are not built or timed: on a CPU adapter building
         // a pipeline (an LLVM compile) costs more than timing it.
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
+            return Ok(Timed { times, cut: true });
         }
         // A candidate that cannot be built or run is left out, with a warning; the
         // others are still compared (none left: the rule decides).
@@ -1233,7 +1235,15 @@ fn time_candidates(
             Err(e) => log::warn!("{} for {shape:?} was not timed: {e}", variant.name()),
         }
     }
-    Ok(times)
+    Ok(Timed { times, cut: false })
+}
+
+/// What [`time_candidates`] measured: each candidate's fastest time (a candidate that
+/// could not be built or run is left out), and whether the deadline stopped it before
+/// every candidate was tried.
+struct Timed {
+    times: Vec<(Variant, Duration)>,
+    cut: bool,
 }
 
 /// One tuning measurement's device state: the call, its operands and parameters.
