@@ -21,7 +21,9 @@ use wgalloc::device::GpuContext;
 use wgalloc::exec::tune::{
     self, AdapterKey, CacheEntry, KernelFamily, ShapeClass, Source, TuneCache, TuneError, Variant,
 };
-use wgalloc::exec::{AttentionForm, Executor, MatmulTile, StorageType, TensorData, TuneSettings};
+use wgalloc::exec::{
+    AttentionForm, Executor, MatmulTile, StorageType, TensorData, TuneSettings, SPLIT_MAX_ROWS,
+};
 use wgalloc::graph::{DType, Graph, GraphBuilder, TensorId};
 
 /// A device of this test's own, or `None` (skipped) without an adapter.
@@ -243,15 +245,28 @@ fn the_offered_tiles_are_those_the_device_and_family_run() {
     let shared = shares_a_offered(&ctx);
     let tiled = tune::offered_tiles(&ctx, KernelFamily::Tiled, (256, 512, 1536));
     let bt = tune::offered_tiles(&ctx, KernelFamily::BtTiled, (256, 512, 4096));
+    let gpu = !ctx.is_cpu_adapter();
     for tiles in [&tiled, &bt] {
         assert!(!tiles.is_empty() && tiles.len() <= 8, "{tiles:?}");
-        assert!(tiles.iter().all(|t| !t.is_matvec()), "{tiles:?}");
         assert!(shared || tiles.iter().all(|t| !t.shares_a()), "{tiles:?}");
         assert_eq!(tiles.contains(&MatmulTile::Rows32Shared), shared);
+        // Of the matrix-vector tiles, only the narrow splits take 256 rows, on GPUs.
+        assert!(
+            tiles
+                .iter()
+                .filter(|t| t.is_matvec())
+                .all(|&t| gpu && t.for_gpus_only() && t.fits(256)),
+            "{tiles:?}"
+        );
     }
-    // `matmul_bt` has no 64 x 64 tile; `matmul` has it on GPUs only.
+    // `matmul_bt` runs no split tile (nor the 64 x 64 one); `matmul` is offered both
+    // on GPUs only, the splits up to SPLIT_MAX_ROWS rows.
+    assert!(bt.iter().all(|t| !t.is_matvec()), "{bt:?}");
     assert!(!bt.contains(&MatmulTile::Tile64));
-    assert_eq!(tiled.contains(&MatmulTile::Tile64), !ctx.is_cpu_adapter());
+    assert_eq!(tiled.contains(&MatmulTile::Tile64), gpu);
+    assert_eq!(tiled.contains(&MatmulTile::Rows1Split64), gpu);
+    let past = tune::offered_tiles(&ctx, KernelFamily::Tiled, (SPLIT_MAX_ROWS * 2, 512, 1536));
+    assert!(past.iter().all(|t| !t.is_matvec()), "{past:?}");
 }
 
 #[test]

@@ -10,7 +10,12 @@
 #   tools/gpu-pack.sh [PATTERN ...]    default: 'gpu_' 'cli_' 'gen_' 'forward' 'generate'
 # A pattern matches the start of a test's, bench's or binary's name (`gpu_kv` takes
 # gpu_kv_attention and gpu_kv_f16; examples are never packed); the `wgalloc` binary
-# always goes. Then call the device tool with
+# always goes. A pattern that starts `wgalloc-burn-side` (the side-by-side beside burn)
+# also builds that workspace package. Executables in the folder named by
+# GPU_PACK_EXTRA (another commit's benches, say, for a before/after in one call) go
+# into the archive as they are named there. GPU_PACK_CARGO_ARGS is added to the build
+# (`--no-default-features --features cli` leaves tract out: built at opt-level 0, it is
+# most of each test binary). Then call the device tool with
 # carry [".gpu"] and a command that begins with `source .gpu/env.sh;`, which unpacks
 # the archive into .gpu/bin/ (benches as .gpu/bin/forward, .gpu/bin/generate), links
 # /work/main to the tree (paths compiled in with CARGO_MANIFEST_DIR) and sets
@@ -25,7 +30,7 @@ grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/ex
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin"
-cargo build --release --all-targets --message-format=json 2>/dev/null \
+cargo build --release --all-targets ${GPU_PACK_CARGO_ARGS:-} --message-format=json 2>/dev/null \
   | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -34,6 +39,19 @@ for line in sys.stdin:
     kinds = m.get("target", {}).get("kind", [])
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "example" not in kinds:
         print(m["executable"])' | sort -u > "$stage/all"
+for p in "$@"; do
+  case wgalloc-burn-side in "$p"*)
+    cargo build --release --locked -p wgalloc-burn-side --message-format=json 2>/dev/null \
+      | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["executable"])' >> "$stage/all"
+    break ;;
+  esac
+done
 while read -r exe; do
   name=$(basename "$exe")
   keep=no
@@ -43,6 +61,11 @@ while read -r exe; do
   done
   [ "$keep" = yes ] && cp "$exe" "$stage/bin/" && strip "$stage/bin/$name"
 done < "$stage/all"
+if [ -n "${GPU_PACK_EXTRA:-}" ]; then
+  for exe in "$GPU_PACK_EXTRA"/*; do
+    cp "$exe" "$stage/bin/" && strip "$stage/bin/$(basename "$exe")"
+  done
+fi
 rm -rf .gpu && mkdir -p .gpu/debs
 cp "$debs"/*.deb .gpu/debs/
 (cd "$stage" && tar cf - bin | xz -T1 -6 --lzma2=dict=1536MiB -M 20GiB) > .gpu/bins.tar.xz

@@ -486,9 +486,15 @@ impl MatmulTile {
 
     /// Whether the tile is a candidate for an output of `m` rows: every tile but the
     /// matrix-vector ones ([`MatmulTile::is_matvec`]), which are for at most
-    /// `MATVEC_MAX_ROWS` (4) rows.
+    /// [`MATVEC_MAX_ROWS`] (4) rows, and the narrow split ones
+    /// ([`MatmulTile::Rows1Split64`], [`MatmulTile::Rows1Split256`], GPUs only) for at
+    /// most [`SPLIT_MAX_ROWS`] (256).
     pub fn fits(self, m: u32) -> bool {
-        !self.is_matvec() || m <= MATVEC_MAX_ROWS
+        match self {
+            MatmulTile::Rows1Split64 | MatmulTile::Rows1Split256 => m <= SPLIT_MAX_ROWS,
+            tile if tile.is_matvec() => m <= MATVEC_MAX_ROWS,
+            _ => true,
+        }
     }
 
     /// Whether the fused matmuls run the matrix-vector kernels with this tile
@@ -682,6 +688,17 @@ impl MatmulTile {
 /// The most rows of the matrix-vector kernels ([`MatmulTile::Rows1`], [`Kernel::Matvec`]):
 /// each row is one more pass over the weights.
 pub const MATVEC_MAX_ROWS: u32 = 4;
+
+/// The most rows of the narrow split matrix-vector tiles ([`MatmulTile::Rows1Split64`],
+/// [`MatmulTile::Rows1Split256`]), which the tuner offers GPUs only. Each row is its
+/// own workgroups, each walking a slice of `k`: the weights are read once per row, on a
+/// GPU mostly from its cache, where the tiled kernels give a few rows too few
+/// workgroups, each walking all of `k`, to hide their reads. On an NVIDIA H200 (the
+/// tuner's classes, us): 16 x 1024 x 1024 `rows4` 689, `rows1k64` 82; 64 x 4096 x 1024
+/// `rows4` 578, `rows1k64` 110. The tuner times them against the tiled kernels for
+/// outputs of up to this many rows (short prompts, prefill chunks); past it the
+/// weights' rereads are left to the tiled kernels.
+pub const SPLIT_MAX_ROWS: u32 = 256;
 
 /// Below this many workgroups with 8 rows, the tiled matmul takes 4 rows per invocation.
 pub const MIN_TILED_WORKGROUPS: u64 = 32;
@@ -1473,17 +1490,17 @@ pub fn select_with(call: &OpCall, inplace: bool, pick: Pick) -> Option<(Kernel, 
 /// Whether the fused forms of `matmul` (and the layer norm in its prologue) run the
 /// matrix-vector kernels ([`Kernel::Matvec`]) with `tile` for `m` rows.
 fn matvec(tile: MatmulTile, m: u32) -> bool {
-    tile.is_matvec() && m <= MATVEC_MAX_ROWS
+    tile.is_matvec() && tile.fits(m)
 }
 
-/// Whether a plain `matmul` runs [`Kernel::Matvec`]: at most [`MATVEC_MAX_ROWS`] rows,
-/// `n` a multiple of 4, and either the matrix-vector tile or a `k` the tiled kernels
-/// cannot take (the matrix-vector kernel takes any `k`).
+/// Whether a plain `matmul` runs [`Kernel::Matvec`]: `n` a multiple of 4, and either a
+/// matrix-vector tile that fits `m` rows ([`MatmulTile::fits`]) or at most
+/// [`MATVEC_MAX_ROWS`] rows and a `k` the tiled kernels cannot take (the
+/// matrix-vector kernel takes any `k`).
 fn plain_matvec(m: u32, k: u32, n: u32, transposed_b: bool, tile: MatmulTile) -> bool {
     !transposed_b
-        && m <= MATVEC_MAX_ROWS
         && n.is_multiple_of(4)
-        && (tile.is_matvec() || !tiled(k, n, false))
+        && (matvec(tile, m) || (m <= MATVEC_MAX_ROWS && !tiled(k, n, false)))
 }
 
 /// The grid of the matrix-vector kernels with `tile`: a workgroup per
@@ -2236,6 +2253,49 @@ mod tests {
             Kernel::Matvec(MatmulTile::Rows1Split).constants(),
             vec![("LANES", 16.0), ("SPLIT", 16.0)]
         );
+        // The narrow split tiles take up to SPLIT_MAX_ROWS rows (every fused form and
+        // the norm's), the 16-slice split and the unsplit tile four; past them the
+        // tiled kernels run.
+        for tile in [MatmulTile::Rows1Split64, MatmulTile::Rows1Split256] {
+            let pick = Some(tile).into();
+            for m in [5, 16, SPLIT_MAX_ROWS] {
+                assert!(tile.fits(m), "{tile:?} {m}");
+                assert_eq!(
+                    select_with(&matmul(m, 768, 768, false), false, pick).map(|(k, _)| k),
+                    Some(Kernel::Matvec(tile))
+                );
+                let fused = OpCall::MatmulFused {
+                    m,
+                    k: 768,
+                    n: 768,
+                    epilogue: Epilogue::Residual,
+                    bias: true,
+                };
+                assert_eq!(
+                    select_with(&fused, true, pick).map(|(k, _)| k),
+                    Some(Kernel::MatvecAccBias(tile))
+                );
+                let norm = OpCall::NormMatmul {
+                    m,
+                    k: 768,
+                    n: 3072,
+                    gelu: true,
+                    eps: 1e-5,
+                };
+                assert_eq!(
+                    select_with(&norm, false, pick).map(|(k, _)| k),
+                    Some(Kernel::MatvecNormBias(tile))
+                );
+                // A workgroup per row (and per 64 or 16 columns).
+                assert_eq!(
+                    workgroups_with(&matmul(m, 768, 768, false), 0, 65535, pick).map(|g| g[1]),
+                    Ok(m)
+                );
+            }
+            assert!(!tile.fits(SPLIT_MAX_ROWS + 1));
+        }
+        assert!(MatmulTile::Rows1Split.fits(MATVEC_MAX_ROWS));
+        assert!(!MatmulTile::Rows1Split.fits(MATVEC_MAX_ROWS + 1));
         // A workgroup per 256 columns and per row.
         assert_eq!(
             workgroups(&matmul(1, 7, 260, false), 0, 65535),

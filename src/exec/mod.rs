@@ -65,7 +65,9 @@ pub use custom::{
 pub use error::ExecError;
 pub use executor::{Executor, RunReport};
 pub use inputs::{Inputs, TensorData};
-pub use kernels::{AttentionForm, DecodeSlices, MatmulTile, NormForm, StorageType};
+pub use kernels::{
+    AttentionForm, DecodeSlices, MatmulTile, NormForm, StorageType, MATVEC_MAX_ROWS, SPLIT_MAX_ROWS,
+};
 /// Test aids: the built-in kernels and their shader files (the `testing` feature).
 #[cfg(feature = "testing")]
 pub use kernels::{HeadWidth, Kernel, Shader, TILED_ATTENTION_WORKGROUP_BYTES};

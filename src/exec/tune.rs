@@ -76,8 +76,10 @@ pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
 /// more than this fraction (5%).
 pub(crate) const RULE_MARGIN: f64 = 0.05;
 /// The cache file's format version; a file of another version is ignored (5: the
-/// shared-read query blocks joined the attention candidates).
-pub(crate) const CACHE_VERSION: u32 = 5;
+/// shared-read query blocks joined the attention candidates; 6: the narrow split tiles
+/// joined the candidates of up to [`SPLIT_MAX_ROWS`](crate::exec::SPLIT_MAX_ROWS) rows
+/// on GPUs, so a GPU's earlier choices for 5 to 256 rows are timed again).
+pub(crate) const CACHE_VERSION: u32 = 6;
 
 /// Why the cache could not be read or written. Never fatal: the tuner warns and goes
 /// on with what it has in memory.
