@@ -15,13 +15,14 @@
 //! `time-limit S` plans with `--time-limit S` (seconds). Instances come from a fixed
 //! seed (26): the same table on every machine but for the times. `WGALLOC_SCALE_SEED`
 //! picks another seed (other instances of the same families, for checking that a
-//! change is not fitted to seed 26's).
+//! change is not fitted to seed 26's). `WGALLOC_SCALE_THREADS=0` plans on one thread
+//! (`Budget::threads` off), for comparing the time of the same plan on one and two.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use wgalloc_plan::plan::offline::graph_live_ranges;
+use wgalloc_plan::plan::offline::{graph_live_ranges, Budget};
 use wgalloc_plan::plan::{Interval, IntervalProblem, PlanOptions, Planner};
 use wgalloc_plan::{plan, plan_intervals, read_trace, BufferTypeDesc};
 
@@ -145,8 +146,16 @@ fn planner_named(name: &str) -> Planner {
     Planner::from_name(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The planner's options; `WGALLOC_SCALE_THREADS=0` keeps it to one thread
+/// ([`Budget::threads`] off: the same plans without a deadline, for timing).
 fn options(planner: &str, limit: Option<f64>) -> PlanOptions {
-    let options = PlanOptions::with_planner(planner_named(planner));
+    let mut options = PlanOptions::with_planner(planner_named(planner));
+    if std::env::var("WGALLOC_SCALE_THREADS").is_ok_and(|v| v == "0") {
+        options = options.budget(Budget {
+            threads: false,
+            ..Budget::default()
+        });
+    }
     match limit {
         Some(s) => options.time_limit(Duration::from_secs_f64(s)),
         None => options,

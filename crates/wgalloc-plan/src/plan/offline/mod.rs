@@ -227,8 +227,10 @@ pub struct Budget {
     pub deadline: Option<Instant>,
     /// Whether [`Strategy::Best`] may use more than one thread where the machine has
     /// more than one core (default `true`): the search's preorders each on a thread of
-    /// its own, and, without a deadline, the two greedy orders by size of a large
-    /// instance side by side where each completes within the work budget alone.
+    /// its own; without a deadline, the two greedy orders by size of a large
+    /// instance side by side where each completes within the work budget alone; and
+    /// elsewhere a greedy order by size (or a greedy strategy run alone) placed on two
+    /// threads by speculative chunks, with the very offsets of one thread.
     /// Without a deadline the plan is the same either way and only the time changes
     /// (in turn, those two orders take up to twice as long); with one, what each phase
     /// reaches before it depends on the threads, as on the machine's speed.
@@ -396,7 +398,8 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
         | Strategy::GreedyConflict => {
             let index = OverlapIndex::new(p);
             let (order, fit) = greedy_order(p, strategy);
-            let (offsets, peak) = greedy::place(p, &index, &order, fit);
+            let threads = goal.budget.threads && has_second_core();
+            let (offsets, peak) = greedy::place_on(p, &index, &order, fit, threads);
             (offsets, peak, strategy)
         }
         Strategy::GreedySizeHoles => {
@@ -850,8 +853,8 @@ fn greedy_by_size_alone(
     // malloc 1.0155 against 1.0090).
     if deadline.is_none() && work <= GREEDY_SIZE_WORK {
         let runs = [
-            (Strategy::GreedySize, (GREEDY_SIZE_WORK, None)),
-            (Strategy::GreedySizeClass, (GREEDY_SIZE_WORK, None)),
+            (Strategy::GreedySize, RunLimits::work(GREEDY_SIZE_WORK)),
+            (Strategy::GreedySizeClass, RunLimits::work(GREEDY_SIZE_WORK)),
         ];
         let threads = goal.budget.threads && has_second_core();
         let [size, class] = if threads {
@@ -877,7 +880,11 @@ fn greedy_by_size_alone(
             p,
             goal,
             Strategy::GreedySizeClass,
-            (u64::MAX, Some(work)),
+            RunLimits {
+                work: u64::MAX,
+                forecast: Some(work),
+                threads: goal.budget.threads && has_second_core(),
+            },
             sweep_time,
             index,
             best,
@@ -925,7 +932,7 @@ pub(crate) fn has_second_core() -> bool {
 fn by_size_side_by_side(
     p: &Prepared,
     goal: &Goal,
-    runs: [(Strategy, (u64, Option<u64>)); 2],
+    runs: [(Strategy, RunLimits); 2],
     sweep_time: Duration,
     index: &OverlapIndex,
     best: &Option<Placement>,
@@ -948,6 +955,29 @@ fn by_size_side_by_side(
     })
 }
 
+/// What one greedy order by size may spend ([`by_size_run`]).
+#[derive(Debug, Clone, Copy)]
+struct RunLimits {
+    /// Units of work ([`greedy::Cut::work`]).
+    work: u64,
+    /// The work it is expected to read, where it is to forecast its pace
+    /// ([`greedy::Cut::forecast`]).
+    forecast: Option<u64>,
+    /// Whether it may place on two threads ([`greedy::Cut::threads`]: the same plan).
+    threads: bool,
+}
+
+impl RunLimits {
+    /// `work` units, no forecast, one thread. O(1).
+    const fn work(work: u64) -> RunLimits {
+        RunLimits {
+            work,
+            forecast: None,
+            threads: false,
+        }
+    }
+}
+
 /// One greedy order by size into `best` within `work` units and the goal's deadline
 /// ([`by_size_run`]). Returns the work it took where it completed; `None` where it was
 /// cut or did not start.
@@ -960,23 +990,28 @@ fn by_size_within(
     index: &OverlapIndex,
     best: &mut Option<Placement>,
 ) -> Option<u64> {
-    let swept = by_size_run(p, goal, strategy, (work, None), sweep_time, index, best)?;
+    let limits = RunLimits {
+        threads: goal.budget.threads && has_second_core(),
+        ..RunLimits::work(work)
+    };
+    let swept = by_size_run(p, goal, strategy, limits, sweep_time, index, best)?;
     let took = swept.complete.then_some(swept.work);
     keep_lower(best, (swept.offsets, swept.peak, strategy));
     took
 }
 
 /// One greedy order by size on a large instance, `best` being the plan in hand: within
-/// `limits.0` units of work and the goal's deadline, the items it has not placed when
-/// either runs out swept above its part ([`greedy::place_then_sweep`]); with an
-/// expected work `limits.1`, given up instead after a sixteenth of it where it
+/// `limits.work` units of work and the goal's deadline, the items it has not placed when
+/// either runs out swept above its part ([`greedy::place_then_sweep`]), on two threads
+/// where `limits.threads` (the same plan, see [`greedy::Cut::threads`]); with an
+/// expected work `limits.forecast`, given up instead after a sixteenth of it where it
 /// foresees missing the deadline. `None` where it did not start (the goal reached, or
 /// too little time left to sweep everything) or gave up.
 fn by_size_run(
     p: &Prepared,
     goal: &Goal,
     strategy: Strategy,
-    limits: (u64, Option<u64>),
+    limits: RunLimits,
     sweep_time: Duration,
     index: &OverlapIndex,
     best: &Option<Placement>,
@@ -995,8 +1030,9 @@ fn by_size_run(
     let cut = greedy::Cut {
         deadline,
         sweep_per_item: sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX),
-        work: limits.0,
-        forecast: limits.1,
+        work: limits.work,
+        forecast: limits.forecast,
+        threads: limits.threads,
     };
     let swept = greedy::place_then_sweep(p, index, &order, fit, &cut);
     log::debug!(

@@ -1,0 +1,479 @@
+//! The lowest-fit greedy placement on two threads, with the very offsets of the
+//! sequential one ([`super::place_prefix`]).
+//!
+//! The order is taken in chunks of `chunk` items. First both threads compute, for the
+//! items of a chunk (claimed one at a time from a shared counter, so a thread that is
+//! late or descheduled leaves its share to the other), each item's lowest fit among
+//! the items placed before the chunk, reading [`PlacedSpans`] only; each keeps the
+//! placed ranges it read, sorted by start, and where the scan of [`super::lowest_fit`]
+//! stopped. Then this thread places the chunk's items in order. Item `j`'s sequential
+//! answer is its lowest fit among the items placed before the chunk *and* the chunk's
+//! items placed before it. The obstacles were only added to, so every offset below
+//! the speculated one stays taken, and the answer is the lowest offset from the
+//! speculated one up that also avoids the earlier chunk items live with `j`: the scan
+//! resumes where it stopped, merged with those few items (sorted by start), and where
+//! none of them is live with `j` or in the way, stops at once on the speculated
+//! offset. So the offsets, the peak and the work counted ([`super::Cut::work`]: the
+//! placed items live with each item) are the sequential ones, and the cut (deadline,
+//! work, forecast) is looked at before each item exactly as there.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Instant;
+
+use super::{sort_by_start, Cut, Pace, Prefix, SortScratch};
+use crate::plan::offline::index::{OverlapIndex, PlacedSpans};
+use crate::plan::offline::prepared::Prepared;
+
+/// Items of a chunk by default: large enough that the hand-over between the threads
+/// (a wake-up a chunk) is small beside the chunk's work, small enough that an item
+/// rarely meets many earlier chunk items live with it (each costs a comparison here
+/// and a step of the merged scan).
+pub(crate) const CHUNK: usize = 64;
+
+/// One chunk item's lowest fit among the items placed before the chunk.
+#[derive(Debug, Default)]
+struct Slot {
+    /// The placed ranges live with the item, sorted by start.
+    busy: Vec<(u64, u64)>,
+    /// Its lowest fit among them.
+    offset: u64,
+    /// Where the scan stopped in `busy` (every range before it ends at or below
+    /// `offset`).
+    resume: usize,
+}
+
+/// The chunk the helper thread is to work on.
+#[derive(Debug, Clone, Copy, Default)]
+struct Job {
+    /// Counts the chunks published (the high half of [`Shared::claim`]).
+    epoch: u32,
+    /// The chunk is `order[from..from + len]`.
+    from: usize,
+    len: usize,
+    /// The placement is over: the helper returns.
+    quit: bool,
+}
+
+/// What the two threads share.
+struct Shared<'a> {
+    spans: RwLock<PlacedSpans<'a>>,
+    slots: Vec<Mutex<Slot>>,
+    /// The chunk's epoch (high 32 bits) and the next chunk position to compute.
+    claim: AtomicU64,
+    /// Chunk items computed.
+    done: AtomicUsize,
+    job: Mutex<Job>,
+    job_posted: Condvar,
+    /// Held while `done` reaches the chunk's length and while it is waited for.
+    finished: Mutex<()>,
+    all_done: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared<'_> {
+    /// The next position of chunk `epoch` (of `len` items) for the caller, if any is
+    /// left. O(1) but for contention.
+    fn claim(&self, epoch: u32, len: usize) -> Option<usize> {
+        let mut v = self.claim.load(Ordering::Acquire);
+        loop {
+            let next = (v & u64::from(u32::MAX)) as usize;
+            if (v >> 32) as u32 != epoch || next >= len {
+                return None;
+            }
+            match self
+                .claim
+                .compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(next),
+                Err(now) => v = now,
+            }
+        }
+    }
+
+    /// Computes the chunk items of `epoch` this thread claims: each one's placed
+    /// neighbours gathered and sorted, and its lowest fit among them. O(sum of k log
+    /// k) over the items it claims, k the placed items live with one.
+    fn compute(&self, p: &Prepared, order: &[usize], job: Job, sort: &mut SortScratch) {
+        let spans = self.spans.read().unwrap_or_else(PoisonError::into_inner);
+        while let Some(c) = self.claim(job.epoch, job.len) {
+            let it = &p.items[order[job.from + c]];
+            {
+                let mut slot = lock(&self.slots[c]);
+                let slot = &mut *slot;
+                slot.busy.clear();
+                spans.placed_in(it.a, it.b, &mut slot.busy);
+                sort_by_start(&mut slot.busy, sort);
+                (slot.offset, slot.resume) = lowest_fit_from(&slot.busy, 0, &[], 0, it.size);
+            }
+            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == job.len {
+                let _held = lock(&self.finished);
+                self.all_done.notify_one();
+            }
+        }
+    }
+
+    /// The helper thread: computes its share of each chunk posted until told to quit.
+    fn help(&self, p: &Prepared, order: &[usize]) {
+        let mut sort = SortScratch::default();
+        let mut seen = 0u32;
+        loop {
+            let job = {
+                let mut job = lock(&self.job);
+                while job.epoch == seen && !job.quit {
+                    job = self
+                        .job_posted
+                        .wait(job)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                *job
+            };
+            if job.quit {
+                return;
+            }
+            seen = job.epoch;
+            self.compute(p, order, job, &mut sort);
+        }
+    }
+
+    /// Tells the helper to return.
+    fn quit(&self) {
+        lock(&self.job).quit = true;
+        self.job_posted.notify_all();
+    }
+}
+
+/// Tells the helper to return when dropped (also when this thread unwinds), so that
+/// the scope that joins it ends.
+struct QuitOnDrop<'s, 'a>(&'s Shared<'a>);
+
+impl Drop for QuitOnDrop<'_, '_> {
+    fn drop(&mut self) {
+        self.0.quit();
+    }
+}
+
+/// The lowest offset at or above `candidate` at which `size` bytes avoid every range
+/// of `busy[from..]` and of `extra` (both sorted by start), where every range of
+/// `busy[..from]` ends at or below `candidate`; and where the scan stopped in `busy`.
+/// With `from` and `candidate` 0 and no `extra`, [`super::lowest_fit`] and the
+/// position it stopped at. O(ranges scanned).
+pub(crate) fn lowest_fit_from(
+    busy: &[(u64, u64)],
+    from: usize,
+    extra: &[(u64, u64)],
+    mut candidate: u64,
+    size: u64,
+) -> (u64, usize) {
+    let (mut b, mut e) = (from, 0usize);
+    loop {
+        let from_busy = match (busy.get(b), extra.get(e)) {
+            (Some(x), Some(y)) => x.0 <= y.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return (candidate, b),
+        };
+        let (start, end) = if from_busy { busy[b] } else { extra[e] };
+        if start >= candidate.saturating_add(size) {
+            return (candidate, b);
+        }
+        if from_busy {
+            b += 1;
+        } else {
+            e += 1;
+        }
+        candidate = candidate.max(end);
+    }
+}
+
+/// [`super::place_prefix`] with [`super::Fit::Lowest`] on two threads (this one and a
+/// helper, in a scope), in chunks of `chunk` items (at least 1): the same offsets,
+/// peak, work counted and cut.
+///
+/// The work is the sequential placement's, O(n log T + sum over items of k log k), k
+/// the placed items live with an item, shared between the threads, plus, on this
+/// thread alone, O(chunk) comparisons per item with the earlier items of its chunk
+/// and the merged scan from the speculated offset (usually one step), and the
+/// placement in [`PlacedSpans`] (O(log T)). Memory: the sorted neighbours of a
+/// chunk's items, O(chunk k).
+pub(super) fn place_prefix(
+    p: &Prepared,
+    index: &OverlapIndex,
+    order: &[usize],
+    cut: &Cut,
+    chunk: usize,
+) -> Prefix {
+    let chunk = chunk.clamp(1, u32::MAX as usize);
+    let shared = Shared {
+        spans: RwLock::new(PlacedSpans::new(index)),
+        slots: (0..chunk.min(order.len()).max(1))
+            .map(|_| Mutex::default())
+            .collect(),
+        claim: AtomicU64::new(0),
+        done: AtomicUsize::new(0),
+        job: Mutex::default(),
+        job_posted: Condvar::new(),
+        finished: Mutex::new(()),
+        all_done: Condvar::new(),
+    };
+    std::thread::scope(|scope| {
+        let quit = QuitOnDrop(&shared);
+        // Where the helper cannot start, this thread claims every item itself.
+        let _helper = std::thread::Builder::new()
+            .name("wgalloc-speculate".into())
+            .spawn_scoped(scope, || shared.help(p, order));
+        let prefix = place_chunks(p, order, cut, &shared);
+        drop(quit);
+        prefix
+    })
+}
+
+/// The chunks in turn: each computed by both threads, then placed here in order.
+fn place_chunks(p: &Prepared, order: &[usize], cut: &Cut, shared: &Shared<'_>) -> Prefix {
+    let chunk = shared.slots.len();
+    let mut offsets = vec![0u64; p.items.len()];
+    let mut sort = SortScratch::default();
+    // The chunk items placed so far: sections and range.
+    let mut placed_here: Vec<(u32, u32, u64, u64)> = Vec::with_capacity(chunk);
+    let mut extra: Vec<(u64, u64)> = Vec::with_capacity(chunk);
+    let mut peak = 0u64;
+    let mut read = 0u64;
+    let started = Instant::now();
+    let mut pace = Pace::default();
+    let mut epoch = 0u32;
+    let mut from = 0usize;
+    while from < order.len() {
+        let len = chunk.min(order.len() - from);
+        epoch = epoch.wrapping_add(1);
+        let job = Job {
+            epoch,
+            from,
+            len,
+            quit: false,
+        };
+        // The helper has finished the chunk before (all its items were computed) and
+        // claims nothing of this one before the epoch changes.
+        shared.done.store(0, Ordering::Release);
+        shared
+            .claim
+            .store(u64::from(epoch) << 32, Ordering::Release);
+        {
+            let mut posted = lock(&shared.job);
+            *posted = job;
+        }
+        shared.job_posted.notify_one();
+        shared.compute(p, order, job, &mut sort);
+        {
+            let mut held = lock(&shared.finished);
+            while shared.done.load(Ordering::Acquire) < len {
+                held = shared
+                    .all_done
+                    .wait(held)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        let mut spans = shared.spans.write().unwrap_or_else(PoisonError::into_inner);
+        placed_here.clear();
+        for c in 0..len {
+            let k = from + c;
+            if let Some(gave_up) = cut.stops_before(&mut pace, k, order.len(), read, started) {
+                return Prefix {
+                    offsets,
+                    peak,
+                    placed: k,
+                    read,
+                    gave_up,
+                };
+            }
+            let i = order[k];
+            let it = &p.items[i];
+            extra.clear();
+            extra.extend(
+                placed_here
+                    .iter()
+                    .filter(|q| q.0 < it.b && it.a < q.1)
+                    .map(|q| (q.2, q.3)),
+            );
+            let slot = lock(&shared.slots[c]);
+            read += (slot.busy.len() + extra.len()) as u64;
+            let offset = if extra.is_empty() {
+                slot.offset
+            } else {
+                extra.sort_unstable_by_key(|r| r.0);
+                lowest_fit_from(&slot.busy, slot.resume, &extra, slot.offset, it.size).0
+            };
+            let end = offset.saturating_add(it.size);
+            offsets[i] = offset;
+            spans.place(i, it.a, it.b, offset, end);
+            placed_here.push((it.a, it.b, offset, end));
+            peak = peak.max(end);
+        }
+        from += len;
+    }
+    Prefix {
+        offsets,
+        peak,
+        placed: order.len(),
+        read,
+        gave_up: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{by_size, by_size_class, lowest_fit, place_prefix_in_turn, Fit};
+    use super::*;
+    use crate::plan::offline::LiveRange;
+    use crate::seeded::Rng;
+    use proptest::prelude::*;
+
+    /// A malloc-like trace of `n` buffers: one allocation a step (bursts: many at one
+    /// step), sizes spread over octaves (few-sizes: four sizes), lifetimes from a few
+    /// steps to about `live` times a few.
+    fn family(name: &str, n: usize, live: usize, seed: u64) -> Vec<LiveRange> {
+        let mut rng = Rng::new(seed);
+        let mut t = 0u64;
+        (0..n)
+            .map(|_| {
+                let size = match name {
+                    "few-sizes" => [64u64, 4096, 65_536, 1 << 20][rng.index(4)],
+                    _ => (1u64 << rng.index(20)) + rng.index(1000) as u64,
+                };
+                if name != "bursts" || rng.index(16) == 0 {
+                    t += 1 + if name == "bursts" { rng.index(40) } else { 0 } as u64;
+                }
+                // Mostly short lives, some long ones (about `live` live at once).
+                let len = if rng.index(8) == 0 {
+                    1 + rng.index(live * 6)
+                } else {
+                    1 + rng.index(live / 2 + 1)
+                } as u64;
+                LiveRange {
+                    start: t,
+                    end: t + len,
+                    size,
+                }
+            })
+            .collect()
+    }
+
+    fn in_turn(p: &Prepared, index: &OverlapIndex, order: &[usize], cut: &Cut) -> Prefix {
+        place_prefix_in_turn(p, index, order, Fit::Lowest, cut)
+    }
+
+    fn assert_same(a: &Prefix, b: &Prefix, what: &str) {
+        assert_eq!(a.placed, b.placed, "{what}: placed");
+        assert_eq!(a.read, b.read, "{what}: work read");
+        assert_eq!(a.peak, b.peak, "{what}: peak");
+        assert_eq!(a.gave_up, b.gave_up, "{what}: gave up");
+        assert!(a.offsets == b.offsets, "{what}: offsets differ");
+    }
+
+    #[test]
+    fn the_resumed_scan_is_the_lowest_fit_among_both_lists() {
+        let mut rng = Rng::new(33);
+        for round in 0..3000 {
+            let ranges = |rng: &mut Rng, count: usize| {
+                let mut v: Vec<(u64, u64)> = (0..count)
+                    .map(|_| {
+                        let s = rng.index(400) as u64;
+                        (s, s + 1 + rng.index(40) as u64)
+                    })
+                    .collect();
+                v.sort_unstable_by_key(|r| r.0);
+                v
+            };
+            let (many, few) = (rng.index(60), rng.index(8));
+            let busy = ranges(&mut rng, many);
+            let extra = ranges(&mut rng, few);
+            let size = 1 + rng.index(30) as u64;
+            let (offset, resume) = lowest_fit_from(&busy, 0, &[], 0, size);
+            assert_eq!(offset, lowest_fit(&busy, size), "round {round}");
+            assert!(busy[..resume].iter().all(|r| r.1 <= offset));
+            assert!(busy.get(resume).is_none_or(|r| r.0 >= offset + size));
+            let mut all = [busy.clone(), extra.clone()].concat();
+            all.sort_unstable_by_key(|r| r.0);
+            let resumed = lowest_fit_from(&busy, resume, &extra, offset, size).0;
+            assert_eq!(resumed, lowest_fit(&all, size), "round {round}");
+        }
+    }
+
+    #[test]
+    fn two_threads_place_as_one_on_generated_families() {
+        for (f, name) in ["malloc", "few-sizes", "bursts"].into_iter().enumerate() {
+            for (s, &(n, live)) in [(300, 20), (4000, 60), (30_000, 300)].iter().enumerate() {
+                let ranges = family(name, n, live, 100 + (f * 3 + s) as u64);
+                let p = Prepared::new(&ranges, [1, 16][s % 2]).expect("valid");
+                let index = OverlapIndex::new(&p);
+                for (o, order) in [by_size(&p), by_size_class(&p)].iter().enumerate() {
+                    let want = in_turn(&p, &index, order, &Cut::UNLIMITED);
+                    assert_eq!(want.placed, n);
+                    if n <= 4000 {
+                        p.assert_valid(&want.offsets, want.peak);
+                    }
+                    for chunk in [1, 2, 7, CHUNK, 1000, n + 5] {
+                        let got = place_prefix(&p, &index, order, &Cut::UNLIMITED, chunk);
+                        assert_same(&got, &want, &format!("{name} {n} order {o} chunk {chunk}"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_work_budget_cuts_two_threads_where_it_cuts_one() {
+        let ranges = family("malloc", 6000, 80, 7);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let order = by_size(&p);
+        let total = in_turn(&p, &index, &order, &Cut::UNLIMITED).read;
+        for work in [0, 1, total / 3, total - 1, total] {
+            let cut = Cut {
+                work,
+                ..Cut::UNLIMITED
+            };
+            let want = in_turn(&p, &index, &order, &cut);
+            for chunk in [1, 5, CHUNK, 10_000] {
+                let got = place_prefix(&p, &index, &order, &cut, chunk);
+                assert_same(&got, &want, &format!("work {work} chunk {chunk}"));
+            }
+        }
+        // Through `place_prefix` with threads allowed, and a deadline already past: cut
+        // at the first look at the clock, as on one thread.
+        let past = Cut {
+            deadline: Some(Instant::now()),
+            threads: true,
+            ..Cut::UNLIMITED
+        };
+        let got = super::super::place_prefix(&p, &index, &order, Fit::Lowest, &past);
+        let want = in_turn(&p, &index, &order, &past);
+        assert_same(&got, &want, "a past deadline");
+        assert_eq!(got.placed, super::super::CLOCK_EVERY - 1);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn two_threads_give_the_sequential_offsets(
+            raw in prop::collection::vec((0u64..60, 1u64..25, 1u64..64), 1..300),
+            chunk in 1usize..40,
+            class in any::<bool>(),
+        ) {
+            let ranges: Vec<LiveRange> = raw
+                .iter()
+                .map(|&(start, len, size)| LiveRange { start, end: start + len, size })
+                .collect();
+            let p = Prepared::new(&ranges, 1).expect("valid");
+            let index = OverlapIndex::new(&p);
+            let order = if class { by_size_class(&p) } else { by_size(&p) };
+            let want = in_turn(&p, &index, &order, &Cut::UNLIMITED);
+            let got = place_prefix(&p, &index, &order, &Cut::UNLIMITED, chunk);
+            prop_assert_eq!(got.offsets, want.offsets);
+            prop_assert_eq!((got.peak, got.read, got.placed), (want.peak, want.read, want.placed));
+        }
+    }
+}
