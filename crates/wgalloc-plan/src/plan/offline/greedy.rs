@@ -457,7 +457,7 @@ fn place_prefix(
     cut: &Cut,
 ) -> Prefix {
     if cut.threads && fit == Fit::Lowest && order.len() >= SPECULATE_MIN {
-        return speculate::place_prefix(p, index, order, cut, speculate::CHUNK);
+        return speculate::place_prefix(p, index, order, cut, speculate::CHUNK, speculate::WINDOW);
     }
     place_prefix_in_turn(p, index, order, fit, cut)
 }

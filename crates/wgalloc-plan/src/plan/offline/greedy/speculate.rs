@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
-use super::{sort_by_start, Cut, Pace, Prefix, SortScratch};
+use super::{lowest_fit, sort_by_start, Cut, Pace, Prefix, SortScratch};
 use crate::plan::offline::index::{OverlapIndex, PlacedSpans};
 use crate::plan::offline::prepared::Prepared;
 
@@ -31,16 +31,41 @@ use crate::plan::offline::prepared::Prepared;
 /// and a step of the merged scan).
 pub(crate) const CHUNK: usize = 64;
 
+/// Placed ranges a [`Slot`] keeps from where the scan stopped: the resumed scan
+/// rarely goes further, and where it would it is redone in full (a chunk's slots so
+/// take O(chunk) memory, where keeping every item's ranges took up to the chunk
+/// times the most items live with one).
+pub(crate) const WINDOW: usize = 32;
+
 /// One chunk item's lowest fit among the items placed before the chunk.
 #[derive(Debug, Default)]
 struct Slot {
-    /// The placed ranges live with the item, sorted by start.
-    busy: Vec<(u64, u64)>,
+    /// The placed ranges live with the item from where the scan stopped (every range
+    /// before ends at or below `offset`), sorted by start: at most [`WINDOW`].
+    window: Vec<(u64, u64)>,
+    /// Whether ranges beyond `window` were left out.
+    truncated: bool,
+    /// The placed ranges live with the item (the work read).
+    count: usize,
     /// Its lowest fit among them.
     offset: u64,
-    /// Where the scan stopped in `busy` (every range before it ends at or below
-    /// `offset`).
-    resume: usize,
+}
+
+/// A thread's memory for gathering and ordering an item's placed neighbours.
+#[derive(Debug, Default)]
+struct Scratch {
+    busy: Vec<(u64, u64)>,
+    sort: SortScratch,
+}
+
+impl Scratch {
+    /// The placed ranges of `spans` live in sections `[a, b)`, sorted by start, in
+    /// `self.busy`. O(log T + k log k) for k ranges (the bucket sort: about O(k)).
+    fn gather(&mut self, spans: &PlacedSpans<'_>, a: u32, b: u32) {
+        self.busy.clear();
+        spans.placed_in(a, b, &mut self.busy);
+        sort_by_start(&mut self.busy, &mut self.sort);
+    }
 }
 
 /// The chunk the helper thread is to work on.
@@ -58,6 +83,8 @@ struct Job {
 /// What the two threads share.
 struct Shared<'a> {
     spans: RwLock<PlacedSpans<'a>>,
+    /// Ranges each slot keeps ([`WINDOW`] but in tests).
+    window: usize,
     slots: Vec<Mutex<Slot>>,
     /// The chunk's epoch (high 32 bits) and the next chunk position to compute.
     claim: AtomicU64,
@@ -97,17 +124,21 @@ impl Shared<'_> {
     /// Computes the chunk items of `epoch` this thread claims: each one's placed
     /// neighbours gathered and sorted, and its lowest fit among them. O(sum of k log
     /// k) over the items it claims, k the placed items live with one.
-    fn compute(&self, p: &Prepared, order: &[usize], job: Job, sort: &mut SortScratch) {
+    fn compute(&self, p: &Prepared, order: &[usize], job: Job, scratch: &mut Scratch) {
         let spans = self.spans.read().unwrap_or_else(PoisonError::into_inner);
         while let Some(c) = self.claim(job.epoch, job.len) {
             let it = &p.items[order[job.from + c]];
+            scratch.gather(&spans, it.a, it.b);
+            let busy = &scratch.busy;
+            let (offset, resume) = lowest_fit_from(busy, 0, &[], 0, it.size);
+            let to = busy.len().min(resume + self.window);
             {
                 let mut slot = lock(&self.slots[c]);
-                let slot = &mut *slot;
-                slot.busy.clear();
-                spans.placed_in(it.a, it.b, &mut slot.busy);
-                sort_by_start(&mut slot.busy, sort);
-                (slot.offset, slot.resume) = lowest_fit_from(&slot.busy, 0, &[], 0, it.size);
+                slot.window.clear();
+                slot.window.extend_from_slice(&busy[resume..to]);
+                slot.truncated = to < busy.len();
+                slot.count = busy.len();
+                slot.offset = offset;
             }
             if self.done.fetch_add(1, Ordering::AcqRel) + 1 == job.len {
                 let _held = lock(&self.finished);
@@ -118,7 +149,7 @@ impl Shared<'_> {
 
     /// The helper thread: computes its share of each chunk posted until told to quit.
     fn help(&self, p: &Prepared, order: &[usize]) {
-        let mut sort = SortScratch::default();
+        let mut scratch = Scratch::default();
         let mut seen = 0u32;
         loop {
             let job = {
@@ -135,7 +166,7 @@ impl Shared<'_> {
                 return;
             }
             seen = job.epoch;
-            self.compute(p, order, job, &mut sort);
+            self.compute(p, order, job, &mut scratch);
         }
     }
 
@@ -190,25 +221,29 @@ pub(crate) fn lowest_fit_from(
 }
 
 /// [`super::place_prefix`] with [`super::Fit::Lowest`] on two threads (this one and a
-/// helper, in a scope), in chunks of `chunk` items (at least 1): the same offsets,
-/// peak, work counted and cut.
+/// helper, in a scope), in chunks of `chunk` items (at least 1), each item keeping
+/// `window` ranges ([`WINDOW`]) beyond its speculated offset: the same offsets, peak,
+/// work counted and cut.
 ///
 /// The work is the sequential placement's, O(n log T + sum over items of k log k), k
 /// the placed items live with an item, shared between the threads, plus, on this
 /// thread alone, O(chunk) comparisons per item with the earlier items of its chunk
 /// and the merged scan from the speculated offset (usually one step), and the
-/// placement in [`PlacedSpans`] (O(log T)). Memory: the sorted neighbours of a
-/// chunk's items, O(chunk k).
+/// placement in [`PlacedSpans`] (O(log T)); an item whose scan goes beyond its
+/// [`WINDOW`] is placed again in full here (O(log T + k log k)). Memory: O(chunk) and
+/// each thread's O(k) scratch.
 pub(super) fn place_prefix(
     p: &Prepared,
     index: &OverlapIndex,
     order: &[usize],
     cut: &Cut,
     chunk: usize,
+    window: usize,
 ) -> Prefix {
     let chunk = chunk.clamp(1, u32::MAX as usize);
     let shared = Shared {
         spans: RwLock::new(PlacedSpans::new(index)),
+        window,
         slots: (0..chunk.min(order.len()).max(1))
             .map(|_| Mutex::default())
             .collect(),
@@ -235,7 +270,10 @@ pub(super) fn place_prefix(
 fn place_chunks(p: &Prepared, order: &[usize], cut: &Cut, shared: &Shared<'_>) -> Prefix {
     let chunk = shared.slots.len();
     let mut offsets = vec![0u64; p.items.len()];
-    let mut sort = SortScratch::default();
+    let mut scratch = Scratch::default();
+    // Items that met an earlier item of their chunk live with them, and those whose
+    // scan went beyond the window (for the log).
+    let (mut met, mut rescanned) = (0usize, 0usize);
     // The chunk items placed so far: sections and range.
     let mut placed_here: Vec<(u32, u32, u64, u64)> = Vec::with_capacity(chunk);
     let mut extra: Vec<(u64, u64)> = Vec::with_capacity(chunk);
@@ -265,7 +303,7 @@ fn place_chunks(p: &Prepared, order: &[usize], cut: &Cut, shared: &Shared<'_>) -
             *posted = job;
         }
         shared.job_posted.notify_one();
-        shared.compute(p, order, job, &mut sort);
+        shared.compute(p, order, job, &mut scratch);
         {
             let mut held = lock(&shared.finished);
             while shared.done.load(Ordering::Acquire) < len {
@@ -298,12 +336,24 @@ fn place_chunks(p: &Prepared, order: &[usize], cut: &Cut, shared: &Shared<'_>) -
                     .map(|q| (q.2, q.3)),
             );
             let slot = lock(&shared.slots[c]);
-            read += (slot.busy.len() + extra.len()) as u64;
+            read += (slot.count + extra.len()) as u64;
             let offset = if extra.is_empty() {
                 slot.offset
             } else {
+                met += 1;
                 extra.sort_unstable_by_key(|r| r.0);
-                lowest_fit_from(&slot.busy, slot.resume, &extra, slot.offset, it.size).0
+                let (offset, stopped) =
+                    lowest_fit_from(&slot.window, 0, &extra, slot.offset, it.size);
+                if slot.truncated && stopped == slot.window.len() {
+                    // The scan needs ranges beyond the window: in full, among the
+                    // items placed so far (those before the chunk and the chunk's
+                    // earlier ones).
+                    rescanned += 1;
+                    scratch.gather(&spans, it.a, it.b);
+                    lowest_fit(&scratch.busy, it.size)
+                } else {
+                    offset
+                }
             };
             let end = offset.saturating_add(it.size);
             offsets[i] = offset;
@@ -313,6 +363,10 @@ fn place_chunks(p: &Prepared, order: &[usize], cut: &Cut, shared: &Shared<'_>) -
         }
         from += len;
     }
+    log::debug!(
+        "speculative placement: {} items, {met} met earlier chunk items, {rescanned} rescanned",
+        order.len()
+    );
     Prefix {
         offsets,
         peak,
@@ -414,9 +468,18 @@ mod tests {
                     if n <= 4000 {
                         p.assert_valid(&want.offsets, want.peak);
                     }
-                    for chunk in [1, 2, 7, CHUNK, 1000, n + 5] {
-                        let got = place_prefix(&p, &index, order, &Cut::UNLIMITED, chunk);
-                        assert_same(&got, &want, &format!("{name} {n} order {o} chunk {chunk}"));
+                    for (chunk, window) in [
+                        (1, WINDOW),
+                        (2, 1),
+                        (7, 0),
+                        (CHUNK, WINDOW),
+                        (CHUNK, 0),
+                        (1000, 3),
+                        (n + 5, WINDOW),
+                    ] {
+                        let got = place_prefix(&p, &index, order, &Cut::UNLIMITED, chunk, window);
+                        let what = format!("{name} {n} order {o} chunk {chunk} window {window}");
+                        assert_same(&got, &want, &what);
                     }
                 }
             }
@@ -436,8 +499,8 @@ mod tests {
                 ..Cut::UNLIMITED
             };
             let want = in_turn(&p, &index, &order, &cut);
-            for chunk in [1, 5, CHUNK, 10_000] {
-                let got = place_prefix(&p, &index, &order, &cut, chunk);
+            for (chunk, window) in [(1, 0), (5, 2), (CHUNK, WINDOW), (10_000, WINDOW)] {
+                let got = place_prefix(&p, &index, &order, &cut, chunk, window);
                 assert_same(&got, &want, &format!("work {work} chunk {chunk}"));
             }
         }
@@ -461,6 +524,7 @@ mod tests {
         fn two_threads_give_the_sequential_offsets(
             raw in prop::collection::vec((0u64..60, 1u64..25, 1u64..64), 1..300),
             chunk in 1usize..40,
+            window in 0usize..4,
             class in any::<bool>(),
         ) {
             let ranges: Vec<LiveRange> = raw
@@ -471,7 +535,7 @@ mod tests {
             let index = OverlapIndex::new(&p);
             let order = if class { by_size_class(&p) } else { by_size(&p) };
             let want = in_turn(&p, &index, &order, &Cut::UNLIMITED);
-            let got = place_prefix(&p, &index, &order, &Cut::UNLIMITED, chunk);
+            let got = place_prefix(&p, &index, &order, &Cut::UNLIMITED, chunk, window);
             prop_assert_eq!(got.offsets, want.offsets);
             prop_assert_eq!((got.peak, got.read, got.placed), (want.peak, want.read, want.placed));
         }
