@@ -17,13 +17,16 @@
 //! placed items live with each item) are the sequential ones, and the cut (deadline,
 //! work, forecast) is looked at before each item exactly as there.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
 use super::{lowest_fit, sort_by_start, Cut, Pace, Prefix, SortScratch};
 use crate::plan::offline::index::{OverlapIndex, PlacedSpans};
 use crate::plan::offline::prepared::Prepared;
+
+/// The helper thread's name.
+const HELPER_NAME: &str = "wgalloc-speculate";
 
 /// Items of a chunk by default: large enough that the hand-over between the threads
 /// (a wake-up a chunk) is small beside the chunk's work, small enough that an item
@@ -99,6 +102,12 @@ struct Shared<'a> {
     /// Held while `done` reaches the chunk's length and while it is waited for.
     finished: Mutex<()>,
     all_done: Condvar,
+    /// The helper unwound (a bug): this thread stops waiting for it and computes
+    /// every item of the chunk itself, so a failing helper never leaves it waiting.
+    helper_failed: AtomicBool,
+    /// Tests: the helper panics when it claims this slot or a later one.
+    #[cfg(test)]
+    helper_panics_at: Option<usize>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -131,19 +140,13 @@ impl Shared<'_> {
     fn compute(&self, p: &Prepared, order: &[usize], job: Job, scratch: &mut Scratch) {
         let spans = self.spans.read().unwrap_or_else(PoisonError::into_inner);
         while let Some(c) = self.claim(job.epoch, job.len) {
-            let it = &p.items[order[job.from + c]];
-            scratch.gather(&spans, it.a, it.b);
-            let busy = &scratch.busy;
-            let (offset, resume) = lowest_fit_from(busy, 0, &[], 0, it.size);
-            let to = busy.len().min(resume + self.window);
+            #[cfg(test)]
+            if self.helper_panics_at.is_some_and(|at| c >= at)
+                && std::thread::current().name() == Some(HELPER_NAME)
             {
-                let mut slot = lock(&self.slots[c]);
-                slot.window.clear();
-                slot.window.extend_from_slice(&busy[resume..to]);
-                slot.truncated = to < busy.len();
-                slot.count = busy.len();
-                slot.offset = offset;
+                panic!("the helper fails (a test)");
             }
+            self.fill(&spans, p, order, job, c, scratch);
             if self.done.fetch_add(1, Ordering::AcqRel) + 1 == job.len {
                 let _held = lock(&self.finished);
                 self.all_done.notify_one();
@@ -151,8 +154,32 @@ impl Shared<'_> {
         }
     }
 
+    /// Slot `c` of chunk `job`: its item's lowest fit among `spans`. O(log T + k log k).
+    fn fill(
+        &self,
+        spans: &PlacedSpans<'_>,
+        p: &Prepared,
+        order: &[usize],
+        job: Job,
+        c: usize,
+        scratch: &mut Scratch,
+    ) {
+        let it = &p.items[order[job.from + c]];
+        scratch.gather(spans, it.a, it.b);
+        let busy = &scratch.busy;
+        let (offset, resume) = lowest_fit_from(busy, 0, &[], 0, it.size);
+        let to = busy.len().min(resume + self.window);
+        let mut slot = lock(&self.slots[c]);
+        slot.window.clear();
+        slot.window.extend_from_slice(&busy[resume..to]);
+        slot.truncated = to < busy.len();
+        slot.count = busy.len();
+        slot.offset = offset;
+    }
+
     /// The helper thread: computes its share of each chunk posted until told to quit.
     fn help(&self, p: &Prepared, order: &[usize]) {
+        let _failed = FailedOnUnwind(self);
         let mut scratch = Scratch::default();
         let mut seen = 0u32;
         loop {
@@ -178,6 +205,20 @@ impl Shared<'_> {
     fn quit(&self) {
         lock(&self.job).quit = true;
         self.job_posted.notify_all();
+    }
+}
+
+/// Marks the helper failed and wakes this thread when the helper unwinds
+/// ([`Shared::helper_failed`]).
+struct FailedOnUnwind<'s, 'a>(&'s Shared<'a>);
+
+impl Drop for FailedOnUnwind<'_, '_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.helper_failed.store(true, Ordering::Release);
+            let _held = lock(&self.0.finished);
+            self.0.all_done.notify_one();
+        }
     }
 }
 
@@ -257,17 +298,26 @@ pub(super) fn place_prefix(
         job_posted: Condvar::new(),
         finished: Mutex::new(()),
         all_done: Condvar::new(),
+        helper_failed: AtomicBool::new(false),
+        #[cfg(test)]
+        helper_panics_at: HELPER_PANICS_AT.with(|c| c.get()),
     };
     std::thread::scope(|scope| {
         let quit = QuitOnDrop(&shared);
         // Where the helper cannot start, this thread claims every item itself.
         let _helper = std::thread::Builder::new()
-            .name("wgalloc-speculate".into())
+            .name(HELPER_NAME.into())
             .spawn_scoped(scope, || shared.help(p, order));
         let prefix = place_chunks(p, order, cut, &shared);
         drop(quit);
         prefix
     })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: the slot at which the helper started by this thread panics.
+    static HELPER_PANICS_AT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
 /// The chunks in turn: each computed by both threads, then placed here in order.
@@ -310,11 +360,22 @@ fn place_chunks(p: &Prepared, order: &[usize], cut: &Cut, shared: &Shared<'_>) -
         shared.compute(p, order, job, &mut scratch);
         {
             let mut held = lock(&shared.finished);
-            while shared.done.load(Ordering::Acquire) < len {
+            while shared.done.load(Ordering::Acquire) < len
+                && !shared.helper_failed.load(Ordering::Acquire)
+            {
                 held = shared
                     .all_done
                     .wait(held)
                     .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        if shared.done.load(Ordering::Acquire) < len {
+            // The helper failed with items of the chunk claimed: which is not known,
+            // so every one again here (later chunks this thread claims alone). The
+            // scope passes the helper's panic on once this thread is done.
+            let spans = shared.spans.read().unwrap_or_else(PoisonError::into_inner);
+            for c in 0..len {
+                shared.fill(&spans, p, order, job, c, &mut scratch);
             }
         }
         let mut spans = shared.spans.write().unwrap_or_else(PoisonError::into_inner);
@@ -488,6 +549,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A helper that unwinds (a bug) does not leave this thread waiting for its items:
+    /// the placement ends and the scope passes the panic on.
+    #[test]
+    fn a_failing_helper_is_passed_on_not_waited_for() {
+        let ranges = family("malloc", 30_000, 300, 5);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let order = by_size(&p);
+        HELPER_PANICS_AT.with(|c| c.set(Some(0)));
+        let n = order.len();
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            place_prefix(&p, &index, &order, &Cut::UNLIMITED, n, WINDOW)
+        }));
+        HELPER_PANICS_AT.with(|c| c.set(None));
+        assert!(got.is_err(), "the helper's panic is passed on");
     }
 
     #[test]
