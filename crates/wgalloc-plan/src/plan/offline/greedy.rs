@@ -165,22 +165,12 @@ pub(crate) enum Fit {
 }
 
 /// Places the items in `order`, each in a gap free of the placed items live with it
-/// (chosen by `fit`). Returns offsets per item position and the peak.
+/// (chosen by `fit`), on two threads where `threads` allows it and `fit` is
+/// [`Fit::Lowest`] (the same offsets and peak either way, see [`place_prefix`]).
+/// Returns offsets per item position and the peak.
 ///
 /// O(n log T + overlapping pairs + sum over items of k log k), k the placed items live
 /// with an item: on n buffers with about L live at a time, O(n L log L).
-#[cfg(test)]
-pub(crate) fn place(
-    p: &Prepared,
-    index: &OverlapIndex,
-    order: &[usize],
-    fit: Fit,
-) -> (Vec<u64>, u64) {
-    place_until(p, index, order, fit, None).unwrap_or_else(|| (vec![0; p.items.len()], 0))
-}
-
-/// [`place`], on two threads where `threads` allows it and `fit` is [`Fit::Lowest`]
-/// (the same offsets and peak either way, see [`place_prefix`]). Cost as [`place`].
 pub(crate) fn place_on(
     p: &Prepared,
     index: &OverlapIndex,
@@ -194,6 +184,17 @@ pub(crate) fn place_on(
     };
     let prefix = place_prefix(p, index, order, fit, &cut);
     (prefix.offsets, prefix.peak)
+}
+
+/// [`place_on`] on one thread.
+#[cfg(test)]
+pub(crate) fn place(
+    p: &Prepared,
+    index: &OverlapIndex,
+    order: &[usize],
+    fit: Fit,
+) -> (Vec<u64>, u64) {
+    place_on(p, index, order, fit, false)
 }
 
 /// How often (in items placed) [`place_until`] looks at the clock.

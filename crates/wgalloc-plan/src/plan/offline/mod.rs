@@ -251,6 +251,12 @@ impl Default for Budget {
 }
 
 impl Budget {
+    /// Whether a phase may run a second thread: [`Budget::threads`] and a machine
+    /// with a second core ([`has_second_core`]).
+    pub(crate) fn two_threads(&self) -> bool {
+        self.threads && has_second_core()
+    }
+
     /// The default work budgets with a deadline `limit` from now (no deadline if the
     /// clock cannot represent it).
     pub fn with_time_limit(limit: Duration) -> Budget {
@@ -398,7 +404,7 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
         | Strategy::GreedyConflict => {
             let index = OverlapIndex::new(p);
             let (order, fit) = greedy_order(p, strategy);
-            let threads = goal.budget.threads && has_second_core();
+            let threads = goal.budget.two_threads();
             let (offsets, peak) = greedy::place_on(p, &index, &order, fit, threads);
             (offsets, peak, strategy)
         }
@@ -856,7 +862,7 @@ fn greedy_by_size_alone(
             (Strategy::GreedySize, RunLimits::work(GREEDY_SIZE_WORK)),
             (Strategy::GreedySizeClass, RunLimits::work(GREEDY_SIZE_WORK)),
         ];
-        let threads = goal.budget.threads && has_second_core();
+        let threads = goal.budget.two_threads();
         let [size, class] = if threads {
             by_size_side_by_side(p, goal, runs, sweep_time, index, best)
         } else {
@@ -883,7 +889,7 @@ fn greedy_by_size_alone(
             RunLimits {
                 work: u64::MAX,
                 forecast: Some(work),
-                threads: goal.budget.threads && has_second_core(),
+                threads: goal.budget.two_threads(),
             },
             sweep_time,
             index,
@@ -991,7 +997,7 @@ fn by_size_within(
     best: &mut Option<Placement>,
 ) -> Option<u64> {
     let limits = RunLimits {
-        threads: goal.budget.threads && has_second_core(),
+        threads: goal.budget.two_threads(),
         ..RunLimits::work(work)
     };
     let swept = by_size_run(p, goal, strategy, limits, sweep_time, index, best)?;
