@@ -62,7 +62,7 @@ fn run(problem: &IntervalProblem, planner: Planner, options: PlanOptions) -> u64
 }
 
 /// Every strategy `best` runs or starts from on instances of this size.
-const STRATEGIES: [Strategy; 10] = [
+const STRATEGIES: [Strategy; 11] = [
     Strategy::GreedySize,
     Strategy::GreedySizeHoles,
     Strategy::GreedySizeBestFit,
@@ -73,6 +73,7 @@ const STRATEGIES: [Strategy; 10] = [
     Strategy::Skyline,
     Strategy::Search,
     Strategy::Climb,
+    Strategy::Eject,
 ];
 
 proptest! {

@@ -169,6 +169,120 @@ impl<'a> PlacedSpans<'a> {
     }
 }
 
+/// One placed item as [`MovableSpans`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Span {
+    /// Offset of the item.
+    pub offset: u64,
+    /// One past its last byte; 0 while the item is not placed.
+    pub top: u64,
+    /// What moving the item costs, as its owner weighs it.
+    pub weight: u64,
+    /// The item's position.
+    pub item: u32,
+}
+
+/// The offset ranges of the placed items, as [`PlacedSpans`], but an item may also be
+/// lifted and placed again: each item has a fixed slot at each of its canonical nodes
+/// and at its place among the items by first section (a slot of an item not placed
+/// has `top` 0), so a query reads contiguous memory (every slot of the nodes on the
+/// path, placed or not) and an update writes O(log T) slots.
+#[derive(Debug, Clone)]
+pub(crate) struct MovableSpans<'a> {
+    index: &'a OverlapIndex,
+    /// Laid out as `index.node_items`.
+    node_spans: Vec<Span>,
+    /// Parallel to `index.by_start`.
+    start_spans: Vec<Span>,
+    /// `slots[slot_start[i]..slot_start[i + 1]]`: item `i`'s slots in `node_spans`.
+    slot_start: Vec<u32>,
+    slots: Vec<u32>,
+    /// Item to its position in `index.by_start`.
+    start_pos: Vec<u32>,
+}
+
+impl<'a> MovableSpans<'a> {
+    /// No item placed yet.
+    pub fn new(index: &'a OverlapIndex) -> MovableSpans<'a> {
+        let n = index.by_start.len();
+        let mut start_pos = vec![0u32; n];
+        for (pos, &i) in index.by_start.iter().enumerate() {
+            start_pos[i as usize] = pos as u32;
+        }
+        let mut count = vec![0u32; n + 1];
+        for &i in &index.node_items {
+            count[i as usize + 1] += 1;
+        }
+        for i in 0..n {
+            count[i + 1] += count[i];
+        }
+        let slot_start = count.clone();
+        let mut fill = count;
+        let mut slots = vec![0u32; index.node_items.len()];
+        for (at, &i) in index.node_items.iter().enumerate() {
+            slots[fill[i as usize] as usize] = at as u32;
+            fill[i as usize] += 1;
+        }
+        let node_spans = index
+            .node_items
+            .iter()
+            .map(|&item| Span {
+                item,
+                ..Span::default()
+            })
+            .collect();
+        let start_spans = index
+            .by_start
+            .iter()
+            .map(|&item| Span {
+                item,
+                ..Span::default()
+            })
+            .collect();
+        MovableSpans {
+            index,
+            node_spans,
+            start_spans,
+            slot_start,
+            slots,
+            start_pos,
+        }
+    }
+
+    /// Records item `i` at `[offset, top)` with `weight` (`top` 0: not placed).
+    pub fn set(&mut self, i: usize, offset: u64, top: u64, weight: u64) {
+        let span = Span {
+            offset,
+            top,
+            weight,
+            item: i as u32,
+        };
+        for &at in &self.slots[self.slot_start[i] as usize..self.slot_start[i + 1] as usize] {
+            self.node_spans[at as usize] = span;
+        }
+        self.start_spans[self.start_pos[i] as usize] = span;
+    }
+
+    /// Pushes onto `out` every placed item but `skip` live in some section of `[a, b)`
+    /// (`a < b`).
+    pub fn placed_in(&self, a: u32, b: u32, skip: usize, out: &mut Vec<Span>) {
+        let index = self.index;
+        let keep = |s: &&Span| s.top != 0 && s.item as usize != skip;
+        let mut v = a as usize + index.leaves;
+        while v >= 1 {
+            let from = index.node_start[v] as usize;
+            let to = index.node_start[v + 1] as usize;
+            out.extend(self.node_spans[from..to].iter().filter(keep));
+            v >>= 1;
+        }
+        let from = index.start_at[a as usize + 1] as usize;
+        let to = index.start_at[b as usize] as usize;
+        if let Some(spans) = self.start_spans.get(from..to) {
+            out.extend(spans.iter().filter(keep));
+        }
+    }
+}
+
 /// Calls `f` for each node of the canonical cover of `[a, b)` in a tree with `leaves`
 /// leaves (node 1 is the root, leaf `s` is node `leaves + s`).
 fn canonical(leaves: usize, a: usize, b: usize, mut f: impl FnMut(usize)) {
@@ -226,6 +340,49 @@ mod tests {
                 .filter_map(|j| placed[j])
                 .collect();
             expected.sort_unstable();
+            assert_eq!(got, expected, "item {i}");
+        }
+    }
+
+    #[test]
+    fn movable_spans_report_exactly_the_placed_overlapping_items_after_moves() {
+        let ranges: Vec<LiveRange> = (0..300u64)
+            .map(|i| LiveRange {
+                start: (i * 41) % 131,
+                end: (i * 41) % 131 + 1 + (i * 13) % 50,
+                size: 1 + i % 7,
+            })
+            .collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let mut spans = MovableSpans::new(&index);
+        let mut at: Vec<Option<(u64, u64, u64)>> = vec![None; p.items.len()];
+        // Place, move and lift items in a scattered order.
+        for step in 0..3 * p.items.len() {
+            let i = (step * 89) % p.items.len();
+            at[i] = if step % 5 == 4 {
+                None
+            } else {
+                let o = (step as u64 * 17) % 1000;
+                Some((o, o + p.items[i].size, step as u64))
+            };
+            let (o, t, w) = at[i].unwrap_or((0, 0, 0));
+            spans.set(i, o, t, w);
+        }
+        let mut got = Vec::new();
+        for i in 0..p.items.len() {
+            let x = &p.items[i];
+            got.clear();
+            spans.placed_in(x.a, x.b, i, &mut got);
+            let mut got: Vec<(usize, u64, u64, u64)> = got
+                .iter()
+                .map(|s| (s.item as usize, s.offset, s.top, s.weight))
+                .collect();
+            got.sort_unstable();
+            let expected: Vec<(usize, u64, u64, u64)> = (0..p.items.len())
+                .filter(|&j| j != i && p.items[j].a < x.b && x.a < p.items[j].b)
+                .filter_map(|j| at[j].map(|(o, t, w)| (j, o, t, w)))
+                .collect();
             assert_eq!(got, expected, "item {i}");
         }
     }

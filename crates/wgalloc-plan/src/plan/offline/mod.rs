@@ -20,6 +20,7 @@
 //! With a target capacity (`PlanOptions::capacity`), `best` stops at the first plan
 //! that fits it and aims its search at it.
 
+mod eject;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod generate;
@@ -124,6 +125,18 @@ pub enum Strategy {
     /// costs O(n + overlaps of the moved items); moves are bounded by
     /// [`Budget::climb_work`].
     Climb,
+    /// Ejection repair (`plan/offline/eject.rs`) from the placement `best` starts from
+    /// (greedy orders, skyline; on instances too large for the search, with a
+    /// deadline, those get three quarters of the time): a ceiling a step under the
+    /// peak, every buffer above it placed again under it where the buffers it
+    /// displaces weigh least (size times lifetime, more each time one is displaced),
+    /// the displaced ones placed again the same way, until none is left (the ceiling
+    /// holds: a smaller step next) or the attempt's work runs out (back to the last
+    /// complete placement, half the step). A step costs O(L) for the L buffers live
+    /// with the one placed, read from contiguous slots of the overlap index; the work
+    /// (a unit per buffer read) is bounded by [`EJECT_WORK_PER_ITEM`] per buffer, at
+    /// most [`EJECT_MAX_WORK`].
+    Eject,
     /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
     /// and stops at the first plan at the lower bound (or within the capacity, see
     /// `plan_ranges_to`). Skips what cannot help or would not finish: the
@@ -165,7 +178,7 @@ pub enum Strategy {
 impl Strategy {
     /// Every strategy (itself last); [`Strategy::Best`] tries them in this order but
     /// for [`Strategy::GreedySizeHoles`], which it runs after all the others.
-    pub const ALL: [Strategy; 11] = [
+    pub const ALL: [Strategy; 12] = [
         Strategy::GreedySize,
         Strategy::GreedySizeHoles,
         Strategy::GreedySizeBestFit,
@@ -176,6 +189,7 @@ impl Strategy {
         Strategy::Skyline,
         Strategy::Search,
         Strategy::Climb,
+        Strategy::Eject,
         Strategy::Best,
     ];
 
@@ -192,6 +206,7 @@ impl Strategy {
             Strategy::Skyline => "skyline",
             Strategy::Search => "search",
             Strategy::Climb => "climb",
+            Strategy::Eject => "eject",
             Strategy::Best => "best",
         }
     }
@@ -360,6 +375,7 @@ pub fn interval_ranges(problem: &IntervalProblem) -> Vec<LiveRange> {
 }
 
 /// What a planning run aims at and how long it may take.
+#[derive(Debug, Clone, Copy)]
 struct Goal {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.
@@ -381,6 +397,18 @@ impl Goal {
 
     fn reached(&self, peak: u64) -> bool {
         peak <= self.target
+    }
+
+    /// The same goal with `share` (numerator, denominator) of the time left to its
+    /// deadline, if it has one.
+    fn with_time_share(&self, share: (u32, u32)) -> Goal {
+        let mut goal = *self;
+        if let Some(deadline) = self.budget.deadline {
+            let now = Instant::now();
+            let left = deadline.saturating_duration_since(now);
+            goal.budget.deadline = now.checked_add(left * share.0 / share.1);
+        }
+        goal
     }
 
     /// Whether a run holding a plan that peaks at `peak` should stop: the goal is
@@ -439,6 +467,10 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
             let index = index.get_or_insert_with(|| OverlapIndex::new(p));
             let (offsets, peak) = climb(p, index, offsets, goal);
             (offsets, peak, strategy)
+        }
+        Strategy::Eject => {
+            let mut index = None;
+            start_then_eject(p, goal, &mut index).unwrap_or_else(|| (Vec::new(), 0, strategy))
         }
         Strategy::Best => best(p, goal),
     }
@@ -674,12 +706,102 @@ fn best(p: &Prepared, goal: &Goal) -> Placement {
 /// [`best`] without greedy-size-holes.
 fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
     let mut index: Option<OverlapIndex> = None;
-    let Some((offsets, peak, strategy)) = start(p, goal, &mut index) else {
+    // The ejection repair runs last, from the start placement, so that the search's
+    // and the climb's paths do not change and `best` is never above either (nor above
+    // the ejection repair alone) without a deadline. Where the search cannot run the
+    // start gets a share of the time, so that the repair has some.
+    let first = if searchable(p) {
+        *goal
+    } else {
+        goal.with_time_share(START_SHARE)
+    };
+    let Some((offsets, peak, strategy)) = start(p, &first, &mut index) else {
         return (Vec::new(), 0, Strategy::Best);
     };
     if goal.done(peak) {
         return (offsets, peak, strategy);
     }
+    let mut best = searched_and_climbed(p, goal, &mut index, offsets.clone(), peak, strategy);
+    if !goal.done(best.1) {
+        let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+        let (ejected, ejected_peak) = eject_repair(p, index, offsets, goal);
+        keep_lower_placement(&mut best, (ejected, ejected_peak, Strategy::Eject));
+    }
+    best
+}
+
+/// Work the ejection repair may spend per item (a unit per item read): on 100,000
+/// malloc-like buffers about two seconds.
+pub const EJECT_WORK_PER_ITEM: u64 = 500;
+
+/// Work the ejection repair may spend at most, whatever the item count: about six
+/// seconds on a million malloc-like buffers.
+pub const EJECT_MAX_WORK: u64 = 100_000_000;
+
+/// With a deadline, on instances too large for the search, the placements the
+/// ejection repair starts from get this share of the time left (numerator,
+/// denominator); the repair the rest.
+const START_SHARE: (u32, u32) = (3, 4);
+
+/// The placement `best` starts from ([`start`]), lowered by the ejection repair
+/// ([`eject_repair`]) unless it reached the goal. On instances too large for the
+/// search the start gets [`START_SHARE`] of the time left. `None` only for an instance
+/// with no items.
+fn start_then_eject(
+    p: &Prepared,
+    goal: &Goal,
+    index: &mut Option<OverlapIndex>,
+) -> Option<Placement> {
+    let first = if searchable(p) {
+        *goal
+    } else {
+        goal.with_time_share(START_SHARE)
+    };
+    let (offsets, peak, strategy) = start(p, &first, index)?;
+    if goal.done(peak) {
+        return Some((offsets, peak, strategy));
+    }
+    let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+    let (offsets, lowered) = eject_repair(p, index, offsets, goal);
+    Some(if lowered < peak {
+        (offsets, lowered, Strategy::Eject)
+    } else {
+        (offsets, peak, strategy)
+    })
+}
+
+/// The ejection repair of a valid placement within [`EJECT_WORK_PER_ITEM`] per item
+/// (at most [`EJECT_MAX_WORK`]) and the goal's deadline, aiming at its target.
+fn eject_repair(
+    p: &Prepared,
+    index: &OverlapIndex,
+    mut offsets: Vec<u64>,
+    goal: &Goal,
+) -> (Vec<u64>, u64) {
+    let started = Instant::now();
+    let limits = eject::Limits {
+        target: goal.target,
+        work: (p.items.len() as u64)
+            .saturating_mul(EJECT_WORK_PER_ITEM)
+            .min(EJECT_MAX_WORK),
+        deadline: goal.budget.deadline,
+    };
+    let peak = eject::lower(p, index, &mut offsets, &limits);
+    log::debug!("ejection repair: {peak} in {:?}", started.elapsed());
+    (offsets, peak)
+}
+
+/// The search below a start placement and the climb (from the searched placement
+/// and, where the search lowered it, from the start placement too), as
+/// [`best_of_the_others`] runs them; the lowest of the start and what they found.
+fn searched_and_climbed(
+    p: &Prepared,
+    goal: &Goal,
+    index: &mut Option<OverlapIndex>,
+    offsets: Vec<u64>,
+    peak: u64,
+    strategy: Strategy,
+) -> Placement {
     let (searched, searched_peak) = search_below(p, offsets.clone(), peak, goal);
     let (start, start_peak, start_by) = if searched_peak < peak {
         (searched, searched_peak, Strategy::Search)

@@ -1,0 +1,497 @@
+//! Ejection repair: a complete placement lowered under a ceiling one step at a time,
+//! each item above the ceiling placed under it where what it displaces weighs least,
+//! the displaced items placed again the same way.
+//!
+//! A greedy placement of a large malloc-like instance peaks above the lower bound by a
+//! pile of small long-lived buffers: the holes the larger buffers leave are free at
+//! some times of such a buffer's lifetime and not at others, so it goes on top. No
+//! order of the greedy removes the pile (docs/scale.md, fourth and fifth rounds);
+//! moving the buffers in the way does. An attempt at a ceiling `goal`:
+//!
+//! 1. lifts every item whose top is above `goal` onto a queue (largest first);
+//! 2. takes the next item from the queue and places it at the lowest offset where it
+//!    fits among the placed items live with it under `goal`; where none is free, at
+//!    the offset under `goal` where the items it overlaps weigh least in all (the
+//!    lowest such offset), and lifts those items onto the queue;
+//! 3. succeeds when the queue is empty (every item under `goal`), fails when its
+//!    steps run out.
+//!
+//! An item weighs its size times its lifetime (in time sections): a short-lived item
+//! finds a free place again far more often than a long-lived one of the same size.
+//! Each time an item is lifted its weight grows by its base weight, so that two items
+//! do not lift each other in turn for ever (the weights of the classic min-conflicts
+//! and guided local searches).
+//!
+//! [`lower`] starts with a ceiling a 32nd of the excess (peak minus lower bound)
+//! under the peak; after a success it keeps the step, after a failure it goes back to
+//! the last complete placement and halves the step, until the step is below the
+//! sizes' common unit, the target is reached, the steps run out or the deadline
+//! passes. Every placement it keeps is complete and valid.
+//!
+//! A step costs O(L) for L items live with the one placed (read from
+//! [`MovableSpans`]' contiguous slots and bucket-sorted by offset and by top), plus
+//! O(log T) per item lifted or placed; restoring the last complete placement after a
+//! failure costs O(n log T).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use super::greedy::{sort_by_start, SortScratch};
+use super::index::{MovableSpans, OverlapIndex, Span};
+use super::prepared::Prepared;
+
+/// What [`lower`] aims at and may spend.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Stop once the peak is at or below this.
+    pub target: u64,
+    /// Work all attempts may spend together: a unit per item live with an item placed
+    /// (read from the spans), at least one per step.
+    pub work: u64,
+    /// Stop once this instant has passed (checked every [`DEADLINE_STEPS`] steps).
+    pub deadline: Option<Instant>,
+}
+
+/// How many steps run between two looks at the clock: a step reads the items live
+/// with one item (at most a few tens of thousands, well under a millisecond).
+const DEADLINE_STEPS: u64 = 16;
+
+/// The first ceiling is this fraction of the excess under the peak.
+const FIRST_STEP_DIVISOR: u64 = 32;
+
+/// One attempt may spend at most this fraction of the work left (at least
+/// [`MIN_ATTEMPT_WORK`]): a ceiling that is out of reach must not take all of it.
+const ATTEMPT_SHARE: u64 = 4;
+
+/// Work an attempt may always spend, whatever is left.
+const MIN_ATTEMPT_WORK: u64 = 1 << 20;
+
+/// Lowers the valid placement `offsets` as far as `limits` allow and returns its
+/// peak; `offsets` ends at the lowest complete placement found (unchanged if none is
+/// lower). Deterministic without a deadline.
+pub(crate) fn lower(
+    p: &Prepared,
+    index: &OverlapIndex,
+    offsets: &mut [u64],
+    limits: &Limits,
+) -> u64 {
+    let mut best_peak = peak_of(p, offsets);
+    let unit = p.items.iter().map(|it| it.size).fold(0u64, gcd).max(1);
+    let floor = p.lower_bound.max(limits.target);
+    if best_peak <= floor {
+        return best_peak;
+    }
+    let mut step = ((best_peak - p.lower_bound) / FIRST_STEP_DIVISOR).max(unit);
+    let mut state = State::new(p, index, offsets);
+    let mut work_left = limits.work;
+    while best_peak > floor && work_left > 0 && !expired(limits.deadline) {
+        let goal = best_peak.saturating_sub(step).max(floor);
+        let goal = goal - goal % unit;
+        if goal < p.lower_bound {
+            break;
+        }
+        let allowed = (work_left / ATTEMPT_SHARE)
+            .max(MIN_ATTEMPT_WORK)
+            .min(work_left);
+        let (reached, spent) = state.attempt(goal, allowed, limits.deadline);
+        work_left = work_left.saturating_sub(spent);
+        log::debug!(
+            "ejection repair: ceiling {goal} (step {step}) {} with {spent} work",
+            if reached { "reached" } else { "missed" }
+        );
+        if reached {
+            best_peak = peak_of(p, &state.offsets);
+            offsets.copy_from_slice(&state.offsets);
+        } else {
+            state.restore(offsets);
+            if step <= unit {
+                break;
+            }
+            step = (step / 2).max(unit);
+        }
+    }
+    best_peak
+}
+
+/// Whether `deadline` has passed.
+fn expired(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+/// The highest top of a placement.
+fn peak_of(p: &Prepared, offsets: &[u64]) -> u64 {
+    p.items
+        .iter()
+        .zip(offsets)
+        .map(|(it, &o)| o + it.size)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Greatest common divisor.
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The working placement of the attempts.
+struct State<'a> {
+    p: &'a Prepared,
+    spans: MovableSpans<'a>,
+    offsets: Vec<u64>,
+    placed: Vec<bool>,
+    /// How many times each item was lifted (over every attempt).
+    lifted: Vec<u32>,
+    /// Items waiting to be placed, largest first (ties: the lower position).
+    queue: BinaryHeap<(u64, Reverse<u32>)>,
+    near: Vec<Span>,
+    by_start: Vec<(u64, u64)>,
+    by_top: Vec<(u64, u64)>,
+    sort: SortScratch,
+}
+
+impl<'a> State<'a> {
+    fn new(p: &'a Prepared, index: &'a OverlapIndex, offsets: &[u64]) -> State<'a> {
+        let mut state = State {
+            p,
+            spans: MovableSpans::new(index),
+            offsets: offsets.to_vec(),
+            placed: vec![true; p.items.len()],
+            lifted: vec![0; p.items.len()],
+            queue: BinaryHeap::new(),
+            near: Vec::new(),
+            by_start: Vec::new(),
+            by_top: Vec::new(),
+            sort: SortScratch::default(),
+        };
+        state.restore(offsets);
+        state
+    }
+
+    /// Every item placed at `offsets`.
+    fn restore(&mut self, offsets: &[u64]) {
+        self.offsets.copy_from_slice(offsets);
+        self.queue.clear();
+        for i in 0..self.p.items.len() {
+            self.placed[i] = true;
+            self.record(i);
+        }
+    }
+
+    /// What lifting item `i` costs now.
+    fn weight(&self, i: usize) -> u64 {
+        let it = &self.p.items[i];
+        let base = it.size.saturating_mul(u64::from(it.b - it.a));
+        base.saturating_mul(1 + u64::from(self.lifted[i]))
+    }
+
+    /// Writes item `i`'s span (placed or not) to the spans.
+    fn record(&mut self, i: usize) {
+        if self.placed[i] {
+            let o = self.offsets[i];
+            let w = self.weight(i);
+            self.spans.set(i, o, o + self.p.items[i].size, w);
+        } else {
+            self.spans.set(i, 0, 0, 0);
+        }
+    }
+
+    fn lift(&mut self, i: usize) {
+        self.placed[i] = false;
+        self.lifted[i] = self.lifted[i].saturating_add(1);
+        self.record(i);
+        self.queue.push((self.p.items[i].size, Reverse(i as u32)));
+    }
+
+    /// Places every item under `goal` within `work`; returns whether it did and the
+    /// work spent. On failure the state is partial: [`State::restore`] it.
+    fn attempt(&mut self, goal: u64, work: u64, deadline: Option<Instant>) -> (bool, u64) {
+        for i in 0..self.p.items.len() {
+            if self.offsets[i] + self.p.items[i].size > goal {
+                self.lift(i);
+            }
+        }
+        let mut spent = 0u64;
+        let mut steps = 0u64;
+        while let Some((size, Reverse(u))) = self.queue.pop() {
+            let u = u as usize;
+            if self.placed[u] {
+                continue;
+            }
+            if size > goal || spent >= work {
+                return (false, spent);
+            }
+            steps += 1;
+            if steps.is_multiple_of(DEADLINE_STEPS) && expired(deadline) {
+                return (false, spent);
+            }
+            spent += self.place(u, goal).max(1);
+        }
+        (true, spent)
+    }
+
+    /// Places item `u` under `goal`, lifting what is in the way; returns the items
+    /// read.
+    fn place(&mut self, u: usize, goal: u64) -> u64 {
+        let it = self.p.items[u];
+        self.near.clear();
+        self.spans.placed_in(it.a, it.b, u, &mut self.near);
+        let read = self.near.len() as u64;
+        self.by_start.clear();
+        self.by_start.extend(
+            self.near
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (s.offset, k as u64)),
+        );
+        sort_by_start(&mut self.by_start, &mut self.sort);
+        let free = lowest_free(&self.near, &self.by_start, it.size);
+        let x = if free + it.size <= goal {
+            free
+        } else {
+            self.by_top.clear();
+            self.by_top
+                .extend(self.near.iter().enumerate().map(|(k, s)| (s.top, k as u64)));
+            sort_by_start(&mut self.by_top, &mut self.sort);
+            let x = cheapest(&self.near, &self.by_start, &self.by_top, it.size, goal);
+            for k in 0..self.near.len() {
+                let s = self.near[k];
+                if s.offset < x + it.size && s.top > x {
+                    self.lift(s.item as usize);
+                }
+            }
+            x
+        };
+        self.offsets[u] = x;
+        self.placed[u] = true;
+        self.record(u);
+        read
+    }
+}
+
+/// The lowest offset at which `size` bytes avoid every span of `near` (`by_start`:
+/// `(offset, position in near)` sorted by offset).
+fn lowest_free(near: &[Span], by_start: &[(u64, u64)], size: u64) -> u64 {
+    let mut candidate = 0u64;
+    for &(offset, k) in by_start {
+        if offset >= candidate + size {
+            break;
+        }
+        candidate = candidate.max(near[k as usize].top);
+    }
+    candidate
+}
+
+/// The offset `x` in `[0, goal - size]` (`size <= goal`) where the spans of `near` that
+/// `[x, x + size)` overlaps weigh least in all, the lowest on ties. `by_start` and
+/// `by_top` are `(offset, position)` and `(top, position)` sorted by their first.
+///
+/// The overlapped weight as a function of `x` is a step function that only drops
+/// where a span ends, so its minimum is at 0 or at a top; the candidates are swept
+/// in increasing order with the spans starting below `x + size` and those ending at
+/// or below `x` counted by two pointers: O(L).
+fn cheapest(
+    near: &[Span],
+    by_start: &[(u64, u64)],
+    by_top: &[(u64, u64)],
+    size: u64,
+    goal: u64,
+) -> u64 {
+    let (mut begun, mut begun_at) = (0u64, 0usize);
+    let (mut ended, mut ended_at) = (0u64, 0usize);
+    let mut best: Option<(u64, u64)> = None;
+    let mut next_top = 0usize;
+    let mut x = 0u64;
+    loop {
+        if x + size > goal {
+            break;
+        }
+        while begun_at < by_start.len() && by_start[begun_at].0 < x + size {
+            begun += near[by_start[begun_at].1 as usize].weight;
+            begun_at += 1;
+        }
+        while ended_at < by_top.len() && by_top[ended_at].0 <= x {
+            ended += near[by_top[ended_at].1 as usize].weight;
+            ended_at += 1;
+        }
+        let cost = begun - ended;
+        if best.is_none_or(|(c, _)| cost < c) {
+            best = Some((cost, x));
+            if cost == 0 {
+                break;
+            }
+        }
+        // The next candidate: the next top above x.
+        while next_top < by_top.len() && by_top[next_top].0 <= x {
+            next_top += 1;
+        }
+        match by_top.get(next_top) {
+            Some(&(top, _)) => x = top,
+            None => break,
+        }
+    }
+    best.map_or(0, |(_, x)| x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::offline::greedy::{self, Fit};
+    use crate::plan::offline::LiveRange;
+    use crate::seeded::Rng;
+
+    /// `n` malloc-like ranges, one allocation per step: sizes spread over octaves
+    /// (16 B to 64 KiB), lifetimes mostly short with a long tail, about `live` at
+    /// once.
+    fn malloc_like(n: u64, seed: u64, live: u64) -> Vec<LiveRange> {
+        let mut rng = Rng::new(seed);
+        (0..n)
+            .map(|t| {
+                let size = (16u64 << rng.below(13)) + rng.below(64);
+                let life = if rng.chance(10) {
+                    1 + rng.below(live * 8)
+                } else {
+                    1 + rng.below(live)
+                };
+                LiveRange {
+                    start: t,
+                    end: t + life,
+                    size,
+                }
+            })
+            .collect()
+    }
+
+    /// The lowest `x` with the least overlapped weight, by brute force over every
+    /// offset.
+    fn cheapest_by_brute_force(spans: &[(u64, u64, u64)], size: u64, goal: u64) -> u64 {
+        (0..=goal - size)
+            .map(|x| {
+                let cost: u64 = spans
+                    .iter()
+                    .filter(|&&(o, t, _)| o < x + size && t > x)
+                    .map(|s| s.2)
+                    .sum();
+                (cost, x)
+            })
+            .min()
+            .map_or(0, |(_, x)| x)
+    }
+
+    #[test]
+    fn the_cheapest_offset_is_the_brute_force_one() {
+        let mut rng = Rng::new(7);
+        for case in 0..400 {
+            let count = rng.below(12) as usize;
+            let spans: Vec<(u64, u64, u64)> = (0..count)
+                .map(|_| {
+                    let o = rng.below(60);
+                    (o, o + 1 + rng.below(15), 1 + rng.below(9))
+                })
+                .collect();
+            let near: Vec<Span> = spans
+                .iter()
+                .enumerate()
+                .map(|(k, &(offset, top, weight))| Span {
+                    offset,
+                    top,
+                    weight,
+                    item: k as u32,
+                })
+                .collect();
+            let size = 1 + rng.below(20);
+            let goal = size + rng.below(70);
+            let mut by_start: Vec<(u64, u64)> = near
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (s.offset, k as u64))
+                .collect();
+            let mut by_top: Vec<(u64, u64)> = near
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (s.top, k as u64))
+                .collect();
+            by_start.sort_unstable();
+            by_top.sort_unstable();
+            assert_eq!(
+                cheapest(&near, &by_start, &by_top, size, goal),
+                cheapest_by_brute_force(&spans, size, goal),
+                "case {case}: {spans:?}, size {size}, goal {goal}"
+            );
+        }
+    }
+
+    fn greedy_class(p: &Prepared, index: &OverlapIndex) -> (Vec<u64>, u64) {
+        greedy::place_on(p, index, &greedy::by_size_class(p), Fit::Lowest, false)
+    }
+
+    fn valid(p: &Prepared, offsets: &[u64], peak: u64) {
+        p.assert_valid(offsets, peak);
+    }
+
+    #[test]
+    fn a_repaired_placement_is_valid_never_higher_and_often_lower() {
+        let mut lowered = 0;
+        let cases = 24;
+        for seed in 0..cases {
+            let ranges = malloc_like(600, 900 + seed * 37, 40);
+            let p = Prepared::new(&ranges, 8).expect("valid");
+            let index = OverlapIndex::new(&p);
+            let (mut offsets, peak) = greedy_class(&p, &index);
+            let limits = Limits {
+                target: p.lower_bound,
+                work: 2_000_000,
+                deadline: None,
+            };
+            let repaired = lower(&p, &index, &mut offsets, &limits);
+            valid(&p, &offsets, repaired);
+            assert_eq!(repaired, peak_of(&p, &offsets));
+            assert!(repaired <= peak, "seed {seed}: {repaired} above {peak}");
+            assert!(repaired >= p.lower_bound);
+            if repaired < peak {
+                lowered += 1;
+            }
+        }
+        assert!(lowered * 2 >= cases, "lowered only {lowered} of {cases}");
+    }
+
+    #[test]
+    fn the_repair_is_deterministic_without_a_deadline() {
+        let ranges = malloc_like(800, 4242, 60);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let (start, _) = greedy_class(&p, &index);
+        let limits = Limits {
+            target: p.lower_bound,
+            work: 5_000_000,
+            deadline: None,
+        };
+        let mut a = start.clone();
+        let mut b = start;
+        assert_eq!(
+            lower(&p, &index, &mut a, &limits),
+            lower(&p, &index, &mut b, &limits)
+        );
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_deadline_already_past_changes_nothing() {
+        let ranges = malloc_like(500, 99, 50);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let (start, peak) = greedy_class(&p, &index);
+        let limits = Limits {
+            target: p.lower_bound,
+            work: u64::MAX,
+            deadline: Some(Instant::now()),
+        };
+        let mut offsets = start.clone();
+        assert_eq!(lower(&p, &index, &mut offsets, &limits), peak);
+        assert_eq!(offsets, start);
+    }
+}
