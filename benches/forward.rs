@@ -337,7 +337,8 @@ const MATVEC_SHAPES: [(&str, KernelFamily, u32, u32); 10] = [
 ];
 
 /// The decode shapes (one row against a weight matrix), each candidate tile alone with
-/// GPU timestamps (the fastest of 8 after a warm-up, `exec::tune::time_tiles`): the
+/// GPU timestamps (the fastest of 8 interleaved rounds after a warm-up,
+/// `exec::tune::time_tiles`): the
 /// matrix-vector kernels unsplit (`rows1`, `shaders/matvec.wgsl`, or the transposed
 /// kernel with one row) and split over `k` (`rows1k16`, and narrower, `rows1k64` and
 /// `rows1k256`; `matmul_bt` runs them unsplit),
@@ -455,10 +456,10 @@ const TILE_SHAPES: [(KernelFamily, u32, u32, u32); 9] = [
 ];
 
 /// The tiles the tuner offers this adapter on prefill shapes (`tune::offered_tiles`),
-/// each alone with GPU timestamps (the fastest of 4 after a warm-up), with the fastest
-/// tile's GFLOP/s and its fraction of the FMA peak: on a GPU the register tiles and the
-/// 64 x 64 staged tile (`shaders/matmul_block_tile64.wgsl`), on a CPU adapter the
-/// register tiles and, with subgroups, the shared-read tiles
+/// each alone with GPU timestamps (the fastest of 4 interleaved rounds after a warm-up),
+/// with the fastest tile's GFLOP/s and its fraction of the FMA peak: on a GPU the
+/// register tiles and the 64 x 64 staged tile (`shaders/matmul_block_tile64.wgsl`), on
+/// a CPU adapter the register tiles and, with subgroups, the shared-read tiles
 /// (`shaders/matmul_block_shared.wgsl`), there on the first six shapes (the 1024- and
 /// 2048-row ones take seconds a dispatch on a CPU).
 fn tile_table(ctx: &GpuContext, roof: &Roofline) {
@@ -515,8 +516,8 @@ const ATTENTION_SHAPES: [(u32, u32, u32); 5] = [
     (128, 2, 128),
 ];
 
-/// Prefill attention, each form alone with GPU timestamps (the fastest of 8 after a
-/// warm-up, `exec::tune::time_attention`): one invocation per query
+/// Prefill attention, each form alone with GPU timestamps (the fastest of 8 interleaved
+/// rounds after a warm-up, `exec::tune::time_attention`): one invocation per query
 /// (`shaders/attention.wgsl`) and the keys in workgroup memory
 /// (`shaders/attention_tiled.wgsl`), with the fastest form's GFLOP/s (the causal
 /// half of `4 seq^2 d` flops).
@@ -544,8 +545,8 @@ fn attention_table(ctx: &GpuContext) {
 /// at 1024 tokens.
 const NORM_SHAPES: [(u32, u32); 3] = [(128, 256), (256, 512), (1024, 768)];
 
-/// The layer norm's two forms alone with GPU timestamps (the fastest of 8 after a
-/// warm-up, `exec::tune::time_norm`), with the fastest form's GB/s (input, output,
+/// The layer norm's two forms alone with GPU timestamps (the fastest of 8 interleaved
+/// rounds after a warm-up, `exec::tune::time_norm`), with the fastest form's GB/s (input, output,
 /// gain and bias once) and its ratio to the copy bandwidth.
 fn norm_table(ctx: &GpuContext, roof: &Roofline) {
     let forms = NormForm::ALL;

@@ -10,9 +10,12 @@
 //! dimensions each rounded up to a power of two: f16 kernels are timed apart from f32
 //! ones), it times every candidate ([`TuneSettings::candidates`], at most 8 tiles, or
 //! [`TuneSettings::attention`]'s or [`TuneSettings::norm`]'s forms) on that call's own shape with GPU timestamp
-//! queries (one warm-up dispatch, then [`TuneSettings::repetitions`] timed ones, the
-//! fastest of them kept per candidate), keeps the fastest (the rule's, unless another
-//! beats it by more than 5%) and writes the choice to a cache file keyed by the
+//! queries, in interleaved rounds (every candidate built and warmed by one dispatch,
+//! then [`TuneSettings::repetitions`] rounds that each time every candidate once, in an
+//! order rotated from round to round, so that a slow stretch of the machine falls on
+//! every candidate alike; each candidate's fastest round kept), keeps the fastest (the
+//! rule's, unless another beats it by more than 5%) and writes the choice to a cache
+//! file keyed by the
 //! adapter's name, driver, driver info and backend and by the shape class
 //! ([`TuneCache`]). Later processes read the choice from the file and time nothing.
 //!
@@ -30,8 +33,10 @@
 //! * Tuning is bounded: per device, once [`TuneSettings::budget`] of tuning time (building
 //!   the candidates' pipelines included) is spent, classes not yet tuned take the rule
 //!   (and are not cached, so a later process tunes them). The budget is checked before
-//!   each candidate, so a class whose candidates it cuts short takes the rule too: the
-//!   time spent ends at most one candidate past the budget.
+//!   each candidate is built, so a class whose candidates it cuts short takes the rule
+//!   too, and before each round after the first (a class whose later rounds it cuts
+//!   keeps the rounds run, at least one). The time spent ends at most one candidate's
+//!   build and warm-up plus one round (a dispatch of each candidate) past the budget.
 //!
 //! Every candidate tile but the split ones computes the same products (each output
 //! element sums over `k` in the same order), so the choice changes speed, not results;
@@ -60,15 +65,18 @@ use super::timer::PassTimer;
 use super::ExecError;
 use crate::device::{scoped, DeviceError, GpuContext};
 
+mod rounds;
+
 /// At most this many candidate tiles are timed per shape class.
 pub(crate) const MAX_CANDIDATES: usize = 8;
-/// At most this many timed repetitions per candidate.
+/// At most this many timing rounds (timed dispatches per candidate).
 pub(crate) const MAX_REPETITIONS: u32 = 8;
-/// Timed repetitions per candidate by default.
+/// Timing rounds (timed dispatches per candidate) by default.
 pub(crate) const DEFAULT_REPETITIONS: u32 = 3;
 /// Tuning time per device by default, after which the rule decides.
 pub(crate) const DEFAULT_BUDGET: Duration = Duration::from_secs(20);
-/// A candidate whose warm-up dispatch takes longer than this is timed once only.
+/// A candidate whose warm-up dispatch takes longer than this is timed once only (in
+/// the first round).
 pub(crate) const SLOW_DISPATCH: Duration = Duration::from_millis(200);
 /// Calls whose operands exceed this many bytes in all are not tuned (the rule).
 pub(crate) const MAX_TUNE_BYTES: u64 = 512 << 20;
@@ -402,7 +410,8 @@ pub struct TuneSettings {
     /// The layer norm forms timed, in order (capped to the forms the shape allows;
     /// empty: the rule by adapter type).
     pub norm: Vec<NormForm>,
-    /// Timed repetitions per candidate (capped at 8, at least 1).
+    /// Timing rounds, each timing every candidate once (capped at 8, at least 1): the
+    /// timed dispatches per candidate.
     pub repetitions: u32,
     /// Tuning time per device after which the rule decides.
     pub budget: Duration,
@@ -507,7 +516,7 @@ pub struct CacheEntry {
     pub class: ShapeClass,
     /// The tile or form chosen ([`Variant::name`]).
     pub tile: String,
-    /// Each candidate's best time in microseconds, by name.
+    /// Each candidate's best time (its fastest round) in microseconds, by name.
     pub micros: BTreeMap<String, f64>,
 }
 
@@ -636,7 +645,7 @@ pub struct Choice {
     pub variant: Variant,
     /// Where it came from.
     pub source: Source,
-    /// Each candidate's best time (tuned choices only).
+    /// Each candidate's best time, its fastest round (tuned choices only).
     pub times: Vec<(Variant, Duration)>,
 }
 
@@ -1041,9 +1050,11 @@ fn workgroup_fits(ctx: &GpuContext, tile: MatmulTile) -> bool {
 }
 
 /// Times each of `tiles` on a matmul of `family` and exact shape `m x k x n` on `ctx`
-/// as the tuner does (one warm-up dispatch, then `repetitions` timed ones, at most 8,
-/// each alone in a pass with GPU timestamps): each tile's fastest time. Benchmarks use
-/// it to time one kernel against another on the same shape.
+/// as the tuner does (each built and warmed by one dispatch, then `repetitions` rounds,
+/// at most 8, each dispatching every tile once alone in a pass with GPU timestamps, in
+/// an order rotated from round to round): each tile's fastest round, in the order of
+/// `tiles` (a tile that could not be built or run is left out, with a warning).
+/// Benchmarks use it to time one kernel against another on the same shape.
 ///
 /// # Errors
 /// [`ExecError::Device`] without timestamp queries, for operands too large to time
@@ -1060,8 +1071,8 @@ pub fn time_tiles(
 }
 
 /// Times each attention form on `seq` queries of `heads` heads `head_dim` wide in f32
-/// on `ctx` as the tuner does (see [`time_tiles`]): each form's fastest time. A form
-/// that does not take the head width is left out.
+/// on `ctx` as the tuner does, in interleaved rounds (see [`time_tiles`]): each form's
+/// fastest round. A form that does not take the head width is left out.
 ///
 /// # Errors
 /// As [`time_tiles`].
@@ -1091,8 +1102,8 @@ pub fn time_attention(
 }
 
 /// Times each layer norm form on `rows` rows of `cols` in f32 on `ctx` as the tuner
-/// does (see [`time_tiles`]): each form's fastest time. A form that does not take the
-/// shape is left out.
+/// does, in interleaved rounds (see [`time_tiles`]): each form's fastest round. A form
+/// that does not take the shape is left out.
 ///
 /// # Errors
 /// As [`time_tiles`].
@@ -1160,9 +1171,18 @@ pub(crate) fn fastest<V: Copy + PartialEq>(times: &[(V, Duration)], rule: V) -> 
     }
 }
 
-/// Times each candidate on `shape`: one warm-up dispatch, then `repetitions` timed
-/// ones (one if the warm-up was slower than [`SLOW_DISPATCH`]); each tile's fastest.
-/// Past `deadline` the candidates left are not built or timed ([`Timed::cut`]).
+/// Times each candidate on `shape` in interleaved rounds: every candidate is built
+/// (its pipeline and bind group) and dispatched once to warm it, in order; then
+/// `repetitions` rounds (at least 1, at most [`MAX_REPETITIONS`]) each time every
+/// candidate once, in an order that rotates from round to round ([`rounds::round_orders`]);
+/// a candidate whose warm-up was slower than [`SLOW_DISPATCH`] is timed in the first round
+/// only. Each candidate's fastest round is kept ([`rounds::best`]).
+///
+/// The deadline is checked before each candidate is built: past it the candidates left
+/// are not built and nothing is timed ([`Timed::cut`]). Once every candidate is built,
+/// the first round runs, and the deadline is checked again before each later one (a
+/// round cut off this way leaves the rounds already run, the same number for every
+/// candidate, and no cut).
 fn time_candidates(
     ctx: &GpuContext,
     shape: TunedShape,
@@ -1176,6 +1196,63 @@ fn time_candidates(
         })
     })?;
     let (call, sizes) = shape.call();
+    let (uniform, buffers) = operands(ctx, shape, &call, &sizes)?;
+    let registry = SharedRegistry::of(ctx);
+    let bench = TileBench {
+        ctx,
+        timer: &timer,
+        registry: &registry,
+        call: &call,
+        shape,
+        uniform: &uniform,
+        buffers: &buffers,
+    };
+    let past = || deadline.is_some_and(|d| Instant::now() >= d);
+    let mut warmed = Vec::with_capacity(candidates.len());
+    for &variant in candidates {
+        // Past the deadline the rest are not built or timed: on a CPU adapter building
+        // a pipeline (an LLVM compile) costs more than timing it.
+        if past() {
+            return Ok(Timed {
+                times: Vec::new(),
+                cut: true,
+            });
+        }
+        // A candidate that cannot be built or run is left out, with a warning; the
+        // others are still compared (none left: the rule decides).
+        match bench.warm(variant) {
+            Ok(ready) => warmed.push(ready),
+            Err(e) => log::warn!("{} for {shape:?} was not timed: {e}", variant.name()),
+        }
+    }
+    let once: Vec<bool> = warmed.iter().map(|w| w.warm_up > SLOW_DISPATCH).collect();
+    let samples = rounds::time_in_rounds(&once, repetitions.min(MAX_REPETITIONS), past, |c| {
+        let ready = &warmed[c];
+        bench
+            .dispatch(ready)
+            .map_err(|e| log::warn!("{} for {shape:?} was not timed: {e}", ready.variant.name()))
+            .ok()
+    });
+    let times = warmed
+        .iter()
+        .zip(samples)
+        .filter_map(|(ready, s)| Some((ready.variant, rounds::best(&s?)?)))
+        .collect();
+    Ok(Timed { times, cut: false })
+}
+
+/// The scratch operands `call` is timed on (`sizes` elements each, in binding order) and
+/// its parameter block.
+///
+/// # Errors
+/// [`ExecError::Device`] for operands over [`MAX_TUNE_BYTES`] in all or over the device's
+/// storage binding limit, or when wgpu fails.
+fn operands(
+    ctx: &GpuContext,
+    shape: TunedShape,
+    call: &OpCall,
+    sizes: &[u64],
+) -> Result<(wgpu::Buffer, Vec<wgpu::Buffer>), ExecError> {
     let element = shape.storage.dtype().size();
     let bytes: u64 = sizes.iter().map(|s| s * element).sum();
     let too_large = sizes
@@ -1187,10 +1264,9 @@ fn time_candidates(
         }));
     }
     let device = &ctx.device;
-    let registry = SharedRegistry::of(ctx);
     let mut packer = UniformPacker::new(ctx.limits.min_uniform_buffer_offset_alignment)?;
-    packer.push(&KernelParams::for_call(&call))?;
-    let built = scoped(device, 0, || {
+    packer.push(&KernelParams::for_call(call))?;
+    scoped(device, 0, || {
         let uniform = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("wgalloc tune params"),
             size: (packer.bytes().len() as u64).max(PARAMS_SIZE),
@@ -1211,38 +1287,12 @@ fn time_candidates(
             .collect();
         (uniform, buffers)
     })
-    .map_err(ExecError::Device)?;
-    let (uniform, buffers) = built;
-    let bench = TileBench {
-        ctx,
-        timer: &timer,
-        registry: &registry,
-        call: &call,
-        shape,
-        uniform: &uniform,
-        buffers: &buffers,
-        repetitions,
-    };
-    let mut times = Vec::with_capacity(candidates.len());
-    for &variant in candidates {
-        // Past the deadline the rest are not built or timed: on a CPU adapter building
-        // a pipeline (an LLVM compile) costs more than timing it.
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(Timed { times, cut: true });
-        }
-        // A candidate that cannot be built or run is left out, with a warning; the
-        // others are still compared (none left: the rule decides).
-        match bench.time(variant) {
-            Ok(best) => times.push((variant, best)),
-            Err(e) => log::warn!("{} for {shape:?} was not timed: {e}", variant.name()),
-        }
-    }
-    Ok(Timed { times, cut: false })
+    .map_err(ExecError::Device)
 }
 
-/// What [`time_candidates`] measured: each candidate's fastest time (a candidate that
+/// What [`time_candidates`] measured: each candidate's fastest round (a candidate that
 /// could not be built or run is left out), and whether the deadline stopped it before
-/// every candidate was tried.
+/// every candidate was built (then nothing is timed).
 struct Timed {
     times: Vec<(Variant, Duration)>,
     cut: bool,
@@ -1257,13 +1307,21 @@ struct TileBench<'a> {
     shape: TunedShape,
     uniform: &'a wgpu::Buffer,
     buffers: &'a [wgpu::Buffer],
-    repetitions: u32,
+}
+
+/// A candidate built and warmed, ready to be timed: its pipeline, bind group and grid,
+/// and how long its warm-up dispatch took.
+struct Ready {
+    variant: Variant,
+    pipeline: wgpu::ComputePipeline,
+    group: wgpu::BindGroup,
+    grid: [u32; 3],
+    warm_up: Duration,
 }
 
 impl TileBench<'_> {
-    /// The fastest of `repetitions` timed dispatches of `variant` after a warm-up (one
-    /// if the warm-up took longer than [`SLOW_DISPATCH`]).
-    fn time(&self, variant: Variant) -> Result<Duration, ExecError> {
+    /// `variant` built (its pipeline, bind group and grid) and dispatched once.
+    fn warm(&self, variant: Variant) -> Result<Ready, ExecError> {
         let device = &self.ctx.device;
         let pick = variant.pick();
         let (kernel, _) = kernels::select_with(self.call, false, pick).ok_or_else(|| {
@@ -1281,61 +1339,66 @@ impl TileBench<'_> {
             self.ctx.limits.max_compute_workgroups_per_dimension,
             pick,
         )?;
-        let group = scoped(device, 0, || {
-            let mut entries = vec![wgpu::BindGroupEntry {
-                binding: 0,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: self.uniform,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(PARAMS_SIZE),
-                }),
-            }];
-            for (i, buffer) in self.buffers.iter().enumerate() {
-                entries.push(wgpu::BindGroupEntry {
-                    binding: i as u32 + 1,
-                    resource: buffer.as_entire_binding(),
-                });
-            }
-            device.create_bind_group(&wgpu::BindGroupDescriptor {
+        let group = scoped(device, 0, || self.bind_group(&layout)).map_err(ExecError::Device)?;
+        let mut ready = Ready {
+            variant,
+            pipeline,
+            group,
+            grid,
+            warm_up: Duration::ZERO,
+        };
+        ready.warm_up = self.dispatch(&ready)?;
+        Ok(ready)
+    }
+
+    /// The bind group of the parameters and operands under `layout`.
+    fn bind_group(&self, layout: &wgpu::BindGroupLayout) -> wgpu::BindGroup {
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: self.uniform,
+                offset: 0,
+                size: wgpu::BufferSize::new(PARAMS_SIZE),
+            }),
+        }];
+        for (i, buffer) in self.buffers.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: i as u32 + 1,
+                resource: buffer.as_entire_binding(),
+            });
+        }
+        self.ctx
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("wgalloc tune"),
-                layout: &layout,
+                layout,
                 entries: &entries,
             })
-        })
-        .map_err(ExecError::Device)?;
-        let mut best: Option<Duration> = None;
-        let mut runs = self.repetitions.clamp(1, MAX_REPETITIONS) + 1;
-        let mut warm = true;
-        while runs > 0 {
-            runs -= 1;
-            let commands = scoped(device, 0, || {
-                let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("wgalloc tune"),
-                });
-                {
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: Some("wgalloc tune"),
-                        timestamp_writes: Some(self.timer.writes()),
-                    });
-                    pass.set_pipeline(&pipeline);
-                    pass.set_bind_group(0, &group, &[0]);
-                    pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
-                }
-                self.timer.resolve(&mut encoder);
-                self.ctx.queue.submit([encoder.finish()]);
+    }
+
+    /// One dispatch of `ready` alone in a pass with GPU timestamps: its GPU time (waits
+    /// for it).
+    fn dispatch(&self, ready: &Ready) -> Result<Duration, ExecError> {
+        let device = &self.ctx.device;
+        let commands = scoped(device, 0, || {
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("wgalloc tune"),
             });
-            commands.map_err(ExecError::Device)?;
-            let took = self.timer.read(self.ctx)?;
-            if warm {
-                warm = false;
-                if took > SLOW_DISPATCH {
-                    runs = runs.min(1);
-                }
-                continue;
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wgalloc tune"),
+                    timestamp_writes: Some(self.timer.writes()),
+                });
+                pass.set_pipeline(&ready.pipeline);
+                pass.set_bind_group(0, &ready.group, &[0]);
+                let [x, y, z] = ready.grid;
+                pass.dispatch_workgroups(x, y, z);
             }
-            best = Some(best.map_or(took, |b| b.min(took)));
-        }
-        Ok(best.unwrap_or(Duration::MAX))
+            self.timer.resolve(&mut encoder);
+            self.ctx.queue.submit([encoder.finish()]);
+        });
+        commands.map_err(ExecError::Device)?;
+        self.timer.read(self.ctx)
     }
 }
 
