@@ -198,6 +198,88 @@ fn a_forced_candidate_set_is_timed_cached_and_used_by_the_executor() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// The tuner times a class's candidates in interleaved rounds: whatever wins, the choice
+/// is one of the candidates offered, every candidate has a time (each was timed in every
+/// round, none left out), the cache holds the choice with every candidate's time, and
+/// `time_tiles` (the benchmarks' entry) gives a time to each tile it is asked for.
+#[test]
+fn interleaved_rounds_time_every_candidate_and_cache_one_of_them() {
+    let Some(ctx) = own_device() else { return };
+    if !ctx.has_timestamps() {
+        common::skip_for_capability(
+            "interleaved_rounds_time_every_candidate_and_cache_one_of_them",
+            "no TIMESTAMP_QUERY: the rule decides",
+        );
+        return;
+    }
+    let path = cache_path("rounds");
+    let tiles = [
+        MatmulTile::Rows8,
+        MatmulTile::Rows4,
+        MatmulTile::Rows8Wide,
+        MatmulTile::Rows4Wide,
+    ];
+    let mut rounds = settings(Some(path.clone()), &tiles);
+    rounds.repetitions = 5;
+    tune::configure(&ctx, rounds);
+    let (g, _) = graph("matmul_bt", 48, 96, 160);
+    let exec = Executor::new(&ctx);
+    let tile = exec.matmul_tile(&g, 0).expect("resolves").expect("tiled");
+    assert!(tiles.contains(&tile), "{tile:?}");
+    let summary = tune::tuning(&ctx);
+    let choice = &summary.choices[0];
+    assert_eq!(
+        (choice.variant, choice.source),
+        (Variant::Tile(tile), Source::Tuned)
+    );
+    let mut timed: Vec<MatmulTile> = choice.times.iter().filter_map(|(v, _)| v.tile()).collect();
+    timed.sort_by_key(|t| tiles.iter().position(|x| x == t));
+    assert_eq!(timed, tiles, "every candidate timed: {choice:?}");
+    assert!(
+        choice
+            .times
+            .iter()
+            .all(|(_, d)| *d > std::time::Duration::ZERO),
+        "{choice:?}"
+    );
+    // The kept times are the candidates' fastest rounds: the choice is the fastest of
+    // them, or the rule's within its margin.
+    let fastest = choice.times.iter().map(|&(_, d)| d).min().expect("timed");
+    let chosen_time = choice
+        .times
+        .iter()
+        .find(|(v, _)| *v == choice.variant)
+        .map(|&(_, d)| d)
+        .expect("the choice was timed");
+    assert!(
+        chosen_time.as_secs_f64() <= fastest.as_secs_f64() * 1.05 + 1e-9,
+        "{choice:?}"
+    );
+    let cache = TuneCache::load(&path).expect("a valid cache");
+    let adapter = AdapterKey::of(&ctx.info);
+    assert_eq!(
+        cache.get(&adapter, &choice.class),
+        Some(Variant::Tile(tile))
+    );
+    let entry = cache
+        .entries
+        .iter()
+        .find(|e| e.adapter == adapter && e.class == choice.class)
+        .expect("cached");
+    let mut names: Vec<&str> = entry.micros.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    let mut expected: Vec<&str> = tiles.iter().map(|t| t.name()).collect();
+    expected.sort_unstable();
+    assert_eq!(names, expected);
+    // The benchmarks' entry times each tile it is given, in the order given.
+    let times =
+        tune::time_tiles(&ctx, KernelFamily::BtTiled, (48, 96, 160), &tiles, 3).expect("timed");
+    let order: Vec<MatmulTile> = times.iter().map(|&(t, _)| t).collect();
+    assert_eq!(order, tiles);
+    assert!(times.iter().all(|&(_, d)| d > std::time::Duration::ZERO));
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A budget that runs out inside a class stops its timing there (building a candidate's
 /// pipeline is part of the budget: on lavapipe it costs more than timing it): the
 /// class takes the rule, what was timed is reported, and nothing is cached, so a later
