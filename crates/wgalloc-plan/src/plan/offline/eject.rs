@@ -24,9 +24,10 @@
 //!
 //! [`lower`] starts with a ceiling a 32nd of the excess (peak minus lower bound)
 //! under the peak; after a success it keeps the step, after a failure it goes back to
-//! the last complete placement and halves the step, until the step is below the
-//! sizes' common unit, the target is reached, the steps run out or the deadline
-//! passes. Every placement it keeps is complete and valid.
+//! the last complete placement and halves the step (an attempt may spend a quarter of
+//! the work left), until the step is below the sizes' common unit,
+//! [`MISSES_IN_A_ROW`] attempts have failed in a row, the target is reached, the work
+//! runs out or the deadline passes. Every placement it keeps is complete and valid.
 //!
 //! A step costs O(L) for L items live with the one placed (read from
 //! [`MovableSpans`]' contiguous slots and bucket-sorted by offset and by top), plus
@@ -67,6 +68,12 @@ const ATTEMPT_SHARE: u64 = 4;
 /// Work an attempt may always spend, whatever is left.
 const MIN_ATTEMPT_WORK: u64 = 1 << 20;
 
+/// After this many failed attempts in a row the repair stops: on instances whose peak
+/// is set by the largest items (few sizes, up to 4 MiB; 20,000 buffers live at once)
+/// ceilings from a 32nd of the excess down to a few hundred bytes under the peak all
+/// failed, each with a quarter of the work left.
+const MISSES_IN_A_ROW: u32 = 3;
+
 /// Lowers the valid placement `offsets` as far as `limits` allow and returns its
 /// peak; `offsets` ends at the lowest complete placement found (unchanged if none is
 /// lower). Deterministic without a deadline.
@@ -85,6 +92,7 @@ pub(crate) fn lower(
     let mut step = ((best_peak - p.lower_bound) / FIRST_STEP_DIVISOR).max(unit);
     let mut state = State::new(p, index, offsets);
     let mut work_left = limits.work;
+    let mut misses = 0u32;
     while best_peak > floor && work_left > 0 && !expired(limits.deadline) {
         let goal = best_peak.saturating_sub(step).max(floor);
         let goal = goal - goal % unit;
@@ -101,13 +109,15 @@ pub(crate) fn lower(
             if reached { "reached" } else { "missed" }
         );
         if reached {
+            misses = 0;
             best_peak = peak_of(p, &state.offsets);
             offsets.copy_from_slice(&state.offsets);
         } else {
-            state.restore(offsets);
-            if step <= unit {
+            misses += 1;
+            if step <= unit || misses >= MISSES_IN_A_ROW || expired(limits.deadline) {
                 break;
             }
+            state.restore(offsets);
             step = (step / 2).max(unit);
         }
     }

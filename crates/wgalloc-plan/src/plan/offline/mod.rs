@@ -127,15 +127,16 @@ pub enum Strategy {
     Climb,
     /// Ejection repair (`plan/offline/eject.rs`) from the placement `best` starts from
     /// (greedy orders, skyline; on instances too large for the search, with a
-    /// deadline, those get three quarters of the time): a ceiling a step under the
+    /// deadline, those get four fifths of the time): a ceiling a step under the
     /// peak, every buffer above it placed again under it where the buffers it
     /// displaces weigh least (size times lifetime, more each time one is displaced),
     /// the displaced ones placed again the same way, until none is left (the ceiling
-    /// holds: a smaller step next) or the attempt's work runs out (back to the last
-    /// complete placement, half the step). A step costs O(L) for the L buffers live
-    /// with the one placed, read from contiguous slots of the overlap index; the work
-    /// (a unit per buffer read) is bounded by [`EJECT_WORK_PER_ITEM`] per buffer, at
-    /// most [`EJECT_MAX_WORK`].
+    /// holds; the next is a step lower) or the attempt's work runs out (back to the
+    /// last complete placement, half the step; three failures in a row end it). A
+    /// step costs O(L) for the L buffers live with the one placed, read from
+    /// contiguous slots of the overlap index (O(n log T) memory, 32 bytes a slot); the
+    /// work (a unit per buffer read) is bounded by [`EJECT_WORK_PER_ITEM`] per buffer,
+    /// at most [`EJECT_MAX_WORK`], and with a deadline by the deadline alone.
     Eject,
     /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
     /// and stops at the first plan at the lower bound (or within the capacity, see
@@ -161,7 +162,10 @@ pub enum Strategy {
     /// sixteenth of its work if it foresees missing the deadline), and greedy-by-size
     /// after it. It runs before the skyline
     /// above 32,768 items, after the skyline and the repair below, only where they left
-    /// the goal unreached. Greedy by size into
+    /// the goal unreached. The ejection repair ([`Strategy::Eject`]) runs after the
+    /// search and the climb, from the placement they started from (so that their
+    /// paths do not change); with a deadline, on instances too large for the search,
+    /// what comes before it gets four fifths of the time. Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
     /// else where the goal is still unreached (it changes no other path), up to
     /// 131,072 items: beyond, `best` does not run it and can be above it. With a
@@ -741,7 +745,7 @@ pub const EJECT_MAX_WORK: u64 = 100_000_000;
 /// With a deadline, on instances too large for the search, the placements the
 /// ejection repair starts from get this share of the time left (numerator,
 /// denominator); the repair the rest.
-const START_SHARE: (u32, u32) = (3, 4);
+const START_SHARE: (u32, u32) = (4, 5);
 
 /// The placement `best` starts from ([`start`]), lowered by the ejection repair
 /// ([`eject_repair`]) unless it reached the goal. On instances too large for the
@@ -781,9 +785,15 @@ fn eject_repair(
     let started = Instant::now();
     let limits = eject::Limits {
         target: goal.target,
-        work: (p.items.len() as u64)
-            .saturating_mul(EJECT_WORK_PER_ITEM)
-            .min(EJECT_MAX_WORK),
+        // With a deadline, the deadline is the only bound (as for the skyline's first
+        // order): the work budget is for plans that do not depend on the machine.
+        work: if goal.budget.deadline.is_some() {
+            u64::MAX
+        } else {
+            (p.items.len() as u64)
+                .saturating_mul(EJECT_WORK_PER_ITEM)
+                .min(EJECT_MAX_WORK)
+        },
         deadline: goal.budget.deadline,
     };
     let peak = eject::lower(p, index, &mut offsets, &limits);
