@@ -86,7 +86,7 @@ pub(crate) fn lower(
     let mut best_peak = peak_of(p, offsets);
     let unit = p.items.iter().map(|it| it.size).fold(0u64, gcd).max(1);
     let floor = p.lower_bound.max(limits.target);
-    if best_peak <= floor {
+    if best_peak <= floor || limits.work == 0 || expired(limits.deadline) {
         return best_peak;
     }
     let mut step = ((best_peak - p.lower_bound) / FIRST_STEP_DIVISOR).max(unit);

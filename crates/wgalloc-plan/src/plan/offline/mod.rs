@@ -126,8 +126,7 @@ pub enum Strategy {
     /// [`Budget::climb_work`].
     Climb,
     /// Ejection repair (`plan/offline/eject.rs`) from the placement `best` starts from
-    /// (greedy orders, skyline; on instances too large for the search, with a
-    /// deadline, those get four fifths of the time): a ceiling a step under the
+    /// (greedy orders, skyline): a ceiling a step under the
     /// peak, every buffer above it placed again under it where the buffers it
     /// displaces weigh least (size times lifetime, more each time one is displaced),
     /// the displaced ones placed again the same way, until none is left (the ceiling
@@ -164,8 +163,7 @@ pub enum Strategy {
     /// above 32,768 items, after the skyline and the repair below, only where they left
     /// the goal unreached. The ejection repair ([`Strategy::Eject`]) runs after the
     /// search and the climb, from the placement they started from (so that their
-    /// paths do not change); with a deadline, on instances too large for the search,
-    /// what comes before it gets four fifths of the time. Greedy by size into
+    /// paths do not change; with a deadline, in the time they leave). Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
     /// else where the goal is still unreached (it changes no other path), up to
     /// 131,072 items: beyond, `best` does not run it and can be above it. With a
@@ -401,18 +399,6 @@ impl Goal {
 
     fn reached(&self, peak: u64) -> bool {
         peak <= self.target
-    }
-
-    /// The same goal with `share` (numerator, denominator) of the time left to its
-    /// deadline, if it has one.
-    fn with_time_share(&self, share: (u32, u32)) -> Goal {
-        let mut goal = *self;
-        if let Some(deadline) = self.budget.deadline {
-            let now = Instant::now();
-            let left = deadline.saturating_duration_since(now);
-            goal.budget.deadline = now.checked_add(left * share.0 / share.1);
-        }
-        goal
     }
 
     /// Whether a run holding a plan that peaks at `peak` should stop: the goal is
@@ -712,14 +698,11 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
     let mut index: Option<OverlapIndex> = None;
     // The ejection repair runs last, from the start placement, so that the search's
     // and the climb's paths do not change and `best` is never above either (nor above
-    // the ejection repair alone) without a deadline. Where the search cannot run the
-    // start gets a share of the time, so that the repair has some.
-    let first = if searchable(p) {
-        *goal
-    } else {
-        goal.with_time_share(START_SHARE)
-    };
-    let Some((offsets, peak, strategy)) = start(p, &first, &mut index) else {
+    // the ejection repair alone) without a deadline. With one it has the time they
+    // leave: taking a share of it from the start cost more than it gave (the class
+    // order then foresees missing the deadline and gives up: few-sizes 100k in 2 s
+    // 1.0024 -> 1.0114).
+    let Some((offsets, peak, strategy)) = start(p, goal, &mut index) else {
         return (Vec::new(), 0, Strategy::Best);
     };
     if goal.done(peak) {
@@ -742,26 +725,15 @@ pub const EJECT_WORK_PER_ITEM: u64 = 500;
 /// seconds on a million malloc-like buffers.
 pub const EJECT_MAX_WORK: u64 = 100_000_000;
 
-/// With a deadline, on instances too large for the search, the placements the
-/// ejection repair starts from get this share of the time left (numerator,
-/// denominator); the repair the rest.
-const START_SHARE: (u32, u32) = (4, 5);
-
 /// The placement `best` starts from ([`start`]), lowered by the ejection repair
-/// ([`eject_repair`]) unless it reached the goal. On instances too large for the
-/// search the start gets [`START_SHARE`] of the time left. `None` only for an instance
-/// with no items.
+/// ([`eject_repair`]) unless it reached the goal. `None` only for an instance with no
+/// items.
 fn start_then_eject(
     p: &Prepared,
     goal: &Goal,
     index: &mut Option<OverlapIndex>,
 ) -> Option<Placement> {
-    let first = if searchable(p) {
-        *goal
-    } else {
-        goal.with_time_share(START_SHARE)
-    };
-    let (offsets, peak, strategy) = start(p, &first, index)?;
+    let (offsets, peak, strategy) = start(p, goal, index)?;
     if goal.done(peak) {
         return Some((offsets, peak, strategy));
     }
