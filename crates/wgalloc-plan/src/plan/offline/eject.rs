@@ -48,7 +48,7 @@ pub(crate) struct Limits {
     /// Stop once the peak is at or below this.
     pub target: u64,
     /// Work all attempts may spend together: a unit per item live with an item placed
-    /// (read from the spans), at least one per step.
+    /// (read from the spans), at least one per step, and a unit per item per attempt.
     pub work: u64,
     /// Stop once this instant has passed (checked every [`DEADLINE_STEPS`] steps).
     pub deadline: Option<Instant>,
@@ -92,6 +92,7 @@ pub(crate) fn lower(
     let mut step = ((best_peak - p.lower_bound) / FIRST_STEP_DIVISOR).max(unit);
     let mut state = State::new(p, index, offsets);
     let mut work_left = limits.work;
+    let items = p.items.len() as u64;
     let mut misses = 0u32;
     while best_peak > floor && work_left > 0 && !expired(limits.deadline) {
         let goal = best_peak.saturating_sub(step).max(floor);
@@ -103,7 +104,9 @@ pub(crate) fn lower(
             .max(MIN_ATTEMPT_WORK)
             .min(work_left);
         let (reached, spent) = state.attempt(goal, allowed, limits.deadline);
-        work_left = work_left.saturating_sub(spent);
+        // An attempt also scans every item (the lift, the peak, the copy or the
+        // restore): a unit each, so that many cheap attempts cannot outrun the work.
+        work_left = work_left.saturating_sub(spent.saturating_add(items));
         log::debug!(
             "ejection repair: ceiling {goal} (step {step}) {} with {spent} work",
             if reached { "reached" } else { "missed" }

@@ -135,7 +135,7 @@ pub enum Strategy {
     /// step costs O(L) for the L buffers live with the one placed, read from
     /// contiguous slots of the overlap index (O(n log T) memory, 32 bytes a slot); the
     /// work (a unit per buffer read) is bounded by [`EJECT_WORK_PER_ITEM`] per buffer,
-    /// at most [`EJECT_MAX_WORK`], and with a deadline by the deadline alone.
+    /// at most [`EJECT_MAX_WORK`] (and by the deadline, if one is set).
     Eject,
     /// All of the above in turn; keeps the smallest peak (ties: the earlier strategy)
     /// and stops at the first plan at the lower bound (or within the capacity, see
@@ -757,15 +757,11 @@ fn eject_repair(
     let started = Instant::now();
     let limits = eject::Limits {
         target: goal.target,
-        // With a deadline, the deadline is the only bound (as for the skyline's first
-        // order): the work budget is for plans that do not depend on the machine.
-        work: if goal.budget.deadline.is_some() {
-            u64::MAX
-        } else {
-            (p.items.len() as u64)
-                .saturating_mul(EJECT_WORK_PER_ITEM)
-                .min(EJECT_MAX_WORK)
-        },
+        // The work bounds it with a deadline too (a far deadline is a cap, not a
+        // request to spend it), as it bounds the search and the climb.
+        work: (p.items.len() as u64)
+            .saturating_mul(EJECT_WORK_PER_ITEM)
+            .min(EJECT_MAX_WORK),
         deadline: goal.budget.deadline,
     };
     let peak = eject::lower(p, index, &mut offsets, &limits);
