@@ -493,6 +493,51 @@ mod tests {
     }
 
     #[test]
+    fn the_work_bounds_the_attempts_and_a_tiny_budget_still_gives_a_valid_plan() {
+        let ranges = malloc_like(700, 31, 50);
+        let p = Prepared::new(&ranges, 4).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let (start, peak) = greedy_class(&p, &index);
+        for work in [0u64, 1, 700, 5_000, 50_000] {
+            let limits = Limits {
+                target: p.lower_bound,
+                work,
+                deadline: None,
+            };
+            let mut offsets = start.clone();
+            let repaired = lower(&p, &index, &mut offsets, &limits);
+            valid(&p, &offsets, repaired);
+            assert!(repaired <= peak);
+            if work == 0 {
+                assert_eq!(offsets, start, "no work, no change");
+            }
+        }
+    }
+
+    #[test]
+    fn an_instance_at_its_bound_is_left_alone() {
+        // Every range its own time step: the lower bound is the largest size, and
+        // any placement at offset 0 reaches it.
+        let ranges: Vec<LiveRange> = (0..50u64)
+            .map(|t| LiveRange {
+                start: t,
+                end: t + 1,
+                size: 1 + t % 7,
+            })
+            .collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let mut offsets = vec![0u64; p.items.len()];
+        let limits = Limits {
+            target: p.lower_bound,
+            work: u64::MAX,
+            deadline: None,
+        };
+        assert_eq!(lower(&p, &index, &mut offsets, &limits), p.lower_bound);
+        assert!(offsets.iter().all(|&o| o == 0));
+    }
+
+    #[test]
     fn a_deadline_already_past_changes_nothing() {
         let ranges = malloc_like(500, 99, 50);
         let p = Prepared::new(&ranges, 1).expect("valid");
