@@ -83,7 +83,7 @@ pub(crate) fn lower(
     offsets: &mut [u64],
     limits: &Limits,
 ) -> u64 {
-    let mut best_peak = peak_of(p, offsets);
+    let mut best_peak = p.peak_of(offsets);
     let unit = p.items.iter().map(|it| it.size).fold(0u64, gcd).max(1);
     let floor = p.lower_bound.max(limits.target);
     if best_peak <= floor || limits.work == 0 || expired(limits.deadline) {
@@ -113,7 +113,7 @@ pub(crate) fn lower(
         );
         if reached {
             misses = 0;
-            best_peak = peak_of(p, &state.offsets);
+            best_peak = p.peak_of(&state.offsets);
             offsets.copy_from_slice(&state.offsets);
         } else {
             misses += 1;
@@ -130,16 +130,6 @@ pub(crate) fn lower(
 /// Whether `deadline` has passed.
 fn expired(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
-}
-
-/// The highest top of a placement.
-fn peak_of(p: &Prepared, offsets: &[u64]) -> u64 {
-    p.items
-        .iter()
-        .zip(offsets)
-        .map(|(it, &o)| o + it.size)
-        .max()
-        .unwrap_or(0)
 }
 
 /// Greatest common divisor.
@@ -442,10 +432,6 @@ mod tests {
         greedy::place_on(p, index, &greedy::by_size_class(p), Fit::Lowest, false)
     }
 
-    fn valid(p: &Prepared, offsets: &[u64], peak: u64) {
-        p.assert_valid(offsets, peak);
-    }
-
     #[test]
     fn a_repaired_placement_is_valid_never_higher_and_often_lower() {
         let mut lowered = 0;
@@ -461,8 +447,8 @@ mod tests {
                 deadline: None,
             };
             let repaired = lower(&p, &index, &mut offsets, &limits);
-            valid(&p, &offsets, repaired);
-            assert_eq!(repaired, peak_of(&p, &offsets));
+            p.assert_valid(&offsets, repaired);
+            assert_eq!(repaired, p.peak_of(&offsets));
             assert!(repaired <= peak, "seed {seed}: {repaired} above {peak}");
             assert!(repaired >= p.lower_bound);
             if repaired < peak {
@@ -506,7 +492,7 @@ mod tests {
             };
             let mut offsets = start.clone();
             let repaired = lower(&p, &index, &mut offsets, &limits);
-            valid(&p, &offsets, repaired);
+            p.assert_valid(&offsets, repaired);
             assert!(repaired <= peak);
             if work == 0 {
                 assert_eq!(offsets, start, "no work, no change");

@@ -425,14 +425,7 @@ mod tests {
             let (offsets, peak) = place(&p, &order);
             p.assert_valid(&offsets, peak);
             assert!(peak >= p.lower_bound, "round {round}");
-            let top = p
-                .items
-                .iter()
-                .zip(&offsets)
-                .map(|(it, &o)| o + it.size)
-                .max()
-                .unwrap_or(0);
-            assert_eq!(peak, top);
+            assert_eq!(peak, p.peak_of(&offsets));
         }
     }
 }

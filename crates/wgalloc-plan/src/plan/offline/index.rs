@@ -60,6 +60,37 @@ impl OverlapIndex {
         }
     }
 
+    /// Calls `f` with each node on section `a`'s path from its leaf to the root and
+    /// its slot (a range of `node_items`): the items stored there are those covering
+    /// `a`.
+    #[inline]
+    fn for_each_path_slot(&self, a: u32, mut f: impl FnMut(usize, std::ops::Range<usize>)) {
+        let mut v = a as usize + self.leaves;
+        while v >= 1 {
+            f(
+                v,
+                self.node_start[v] as usize..self.node_start[v + 1] as usize,
+            );
+            v >>= 1;
+        }
+    }
+
+    /// The positions in `by_start` of the items whose first section is inside
+    /// `(a, b)` (`a < b`).
+    #[inline]
+    fn started_inside(&self, a: u32, b: u32) -> std::ops::Range<usize> {
+        self.start_at[a as usize + 1] as usize..self.start_at[b as usize] as usize
+    }
+
+    /// Each item's position in `by_start`.
+    fn start_positions(&self) -> Vec<u32> {
+        let mut start_pos = vec![0u32; self.by_start.len()];
+        for (pos, &i) in self.by_start.iter().enumerate() {
+            start_pos[i as usize] = pos as u32;
+        }
+        start_pos
+    }
+
     /// Calls `f` once for every item other than `i` live at a common time with it, and
     /// returns how many it reported.
     pub fn for_each_overlapping(&self, p: &Prepared, i: usize, f: impl FnMut(usize)) -> u64 {
@@ -77,26 +108,16 @@ impl OverlapIndex {
         mut f: impl FnMut(usize),
     ) -> u64 {
         let mut seen = 0u64;
-        let mut v = a as usize + self.leaves;
-        while v >= 1 {
-            let items =
-                &self.node_items[self.node_start[v] as usize..self.node_start[v + 1] as usize];
+        let mut report = |items: &[u32]| {
             for &j in items {
                 if Some(j as usize) != skip {
                     f(j as usize);
                     seen += 1;
                 }
             }
-            v >>= 1;
-        }
-        let from = self.start_at[a as usize + 1] as usize;
-        let to = self.start_at[b as usize] as usize;
-        for &j in self.by_start.get(from..to).unwrap_or(&[]) {
-            if Some(j as usize) != skip {
-                f(j as usize);
-                seen += 1;
-            }
-        }
+        };
+        self.for_each_path_slot(a, |_, slot| report(&self.node_items[slot]));
+        report(self.by_start.get(self.started_inside(a, b)).unwrap_or(&[]));
         seen
     }
 }
@@ -125,16 +146,12 @@ pub(crate) struct PlacedSpans<'a> {
 impl<'a> PlacedSpans<'a> {
     /// No item placed yet.
     pub fn new(index: &'a OverlapIndex) -> PlacedSpans<'a> {
-        let mut start_pos = vec![0u32; index.by_start.len()];
-        for (pos, &i) in index.by_start.iter().enumerate() {
-            start_pos[i as usize] = pos as u32;
-        }
         PlacedSpans {
             index,
             node_spans: vec![(0, 0); index.node_items.len()],
             node_fill: vec![0; index.node_start.len()],
             start_spans: vec![(0, 0); index.by_start.len()],
-            start_pos,
+            start_pos: index.start_positions(),
         }
     }
 
@@ -155,15 +172,12 @@ impl<'a> PlacedSpans<'a> {
     /// `[a, b)` (`a < b`).
     pub fn placed_in(&self, a: u32, b: u32, out: &mut Vec<(u64, u64)>) {
         let index = self.index;
-        let mut v = a as usize + index.leaves;
-        while v >= 1 {
-            let from = index.node_start[v] as usize;
-            out.extend_from_slice(&self.node_spans[from..from + self.node_fill[v] as usize]);
-            v >>= 1;
-        }
-        let from = index.start_at[a as usize + 1] as usize;
-        let to = index.start_at[b as usize] as usize;
-        if let Some(spans) = self.start_spans.get(from..to) {
+        index.for_each_path_slot(a, |v, slot| {
+            // The node's placed items are the first `node_fill[v]` of its slot.
+            let placed = slot.start..slot.start + self.node_fill[v] as usize;
+            out.extend_from_slice(&self.node_spans[placed]);
+        });
+        if let Some(spans) = self.start_spans.get(index.started_inside(a, b)) {
             out.extend(spans.iter().filter(|s| s.1 != 0));
         }
     }
@@ -205,10 +219,6 @@ impl<'a> MovableSpans<'a> {
     /// No item placed yet.
     pub fn new(index: &'a OverlapIndex) -> MovableSpans<'a> {
         let n = index.by_start.len();
-        let mut start_pos = vec![0u32; n];
-        for (pos, &i) in index.by_start.iter().enumerate() {
-            start_pos[i as usize] = pos as u32;
-        }
         let mut count = vec![0u32; n + 1];
         for &i in &index.node_items {
             count[i as usize + 1] += 1;
@@ -245,7 +255,7 @@ impl<'a> MovableSpans<'a> {
             start_spans,
             slot_start,
             slots,
-            start_pos,
+            start_pos: index.start_positions(),
         }
     }
 
@@ -268,16 +278,10 @@ impl<'a> MovableSpans<'a> {
     pub fn placed_in(&self, a: u32, b: u32, skip: usize, out: &mut Vec<Span>) {
         let index = self.index;
         let keep = |s: &&Span| s.top != 0 && s.item as usize != skip;
-        let mut v = a as usize + index.leaves;
-        while v >= 1 {
-            let from = index.node_start[v] as usize;
-            let to = index.node_start[v + 1] as usize;
-            out.extend(self.node_spans[from..to].iter().filter(keep));
-            v >>= 1;
-        }
-        let from = index.start_at[a as usize + 1] as usize;
-        let to = index.start_at[b as usize] as usize;
-        if let Some(spans) = self.start_spans.get(from..to) {
+        index.for_each_path_slot(a, |_, slot| {
+            out.extend(self.node_spans[slot].iter().filter(keep))
+        });
+        if let Some(spans) = self.start_spans.get(index.started_inside(a, b)) {
             out.extend(spans.iter().filter(keep));
         }
     }

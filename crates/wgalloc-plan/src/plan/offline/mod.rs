@@ -377,7 +377,6 @@ pub fn interval_ranges(problem: &IntervalProblem) -> Vec<LiveRange> {
 }
 
 /// What a planning run aims at and how long it may take.
-#[derive(Debug, Clone, Copy)]
 struct Goal {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.

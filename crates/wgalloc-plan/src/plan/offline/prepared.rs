@@ -103,6 +103,17 @@ impl Prepared {
         })
     }
 
+    /// The highest top (`offset + size`) of a placement (offsets per item position);
+    /// 0 for no items.
+    pub fn peak_of(&self, offsets: &[u64]) -> u64 {
+        self.items
+            .iter()
+            .zip(offsets)
+            .map(|(it, &o)| o + it.size)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// For each item, the total size live at its busiest section (a sparse-table range
     /// maximum over the live profile: O(T log T + n)).
     pub fn breadths(&self) -> Vec<u64> {

@@ -198,14 +198,7 @@ mod tests {
             let (offsets, peak) = place(&p);
             p.assert_valid(&offsets, peak);
             assert!(peak >= p.lower_bound);
-            let top = p
-                .items
-                .iter()
-                .zip(&offsets)
-                .map(|(it, &o)| o + it.size)
-                .max()
-                .unwrap_or(0);
-            assert_eq!(peak, top);
+            assert_eq!(peak, p.peak_of(&offsets));
         }
     }
 }
