@@ -22,7 +22,7 @@ use super::{align_up, BufferTypeDesc, ChunkPlan, PlanError};
 /// The hash of the live offsets: a multiply of the offset, its high half folded into
 /// the low one by `finish`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct OffsetHash;
+pub(crate) struct OffsetHash;
 
 impl BuildHasher for OffsetHash {
     type Hasher = OffsetHasher;
@@ -34,7 +34,7 @@ impl BuildHasher for OffsetHash {
 
 /// See [`OffsetHash`].
 #[derive(Debug, Clone, Copy)]
-struct OffsetHasher(u64);
+pub(crate) struct OffsetHasher(u64);
 
 impl Hasher for OffsetHasher {
     fn write(&mut self, bytes: &[u8]) {

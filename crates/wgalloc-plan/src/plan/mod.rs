@@ -45,6 +45,7 @@ mod error;
 mod fault;
 mod free_blocks;
 mod graph_alloc;
+mod interval_walk;
 mod intervals;
 mod naive;
 mod options;

@@ -11,8 +11,7 @@ use std::fmt;
 
 use super::offline::{interval_ranges, plan_graph_offline_with, plan_ranges_to, Budget, Strategy};
 use super::{
-    naive_plan, plan_graph, BufferTypeDesc, FreeBlockAllocator, IntervalPlan, IntervalProblem,
-    Plan, PlanError,
+    naive_plan, plan_graph, BufferTypeDesc, IntervalPlan, IntervalProblem, Plan, PlanError,
 };
 use crate::graph::{Graph, TensorId};
 
@@ -163,7 +162,7 @@ impl Planner {
             return Err(PlanError::BadAlignment { alignment });
         }
         let (offsets, peak) = match self {
-            Planner::Ggml => online_walk(problem, alignment)?,
+            Planner::Ggml => super::interval_walk::online_walk(problem, alignment)?,
             Planner::Naive => stacked(problem, alignment)?,
             Planner::Offline(strategy) => {
                 let ranges = interval_ranges(problem);
@@ -177,50 +176,6 @@ impl Planner {
             planner: self.name().to_string(),
         })
     }
-}
-
-/// ggml's walk over an interval problem: in time order, buffers ending at a time are
-/// freed before those starting then are placed (file order among equals), each by the
-/// free-block allocator's best fit.
-fn online_walk(problem: &IntervalProblem, alignment: u64) -> Result<(Vec<u64>, u64), PlanError> {
-    let mut allocator = FreeBlockAllocator::new(alignment, u64::MAX)?;
-    // Starts and ends sorted apart and merged, frees first at a time: the order of
-    // one sort of (time, start?, index) events, at half the sorting.
-    let mut starts: Vec<(u64, usize)> = Vec::with_capacity(problem.intervals.len());
-    let mut ends: Vec<(u64, usize)> = Vec::with_capacity(problem.intervals.len());
-    let mut sizes: Vec<u64> = Vec::with_capacity(problem.intervals.len());
-    for (i, iv) in problem.intervals.iter().enumerate() {
-        starts.push((iv.lower, i));
-        ends.push((iv.upper, i));
-        sizes.push(iv.size);
-    }
-    starts.sort_unstable();
-    ends.sort_unstable();
-    let mut placed: Vec<Option<super::ChunkRange>> = vec![None; problem.intervals.len()];
-    let mut next_end = 0usize;
-    for &(lower, i) in &starts {
-        while let Some(&(upper, j)) = ends.get(next_end) {
-            if upper > lower {
-                break;
-            }
-            next_end += 1;
-            if let Some(a) = placed[j] {
-                allocator.free(a.chunk, a.offset, sizes[j])?;
-            }
-        }
-        let overflow = || PlanError::SizeOverflow {
-            tensor: TensorId(u32::try_from(i).unwrap_or(u32::MAX)),
-        };
-        let a = allocator.alloc(sizes[i]).map_err(|_| overflow())?;
-        // One memory of at most 2^64 bytes: a second chunk means it ran out.
-        if a.chunk != 0 {
-            return Err(overflow());
-        }
-        placed[i] = Some(a);
-    }
-    // The frees after the last start change no offset and no high-water mark.
-    let offsets: Vec<u64> = placed.iter().map(|a| a.map_or(0, |a| a.offset)).collect();
-    Ok((offsets, allocator.high_water(0).unwrap_or(0)))
 }
 
 /// Every interval in memory of its own, one after another.
