@@ -6,27 +6,20 @@
 //!
 //! The walk places into one unbounded memory, so it keeps its own book of free blocks
 //! instead of a general [`crate::plan::FreeBlockAllocator`] (chunks, a size limit, a
-//! check of every free against the live blocks): free blocks by `(size, offset)` in
-//! one ordered set for the best fit, and by start and by end in two hash maps, so that
-//! a freed block finds the neighbours it merges with by two exact lookups instead of
-//! two ordered ones. The offsets are the allocator's (a test compares them over
+//! check of every free against the live blocks): [`super::gaps::FreeGaps`], whose freed
+//! blocks find the neighbours they merge with by two exact lookups instead of two
+//! ordered ones. The offsets are the allocator's (a test compares them over
 //! random problems); a million buffers take about half the time.
 
-use std::collections::{BTreeSet, HashMap};
-
-use super::free_blocks::OffsetHash;
+use super::gaps::FreeGaps;
 use super::{align_up, IntervalProblem, PlanError};
 use crate::graph::TensorId;
 
-/// The free blocks of one memory below its top.
+/// The free blocks of one memory below its top (a free block that reaches the top
+/// goes back to it, as in [`crate::plan::FreeBlockAllocator`]).
 #[derive(Debug, Default)]
 struct FreeBlocks {
-    /// `(size, offset)`: the first at or above a size is the best fit.
-    by_size: BTreeSet<(u64, u64)>,
-    /// `offset -> size`.
-    by_start: HashMap<u64, u64, OffsetHash>,
-    /// `offset + size -> offset`.
-    by_end: HashMap<u64, u64, OffsetHash>,
+    gaps: FreeGaps,
     /// One past the highest allocated byte.
     top: u64,
     /// The highest `top` reached.
@@ -34,26 +27,11 @@ struct FreeBlocks {
 }
 
 impl FreeBlocks {
-    fn add(&mut self, offset: u64, size: u64) {
-        self.by_size.insert((size, offset));
-        self.by_start.insert(offset, size);
-        self.by_end.insert(offset + size, offset);
-    }
-
-    fn remove(&mut self, offset: u64, size: u64) {
-        self.by_size.remove(&(size, offset));
-        self.by_start.remove(&offset);
-        self.by_end.remove(&(offset + size));
-    }
-
     /// The offset of `size` bytes (aligned already): the best-fitting free block, cut
     /// from its start, else the top. `None` if the top would pass 2^64.
     fn alloc(&mut self, size: u64) -> Option<u64> {
-        if let Some(&(free, offset)) = self.by_size.range((size, 0)..).next() {
-            self.remove(offset, free);
-            if free > size {
-                self.add(offset + size, free - size);
-            }
+        if let Some((offset, len)) = self.gaps.best_fit(size) {
+            self.gaps.take_from(offset, len, size);
             return Some(offset);
         }
         let offset = self.top;
@@ -63,32 +41,14 @@ impl FreeBlocks {
     }
 
     /// Frees `[offset, offset + size)`, an allocated block: it merges with the free
-    /// blocks that end at its start and start at its end, or goes back to the top.
+    /// blocks around it, or goes back to the top with the one just below it.
     fn free(&mut self, offset: u64, size: u64) {
-        let end = offset + size;
-        let before = self
-            .by_end
-            .get(&offset)
-            .map(|&start| (start, offset - start));
+        let (start, end) = self.gaps.merge_around(offset, size);
         if end == self.top {
-            self.top = offset;
-            if let Some((start, len)) = before {
-                self.remove(start, len);
-                self.top = start;
-            }
-            return;
+            self.top = start;
+        } else {
+            self.gaps.insert(start, end - start);
         }
-        let after = self.by_start.get(&end).map(|&len| (end, len));
-        let (mut start, mut stop) = (offset, end);
-        if let Some((s, len)) = before {
-            self.remove(s, len);
-            start = s;
-        }
-        if let Some((s, len)) = after {
-            self.remove(s, len);
-            stop = s + len;
-        }
-        self.add(start, stop - start);
     }
 }
 

@@ -44,6 +44,7 @@ mod context;
 mod error;
 mod fault;
 mod free_blocks;
+mod gaps;
 mod graph_alloc;
 mod interval_walk;
 mod intervals;

@@ -2,9 +2,9 @@
 //! first at the same section), each put in the smallest free gap of the memory left by
 //! the items live at that moment, or on top. Because every item live with a later one
 //! is either live when it starts or starts after it (and is placed after it, avoiding
-//! it), only the live set matters: its free gaps are kept in two ordered sets, by
-//! offset (to merge a freed range with its neighbours) and by length then offset (to
-//! find the smallest gap that holds an item, the lowest of equal ones). An item costs a
+//! it), only the live set matters: its free gaps are kept in a [`FreeGaps`] (by
+//! length then offset, to find the smallest gap that holds an item, the lowest of
+//! equal ones; by start and end, to merge a freed range with its neighbours). An item costs a
 //! few ordered-set operations: O(log n), no overlap lists.
 //!
 //! It is the online best-fit of a malloc with the whole trace known only in the order
@@ -12,16 +12,12 @@
 //! fragmenting traces (10-20%); [`super::Strategy::Best`] makes it first on large
 //! instances so that a plan exists at once, whatever the deadline.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use super::prepared::Prepared;
+use crate::plan::gaps::FreeGaps;
 
 /// Free gaps below the top of the used memory.
 struct Gaps {
-    /// Offset to length.
-    by_offset: BTreeMap<u64, u64>,
-    /// (length, offset).
-    by_len: BTreeSet<(u64, u64)>,
+    gaps: FreeGaps,
     /// Everything at or above this is free.
     top: u64,
 }
@@ -29,38 +25,24 @@ struct Gaps {
 impl Gaps {
     fn new() -> Gaps {
         Gaps {
-            by_offset: BTreeMap::new(),
-            by_len: BTreeSet::new(),
+            gaps: FreeGaps::default(),
             top: 0,
         }
-    }
-
-    fn remove(&mut self, offset: u64, len: u64) {
-        self.by_offset.remove(&offset);
-        self.by_len.remove(&(len, offset));
-    }
-
-    fn insert(&mut self, offset: u64, len: u64) {
-        self.by_offset.insert(offset, len);
-        self.by_len.insert((len, offset));
     }
 
     /// Takes `size` bytes from the smallest gap that holds them (the lowest of equal
     /// ones), else from the top (starting in the gap just below it, if any).
     fn take(&mut self, size: u64) -> u64 {
-        if let Some(&(len, offset)) = self.by_len.range((size, 0)..).next() {
-            self.remove(offset, len);
-            if len > size {
-                self.insert(offset + size, len - size);
-            }
+        if let Some((offset, len)) = self.gaps.best_fit(size) {
+            self.gaps.take_from(offset, len, size);
             return offset;
         }
-        let offset = match self.by_offset.range(..self.top).next_back() {
-            Some((&o, &len)) if o + len == self.top => {
-                self.remove(o, len);
+        let offset = match self.gaps.ending_at(self.top) {
+            Some((o, len)) => {
+                self.gaps.remove(o, len);
                 o
             }
-            _ => self.top,
+            None => self.top,
         };
         self.top = offset + size;
         offset
@@ -68,21 +50,11 @@ impl Gaps {
 
     /// Returns `[offset, offset + size)`, merging it with the free neighbours.
     fn give(&mut self, offset: u64, size: u64) {
-        let (mut start, mut end) = (offset, offset + size);
-        if let Some((&o, &len)) = self.by_offset.range(..start).next_back() {
-            if o + len == start {
-                self.remove(o, len);
-                start = o;
-            }
-        }
-        if let Some(&len) = self.by_offset.get(&end) {
-            self.remove(end, len);
-            end += len;
-        }
+        let (start, end) = self.gaps.merge_around(offset, size);
         if end >= self.top {
             self.top = start;
         } else {
-            self.insert(start, end - start);
+            self.gaps.insert(start, end - start);
         }
     }
 }
