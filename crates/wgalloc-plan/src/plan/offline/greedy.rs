@@ -522,11 +522,28 @@ pub(crate) struct SortScratch {
 /// starts (about one bucket per range, by the starts' leading bits), then each bucket
 /// by the standard sort: O(n) on spread starts, instead of O(n log n) comparisons.
 pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScratch) {
-    let n = ranges.len();
-    if n < BUCKET_MIN {
+    if ranges.len() < BUCKET_MIN {
         ranges.sort_unstable_by_key(|r| r.0);
         return;
     }
+    let buckets = scatter_by_start(ranges, scratch);
+    let mut from = 0usize;
+    for &end in &scratch.ends[..buckets] {
+        let bucket = &mut scratch.ranges[from..end as usize];
+        if bucket.len() > 1 {
+            bucket.sort_unstable_by_key(|r| r.0);
+        }
+        from = end as usize;
+    }
+    std::mem::swap(ranges, &mut scratch.ranges);
+}
+
+/// The bucket sort's first half: `ranges` (at least [`BUCKET_MIN`]) moved to
+/// `scratch.ranges` in order of their bucket (the starts' leading bits, about one
+/// range a bucket), each bucket in any order; `scratch.ends[k]` is where bucket `k`
+/// ends. Returns the number of buckets.
+fn scatter_by_start(ranges: &[(u64, u64)], scratch: &mut SortScratch) -> usize {
+    let n = ranges.len();
     let max = ranges.iter().map(|r| r.0).max().unwrap_or(0);
     let bucket_bits = usize::BITS - n.leading_zeros(); // about one range a bucket
     let width = 64 - max.leading_zeros();
@@ -551,15 +568,94 @@ pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScra
         out[ends[k] as usize] = r;
         ends[k] += 1;
     }
+    buckets
+}
+
+/// Where [`lowest_fit_unsorted`] stopped: the lowest fit and the ranges past it.
+#[derive(Debug)]
+pub(crate) struct Stop<'s> {
+    /// The lowest offset at which the size avoids every range.
+    pub offset: u64,
+    /// The ranges from where the scan stopped (every range before ends at or below
+    /// `offset`), sorted by start, at most the window asked for.
+    pub past: &'s [(u64, u64)],
+    /// Whether ranges beyond `past` were left out.
+    pub truncated: bool,
+}
+
+/// [`lowest_fit`] of `busy` in any order, and up to `window` ranges past where its
+/// scan stopped, sorted. The ranges are bucketed by start as [`sort_by_start`] does,
+/// but a bucket is sorted only when the scan reaches it, and the scan stops at the
+/// answer: the buckets above it (about half of an item's neighbours in the greedy
+/// orders) are never sorted. O(k) for k ranges, as the bucket sort.
+pub(crate) fn lowest_fit_unsorted<'s>(
+    busy: &[(u64, u64)],
+    size: u64,
+    window: usize,
+    scratch: &'s mut SortScratch,
+) -> Stop<'s> {
+    let n = busy.len();
+    if n < BUCKET_MIN {
+        let sorted = &mut scratch.ranges;
+        sorted.clear();
+        sorted.extend_from_slice(busy);
+        sorted.sort_unstable_by_key(|r| r.0);
+        let (offset, resume) = speculate::lowest_fit_from(sorted, 0, &[], 0, size);
+        let to = n.min(resume.saturating_add(window));
+        return Stop {
+            offset,
+            past: &sorted[resume..to],
+            truncated: to < n,
+        };
+    }
+    let buckets = scatter_by_start(busy, scratch);
+    let (ranges, ends) = (&mut scratch.ranges, &scratch.ends[..buckets]);
+    let mut candidate = 0u64;
+    let mut stopped = None;
     let mut from = 0usize;
-    for &end in &ends[..buckets] {
-        let bucket = &mut out[from..end as usize];
+    let mut k = 0usize;
+    while k < buckets {
+        let end = ends[k] as usize;
+        let bucket = &mut ranges[from..end];
         if bucket.len() > 1 {
             bucket.sort_unstable_by_key(|r| r.0);
         }
-        from = end as usize;
+        k += 1;
+        for (at, &(start, top)) in bucket.iter().enumerate() {
+            if start >= candidate.saturating_add(size) {
+                stopped = Some(from + at);
+                break;
+            }
+            candidate = candidate.max(top);
+        }
+        from = end;
+        if stopped.is_some() {
+            break;
+        }
     }
-    std::mem::swap(ranges, out);
+    let Some(resume) = stopped else {
+        return Stop {
+            offset: candidate,
+            past: &[],
+            truncated: false,
+        };
+    };
+    // Sort on until the window is covered.
+    let want = n.min(resume.saturating_add(window));
+    while from < want && k < buckets {
+        let end = ends[k] as usize;
+        let bucket = &mut ranges[from..end];
+        if bucket.len() > 1 {
+            bucket.sort_unstable_by_key(|r| r.0);
+        }
+        from = end;
+        k += 1;
+    }
+    Stop {
+        offset: candidate,
+        past: &ranges[resume..want],
+        truncated: want < n,
+    }
 }
 
 /// The placed ranges live with an item, gathered by the caller into `busy`, and the
@@ -575,11 +671,7 @@ impl FitScratch {
     /// The offset `fit` picks for `size` bytes among [`FitScratch::busy`] (reordered).
     fn fit(&mut self, size: u64, fit: Fit) -> u64 {
         match fit {
-            Fit::Lowest => {
-                // By start alone: ties in start order do not change the lowest fit.
-                sort_by_start(&mut self.busy, &mut self.sort);
-                lowest_fit(&self.busy, size)
-            }
+            Fit::Lowest => lowest_fit_unsorted(&self.busy, size, 0, &mut self.sort).offset,
             Fit::Smallest => {
                 self.busy.sort_unstable();
                 best_fit(&self.busy, size)
@@ -610,7 +702,8 @@ pub(crate) fn fit_among_placed(
 }
 
 /// The lowest offset at which `size` bytes avoid every `[start, end)` of `busy` (sorted
-/// by start).
+/// by start): the definition [`lowest_fit_unsorted`] is tested against.
+#[cfg(test)]
 pub(crate) fn lowest_fit(busy: &[(u64, u64)], size: u64) -> u64 {
     let mut candidate = 0u64;
     for &(start, end) in busy {
@@ -670,6 +763,36 @@ mod tests {
             ranges.sort_unstable();
             expected.sort_unstable();
             assert_eq!(ranges, expected, "round {round}: the same ranges");
+        }
+    }
+
+    #[test]
+    fn the_lazy_bucket_scan_is_the_sorted_scan_with_its_window() {
+        let mut rng = crate::seeded::Rng::new(41);
+        let mut scratch = SortScratch::default();
+        for round in 0..3000 {
+            let n = [0, 1, 5, 63, 64, 65, 300, 3000][round % 8];
+            let spread = [10usize, 1000, 1 << 20, 1 << 40][(round / 8) % 4];
+            let len = [1usize, 3, 100, 1 << 16][(round / 32) % 4];
+            let mut busy: Vec<(u64, u64)> = (0..n)
+                .map(|_| {
+                    let s = rng.index(spread) as u64;
+                    (s, s + rng.index(len) as u64)
+                })
+                .collect();
+            let size = [1u64, 7, 64, 4096][(round / 128) % 4];
+            let window = [0usize, 1, 16, 1024][round % 4];
+            let stop = lowest_fit_unsorted(&busy, size, window, &mut scratch);
+            let (offset, past, truncated) = (stop.offset, stop.past.to_vec(), stop.truncated);
+            busy.sort_unstable();
+            assert_eq!(offset, lowest_fit(&busy, size), "round {round}");
+            // The window: the ranges from the first that starts at or above the
+            // answer's end, in start order.
+            let resume = busy.partition_point(|r| r.0 < offset.saturating_add(size));
+            let to = n.min(resume + window);
+            let starts = |v: &[(u64, u64)]| v.iter().map(|r| r.0).collect::<Vec<_>>();
+            assert_eq!(starts(&past), starts(&busy[resume..to]), "round {round}");
+            assert_eq!(truncated, to < n, "round {round}");
         }
     }
 

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
-use super::{lowest_fit, sort_by_start, Cut, Pace, Prefix, SortScratch};
+use super::{lowest_fit_unsorted, Cut, Pace, Prefix, SortScratch, Stop};
 use crate::plan::offline::index::{OverlapIndex, PlacedSpans};
 use crate::plan::offline::prepared::Prepared;
 
@@ -66,12 +66,17 @@ struct Scratch {
 }
 
 impl Scratch {
-    /// The placed ranges of `spans` live in sections `[a, b)`, sorted by start, in
-    /// `self.busy`. O(log T + k log k) for k ranges (the bucket sort: about O(k)).
+    /// The placed ranges of `spans` live in sections `[a, b)`, in any order, in
+    /// `self.busy`. O(log T + k) for k ranges.
     fn gather(&mut self, spans: &PlacedSpans<'_>, a: u32, b: u32) {
         self.busy.clear();
         spans.placed_in(a, b, &mut self.busy);
-        sort_by_start(&mut self.busy, &mut self.sort);
+    }
+
+    /// The lowest fit of `size` bytes among the gathered ranges, and up to `window`
+    /// ranges past it, sorted ([`lowest_fit_unsorted`]).
+    fn fit(&mut self, size: u64, window: usize) -> Stop<'_> {
+        lowest_fit_unsorted(&self.busy, size, window, &mut self.sort)
     }
 }
 
@@ -166,15 +171,14 @@ impl Shared<'_> {
     ) {
         let it = &p.items[order[job.from + c]];
         scratch.gather(spans, it.a, it.b);
-        let busy = &scratch.busy;
-        let (offset, resume) = lowest_fit_from(busy, 0, &[], 0, it.size);
-        let to = busy.len().min(resume + self.window);
+        let count = scratch.busy.len();
+        let stop = scratch.fit(it.size, self.window);
         let mut slot = lock(&self.slots[c]);
         slot.window.clear();
-        slot.window.extend_from_slice(&busy[resume..to]);
-        slot.truncated = to < busy.len();
-        slot.count = busy.len();
-        slot.offset = offset;
+        slot.window.extend_from_slice(stop.past);
+        slot.truncated = stop.truncated;
+        slot.count = count;
+        slot.offset = stop.offset;
     }
 
     /// The helper thread: computes its share of each chunk posted until told to quit.
@@ -415,7 +419,7 @@ fn place_chunks(p: &Prepared, order: &[usize], cut: &Cut, shared: &Shared<'_>) -
                     // earlier ones).
                     rescanned += 1;
                     scratch.gather(&spans, it.a, it.b);
-                    lowest_fit(&scratch.busy, it.size)
+                    scratch.fit(it.size, 0).offset
                 } else {
                     offset
                 }
