@@ -560,7 +560,8 @@ const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
 /// The skyline orders in turn into `best` until `goal` is reached, the deadline passes
 /// or their shared work budget runs out. The first order always completes when `best`
 /// holds nothing yet; later ones give up once they peak at the best so far. Returns the
-/// heap pops the first order spent (0 if none ran).
+/// heap pops the first order took, or at its pace would have taken to complete where it
+/// gave up ([`skyline::SkyRun::pops_for_all`]; 0 if none ran).
 fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u64 {
     let mut work = pops_for(p, SKYLINE_WORK_PER_ITEM);
     let mut first_pops = None;
@@ -586,20 +587,24 @@ fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u6
         };
         let started = Instant::now();
         let order = which.order(p);
-        let (placed, spent) = skyline::place_within(p, &order, &limits);
+        let run = skyline::place_within(p, &order, &limits);
         log::debug!(
-            "skyline {which:?}: {:?} with {spent} pops in {:?}",
-            placed.as_ref().map(|x| x.1),
+            "skyline {which:?}: {:?} with {} pops ({} items) in {:?}",
+            run.placed.as_ref().map(|x| x.1),
+            run.pops,
+            run.items,
             started.elapsed()
         );
-        work = work.saturating_sub(spent);
+        work = work.saturating_sub(run.pops);
         let first = first_pops.is_none();
-        first_pops.get_or_insert(spent);
-        if first && placed.is_none() && spent >= pops_for(p, FIRST_ORDER_WORK_PER_ITEM) {
-            // The first order ran out of pops: the others (no cheaper) would too.
+        let needed = run.pops_for_all(p.items.len());
+        first_pops.get_or_insert(needed);
+        if first && run.placed.is_none() && needed >= pops_for(p, FIRST_ORDER_WORK_PER_ITEM) {
+            // The first order ran out of pops, or its pace showed it would: the
+            // others (no cheaper) would too.
             break;
         }
-        if let Some((offsets, peak)) = placed {
+        if let Some((offsets, peak)) = run.placed {
             keep_lower(best, (offsets, peak, Strategy::Skyline));
         }
     }
@@ -613,8 +618,9 @@ const REPAIR_WORK_PER_ITEM: u64 = 512;
 
 /// The column repair ([`repair`]) of the best placement so far, within its pop budget
 /// and the goal's deadline; keeps a lower peak (found by the skyline). Skipped when the
-/// first skyline order took more pops (`skyline_pops`) than the whole repair budget: a
-/// repair run costs about as much, so it could not complete one.
+/// first skyline order took, or at its pace would have taken, more pops
+/// (`skyline_pops`) than the whole repair budget: a repair run costs about as much, so
+/// it could not complete one.
 fn column_repair(p: &Prepared, goal: &Goal, skyline_pops: u64, best: &mut Option<Placement>) {
     let Some((offsets, peak, _)) = best.as_ref() else {
         return;

@@ -119,9 +119,9 @@ pub(crate) fn repair(
                 work: budget.work - spent,
                 deadline: budget.deadline,
             };
-            let (placed, pops) = skyline::place_within(p, &order, &limits);
-            spent = spent.saturating_add(pops);
-            if let Some((placed, placed_peak)) = placed {
+            let run = skyline::place_within(p, &order, &limits);
+            spent = spent.saturating_add(run.pops);
+            if let Some((placed, placed_peak)) = run.placed {
                 offsets = placed;
                 peak = placed_peak;
                 improved = true;

@@ -368,17 +368,46 @@ const CLOCK_EVERY: u64 = 4096;
 /// and the peak.
 #[cfg(test)]
 pub(crate) fn place(p: &Prepared, order: &[usize]) -> (Vec<u64>, u64) {
-    let (placed, _) = place_within(p, order, &Cutoffs::NONE);
-    placed.unwrap_or_else(|| (vec![0; p.items.len()], 0))
+    place_within(p, order, &Cutoffs::NONE)
+        .placed
+        .unwrap_or_else(|| (vec![0; p.items.len()], 0))
 }
 
-/// [`place`] that gives up at `limits` (returning `None`); also returns the heap pops
-/// spent.
-pub(crate) fn place_within(
-    p: &Prepared,
-    order: &[usize],
-    limits: &Cutoffs,
-) -> (Option<(Vec<u64>, u64)>, u64) {
+/// What [`place_within`] did.
+#[derive(Debug)]
+pub(crate) struct SkyRun {
+    /// The offsets and peak, or `None` where it gave up.
+    pub placed: Option<(Vec<u64>, u64)>,
+    /// Heap pops spent.
+    pub pops: u64,
+    /// Items placed before it ended.
+    pub items: usize,
+}
+
+impl SkyRun {
+    /// The pops a complete run would take at the pace of this one (the pops spent
+    /// where it completed). A run's later items rest on higher floors and come out
+    /// of the heap again more often, so this is rather low than high.
+    pub fn pops_for_all(&self, n: usize) -> u64 {
+        if self.placed.is_some() || self.items >= n {
+            return self.pops;
+        }
+        let forecast = u128::from(self.pops) * n as u128 / self.items.max(1) as u128;
+        u64::try_from(forecast).unwrap_or(u64::MAX)
+    }
+}
+
+/// How many times a run with a pop budget compares its pace with it (at each
+/// `1 / PACE_CHECKS` of the budget): a run that has placed a smaller share of the
+/// items than the share of the budget it spent gives up, since its later items cost
+/// more pops, not fewer. On large malloc-like instances, where the budget allows a few
+/// pops an item and an item takes hundreds, this ends at an eighth of the budget a
+/// run that would have spent all of it and failed.
+const PACE_CHECKS: u64 = 8;
+
+/// [`place`] that gives up at `limits` or when its pace shows that it cannot complete
+/// within their work ([`PACE_CHECKS`]).
+pub(crate) fn place_within(p: &Prepared, order: &[usize], limits: &Cutoffs) -> SkyRun {
     let mut heights = Heights::new(p.sections);
     let mut offsets = vec![0u64; p.items.len()];
     let mut heap: BinaryHeap<Reverse<(u64, u32)>> = (0..order.len() as u32)
@@ -386,6 +415,18 @@ pub(crate) fn place_within(
         .collect();
     let mut peak = 0u64;
     let mut pops = 0u64;
+    let mut items = 0usize;
+    let n = order.len() as u128;
+    let check_every = if limits.work == u64::MAX {
+        u64::MAX
+    } else {
+        (limits.work / PACE_CHECKS).max(1)
+    };
+    let give_up = |pops: u64, items: usize| SkyRun {
+        placed: None,
+        pops,
+        items,
+    };
     while let Some(mut top_entry) = heap.peek_mut() {
         pops += 1;
         if pops > limits.work
@@ -393,7 +434,12 @@ pub(crate) fn place_within(
             || (pops.is_multiple_of(CLOCK_EVERY)
                 && limits.deadline.is_some_and(|d| Instant::now() >= d))
         {
-            return (None, pops);
+            return give_up(pops, items);
+        }
+        if pops.is_multiple_of(check_every)
+            && (items as u128) * u128::from(limits.work) < n * u128::from(pops)
+        {
+            return give_up(pops, items);
         }
         let Reverse((estimate, rank)) = *top_entry;
         let i = order[rank as usize];
@@ -413,11 +459,16 @@ pub(crate) fn place_within(
         heights.raise(a, b, top);
         offsets[i] = floor;
         peak = peak.max(top);
+        items += 1;
     }
     if peak >= limits.stop_at {
-        return (None, pops);
+        return give_up(pops, items);
     }
-    (Some((offsets, peak)), pops)
+    SkyRun {
+        placed: Some((offsets, peak)),
+        pops,
+        items,
+    }
 }
 
 #[cfg(test)]
@@ -504,15 +555,15 @@ mod tests {
             work,
             deadline: None,
         };
-        assert!(place_within(&p, &order, &at(7, u64::MAX)).0.is_some());
-        assert!(place_within(&p, &order, &at(6, u64::MAX)).0.is_none());
-        assert!(place_within(&p, &order, &at(u64::MAX, 2)).0.is_none());
+        assert!(place_within(&p, &order, &at(7, u64::MAX)).placed.is_some());
+        assert!(place_within(&p, &order, &at(6, u64::MAX)).placed.is_none());
+        assert!(place_within(&p, &order, &at(u64::MAX, 2)).placed.is_none());
         let past = Cutoffs {
             deadline: Some(Instant::now()),
             ..Cutoffs::NONE
         };
         // The clock is read every few thousand pops: a small instance completes.
-        assert!(place_within(&p, &order, &past).0.is_some());
+        assert!(place_within(&p, &order, &past).placed.is_some());
     }
 
     #[test]
