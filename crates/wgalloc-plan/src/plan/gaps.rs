@@ -26,6 +26,8 @@ pub(crate) struct FreeGaps {
 impl FreeGaps {
     /// Records the gap `[offset, offset + len)`.
     pub(crate) fn insert(&mut self, offset: u64, len: u64) {
+        // A zero-length gap would share its end with the start of the next one.
+        debug_assert!(len > 0, "an empty gap at {offset}");
         self.by_len.insert((len, offset));
         self.by_start.insert(offset, len);
         self.by_end.insert(offset + len, offset);

@@ -70,15 +70,16 @@ pub(crate) fn online_walk(
     // one sort of (time, start?, index) events, at half the sorting.
     let mut starts: Vec<(u64, usize)> = Vec::with_capacity(n);
     let mut ends: Vec<(u64, usize)> = Vec::with_capacity(n);
-    let mut sizes: Vec<u64> = Vec::with_capacity(n);
     for (i, iv) in problem.intervals.iter().enumerate() {
         starts.push((iv.lower, i));
         ends.push((iv.upper, i));
-        sizes.push(align_up(iv.size.max(1), alignment).ok_or_else(|| overflow(i))?);
     }
     starts.sort_unstable();
     ends.sort_unstable();
     let mut offsets = vec![0u64; n];
+    // Aligned sizes, each set when its buffer is placed (so that an error names the
+    // first buffer in start order that overflows, as the walk meets it).
+    let mut sizes = vec![0u64; n];
     let mut placed = vec![false; n];
     let mut blocks = FreeBlocks::default();
     let mut next_end = 0usize;
@@ -92,7 +93,10 @@ pub(crate) fn online_walk(
                 blocks.free(offsets[j], sizes[j]);
             }
         }
-        offsets[i] = blocks.alloc(sizes[i]).ok_or_else(|| overflow(i))?;
+        let size =
+            align_up(problem.intervals[i].size.max(1), alignment).ok_or_else(|| overflow(i))?;
+        sizes[i] = size;
+        offsets[i] = blocks.alloc(size).ok_or_else(|| overflow(i))?;
         placed[i] = true;
     }
     // The frees after the last start change no offset and no high-water mark.

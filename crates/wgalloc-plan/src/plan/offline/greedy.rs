@@ -583,7 +583,8 @@ pub(crate) struct Stop<'s> {
     pub truncated: bool,
 }
 
-/// [`lowest_fit`] of `busy` in any order, and up to `window` ranges past where its
+/// The lowest fit of `busy` in any order (as a scan of `busy` sorted by start from 0
+/// up to the first gap would find it), and up to `window` ranges past where its
 /// scan stopped, sorted. The ranges are bucketed by start as [`sort_by_start`] does,
 /// but a bucket is sorted only when the scan reaches it, and the scan stops at the
 /// answer: the buckets above it (about half of an item's neighbours in the greedy
@@ -668,7 +669,8 @@ pub(crate) struct FitScratch {
 }
 
 impl FitScratch {
-    /// The offset `fit` picks for `size` bytes among [`FitScratch::busy`] (reordered).
+    /// The offset `fit` picks for `size` bytes among [`FitScratch::busy`] (in any
+    /// order; the smallest fit reorders them).
     fn fit(&mut self, size: u64, fit: Fit) -> u64 {
         match fit {
             Fit::Lowest => lowest_fit_unsorted(&self.busy, size, 0, &mut self.sort).offset,
@@ -781,7 +783,7 @@ mod tests {
                 })
                 .collect();
             let size = [1u64, 7, 64, 4096][(round / 128) % 4];
-            let window = [0usize, 1, 16, 1024][round % 4];
+            let window = [0usize, 1, 16, 1024][(round / 512) % 4];
             let stop = lowest_fit_unsorted(&busy, size, window, &mut scratch);
             let (offset, past, truncated) = (stop.offset, stop.past.to_vec(), stop.truncated);
             busy.sort_unstable();

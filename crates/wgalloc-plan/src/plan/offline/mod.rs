@@ -148,8 +148,8 @@ pub enum Strategy {
     /// bisection leaves it nothing) nor when its budget allows fewer than 1,024 moves.
     ///
     /// Above 20,000 items or 4 million overlapping pairs an O(n log n) sweep
-    /// (start order, smallest free gap of the live set, kept in ordered sets of free
-    /// gaps) places everything first, so that a plan exists at once; the skyline and
+    /// (start order, smallest free gap of the live set, kept in a book of free gaps)
+    /// places everything first, so that a plan exists at once; the skyline and
     /// the column repair then run within pop budgets at most linear in n (with a
     /// deadline, the skyline's first order has the deadline as its only budget, and the
     /// greedy orders run after the skyline where they are costly). Greedy-by-size still

@@ -373,11 +373,28 @@ pub(crate) fn place(p: &Prepared, order: &[usize]) -> (Vec<u64>, u64) {
         .unwrap_or_else(|| (vec![0; p.items.len()], 0))
 }
 
+/// Why a [`place_within`] run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Every item placed below the cutoff's peak.
+    Placed,
+    /// The peak reached [`Cutoffs::stop_at`].
+    AtStop,
+    /// The pops reached [`Cutoffs::work`].
+    OutOfWork,
+    /// Its pace showed it would run out of work ([`PACE_CHECKS`]).
+    OutOfPace,
+    /// The deadline passed.
+    Deadline,
+}
+
 /// What [`place_within`] did.
 #[derive(Debug)]
 pub(crate) struct SkyRun {
     /// The offsets and peak, or `None` where it gave up.
     pub placed: Option<(Vec<u64>, u64)>,
+    /// Why it ended.
+    pub ended: Ended,
     /// Heap pops spent.
     pub pops: u64,
     /// Items placed before it ended.
@@ -385,11 +402,11 @@ pub(crate) struct SkyRun {
 }
 
 impl SkyRun {
-    /// The pops a complete run would take at the pace of this one (the pops spent
-    /// where it completed). A run's later items rest on higher floors and come out
-    /// of the heap again more often, so this is rather low than high.
+    /// The pops a complete run would take: the pops spent, or where the run ran out of
+    /// work or of pace, the pops at its pace for every item (a forecast: a run's later
+    /// items may cost more pops or fewer than its earlier ones).
     pub fn pops_for_all(&self, n: usize) -> u64 {
-        if self.placed.is_some() || self.items >= n {
+        if !matches!(self.ended, Ended::OutOfWork | Ended::OutOfPace) || self.items >= n {
             return self.pops;
         }
         let forecast = u128::from(self.pops) * n as u128 / self.items.max(1) as u128;
@@ -397,16 +414,19 @@ impl SkyRun {
     }
 }
 
-/// How many times a run with a pop budget compares its pace with it (at each
-/// `1 / PACE_CHECKS` of the budget): a run that has placed a smaller share of the
-/// items than the share of the budget it spent gives up, since its later items cost
-/// more pops, not fewer. On large malloc-like instances, where the budget allows a few
-/// pops an item and an item takes hundreds, this ends at an eighth of the budget a
-/// run that would have spent all of it and failed.
+/// How many times a run with a pop budget compares its pace with it: at each
+/// `1 / PACE_CHECKS` of the budget, once it has spent at least a pop per item (every
+/// item costs one, so a budget below the item count cannot complete anyway), a run
+/// that has placed less than half the share of the items that it spent of the budget
+/// gives up. A forecast, not a proof: where the earliest items cost the most pops (a
+/// block of items all live at once costs `n - k` pops for its `k`-th, so after a share
+/// `f` of its pops it has placed at least `f / 2` of the items) the half covers it. On
+/// large malloc-like instances, where the budget allows a few pops an item and the
+/// skyline takes tens, this ends a run that would spend all of its budget and fail.
 const PACE_CHECKS: u64 = 8;
 
-/// [`place`] that gives up at `limits` or when its pace shows that it cannot complete
-/// within their work ([`PACE_CHECKS`]).
+/// [`place`] that gives up at `limits`, or where its pace shows that it cannot
+/// complete within their work ([`PACE_CHECKS`]).
 pub(crate) fn place_within(p: &Prepared, order: &[usize], limits: &Cutoffs) -> SkyRun {
     let mut heights = Heights::new(p.sections);
     let mut offsets = vec![0u64; p.items.len()];
@@ -422,24 +442,32 @@ pub(crate) fn place_within(p: &Prepared, order: &[usize], limits: &Cutoffs) -> S
     } else {
         (limits.work / PACE_CHECKS).max(1)
     };
-    let give_up = |pops: u64, items: usize| SkyRun {
+    let give_up = |ended: Ended, pops: u64, items: usize| SkyRun {
         placed: None,
+        ended,
         pops,
         items,
     };
     while let Some(mut top_entry) = heap.peek_mut() {
+        // The pops spent before this one.
+        let spent = pops;
         pops += 1;
-        if pops > limits.work
-            || peak >= limits.stop_at
-            || (pops.is_multiple_of(CLOCK_EVERY)
-                && limits.deadline.is_some_and(|d| Instant::now() >= d))
-        {
-            return give_up(pops, items);
+        if pops > limits.work {
+            return give_up(Ended::OutOfWork, pops, items);
         }
-        if pops.is_multiple_of(check_every)
-            && (items as u128) * u128::from(limits.work) < n * u128::from(pops)
+        if peak >= limits.stop_at {
+            return give_up(Ended::AtStop, pops, items);
+        }
+        if pops.is_multiple_of(CLOCK_EVERY) && limits.deadline.is_some_and(|d| Instant::now() >= d)
         {
-            return give_up(pops, items);
+            return give_up(Ended::Deadline, pops, items);
+        }
+        if spent > 0
+            && spent.is_multiple_of(check_every)
+            && spent >= n as u64
+            && 2 * (items as u128) * u128::from(limits.work) < n * u128::from(spent)
+        {
+            return give_up(Ended::OutOfPace, pops, items);
         }
         let Reverse((estimate, rank)) = *top_entry;
         let i = order[rank as usize];
@@ -462,10 +490,11 @@ pub(crate) fn place_within(p: &Prepared, order: &[usize], limits: &Cutoffs) -> S
         items += 1;
     }
     if peak >= limits.stop_at {
-        return give_up(pops, items);
+        return give_up(Ended::AtStop, pops, items);
     }
     SkyRun {
         placed: Some((offsets, peak)),
+        ended: Ended::Placed,
         pops,
         items,
     }
@@ -480,6 +509,69 @@ mod tests {
 
     fn r(start: u64, end: u64, size: u64) -> LiveRange {
         LiveRange { start, end, size }
+    }
+
+    #[test]
+    fn a_block_live_at_once_completes_where_its_budget_allows() {
+        // 100 items live together: the k-th costs about 100 - k pops (5,050 in all),
+        // the earliest the most, so the pace is worst at the start.
+        let ranges: Vec<LiveRange> = (0..100).map(|_| r(0, 1, 1)).collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order: Vec<usize> = (0..100).collect();
+        let run = |work| {
+            place_within(
+                &p,
+                &order,
+                &Cutoffs {
+                    stop_at: u64::MAX,
+                    work,
+                    deadline: None,
+                },
+            )
+        };
+        let full = run(u64::MAX);
+        assert_eq!(full.ended, Ended::Placed);
+        for work in [full.pops, full.pops + 1, 6_000, 20_000] {
+            let within = run(work);
+            assert_eq!(within.ended, Ended::Placed, "work {work}");
+            assert_eq!(within.placed, full.placed, "work {work}");
+        }
+        assert_eq!(run(full.pops - 1).ended, Ended::OutOfWork);
+    }
+
+    #[test]
+    fn small_budgets_complete_when_they_cover_the_pops_and_the_pace_gives_up_early() {
+        // Items apart in time: one pop each.
+        let ranges: Vec<LiveRange> = (0..12).map(|k| r(k, k + 1, 1)).collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order: Vec<usize> = (0..12).collect();
+        let at = |work| Cutoffs {
+            stop_at: u64::MAX,
+            work,
+            deadline: None,
+        };
+        for work in 12..20 {
+            assert_eq!(
+                place_within(&p, &order, &at(work)).ended,
+                Ended::Placed,
+                "{work}"
+            );
+        }
+        assert_eq!(place_within(&p, &order, &at(11)).ended, Ended::OutOfWork);
+        // A stack whose floors rise for every item (each item live with all before
+        // it, placed in reverse of the order that is cheap) spends its budget fast:
+        // the pace ends it before the budget does, and the forecast is past the budget.
+        let ranges: Vec<LiveRange> = (0..400).map(|k| r(0, 400 - k, 1)).collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order: Vec<usize> = (0..400).collect();
+        let full = place_within(&p, &order, &at(u64::MAX));
+        let budget = full.pops / 4;
+        let cut = place_within(&p, &order, &at(budget));
+        assert!(cut.placed.is_none());
+        if cut.ended == Ended::OutOfPace {
+            assert!(cut.pops < budget);
+        }
+        assert!(cut.pops_for_all(400) > budget, "{cut:?}");
     }
 
     #[test]

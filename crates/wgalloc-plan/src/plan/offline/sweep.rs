@@ -4,8 +4,9 @@
 //! is either live when it starts or starts after it (and is placed after it, avoiding
 //! it), only the live set matters: its free gaps are kept in a [`FreeGaps`] (by
 //! length then offset, to find the smallest gap that holds an item, the lowest of
-//! equal ones; by start and end, to merge a freed range with its neighbours). An item costs a
-//! few ordered-set operations: O(log n), no overlap lists.
+//! equal ones; by start and end, to merge a freed range with its neighbours). An item costs
+//! one or two ordered-set operations and a few hash lookups: O(log n), no overlap
+//! lists.
 //!
 //! It is the online best-fit of a malloc with the whole trace known only in the order
 //! of frees before allocations at a step, so it lands well above the bound on

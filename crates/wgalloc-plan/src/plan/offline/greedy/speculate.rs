@@ -5,8 +5,9 @@
 //! items of a chunk (claimed one at a time from a shared counter, so a thread that is
 //! late or descheduled leaves its share to the other), each item's lowest fit among
 //! the items placed before the chunk, reading [`PlacedSpans`] only; each keeps the
-//! placed ranges it read, sorted by start, and where the scan of [`super::lowest_fit`]
-//! stopped. Then this thread places the chunk's items in order. Item `j`'s sequential
+//! placed ranges past where its scan from 0 stopped (sorted by start:
+//! [`super::lowest_fit_unsorted`]'s window).
+//! Then this thread places the chunk's items in order. Item `j`'s sequential
 //! answer is its lowest fit among the items placed before the chunk *and* the chunk's
 //! items placed before it. The obstacles were only added to, so every offset below
 //! the speculated one stays taken, and the answer is the lowest offset from the
@@ -140,8 +141,8 @@ impl Shared<'_> {
     }
 
     /// Computes the chunk items of `epoch` this thread claims: each one's placed
-    /// neighbours gathered and sorted, and its lowest fit among them. O(sum of k log
-    /// k) over the items it claims, k the placed items live with one.
+    /// neighbours gathered, and its lowest fit among them. O(sum of k) over the items
+    /// it claims (the bucket scan), k the placed items live with one.
     fn compute(&self, p: &Prepared, order: &[usize], job: Job, scratch: &mut Scratch) {
         let spans = self.spans.read().unwrap_or_else(PoisonError::into_inner);
         while let Some(c) = self.claim(job.epoch, job.len) {
@@ -159,7 +160,7 @@ impl Shared<'_> {
         }
     }
 
-    /// Slot `c` of chunk `job`: its item's lowest fit among `spans`. O(log T + k log k).
+    /// Slot `c` of chunk `job`: its item's lowest fit among `spans`. O(log T + k).
     fn fill(
         &self,
         spans: &PlacedSpans<'_>,
@@ -239,8 +240,8 @@ impl Drop for QuitOnDrop<'_, '_> {
 /// The lowest offset at or above `candidate` at which `size` bytes avoid every range
 /// of `busy[from..]` and of `extra` (both sorted by start), where every range of
 /// `busy[..from]` ends at or below `candidate`; and where the scan stopped in `busy`.
-/// With `from` and `candidate` 0 and no `extra`, [`super::lowest_fit`] and the
-/// position it stopped at. O(ranges scanned).
+/// With `from` and `candidate` 0 and no `extra`, the lowest fit among `busy` and the
+/// position its scan stopped at. O(ranges scanned).
 pub(crate) fn lowest_fit_from(
     busy: &[(u64, u64)],
     from: usize,
@@ -274,7 +275,7 @@ pub(crate) fn lowest_fit_from(
 /// `window` ranges ([`WINDOW`]) beyond its speculated offset: the same offsets, peak,
 /// work counted and cut.
 ///
-/// The work is the sequential placement's, O(n log T + sum over items of k log k), k
+/// The work is the sequential placement's, O(n log T + sum over items of k), k
 /// the placed items live with an item, shared between the threads, plus, on this
 /// thread alone, O(chunk) comparisons per item with the earlier items of its chunk
 /// and the merged scan from the speculated offset (usually one step), and the
