@@ -1,20 +1,21 @@
-//! [`FreeGaps`]: free byte ranges of one memory, kept for a best fit and for merging.
+//! [`FreeMemory`]: one memory's free gaps below its top, for a best fit and for
+//! merging.
 //!
 //! Both of the O(n log n) placements (ggml's walk over intervals and the offline
 //! planners' sweep) free and take ranges in time order. The gaps are kept by `(length,
 //! offset)` in one ordered set, whose first entry at or above a size is the best fit
 //! (the smallest gap that holds it, the lowest of equal ones), and by start and by end
 //! in two hash maps, so that a freed range finds the gaps it merges with by two exact
-//! lookups, not two searches of an ordered map. What happens at the top of the used
-//! memory is the caller's rule.
+//! lookups, not two searches of an ordered map. A freed range that reaches the top
+//! goes back to it, so no gap ever ends at the top.
 
 use std::collections::{BTreeSet, HashMap};
 
 use super::free_blocks::OffsetHash;
 
-/// Disjoint, never adjacent free ranges (the callers merge neighbours on insert).
+/// Disjoint, never adjacent free ranges (neighbours are merged on insert).
 #[derive(Debug, Default)]
-pub(crate) struct FreeGaps {
+struct FreeGaps {
     /// `(length, offset)`.
     by_len: BTreeSet<(u64, u64)>,
     /// `offset -> length`.
@@ -25,7 +26,7 @@ pub(crate) struct FreeGaps {
 
 impl FreeGaps {
     /// Records the gap `[offset, offset + len)`.
-    pub(crate) fn insert(&mut self, offset: u64, len: u64) {
+    fn insert(&mut self, offset: u64, len: u64) {
         // A zero-length gap would share its end with the start of the next one.
         debug_assert!(len > 0, "an empty gap at {offset}");
         self.by_len.insert((len, offset));
@@ -34,7 +35,7 @@ impl FreeGaps {
     }
 
     /// Forgets the gap `[offset, offset + len)`.
-    pub(crate) fn remove(&mut self, offset: u64, len: u64) {
+    fn remove(&mut self, offset: u64, len: u64) {
         self.by_len.remove(&(len, offset));
         self.by_start.remove(&offset);
         self.by_end.remove(&(offset + len));
@@ -42,7 +43,7 @@ impl FreeGaps {
 
     /// The smallest gap at least `size` long (the lowest of equal ones), as `(offset,
     /// length)`. O(log gaps).
-    pub(crate) fn best_fit(&self, size: u64) -> Option<(u64, u64)> {
+    fn best_fit(&self, size: u64) -> Option<(u64, u64)> {
         self.by_len
             .range((size, 0)..)
             .next()
@@ -50,7 +51,7 @@ impl FreeGaps {
     }
 
     /// Takes `size` bytes from the start of the gap `(offset, len)` (`len >= size`).
-    pub(crate) fn take_from(&mut self, offset: u64, len: u64, size: u64) {
+    fn take_from(&mut self, offset: u64, len: u64, size: u64) {
         self.remove(offset, len);
         if len > size {
             self.insert(offset + size, len - size);
@@ -58,19 +59,18 @@ impl FreeGaps {
     }
 
     /// The gap that ends at `end`, as `(offset, length)`. O(1).
-    pub(crate) fn ending_at(&self, end: u64) -> Option<(u64, u64)> {
+    fn ending_at(&self, end: u64) -> Option<(u64, u64)> {
         self.by_end.get(&end).map(|&start| (start, end - start))
     }
 
     /// The gap that starts at `start`, as `(offset, length)`. O(1).
-    pub(crate) fn starting_at(&self, start: u64) -> Option<(u64, u64)> {
+    fn starting_at(&self, start: u64) -> Option<(u64, u64)> {
         self.by_start.get(&start).map(|&len| (start, len))
     }
 
     /// Frees `[offset, offset + size)`, merged with the gaps just before and after it;
-    /// returns the merged range `(start, end)` without recording it: the caller
-    /// records it as a gap, or lowers its top to it.
-    pub(crate) fn merge_around(&mut self, offset: u64, size: u64) -> (u64, u64) {
+    /// returns the merged range `(start, end)` without recording it.
+    fn merge_around(&mut self, offset: u64, size: u64) -> (u64, u64) {
         let (mut start, mut end) = (offset, offset + size);
         if let Some((o, len)) = self.ending_at(start) {
             self.remove(o, len);
@@ -81,6 +81,57 @@ impl FreeGaps {
             end = o + len;
         }
         (start, end)
+    }
+}
+
+/// One memory: the free gaps below its top, the top, and the highest top reached.
+#[derive(Debug, Default)]
+pub(crate) struct FreeMemory {
+    gaps: FreeGaps,
+    /// One past the highest byte in use.
+    top: u64,
+    /// The highest `top` reached.
+    high_water: u64,
+}
+
+impl FreeMemory {
+    /// An empty memory whose bytes below `base` are not its to give.
+    pub(crate) fn above(base: u64) -> FreeMemory {
+        FreeMemory {
+            top: base,
+            high_water: base,
+            ..FreeMemory::default()
+        }
+    }
+
+    /// The highest top reached.
+    pub(crate) fn high_water(&self) -> u64 {
+        self.high_water
+    }
+
+    /// The offset of `size` bytes: the best-fitting gap, cut from its start, else the
+    /// top. `None` if the top would pass 2^64. O(log gaps).
+    pub(crate) fn take(&mut self, size: u64) -> Option<u64> {
+        if let Some((offset, len)) = self.gaps.best_fit(size) {
+            self.gaps.take_from(offset, len, size);
+            return Some(offset);
+        }
+        let offset = self.top;
+        self.top = offset.checked_add(size)?;
+        self.high_water = self.high_water.max(self.top);
+        Some(offset)
+    }
+
+    /// Gives back `[offset, offset + size)`, taken and not given back before: it
+    /// merges with the gaps around it, or goes back to the top with the gap just below
+    /// it.
+    pub(crate) fn give(&mut self, offset: u64, size: u64) {
+        let (start, end) = self.gaps.merge_around(offset, size);
+        if end >= self.top {
+            self.top = start;
+        } else {
+            self.gaps.insert(start, end - start);
+        }
     }
 }
 
@@ -116,5 +167,22 @@ mod tests {
         gaps.insert(0, 25);
         assert_eq!(gaps.ending_at(25), Some((0, 25)));
         assert_eq!(gaps.merge_around(30, 5), (30, 35));
+    }
+
+    #[test]
+    fn memory_reuses_the_best_gap_and_gives_back_to_its_top() {
+        let mut memory = FreeMemory::above(100);
+        let a = memory.take(10).expect("fits");
+        let b = memory.take(20).expect("fits");
+        let c = memory.take(5).expect("fits");
+        assert_eq!((a, b, c), (100, 110, 130));
+        memory.give(a, 10);
+        assert_eq!(memory.take(4), Some(100), "the freed gap, not the top");
+        memory.give(c, 5);
+        memory.give(b, 20);
+        // b and c went back to the top, with the 6 bytes left of a's gap.
+        assert_eq!(memory.take(30), Some(104));
+        assert_eq!(memory.high_water(), 135);
+        assert_eq!(FreeMemory::above(u64::MAX).take(1), None);
     }
 }

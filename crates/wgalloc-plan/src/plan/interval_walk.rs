@@ -6,51 +6,14 @@
 //!
 //! The walk places into one unbounded memory, so it keeps its own book of free blocks
 //! instead of a general [`crate::plan::FreeBlockAllocator`] (chunks, a size limit, a
-//! check of every free against the live blocks): [`super::gaps::FreeGaps`], whose freed
+//! check of every free against the live blocks): [`super::gaps::FreeMemory`], whose freed
 //! blocks find the neighbours they merge with by two exact lookups instead of two
 //! ordered ones. The offsets are the allocator's (a test compares them over
 //! random problems); a million buffers take about half the time.
 
-use super::gaps::FreeGaps;
+use super::gaps::FreeMemory;
 use super::{align_up, IntervalProblem, PlanError};
 use crate::graph::TensorId;
-
-/// The free blocks of one memory below its top (a free block that reaches the top
-/// goes back to it, as in [`crate::plan::FreeBlockAllocator`]).
-#[derive(Debug, Default)]
-struct FreeBlocks {
-    gaps: FreeGaps,
-    /// One past the highest allocated byte.
-    top: u64,
-    /// The highest `top` reached.
-    high_water: u64,
-}
-
-impl FreeBlocks {
-    /// The offset of `size` bytes (aligned already): the best-fitting free block, cut
-    /// from its start, else the top. `None` if the top would pass 2^64.
-    fn alloc(&mut self, size: u64) -> Option<u64> {
-        if let Some((offset, len)) = self.gaps.best_fit(size) {
-            self.gaps.take_from(offset, len, size);
-            return Some(offset);
-        }
-        let offset = self.top;
-        self.top = offset.checked_add(size)?;
-        self.high_water = self.high_water.max(self.top);
-        Some(offset)
-    }
-
-    /// Frees `[offset, offset + size)`, an allocated block: it merges with the free
-    /// blocks around it, or goes back to the top with the one just below it.
-    fn free(&mut self, offset: u64, size: u64) {
-        let (start, end) = self.gaps.merge_around(offset, size);
-        if end == self.top {
-            self.top = start;
-        } else {
-            self.gaps.insert(start, end - start);
-        }
-    }
-}
 
 /// The walk's offsets and peak, each size rounded up to `alignment` (a power of two;
 /// 0 bytes count as 1, so that every buffer has an address of its own).
@@ -81,7 +44,7 @@ pub(crate) fn online_walk(
     // first buffer in start order that overflows, as the walk meets it).
     let mut sizes = vec![0u64; n];
     let mut placed = vec![false; n];
-    let mut blocks = FreeBlocks::default();
+    let mut memory = FreeMemory::default();
     let mut next_end = 0usize;
     for &(lower, i) in &starts {
         while let Some(&(upper, j)) = ends.get(next_end) {
@@ -90,17 +53,17 @@ pub(crate) fn online_walk(
             }
             next_end += 1;
             if placed[j] {
-                blocks.free(offsets[j], sizes[j]);
+                memory.give(offsets[j], sizes[j]);
             }
         }
         let size =
             align_up(problem.intervals[i].size.max(1), alignment).ok_or_else(|| overflow(i))?;
         sizes[i] = size;
-        offsets[i] = blocks.alloc(size).ok_or_else(|| overflow(i))?;
+        offsets[i] = memory.take(size).ok_or_else(|| overflow(i))?;
         placed[i] = true;
     }
     // The frees after the last start change no offset and no high-water mark.
-    Ok((offsets, blocks.high_water))
+    Ok((offsets, memory.high_water()))
 }
 
 #[cfg(test)]

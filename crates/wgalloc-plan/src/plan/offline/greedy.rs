@@ -612,46 +612,30 @@ pub(crate) fn lowest_fit_unsorted<'s>(
     let buckets = scatter_by_start(busy, scratch);
     let (ranges, ends) = (&mut scratch.ranges, &scratch.ends[..buckets]);
     let mut candidate = 0u64;
-    let mut stopped = None;
+    // Where the scan stopped, and how far the window then needs the ranges sorted.
+    let mut stopped: Option<(usize, usize)> = None;
     let mut from = 0usize;
-    let mut k = 0usize;
-    while k < buckets {
-        let end = ends[k] as usize;
-        let bucket = &mut ranges[from..end];
-        if bucket.len() > 1 {
-            bucket.sort_unstable_by_key(|r| r.0);
-        }
-        k += 1;
-        for (at, &(start, top)) in bucket.iter().enumerate() {
-            if start >= candidate.saturating_add(size) {
-                stopped = Some(from + at);
-                break;
-            }
-            candidate = candidate.max(top);
-        }
-        from = end;
-        if stopped.is_some() {
+    for &end in ends {
+        if stopped.is_some_and(|(_, want)| from >= want) {
             break;
         }
-    }
-    let Some(resume) = stopped else {
-        return Stop {
-            offset: candidate,
-            past: &[],
-            truncated: false,
-        };
-    };
-    // Sort on until the window is covered.
-    let want = n.min(resume.saturating_add(window));
-    while from < want && k < buckets {
-        let end = ends[k] as usize;
-        let bucket = &mut ranges[from..end];
+        let bucket = &mut ranges[from..end as usize];
         if bucket.len() > 1 {
             bucket.sort_unstable_by_key(|r| r.0);
         }
-        from = end;
-        k += 1;
+        if stopped.is_none() {
+            for (at, &(start, top)) in bucket.iter().enumerate() {
+                if start >= candidate.saturating_add(size) {
+                    let resume = from + at;
+                    stopped = Some((resume, n.min(resume.saturating_add(window))));
+                    break;
+                }
+                candidate = candidate.max(top);
+            }
+        }
+        from = end as usize;
     }
+    let (resume, want) = stopped.unwrap_or((n, n));
     Stop {
         offset: candidate,
         past: &ranges[resume..want],

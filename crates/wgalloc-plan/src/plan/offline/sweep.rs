@@ -2,7 +2,7 @@
 //! first at the same section), each put in the smallest free gap of the memory left by
 //! the items live at that moment, or on top. Because every item live with a later one
 //! is either live when it starts or starts after it (and is placed after it, avoiding
-//! it), only the live set matters: its free gaps are kept in a [`FreeGaps`] (by
+//! it), only the live set matters: its free gaps are kept in a [`FreeMemory`] (by
 //! length then offset, to find the smallest gap that holds an item, the lowest of
 //! equal ones; by start and end, to merge a freed range with its neighbours). An item costs
 //! one or two ordered-set operations and a few hash lookups: O(log n), no overlap
@@ -14,51 +14,7 @@
 //! instances so that a plan exists at once, whatever the deadline.
 
 use super::prepared::Prepared;
-use crate::plan::gaps::FreeGaps;
-
-/// Free gaps below the top of the used memory.
-struct Gaps {
-    gaps: FreeGaps,
-    /// Everything at or above this is free.
-    top: u64,
-}
-
-impl Gaps {
-    fn new() -> Gaps {
-        Gaps {
-            gaps: FreeGaps::default(),
-            top: 0,
-        }
-    }
-
-    /// Takes `size` bytes from the smallest gap that holds them (the lowest of equal
-    /// ones), else from the top (starting in the gap just below it, if any).
-    fn take(&mut self, size: u64) -> u64 {
-        if let Some((offset, len)) = self.gaps.best_fit(size) {
-            self.gaps.take_from(offset, len, size);
-            return offset;
-        }
-        let offset = match self.gaps.ending_at(self.top) {
-            Some((o, len)) => {
-                self.gaps.remove(o, len);
-                o
-            }
-            None => self.top,
-        };
-        self.top = offset + size;
-        offset
-    }
-
-    /// Returns `[offset, offset + size)`, merging it with the free neighbours.
-    fn give(&mut self, offset: u64, size: u64) {
-        let (start, end) = self.gaps.merge_around(offset, size);
-        if end >= self.top {
-            self.top = start;
-        } else {
-            self.gaps.insert(start, end - start);
-        }
-    }
-}
+use crate::plan::gaps::FreeMemory;
 
 /// Places every item by the sweep. Returns offsets per item position and the peak.
 /// O(n log n) time, O(n) memory.
@@ -81,9 +37,7 @@ pub(crate) fn place_above(p: &Prepared, which: &[usize], base: u64, offsets: &mu
     });
     let mut ends = starts.clone();
     ends.sort_unstable_by_key(|&i| (p.items[i as usize].b, i));
-    let mut gaps = Gaps::new();
-    gaps.top = base;
-    let mut peak = base;
+    let mut memory = FreeMemory::above(base);
     let mut next_end = 0usize;
     for &i in &starts {
         let it = &p.items[i as usize];
@@ -92,14 +46,14 @@ pub(crate) fn place_above(p: &Prepared, which: &[usize], base: u64, offsets: &mu
             if jt.b > it.a {
                 break;
             }
-            gaps.give(offsets[j as usize], jt.size);
+            memory.give(offsets[j as usize], jt.size);
             next_end += 1;
         }
-        let offset = gaps.take(it.size);
-        offsets[i as usize] = offset;
-        peak = peak.max(gaps.top);
+        // The top cannot pass 2^64: `base` is at most the sizes of the items placed
+        // before, and `Prepared::new` checks that all sizes together fit in a u64.
+        offsets[i as usize] = memory.take(it.size).unwrap_or(u64::MAX);
     }
-    peak
+    memory.high_water()
 }
 
 #[cfg(test)]
