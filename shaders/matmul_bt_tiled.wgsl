@@ -33,14 +33,14 @@ fn matmul_bt_tiled(
 ) {
     let row0 = wid.y * ROWS;
     let col0 = (wid.x * LANES + lid.x) * 4u;
-    let acc = bt_block(row0, col0);
+    var acc = bt_block(row0, col0);
     // The four columns stored one by one (n need not be a multiple of 4), each by
     // name: no index into the accumulators that the compiler must keep at run time,
     // which a CPU adapter pays for by keeping them in memory.
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
-            let v = acc[r];
+            let v = acc_row(&acc, r);
             let at = row * params.n + col0;
             if col0 < params.n {
                 out[at] = T(v.x);

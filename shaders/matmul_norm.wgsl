@@ -107,7 +107,7 @@ fn matmul_norm_bias(
     row_stats(row0, lid.x);
     let n4 = params.n / 4u;
     let c4 = wid.x * LANES + lid.x;
-    let acc = norm_block(row0, min(c4, n4 - 1u));
+    var acc = norm_block(row0, min(c4, n4 - 1u));
     if c4 >= n4 {
         return;
     }
@@ -115,7 +115,7 @@ fn matmul_norm_bias(
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
-            var v = acc[r] + bias_c;
+            var v = acc_row(&acc, r) + bias_c;
             if params.epilogue == 1u {
                 v = gelu(v);
             }

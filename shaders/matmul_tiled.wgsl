@@ -53,7 +53,7 @@ fn matmul_tiled(
 ) {
     let row0 = block_row0(wid, lid);
     let c4 = block_c4(wid, lid);
-    let acc = block(row0, c4);
+    var acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
         return;
@@ -61,7 +61,7 @@ fn matmul_tiled(
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
-            var v = acc[r];
+            var v = acc_row(&acc, r);
             if params.epilogue == 1u {
                 v = gelu(v);
             }
@@ -77,7 +77,7 @@ fn matmul_tiled_acc(
 ) {
     let row0 = block_row0(wid, lid);
     let c4 = block_c4(wid, lid);
-    let acc = block(row0, c4);
+    var acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
         return;
@@ -86,7 +86,7 @@ fn matmul_tiled_acc(
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = vec4<T>(vec4<f32>(out[i]) + acc[r]);
+            out[i] = vec4<T>(vec4<f32>(out[i]) + acc_row(&acc, r));
         }
     }
 }
@@ -98,7 +98,7 @@ fn matmul_tiled_acc_to(
 ) {
     let row0 = block_row0(wid, lid);
     let c4 = block_c4(wid, lid);
-    let acc = block(row0, c4);
+    var acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
         return;
@@ -107,7 +107,7 @@ fn matmul_tiled_acc_to(
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = vec4<T>(vec4<f32>(res[i]) + acc[r]);
+            out[i] = vec4<T>(vec4<f32>(res[i]) + acc_row(&acc, r));
         }
     }
 }
@@ -119,7 +119,7 @@ fn matmul_tiled_bias(
 ) {
     let row0 = block_row0(wid, lid);
     let c4 = block_c4(wid, lid);
-    let acc = block(row0, c4);
+    var acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
         return;
@@ -128,7 +128,7 @@ fn matmul_tiled_bias(
     for (var r = 0u; r < ROWS; r++) {
         let row = row0 + r;
         if row < params.m {
-            var v = acc[r] + bias;
+            var v = acc_row(&acc, r) + bias;
             if params.epilogue == 1u {
                 v = gelu(v);
             }
@@ -144,7 +144,7 @@ fn matmul_tiled_acc_bias(
 ) {
     let row0 = block_row0(wid, lid);
     let c4 = block_c4(wid, lid);
-    let acc = block(row0, c4);
+    var acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
         return;
@@ -154,7 +154,7 @@ fn matmul_tiled_acc_bias(
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = vec4<T>(vec4<f32>(out[i]) + (acc[r] + bias));
+            out[i] = vec4<T>(vec4<f32>(out[i]) + (acc_row(&acc, r) + bias));
         }
     }
 }
@@ -166,7 +166,7 @@ fn matmul_tiled_acc_to_bias(
 ) {
     let row0 = block_row0(wid, lid);
     let c4 = block_c4(wid, lid);
-    let acc = block(row0, c4);
+    var acc = block(row0, c4);
     let n4 = params.n / 4u;
     if c4 >= n4 {
         return;
@@ -176,7 +176,7 @@ fn matmul_tiled_acc_to_bias(
         let row = row0 + r;
         if row < params.m {
             let i = row * n4 + c4;
-            out[i] = vec4<T>(vec4<f32>(res[i]) + (acc[r] + bias));
+            out[i] = vec4<T>(vec4<f32>(res[i]) + (acc_row(&acc, r) + bias));
         }
     }
 }

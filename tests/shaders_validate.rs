@@ -85,6 +85,8 @@ fn every_shader_parses_and_validates_as_the_device_compiles_it() {
         "matmul_norm_block_shared.wgsl".to_string(),
         // Joined in front of the three shared-read forms.
         "matmul_shared_groups.wgsl".to_string(),
+        // Joined after the 8-row products (the plain tiles, the staged tile).
+        "matmul_rows8.wgsl".to_string(),
         // Joined in front of the three fused attention kernels.
         "attention_io.wgsl".to_string(),
         // Joined in front of every attention and KV-cache kernel.

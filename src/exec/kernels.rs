@@ -186,10 +186,10 @@ impl Shader {
             Copy => "copy.wgsl", false;
             Compact => "compact.wgsl", true;
             MatmulPacked => "matmul_packed.wgsl", true;
-            MatmulTiled => "matmul_block.wgsl" + "matmul_block_plain.wgsl" + "matmul_tiled.wgsl", true;
+            MatmulTiled => "matmul_block.wgsl" + "matmul_block_plain.wgsl" + "matmul_rows8.wgsl" + "matmul_tiled.wgsl", true;
             MatmulTiledShared => "matmul_block.wgsl" + "matmul_shared_groups.wgsl" + "matmul_block_shared.wgsl" + "matmul_tiled.wgsl", true;
-            MatmulTiled64 => "matmul_block_tile64.wgsl" + "matmul_tiled.wgsl", true;
-            MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_block_plain.wgsl" + "matmul_bt_tiled.wgsl", true;
+            MatmulTiled64 => "matmul_block_tile64.wgsl" + "matmul_rows8.wgsl" + "matmul_tiled.wgsl", true;
+            MatmulBtTiled => "matmul_bt_block.wgsl" + "matmul_bt_block_plain.wgsl" + "matmul_rows8.wgsl" + "matmul_bt_tiled.wgsl", true;
             MatmulBtTiledShared => "matmul_bt_block.wgsl" + "matmul_shared_groups.wgsl" + "matmul_bt_block_shared.wgsl" + "matmul_bt_tiled.wgsl", true;
             Attention => "attention_io.wgsl" + "head_width.wgsl" + "attention.wgsl", true;
             AttentionTiled => "attention_io.wgsl" + "head_width.wgsl" + "attention_tiled.wgsl", true;
@@ -197,7 +197,7 @@ impl Shader {
             AttentionBlocksShared => "attention_io.wgsl" + "head_width.wgsl" + "attention_blocks_shared.wgsl" + "attention_blocks.wgsl", true;
             KvSelf => "head_width.wgsl" + "kv_self.wgsl", true;
             KvAttend => "head_width.wgsl" + "kv_pages.wgsl" + "kv_attend.wgsl", true;
-            MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm_block_plain.wgsl" + "matmul_norm.wgsl", true;
+            MatmulNorm => "matmul_norm_block.wgsl" + "matmul_norm_block_plain.wgsl" + "matmul_rows8.wgsl" + "matmul_norm.wgsl", true;
             MatmulNormShared => "matmul_norm_block.wgsl" + "matmul_shared_groups.wgsl" + "matmul_norm_block_shared.wgsl" + "matmul_norm.wgsl", true;
             KvSelfAttend => "head_width.wgsl" + "kv_pages.wgsl" + "kv_self_attend.wgsl", true;
             Matvec => "matvec.wgsl", true;
