@@ -201,13 +201,17 @@ fn scan_block(l: Lane, k0: u32, v0: u32, rows: u32, first: u32) {
         }
         run_sum = run_sum * rescale + p_sum;
         let live = min(CHUNK, mine - c0);
+        // The rows of V outside, the head inside (as kv_self.wgsl: indices into acc
+        // a compiler can fix; the same operations in the same order).
         for (var e = 0u; e < l.hd4; e++) {
-            var o = acc[e] * rescale;
-            for (var c = 0u; c < live; c++) {
-                let vrow = v0 + (first + (c0 + c) * l.slices) * l.d4;
-                o = fma(vec4(p[c]), vec4<f32>(page[vrow + e]), o);
+            acc[e] = acc[e] * rescale;
+        }
+        for (var c = 0u; c < live; c++) {
+            let vrow = v0 + (first + (c0 + c) * l.slices) * l.d4;
+            let weight = vec4(p[c]);
+            for (var e = 0u; e < l.hd4; e++) {
+                acc[e] = fma(weight, vec4<f32>(page[vrow + e]), acc[e]);
             }
-            acc[e] = o;
         }
     }
 }

@@ -72,13 +72,19 @@ fn kv_self(
             p_sum = p_sum + p[c];
         }
         run_sum = run_sum * rescale + p_sum;
+        // The rows of V outside, the head inside: the head's loop has a known length
+        // (HD4), so every index into acc is one a compiler can fix (an index known
+        // only at run time keeps the array in memory on a CPU adapter). The same
+        // operations in the same order for each element as the head outside.
         for (var e = 0u; e < hd4; e++) {
-            var o = acc[e] * rescale;
-            for (var c = 0u; c < CHUNK; c++) {
-                let vrow = min(j0 + c, n - 1u) * stride + 2u * d4 + head;
-                o = fma(vec4(p[c]), vec4<f32>(qkv[vrow + e]), o);
+            acc[e] = acc[e] * rescale;
+        }
+        for (var c = 0u; c < CHUNK; c++) {
+            let vrow = min(j0 + c, n - 1u) * stride + 2u * d4 + head;
+            let weight = vec4(p[c]);
+            for (var e = 0u; e < hd4; e++) {
+                acc[e] = fma(weight, vec4<f32>(qkv[vrow + e]), acc[e]);
             }
-            acc[e] = o;
         }
     }
     if q0 + lid.x < n {

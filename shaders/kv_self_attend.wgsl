@@ -76,13 +76,17 @@ fn self_state(l: Lane, wid: vec3<u32>) {
             p_sum = p_sum + p[c];
         }
         run_sum = run_sum * rescale + p_sum;
+        // The rows of V outside, the head inside (as kv_self.wgsl: indices into acc
+        // a compiler can fix; the same operations in the same order).
         for (var e = 0u; e < l.hd4; e++) {
-            var o = acc[e] * rescale;
-            for (var c = 0u; c < CHUNK; c++) {
-                let vrow = min(j0 + c, n - 1u) * stride + 2u * l.d4 + l.head;
-                o = fma(vec4(p[c]), vec4<f32>(qkv[vrow + e]), o);
+            acc[e] = acc[e] * rescale;
+        }
+        for (var c = 0u; c < CHUNK; c++) {
+            let vrow = min(j0 + c, n - 1u) * stride + 2u * l.d4 + l.head;
+            let weight = vec4(p[c]);
+            for (var e = 0u; e < l.hd4; e++) {
+                acc[e] = fma(weight, vec4<f32>(qkv[vrow + e]), acc[e]);
             }
-            acc[e] = o;
         }
     }
 }
