@@ -4,7 +4,8 @@
 // whole workgroup), LANES invocations per workgroup, no workgroup memory. The product
 // is `bt_block`, joined in front of this file from matmul_bt_block.wgsl (each
 // invocation reads its A rows itself) or matmul_bt_block_shared.wgsl (a subgroup
-// shares those reads). Params: m, k, n.
+// shares those reads), with `acc_row` (a row of the block: matmul_tiled.wgsl says
+// where it comes from). Params: m, k, n.
 
 struct Params {
     m: u32,

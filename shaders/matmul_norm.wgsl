@@ -12,7 +12,8 @@
 // Tensors are stored as T (storage_f32.wgsl / storage_f16.wgsl); the statistics, the
 // normalised row and the accumulators are f32. The product is `norm_block`, joined in
 // front of this file from matmul_norm_block.wgsl (each invocation reads and normalises
-// its rows itself) or matmul_norm_block_shared.wgsl (a subgroup shares that work).
+// its rows itself) or matmul_norm_block_shared.wgsl (a subgroup shares that work),
+// with `acc_row` (a row of the block: matmul_tiled.wgsl says where it comes from).
 // Params: m, k, n, epilogue (0 none, 1 GELU); eps.
 
 struct Params {

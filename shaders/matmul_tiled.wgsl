@@ -15,7 +15,10 @@
 // of this file from matmul_block.wgsl (each invocation reads its A rows itself) or
 // matmul_block_shared.wgsl (the invocations of a subgroup share the A rows' reads), or
 // matmul_block_tile64.wgsl (a 64 x 64 block per workgroup staged in workgroup memory,
-// for GPUs); so are `block_row0` and `block_c4`, which place an invocation's block.
+// for GPUs); so are `block_row0` and `block_c4`, which place an invocation's block,
+// and `acc_row`, which the epilogues read a row of the block with
+// (matmul_shared_groups.wgsl: a constant index for the 32-row shared forms;
+// matmul_rows8.wgsl for the 8-row tiles).
 // matmul_bt_tiled.wgsl is the transposed-B form. Params: m, k, n, epilogue (0 none,
 // 1 GELU).
 
