@@ -9,10 +9,10 @@ const GROUP_ROWS: u32 = 8u; // rows one subgroup read shares
 
 // Row r of an invocation's accumulators (the block of a tiled matmul, MAX_ROWS of
 // them), read with a constant index whatever r is. An epilogue that indexed the array
-// at run time (`acc[r]` in its loop over the rows) made llvmpipe keep every
-// accumulator in memory for the whole product, and each row of a tall tile cost a
-// load and a store of it a step of k: the shared tiles of 16 and 32 rows ran 1.5-2x
-// slower at k = 256 and up to 3x at k = 64 (docs/tune.md, "Accumulators read by a
+// at run time (`acc[r]` in its loop over the rows) made the tall tiles pay a cost per
+// row whatever k was, as if llvmpipe kept the accumulators in memory for the whole
+// product: the shared tiles of 16 and 32 rows ran 1.5-2x slower at k = 256 and up to
+// 3x at k = 64 (docs/tune.md, "Accumulators read by a
 // constant index").
 fn acc_row(acc: ptr<function, array<vec4<f32>, MAX_ROWS>>, r: u32) -> vec4<f32> {
     switch r {
