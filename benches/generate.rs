@@ -13,7 +13,9 @@
 //! `WGALLOC_BENCH_QUICK=1`: 4 layers, width 256, 4 heads (same vocabulary), prefill 32,
 //! decode 16. `WGALLOC_GEN_PREFILL=N`, `WGALLOC_GEN_DECODE=N` set the token counts,
 //! `WGALLOC_GEN_SHAPE=L,W,H,V,P` another shape (layers, width, heads, vocabulary,
-//! positions).
+//! positions), `WGALLOC_GEN_PAGE_BYTES=N` the largest KV page (default
+//! `DEFAULT_PAGE_BYTES`, 16 MiB: attention takes one dispatch a page and layer, so a
+//! sweep of this against the prompt tells a page's cost from a token's).
 //! Run: `WGPU_BACKEND=vulkan cargo bench --bench generate`.
 
 use std::time::Duration;
@@ -74,7 +76,13 @@ fn main() {
         }
     };
     let weights = Gpt2Weights::seeded(&config, 42);
-    let options = GpuOptions::default();
+    let mut options = GpuOptions::default();
+    if let Some(bytes) = std::env::var("WGALLOC_GEN_PAGE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.max_page_bytes = bytes;
+    }
     let chunk = options.prefill_chunk;
     let mut gpu = match GpuGpt2::new(&ctx, &config, &weights, options) {
         Ok(gpu) => gpu,
