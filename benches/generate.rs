@@ -77,12 +77,8 @@ fn main() {
     };
     let weights = Gpt2Weights::seeded(&config, 42);
     let mut options = GpuOptions::default();
-    if let Some(bytes) = std::env::var("WGALLOC_GEN_PAGE_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        options.max_page_bytes = bytes;
-    }
+    options.max_page_bytes =
+        env_usize("WGALLOC_GEN_PAGE_BYTES", options.max_page_bytes as usize) as u64;
     let chunk = options.prefill_chunk;
     let mut gpu = match GpuGpt2::new(&ctx, &config, &weights, options) {
         Ok(gpu) => gpu,

@@ -12,6 +12,8 @@
 set -u
 bench=${GEN_BENCH:-.gpu/bin/generate}
 export WGALLOC_TUNE_CACHE=${WGALLOC_TUNE_CACHE:-$(mktemp -u /tmp/tc-sweep-XXXX.json)}
+# The value column of the bench's first table row that starts with $2, from log $1.
+cell() { printf '%s\n' "$1" | grep -E "^\| $2" | head -1 | awk -F'|' '{gsub(/ |ms/, "", $3); print $3}'; }
 echo "| page bytes | slices | prompt | pages | dispatches | whole step ms | GPU ms |"
 echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for pages in $((16 << 20)) $((1 << 30)); do
@@ -19,9 +21,8 @@ for pages in $((16 << 20)) $((1 << 30)); do
     for prompt in 16 160 200 240 400 480 640 720 896; do
       log=$(WGALLOC_GEN_PAGE_BYTES=$pages WGALLOC_DECODE_SLICES=$slices \
         WGALLOC_GEN_PREFILL=$prompt WGALLOC_GEN_DECODE=16 timeout 120 "$bench" --bench 2>&1)
-      cell() { printf '%s\n' "$log" | grep -E "^\| $1" | head -1 | awk -F'|' '{gsub(/ |ms/, "", $3); print $3}'; }
       used=$(printf '%s\n' "$log" | grep -o 'used ([0-9]* pages)' | tr -dc '0-9')
-      echo "| $pages | $slices | $prompt | ${used:-?} | $(cell dispatches) | $(cell 'whole step') | $(cell 'GPU time') |"
+      echo "| $pages | $slices | $prompt | ${used:-?} | $(cell "$log" dispatches) | $(cell "$log" 'whole step') | $(cell "$log" 'GPU time') |"
     done
   done
 done
