@@ -511,6 +511,13 @@ fn place_prefix_in_turn(
 /// Below this many ranges [`sort_by_start`] uses the standard sort.
 const BUCKET_MIN: usize = 64;
 
+/// [`lowest_fit_unsorted`] buckets about 2^this ranges together: its scan passes a
+/// bucket whose starts are all below where it would stop by its highest top, with no
+/// sort, so fewer, fuller buckets cost less to count and scatter and no more to scan.
+/// On 100,000 malloc-like buffers, 1, 2, 4 and 8 ranges a bucket placed the class
+/// order in 2.4, 2.2, 2.1 and 2.3 s (one thread, 2-core build machine).
+const SCAN_BUCKET_BITS: u32 = 2;
+
 /// Reused memory of [`sort_by_start`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SortScratch {
@@ -526,7 +533,7 @@ pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScra
         ranges.sort_unstable_by_key(|r| r.0);
         return;
     }
-    let buckets = scatter_by_start(ranges, scratch);
+    let (buckets, _) = scatter_by_start(ranges, scratch, 0);
     let mut from = 0usize;
     for &end in &scratch.ends[..buckets] {
         let bucket = &mut scratch.ranges[from..end as usize];
@@ -535,17 +542,23 @@ pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScra
         }
         from = end as usize;
     }
+    scratch.ranges.truncate(ranges.len());
     std::mem::swap(ranges, &mut scratch.ranges);
 }
 
-/// The bucket sort's first half: `ranges` (at least [`BUCKET_MIN`]) moved to
-/// `scratch.ranges` in order of their bucket (the starts' leading bits, about one
-/// range a bucket), each bucket in any order; `scratch.ends[k]` is where bucket `k`
-/// ends. Returns the number of buckets.
-fn scatter_by_start(ranges: &[(u64, u64)], scratch: &mut SortScratch) -> usize {
+/// The bucket sort's first half: `ranges` (at least [`BUCKET_MIN`]) moved to the
+/// front of `scratch.ranges` in order of their bucket (the starts' leading bits, about
+/// 2^`per_bucket_bits` ranges a bucket), each bucket in any order; `scratch.ends[k]`
+/// is where bucket `k` ends. Returns the number of buckets and the shift that maps a
+/// start to its bucket. `scratch.ranges` may be left longer than `ranges`.
+fn scatter_by_start(
+    ranges: &[(u64, u64)],
+    scratch: &mut SortScratch,
+    per_bucket_bits: u32,
+) -> (usize, u32) {
     let n = ranges.len();
     let max = ranges.iter().map(|r| r.0).max().unwrap_or(0);
-    let bucket_bits = usize::BITS - n.leading_zeros(); // about one range a bucket
+    let bucket_bits = (usize::BITS - n.leading_zeros()).saturating_sub(per_bucket_bits);
     let width = 64 - max.leading_zeros();
     let shift = width.saturating_sub(bucket_bits);
     let buckets = (max >> shift) as usize + 1;
@@ -560,15 +573,18 @@ fn scatter_by_start(ranges: &[(u64, u64)], scratch: &mut SortScratch) -> usize {
     for k in 0..buckets {
         ends[k + 1] += ends[k];
     }
+    // Every one of the first `n` places is written below (the buckets' ends add up to
+    // `n`): what they held before need not be cleared, only made room for.
     let out = &mut scratch.ranges;
-    out.clear();
-    out.resize(n, (0, 0));
+    if out.len() < n {
+        out.resize(n, (0, 0));
+    }
     for &r in ranges.iter() {
         let k = (r.0 >> shift) as usize;
         out[ends[k] as usize] = r;
         ends[k] += 1;
     }
-    buckets
+    (buckets, shift)
 }
 
 /// Where [`lowest_fit_unsorted`] stopped: the lowest fit and the ranges past it.
@@ -585,10 +601,13 @@ pub(crate) struct Stop<'s> {
 
 /// The lowest fit of `busy` in any order (as a scan of `busy` sorted by start from 0
 /// up to the first gap would find it), and up to `window` ranges past where its
-/// scan stopped, sorted. The ranges are bucketed by start as [`sort_by_start`] does,
-/// but a bucket is sorted only when the scan reaches it, and the scan stops at the
-/// answer: the buckets above it (about half of an item's neighbours in the greedy
-/// orders) are never sorted. O(k) for k ranges, as the bucket sort.
+/// scan stopped, sorted. The ranges are bucketed by start (about
+/// 2^[`SCAN_BUCKET_BITS`] a bucket), but a bucket is sorted only when the scan reaches
+/// it and one of its ranges may stop the scan (a bucket whose every start is below
+/// where the scan would stop on entering it only raises the candidate to its highest
+/// top), and the scan stops at the answer: the buckets above it (about half of an
+/// item's neighbours in the greedy orders) are never sorted. O(k) for k ranges, as
+/// the bucket sort.
 pub(crate) fn lowest_fit_unsorted<'s>(
     busy: &[(u64, u64)],
     size: u64,
@@ -609,7 +628,7 @@ pub(crate) fn lowest_fit_unsorted<'s>(
             truncated: to < n,
         };
     }
-    let buckets = scatter_by_start(busy, scratch);
+    let (buckets, _) = scatter_by_start(busy, scratch, SCAN_BUCKET_BITS);
     let (ranges, ends) = (&mut scratch.ranges, &scratch.ends[..buckets]);
     let mut candidate = 0u64;
     // Where the scan stopped, and how far the window then needs the ranges sorted.
@@ -620,6 +639,21 @@ pub(crate) fn lowest_fit_unsorted<'s>(
             break;
         }
         let bucket = &mut ranges[from..end as usize];
+        // Where every start of the bucket is below where the scan would stop on
+        // entering it, none of its ranges stops the scan, whatever their order, and
+        // the candidate only rises to their highest top: no sort.
+        if stopped.is_none() && bucket.len() > 1 {
+            let (mut last_start, mut top) = (0u64, 0u64);
+            for &(s, t) in bucket.iter() {
+                last_start = last_start.max(s);
+                top = top.max(t);
+            }
+            if last_start < candidate.saturating_add(size) {
+                candidate = candidate.max(top);
+                from = end as usize;
+                continue;
+            }
+        }
         if bucket.len() > 1 {
             bucket.sort_unstable_by_key(|r| r.0);
         }

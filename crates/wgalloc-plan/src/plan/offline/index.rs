@@ -178,7 +178,17 @@ impl<'a> PlacedSpans<'a> {
             out.extend_from_slice(&self.node_spans[placed]);
         });
         if let Some(spans) = self.start_spans.get(index.started_inside(a, b)) {
-            out.extend(spans.iter().filter(|s| s.1 != 0));
+            // Copied whole, then the unplaced (empty) ones squeezed out without a
+            // branch per range.
+            let from = out.len();
+            out.extend_from_slice(spans);
+            let mut kept = from;
+            for at in from..out.len() {
+                let span = out[at];
+                out[kept] = span;
+                kept += usize::from(span.1 != 0);
+            }
+            out.truncate(kept);
         }
     }
 }
