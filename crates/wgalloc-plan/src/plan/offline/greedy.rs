@@ -533,7 +533,7 @@ pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScra
         ranges.sort_unstable_by_key(|r| r.0);
         return;
     }
-    let (buckets, _) = scatter_by_start(ranges, scratch, 0);
+    let buckets = scatter_by_start(ranges, scratch, 0);
     let mut from = 0usize;
     for &end in &scratch.ends[..buckets] {
         let bucket = &mut scratch.ranges[from..end as usize];
@@ -549,13 +549,13 @@ pub(crate) fn sort_by_start(ranges: &mut Vec<(u64, u64)>, scratch: &mut SortScra
 /// The bucket sort's first half: `ranges` (at least [`BUCKET_MIN`]) moved to the
 /// front of `scratch.ranges` in order of their bucket (the starts' leading bits, about
 /// 2^`per_bucket_bits` ranges a bucket), each bucket in any order; `scratch.ends[k]`
-/// is where bucket `k` ends. Returns the number of buckets and the shift that maps a
-/// start to its bucket. `scratch.ranges` may be left longer than `ranges`.
+/// is where bucket `k` ends. Returns the number of buckets. `scratch.ranges` may be
+/// left longer than `ranges`.
 fn scatter_by_start(
     ranges: &[(u64, u64)],
     scratch: &mut SortScratch,
     per_bucket_bits: u32,
-) -> (usize, u32) {
+) -> usize {
     let n = ranges.len();
     let max = ranges.iter().map(|r| r.0).max().unwrap_or(0);
     let bucket_bits = (usize::BITS - n.leading_zeros()).saturating_sub(per_bucket_bits);
@@ -584,7 +584,7 @@ fn scatter_by_start(
         out[ends[k] as usize] = r;
         ends[k] += 1;
     }
-    (buckets, shift)
+    buckets
 }
 
 /// Where [`lowest_fit_unsorted`] stopped: the lowest fit and the ranges past it.
@@ -628,7 +628,7 @@ pub(crate) fn lowest_fit_unsorted<'s>(
             truncated: to < n,
         };
     }
-    let (buckets, _) = scatter_by_start(busy, scratch, SCAN_BUCKET_BITS);
+    let buckets = scatter_by_start(busy, scratch, SCAN_BUCKET_BITS);
     let (ranges, ends) = (&mut scratch.ranges, &scratch.ends[..buckets]);
     let mut candidate = 0u64;
     // Where the scan stopped, and how far the window then needs the ranges sorted.
