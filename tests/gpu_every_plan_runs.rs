@@ -4,7 +4,9 @@
 //! adapter's limits, allocated and proved by the checksum run with zero mismatches,
 //! through allocation and [`wgalloc::prove`], the path `wgalloc run` takes. One process
 //! and one set of checksum kernels (compiled once per device) for all of them, two
-//! runs at a time.
+//! proofs at a time. Planners that give a network the very same layout (every
+//! placement, buffer and in-place pair equal) share one proof: the proof is a function
+//! of the graph and the layout alone, so proving it again would repeat the same run.
 
 mod common;
 
@@ -16,6 +18,7 @@ use std::time::Instant;
 use wgalloc::device::WgpuStorage;
 use wgalloc::graph::{read_onnx, read_trace, Graph, OnnxOptions};
 use wgalloc::plan::Planner;
+use wgalloc::Plan;
 
 /// The files of `dir` whose extension is `ext`, sorted.
 fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
@@ -49,18 +52,16 @@ fn networks() -> Vec<(String, Graph)> {
     all
 }
 
-/// What one (network, planner) run gave: its table row, or why it failed.
-type RunOutcome = Result<String, String>;
+/// A plan of one (network, planner) job, verified on the CPU, with its planning time
+/// in ms; or why planning or the verifier failed.
+type Planned = Result<(Plan, f64), String>;
 
-/// Plans `graph` with `planner`, verifies the plan on the CPU, allocates it and proves
-/// it on the GPU: the table row, or the failure.
-fn plan_and_prove(
-    ctx: &wgalloc::GpuContext,
-    wgpu: &wgalloc::device::SharedStorage,
+/// Plans `graph` with `planner` and verifies the plan on the CPU.
+fn plan_and_verify(
     storage: &wgalloc::plan::BufferTypeDesc,
     (name, graph): &(String, Graph),
     planner: Planner,
-) -> RunOutcome {
+) -> Planned {
     let label = format!("{name} / {}", planner.name());
     let planning = Instant::now();
     let plan = planner
@@ -68,24 +69,36 @@ fn plan_and_prove(
         .map_err(|error| format!("{label}: planning failed: {error}"))?;
     plan.verify(graph)
         .map_err(|error| format!("{label}: verify refused the plan: {error}"))?;
-    let plan_ms = planning.elapsed().as_secs_f64() * 1e3;
+    Ok((plan, planning.elapsed().as_secs_f64() * 1e3))
+}
+
+/// Whether two plans lay memory out the same way: what the proof depends on (every
+/// placement, the buffers, the in-place pairs), not the planner's name.
+fn same_layout(a: &Plan, b: &Plan) -> bool {
+    a.placements == b.placements && a.buffers == b.buffers && a.inplace == b.inplace
+}
+
+/// Allocates `plan` and proves it on the GPU: the proof's time in ms, or the failure.
+fn prove(
+    ctx: &wgalloc::GpuContext,
+    wgpu: &wgalloc::device::SharedStorage,
+    graph: &Graph,
+    plan: &Plan,
+) -> Result<f64, String> {
     let started = Instant::now();
-    match common::allocate_and_prove(ctx, graph, &plan, wgpu) {
-        Ok(report) if report.verified() && report.nodes == graph.nodes.len() => Ok(format!(
-            "{:<22} {:<22} {:>12} {:>9.1} {:>9.1}",
-            name,
-            planner.name(),
-            plan.total_size(),
-            plan_ms,
-            started.elapsed().as_secs_f64() * 1e3
-        )),
-        Ok(report) => Err(format!("{label}: {report}")),
-        Err(error) => Err(format!("{label}: {error}")),
+    match common::allocate_and_prove(ctx, graph, plan, wgpu) {
+        Ok(report) if report.verified() && report.nodes == graph.nodes.len() => {
+            Ok(started.elapsed().as_secs_f64() * 1e3)
+        }
+        Ok(report) => Err(report.to_string()),
+        Err(error) => Err(error.to_string()),
     }
 }
 
-/// Two runs at a time: a proof's CPU half (the predicted checksums) overlaps another's
-/// GPU half, which on a CPU adapter shares the same cores. The rows print in order.
+/// Every plan is made and verified first (milliseconds each); the distinct layouts are
+/// then proved two at a time: a proof's CPU half (the predicted checksums) overlaps
+/// another's GPU half, which on a CPU adapter shares the same cores. The rows print in
+/// order; a plan that shares another's layout names the planner whose proof it shares.
 #[test]
 fn every_network_under_every_planner_is_proved_on_the_gpu() {
     let Some(ctx) = common::gpu() else { return };
@@ -96,36 +109,86 @@ fn every_network_under_every_planner_is_proved_on_the_gpu() {
     let jobs: Vec<(usize, Planner)> = (0..networks.len())
         .flat_map(|n| planners.iter().map(move |&p| (n, p)))
         .collect();
+    let planned: Vec<Planned> = jobs
+        .iter()
+        .map(|&(network, planner)| plan_and_verify(&storage, &networks[network], planner))
+        .collect();
+    // `proved_by[j]`: the first job of the same network with the same layout as job j.
+    let proved_by: Vec<Option<usize>> = (0..jobs.len())
+        .map(|j| {
+            let (plan, _) = planned[j].as_ref().ok()?;
+            (0..=j).find(|&k| {
+                jobs[k].0 == jobs[j].0
+                    && planned[k]
+                        .as_ref()
+                        .is_ok_and(|(other, _)| same_layout(other, plan))
+            })
+        })
+        .collect();
+    let distinct: Vec<usize> = (0..jobs.len())
+        .filter(|&j| proved_by[j] == Some(j))
+        .collect();
     let next = AtomicUsize::new(0);
-    let outcomes: Mutex<Vec<(usize, RunOutcome)>> = Mutex::new(Vec::new());
+    let proofs: Mutex<Vec<Option<Result<f64, String>>>> = Mutex::new(vec![None; jobs.len()]);
     std::thread::scope(|scope| {
         for _ in 0..2 {
-            scope.spawn(|| loop {
-                let job = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(network, planner)) = jobs.get(job) else {
-                    break;
-                };
-                let outcome = plan_and_prove(&ctx, &wgpu, &storage, &networks[network], planner);
-                outcomes
-                    .lock()
-                    .expect("no worker panicked")
-                    .push((job, outcome));
+            scope.spawn(|| {
+                while let Some(&job) = distinct.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let Ok((plan, _)) = &planned[job] else {
+                        unreachable!("only planned jobs are proved")
+                    };
+                    let outcome = prove(&ctx, &wgpu, &networks[jobs[job].0].1, plan);
+                    proofs.lock().expect("no worker panicked")[job] = Some(outcome);
+                }
             });
         }
     });
-    let mut outcomes = outcomes.into_inner().expect("no worker panicked");
-    outcomes.sort_by_key(|(job, _)| *job);
+    let proofs = proofs.into_inner().expect("no worker panicked");
     println!(
         "{:<22} {:<22} {:>12} {:>9} {:>9}",
         "network", "planner", "bytes", "plan ms", "proof ms"
     );
     let mut failures = Vec::new();
-    for (_, outcome) in &outcomes {
-        match outcome {
-            Ok(row) => println!("{row}"),
-            Err(failure) => failures.push(failure.clone()),
-        }
+    let mut rows = 0;
+    for (j, &(network, planner)) in jobs.iter().enumerate() {
+        let (plan, plan_ms) = match &planned[j] {
+            Ok(planned) => planned,
+            Err(failure) => {
+                failures.push(failure.clone());
+                continue;
+            }
+        };
+        let rep = proved_by[j].expect("a planned job has a layout of its own or an earlier one");
+        let proof = match proofs[rep]
+            .as_ref()
+            .expect("every distinct layout was proved")
+        {
+            Ok(_) if rep != j => format!("= {}", jobs[rep].1.name()),
+            Ok(ms) => format!("{ms:.1}"),
+            Err(failure) => {
+                failures.push(format!(
+                    "{} / {}: {failure}",
+                    networks[network].0,
+                    planner.name()
+                ));
+                continue;
+            }
+        };
+        println!(
+            "{:<22} {:<22} {:>12} {:>9.1} {:>9}",
+            networks[network].0,
+            planner.name(),
+            plan.total_size(),
+            plan_ms,
+            proof
+        );
+        rows += 1;
     }
+    println!(
+        "{} distinct layouts proved for {} (network, planner) pairs",
+        distinct.len(),
+        jobs.len()
+    );
     assert!(
         failures.is_empty(),
         "{} of {} runs failed:\n{}",
@@ -133,5 +196,5 @@ fn every_network_under_every_planner_is_proved_on_the_gpu() {
         jobs.len(),
         failures.join("\n")
     );
-    assert_eq!(outcomes.len(), networks.len() * planners.len());
+    assert_eq!(rows, networks.len() * planners.len());
 }
