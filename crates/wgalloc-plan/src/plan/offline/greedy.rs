@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::index::{OverlapIndex, PlacedSpans};
 use super::prepared::{Item, Prepared};
-use super::sweep;
+use super::{fill, sweep};
 
 mod speculate;
 
@@ -286,6 +286,13 @@ impl Pace {
     }
 }
 
+/// What filling an item into the holes of a greedy placement ([`fill::place_into`])
+/// is reserved, in items swept: a million malloc-like buffers swept in 0.86 s, and the
+/// 538,000 smallest of them filled into the holes of the other 462,000 in 2.1 s (4.5
+/// sweeps an item), 519,000 few-sizes buffers in 0.94 s (about 2). Where the fill still
+/// runs out of time it sweeps the rest above.
+pub(crate) const FILL_SWEEPS: u32 = 4;
+
 /// When [`place_then_sweep`] stops placing by the greedy order.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Cut {
@@ -423,6 +430,36 @@ pub(crate) fn place_then_sweep(
         complete,
         work: read,
     })
+}
+
+/// The first `fixed` items of `order` placed by the greedy lowest fit (as far as `cut`
+/// allows: no forecast), every other item then filled into the free space they leave
+/// ([`fill::place_into`], until `fill_deadline` less the time to sweep those left, by
+/// [`Cut::sweep_per_item`], then swept above). Not
+/// [`Swept::complete`]. O(greedy on the prefix) + O(fill).
+pub(crate) fn place_then_fill(
+    p: &Prepared,
+    index: &OverlapIndex,
+    order: &[usize],
+    fixed: usize,
+    cut: &Cut,
+    fill_deadline: Option<Instant>,
+) -> Swept {
+    let cut = Cut {
+        forecast: None,
+        ..*cut
+    };
+    let prefix = place_prefix(p, index, &order[..fixed], Fit::Lowest, &cut);
+    let mut offsets = prefix.offsets;
+    let rest = &order[prefix.placed..];
+    let peak =
+        fill::place_into(p, rest, &mut offsets, fill_deadline, cut.sweep_per_item).max(prefix.peak);
+    Swept {
+        offsets,
+        peak,
+        complete: false,
+        work: prefix.read,
+    }
 }
 
 /// What [`place_prefix`] placed.
@@ -854,6 +891,37 @@ mod tests {
                 placed[i] = true;
             }
             assert_eq!(offsets, reference, "round {round}");
+        }
+    }
+
+    #[test]
+    fn the_class_orders_prefix_placed_and_the_rest_filled_is_valid_and_keeps_the_prefix() {
+        let mut rng = crate::seeded::Rng::new(41);
+        for case in 0..300 {
+            let n = 1 + rng.index(300);
+            let ranges: Vec<LiveRange> = (0..n)
+                .map(|_| {
+                    let start = rng.index(200) as u64;
+                    r(
+                        start,
+                        start + 1 + rng.index(60) as u64,
+                        1 + rng.index(5000) as u64,
+                    )
+                })
+                .collect();
+            let p = Prepared::new(&ranges, 16).expect("valid");
+            let index = OverlapIndex::new(&p);
+            let order = by_size_class(&p);
+            let fixed = rng.index(order.len() + 1);
+            let filled = place_then_fill(&p, &index, &order, fixed, &Cut::UNLIMITED, None);
+            p.assert_valid(&filled.offsets, filled.peak);
+            assert_eq!(filled.peak, p.peak_of(&filled.offsets), "case {case}");
+            assert!(!filled.complete);
+            // The prefix is where the greedy order alone puts it.
+            let (greedy, _) = place(&p, &index, &order[..fixed], Fit::Lowest);
+            for &i in &order[..fixed] {
+                assert_eq!(filled.offsets[i], greedy[i], "case {case}, item {i}");
+            }
         }
     }
 
