@@ -341,17 +341,12 @@ pub(crate) fn place_into(
             return top.max(base);
         }
         let free_until = |offset: u64| pending.earliest(offset, it.size) >= it.b;
-        let mut found = None;
-        {
-            'gaps: for (start, end) in gaps.best_fits(it.size, CANDIDATES) {
-                for offset in [start, end - it.size] {
-                    if free_until(offset) {
-                        found = Some(offset);
-                        break 'gaps;
-                    }
-                }
-            }
-        }
+        let found = gaps
+            .best_fits(it.size, CANDIDATES)
+            .flat_map(|(start, end)| [start, end - it.size])
+            .find(|&offset| free_until(offset));
+        // Above everything live (nothing live is at or above the top): the top where no
+        // fixed item is still to start there, else above every fixed item.
         let offset = found.unwrap_or_else(|| {
             if gaps.top >= fixed_peak || free_until(gaps.top) {
                 gaps.top
