@@ -433,10 +433,12 @@ pub(crate) fn place_then_sweep(
 }
 
 /// The first `fixed` items of `order` placed by the greedy lowest fit (as far as `cut`
-/// allows: no forecast), every other item then filled into the free space they leave
+/// allows), every other item then filled into the free space they leave
 /// ([`fill::place_into`], until `fill_deadline` less the time to sweep those left, by
-/// [`Cut::sweep_per_item`], then swept above). Not
-/// [`Swept::complete`]. O(greedy on the prefix) + O(fill).
+/// [`Cut::sweep_per_item`], then swept above). With [`Cut::forecast`] (the work of the
+/// prefix) it gives up (`None`) where its pace says the prefix would miss the cut's
+/// deadline, as [`place_then_sweep`] does. Never [`Swept::complete`]. O(greedy on the
+/// prefix) + O(fill).
 pub(crate) fn place_then_fill(
     p: &Prepared,
     index: &OverlapIndex,
@@ -444,22 +446,21 @@ pub(crate) fn place_then_fill(
     fixed: usize,
     cut: &Cut,
     fill_deadline: Option<Instant>,
-) -> Swept {
-    let cut = Cut {
-        forecast: None,
-        ..*cut
-    };
-    let prefix = place_prefix(p, index, &order[..fixed], Fit::Lowest, &cut);
+) -> Option<Swept> {
+    let prefix = place_prefix(p, index, &order[..fixed], Fit::Lowest, cut);
+    if prefix.gave_up {
+        return None;
+    }
     let mut offsets = prefix.offsets;
     let rest = &order[prefix.placed..];
     let peak =
         fill::place_into(p, rest, &mut offsets, fill_deadline, cut.sweep_per_item).max(prefix.peak);
-    Swept {
+    Some(Swept {
         offsets,
         peak,
         complete: false,
         work: prefix.read,
-    }
+    })
 }
 
 /// What [`place_prefix`] placed.
@@ -913,7 +914,8 @@ mod tests {
             let index = OverlapIndex::new(&p);
             let order = by_size_class(&p);
             let fixed = rng.index(order.len() + 1);
-            let filled = place_then_fill(&p, &index, &order, fixed, &Cut::UNLIMITED, None);
+            let filled = place_then_fill(&p, &index, &order, fixed, &Cut::UNLIMITED, None)
+                .expect("no forecast");
             p.assert_valid(&filled.offsets, filled.peak);
             assert_eq!(filled.peak, p.peak_of(&filled.offsets), "case {case}");
             assert!(!filled.complete);
