@@ -166,11 +166,13 @@ fn every_network_under_every_planner_is_proved_on_the_gpu() {
             Ok(_) if rep != j => format!("= {}", jobs[rep].1.name()),
             Ok(ms) => format!("{ms:.1}"),
             Err(failure) => {
-                failures.push(format!(
-                    "{} / {}: {failure}",
-                    networks[network].0,
-                    planner.name()
-                ));
+                let shared = if rep == j {
+                    String::new()
+                } else {
+                    format!(" (the layout of {})", jobs[rep].1.name())
+                };
+                let name = &networks[network].0;
+                failures.push(format!("{name} / {}{shared}: {failure}", planner.name()));
                 continue;
             }
         };

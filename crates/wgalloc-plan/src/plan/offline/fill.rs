@@ -29,7 +29,7 @@ use super::prepared::Prepared;
 
 /// Gaps an item to fill tries (the smallest that hold it first) before it goes above
 /// everything: a bound on the work per item.
-pub(crate) const CANDIDATES: usize = 64;
+const CANDIDATES: usize = 64;
 
 /// How many items to fill are placed between two looks at the clock.
 const CLOCK_EVERY: usize = 256;
@@ -189,23 +189,29 @@ impl Pending {
         (l, r.max(l + 1))
     }
 
-    /// The nodes covering the elementary ranges of `[offset, offset + size)`.
-    fn cover(&self, offset: u64, size: u64, nodes: &mut Vec<usize>) {
-        nodes.clear();
-        let (l, r) = self.range(offset, size);
+    /// Calls `visit` on each node of the canonical cover of the elementary ranges
+    /// `[l, r)` (O(log F) nodes, disjoint, together exactly those ranges).
+    fn for_each_cover(&self, l: usize, r: usize, mut visit: impl FnMut(usize)) {
         let (mut l, mut r) = (l + self.leaves, r + self.leaves);
         while l < r {
             if l & 1 == 1 {
-                nodes.push(l);
+                visit(l);
                 l += 1;
             }
             if r & 1 == 1 {
                 r -= 1;
-                nodes.push(r);
+                visit(r);
             }
             l >>= 1;
             r >>= 1;
         }
+    }
+
+    /// The nodes covering the elementary ranges of `[offset, offset + size)`.
+    fn cover(&self, offset: u64, size: u64, nodes: &mut Vec<usize>) {
+        nodes.clear();
+        let (l, r) = self.range(offset, size);
+        self.for_each_cover(l, r, |v| nodes.push(v));
     }
 
     /// Node `v`'s earliest pending start of its own.
@@ -253,19 +259,7 @@ impl Pending {
     fn earliest(&self, offset: u64, size: u64) -> u32 {
         let (l, r) = self.range(offset, size);
         let mut earliest = u32::MAX;
-        let (mut lo, mut hi) = (l + self.leaves, r + self.leaves);
-        while lo < hi {
-            if lo & 1 == 1 {
-                earliest = earliest.min(self.earliest[lo]);
-                lo += 1;
-            }
-            if hi & 1 == 1 {
-                hi -= 1;
-                earliest = earliest.min(self.earliest[hi]);
-            }
-            lo >>= 1;
-            hi >>= 1;
-        }
+        self.for_each_cover(l, r, |v| earliest = earliest.min(self.earliest[v]));
         for leaf in [l, r - 1] {
             let mut up = (leaf + self.leaves) >> 1;
             while up >= 1 {
@@ -372,6 +366,8 @@ fn out_of_time(deadline: Instant, per_item: Duration, left: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::offline::greedy;
+    use crate::plan::offline::index::OverlapIndex;
     use crate::plan::offline::LiveRange;
     use crate::seeded::Rng;
 
@@ -454,22 +450,11 @@ mod tests {
                 .collect();
             let p = Prepared::new(&ranges, 1).expect("valid");
             // A greedy prefix (largest first) fixed, the rest filled.
-            let order = super::super::greedy::by_size(&p);
+            let order = greedy::by_size(&p);
             let cut = rng.index(p.items.len() + 1);
-            let mut offsets = vec![0u64; p.items.len()];
             let (fixed, rest) = order.split_at(cut);
-            let mut placed: Vec<(u32, u32, u64, u64)> = Vec::new();
-            for &i in fixed {
-                let it = &p.items[i];
-                let mut busy: Vec<(u64, u64)> = placed
-                    .iter()
-                    .filter(|&&(a, b, _, _)| a < it.b && it.a < b)
-                    .map(|&(_, _, o, e)| (o, e))
-                    .collect();
-                busy.sort_unstable();
-                offsets[i] = super::super::greedy::lowest_fit(&busy, it.size);
-                placed.push((it.a, it.b, offsets[i], offsets[i] + it.size));
-            }
+            let index = OverlapIndex::new(&p);
+            let (mut offsets, _) = greedy::place(&p, &index, fixed, greedy::Fit::Lowest);
             let before: Vec<u64> = fixed.iter().map(|&i| offsets[i]).collect();
             let peak = place_into(&p, rest, &mut offsets, None, Duration::ZERO);
             p.assert_valid(&offsets, peak);
@@ -493,9 +478,9 @@ mod tests {
             })
             .collect();
         let p = Prepared::new(&ranges, 1).expect("valid");
-        let order = super::super::greedy::by_size(&p);
+        let order = greedy::by_size(&p);
         let rest = &order[100..];
-        let (mut offsets, _) = super::super::sweep::place(&p);
+        let (mut offsets, _) = crate::plan::offline::sweep::place(&p);
         let peak = place_into(&p, rest, &mut offsets, Some(Instant::now()), Duration::ZERO);
         p.assert_valid(&offsets, peak);
     }

@@ -1002,7 +1002,7 @@ fn greedy_by_size_alone(
             best,
         );
         let Some(class) = class else {
-            class_then_fill(p, goal, sweep_time, index, best);
+            class_then_fill(p, goal, work, sweep_time, index, best);
             by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
             return;
         };
@@ -1018,7 +1018,7 @@ fn greedy_by_size_alone(
         return;
     }
     if deadline.is_some() {
-        class_then_fill(p, goal, sweep_time, index, best);
+        class_then_fill(p, goal, work, sweep_time, index, best);
     }
     let mut needed = 0u64;
     for strategy in BY_SIZE {
@@ -1091,10 +1091,12 @@ const SPLIT_WORK_SHARE: u64 = 8;
 /// after a sixteenth of its work where its pace says it would miss that, and does not
 /// run where it would read more than 1 / [`SPLIT_WORK_SHARE`] of the whole order's work.
 /// On a million few-sizes buffers with 10 s: 1.0042 where greedy by size, cut and
-/// swept, gave 1.0142.
+/// swept, gave 1.0142. `whole_work` is what the whole class order reads (half of
+/// [`Prepared::overlap_pairs`]).
 fn class_then_fill(
     p: &Prepared,
     goal: &Goal,
+    whole_work: u64,
     sweep_time: Duration,
     index: &OverlapIndex,
     best: &mut Option<Placement>,
@@ -1109,12 +1111,11 @@ fn class_then_fill(
     let order = greedy::by_size_class(p);
     let fixed = large_classes(p, &order);
     let work = pairs_among(p, &order[..fixed]);
-    if work.saturating_mul(SPLIT_WORK_SHARE) > pairs_among(p, &order) {
+    if work.saturating_mul(SPLIT_WORK_SHARE) > whole_work {
         log::debug!("greedy-size-class on its {fixed} largest items: too much work ({work})");
         return;
     }
-    let items = u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX);
-    let sweep_per_item = sweep_time / items;
+    let sweep_per_item = per_item(p, sweep_time);
     let left = u32::try_from(order.len() - fixed).unwrap_or(u32::MAX);
     let reserve = sweep_per_item
         .saturating_mul(greedy::FILL_SWEEPS)
@@ -1143,6 +1144,11 @@ fn class_then_fill(
             (filled.offsets, filled.peak, Strategy::GreedySizeClass),
         );
     }
+}
+
+/// What sweeping one item of `p` takes, the whole sweep having taken `sweep_time`.
+fn per_item(p: &Prepared, sweep_time: Duration) -> Duration {
+    sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX)
 }
 
 /// Whether the machine offers more than one thread of execution (where a second
@@ -1255,7 +1261,7 @@ fn by_size_run(
     let (order, fit) = greedy_order(p, strategy);
     let cut = greedy::Cut {
         deadline,
-        sweep_per_item: sweep_time / u32::try_from(p.items.len().max(1)).unwrap_or(u32::MAX),
+        sweep_per_item: per_item(p, sweep_time),
         work: limits.work,
         forecast: limits.forecast,
         threads: limits.threads,
@@ -1514,29 +1520,31 @@ mod tests {
         };
         // The 4 MiB class alone holds 4/5 of the area: a fifth of the buffers, about a
         // 25th of the work.
+        // `class_then_fill` on `p` under `budget`, into `best`.
+        let run = |p: &Prepared, budget: &Budget, best: &mut Option<Placement>| {
+            let goal = Goal::new(p, budget, None);
+            let index = OverlapIndex::new(p);
+            let whole = p.overlap_pairs() / 2;
+            class_then_fill(p, &goal, whole, Duration::from_millis(1), &index, best);
+        };
         let p = instance(&[64, 256, 1024, 4096, 4 << 20]);
         let budget = Budget::with_time_limit(Duration::from_secs(600));
-        let goal = Goal::new(&p, &budget, None);
         let (offsets, swept) = sweep::place(&p);
         let mut best = Some((offsets, swept, Strategy::Best));
-        let index = OverlapIndex::new(&p);
-        class_then_fill(&p, &goal, Duration::from_millis(1), &index, &mut best);
+        run(&p, &budget, &mut best);
         let (offsets, peak, strategy) = best.expect("a plan");
         p.assert_valid(&offsets, peak);
         assert_eq!(strategy, Strategy::GreedySizeClass);
         assert!(peak < swept, "{peak} not below the sweep's {swept}");
         // Without a deadline it does nothing: the budget's greedy orders run instead.
-        let unlimited = Goal::new(&p, &Budget::default(), None);
         let mut kept = Some((vec![0; p.items.len()], u64::MAX, Strategy::Best));
-        class_then_fill(&p, &unlimited, Duration::from_millis(1), &index, &mut kept);
+        run(&p, &Budget::default(), &mut kept);
         assert_eq!(kept.map(|k| k.1), Some(u64::MAX));
         // 4/5 of the area in the 4 and 3 MiB classes (or more): two fifths of the
         // buffers, about a sixth of the work, more than an eighth: it does not run.
         let p = instance(&[64, 4096, 1 << 20, 3 << 20, 4 << 20]);
-        let goal = Goal::new(&p, &budget, None);
-        let index = OverlapIndex::new(&p);
         let mut kept = Some((vec![0; p.items.len()], u64::MAX, Strategy::Best));
-        class_then_fill(&p, &goal, Duration::from_millis(1), &index, &mut kept);
+        run(&p, &budget, &mut kept);
         assert_eq!(kept.map(|k| k.1), Some(u64::MAX));
     }
 
