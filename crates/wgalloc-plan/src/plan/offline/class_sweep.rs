@@ -1,0 +1,741 @@
+//! The class order ([`greedy::by_size_class`](super::greedy::by_size_class) with the
+//! lowest fit) placed without overlap lists: one size class after the other, each by
+//! one sweep over time. The same offsets as the greedy placement, at a cost that does
+//! not grow with how many items are live at once.
+//!
+//! Within a class the order is by start, so a class is placed by visiting its items'
+//! starts in order. An item `[a, b)` of the class must avoid three kinds of items:
+//!
+//! * items of the classes placed before it (the *fixed* items) live at `a`;
+//! * fixed items that start before `b`;
+//! * items of its own class placed before it that are still live at `a` (those placed
+//!   after it start at or after `a`, and are placed after it).
+//!
+//! The fixed items are kept in a segment tree over the elementary ranges between their
+//! boundaries ([`Blocked`]). Each item sits at the O(log F) nodes that cover its range,
+//! each node's items in start order behind a cursor past the ended ones. Fixed items
+//! at one node share offsets, so they are disjoint in time: the cursor's item is live
+//! now or the next to start there. A range of offsets is free of fixed items for
+//! `[a, b)` where every node above and on it has its cursor's start at or after `b`.
+//! Two subtree aggregates find the first blocked and the first free elementary range
+//! at or after an offset in O(log F). The class's own live items are a book of merged
+//! runs of occupied offsets ([`Runs`]).
+//!
+//! The lowest fit walks up from offset 0: the first fixed block or own run at or
+//! after the candidate either lies above the candidate's end (the item fits), or the
+//! candidate moves past it. Each step passes one blocked stretch, so the walk costs
+//! O(log F) for each alternation of free and blocked stretches below the answer, where
+//! the greedy reads every placed item live with the item.
+//!
+//! Cost: per class, O(F log F) to build the tree and to pass the fixed items' ends
+//! (F the items of the larger classes), plus the walk of each of its items; in all
+//! O(C n log n + walks) for C classes. Memory: O(F log F) for the tree.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Instant;
+
+use super::prepared::Prepared;
+
+/// How many items are placed between two looks at the clock.
+const CLOCK_EVERY: usize = 256;
+
+/// What [`place_classes`] placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClassesPlaced {
+    /// Offsets per item position (those of items not placed are meaningless).
+    pub offsets: Vec<u64>,
+    /// The peak of the placed items.
+    pub peak: u64,
+    /// How many items of the order were placed (a prefix of it).
+    pub placed: usize,
+    /// Units of work spent ([`Limits::work`]).
+    pub work: u64,
+}
+
+/// When [`place_classes`] stops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// It stops where the time left before this is what the items still to place
+    /// would take at `reserve_per_item` each (looked at every [`CLOCK_EVERY`] items).
+    pub deadline: Option<Instant>,
+    /// The time kept for each item it leaves (for whatever places them after it).
+    pub reserve_per_item: std::time::Duration,
+    /// Units of work: one per fixed item a class's sweep passes and one per step of a
+    /// walk ([`lowest_free`]), each about 0.2-0.4 us on the 2-core build machine. A
+    /// deterministic bound, looked at every [`CLOCK_EVERY`] items.
+    pub work: u64,
+    /// Where the first this many items of the order are placed (whole classes), it
+    /// goes on only if its pace says the whole order ends within the deadline (less
+    /// nothing: it then leaves no item) and the work: twice the walk steps an item so
+    /// far for each item left, and every item each class left passes. Elsewhere it
+    /// stops there. 0: no such look.
+    pub whole_or_first: usize,
+}
+
+impl Limits {
+    /// No deadline and no work limit.
+    pub const UNLIMITED: Limits = Limits {
+        deadline: None,
+        reserve_per_item: std::time::Duration::ZERO,
+        work: u64::MAX,
+        whole_or_first: 0,
+    };
+}
+
+/// The work [`place_classes`] is expected to take on `p`, in its units: the items
+/// each class's sweep passes (those of the larger classes, exactly) and
+/// [`EXPECTED_STEPS`] walk steps an item. O(n).
+pub(crate) fn expected_work(p: &Prepared) -> u64 {
+    let mut per_class = [0u64; 65];
+    for it in &p.items {
+        per_class[it.size.ilog2() as usize] += 1;
+    }
+    let (mut larger, mut passed) = (0u64, 0u64);
+    for &count in per_class.iter().rev() {
+        if count > 0 {
+            passed += larger;
+            larger += count;
+        }
+    }
+    passed.saturating_add((p.items.len() as u64).saturating_mul(EXPECTED_STEPS))
+}
+
+/// Walk steps an item is expected to take: about 40 on malloc-like buffers with 2,000
+/// live at a time, 400 with 20,000, at 100,000 buffers.
+const EXPECTED_STEPS: u64 = 40;
+
+/// Places `order` (the class order: [`greedy::by_size_class`](super::greedy::by_size_class),
+/// or any order whose items of one size octave are contiguous and in start order) at
+/// the lowest offsets free of the items placed before them and live with them: the
+/// offsets of the greedy lowest fit in that order. Stops where `limits` say, with the
+/// prefix placed so far (whole classes or part of one).
+pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> ClassesPlaced {
+    let mut offsets = vec![0u64; p.items.len()];
+    let mut peak = 0u64;
+    let mut work = 0u64;
+    let mut steps = 0u64;
+    let started = Instant::now();
+    // The placed items by start (the tree's input).
+    let mut by_start: Vec<usize> = Vec::new();
+    let mut class_start = 0;
+    let must_stop = |placed: usize, work: u64| {
+        let reserve = limits
+            .reserve_per_item
+            .saturating_mul(u32::try_from(order.len() - placed).unwrap_or(u32::MAX));
+        work >= limits.work
+            || limits
+                .deadline
+                .is_some_and(|d| Instant::now() + reserve >= d)
+    };
+    while class_start < order.len() {
+        if limits.whole_or_first > 0
+            && class_start == limits.whole_or_first
+            && !whole_fits(p, order, class_start, work, steps, started, limits)
+        {
+            break;
+        }
+        let class = p.items[order[class_start]].size.ilog2();
+        let class_end = class_start
+            + order[class_start..].partition_point(|&i| p.items[i].size.ilog2() == class);
+        let class_items = &order[class_start..class_end];
+        debug_assert!(class_items
+            .windows(2)
+            .all(|w| p.items[w[0]].a <= p.items[w[1]].a));
+        let mut tree = Blocked::new(p, &by_start, &offsets);
+        let mut by_end = by_start.clone();
+        by_end.sort_unstable_by_key(|&i| p.items[i].b);
+        work += by_start.len() as u64;
+        let mut ended = 0;
+        let mut runs = Runs::default();
+        let mut own_ends: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::new();
+        for (k, &i) in class_items.iter().enumerate() {
+            if k % CLOCK_EVERY == 0 && must_stop(class_start + k, work) {
+                return ClassesPlaced {
+                    offsets,
+                    peak,
+                    placed: class_start + k,
+                    work,
+                };
+            }
+            let it = &p.items[i];
+            while ended < by_end.len() && p.items[by_end[ended]].b <= it.a {
+                tree.pass_end(by_end[ended], it.a);
+                ended += 1;
+            }
+            while let Some(&Reverse((b, j))) = own_ends.peek() {
+                if b > it.a {
+                    break;
+                }
+                own_ends.pop();
+                runs.release(offsets[j], p.items[j].size);
+            }
+            let (offset, walked) = lowest_free(&tree, &runs, it.size, it.b);
+            work += walked;
+            steps += walked;
+            offsets[i] = offset;
+            peak = peak.max(offset + it.size);
+            runs.occupy(offset, it.size);
+            own_ends.push(Reverse((it.b, i)));
+        }
+        by_start.extend_from_slice(class_items);
+        by_start.sort_by_key(|&i| p.items[i].a);
+        class_start = class_end;
+        if class_start < order.len() && must_stop(class_start, work) {
+            break;
+        }
+    }
+    ClassesPlaced {
+        offsets,
+        peak,
+        placed: class_start,
+        work,
+    }
+}
+
+/// Whether the items of `order` from `placed` on are forecast to be placed within
+/// `limits` (see [`Limits::whole_or_first`]), `work` units and `steps` walk steps
+/// spent since `started`.
+fn whole_fits(
+    p: &Prepared,
+    order: &[usize],
+    placed: usize,
+    work: u64,
+    steps: u64,
+    started: Instant,
+    limits: &Limits,
+) -> bool {
+    let left = (order.len() - placed) as u64;
+    let steps_per_item = steps.div_ceil(placed.max(1) as u64);
+    let mut passes = 0u64;
+    let mut at = placed;
+    while at < order.len() {
+        passes += at as u64;
+        let class = p.items[order[at]].size.ilog2();
+        at += order[at..].partition_point(|&i| p.items[i].size.ilog2() == class);
+    }
+    let rest = passes.saturating_add(left.saturating_mul(2 * steps_per_item));
+    if work.saturating_add(rest) > limits.work {
+        return false;
+    }
+    limits.deadline.is_none_or(|deadline| {
+        let per_unit = started.elapsed().as_secs_f64() / work.max(1) as f64;
+        let needed = std::time::Duration::from_secs_f64(per_unit * rest as f64);
+        Instant::now() + needed < deadline
+    })
+}
+
+/// The lowest offset where `size` bytes are free of the fixed items (`tree`) until
+/// section `end` and of the class's own live items (`runs`), and the steps taken.
+fn lowest_free(tree: &Blocked, runs: &Runs, size: u64, end: u32) -> (u64, u64) {
+    let (mut at, mut leaf) = (0u64, 0usize);
+    let mut steps = 0u64;
+    // Whether `leaf` is known to be free of fixed items until `end`.
+    let mut leaf_free = false;
+    loop {
+        steps += 1;
+        let fixed = tree.first_blocked(leaf, end, leaf_free);
+        let fixed_from = fixed.map_or(u64::MAX, |l| tree.bounds[l].max(at));
+        let own = runs.first_at_or_after(at);
+        let own_from = own.map_or(u64::MAX, |(start, _)| start.max(at));
+        if fixed_from.min(own_from) >= at + size {
+            return (at, steps);
+        }
+        match (own, fixed) {
+            (Some((_, own_end)), _) if own_from <= fixed_from => {
+                at = own_end;
+                leaf = tree.leaf_from(leaf, at);
+                leaf_free = false;
+            }
+            (_, Some(l)) => {
+                leaf = tree.first_free(l + 1, end);
+                at = tree.bounds[leaf];
+                leaf_free = true;
+            }
+            _ => unreachable!("a blocked stretch lies below the candidate's end"),
+        }
+    }
+}
+
+/// The occupied offsets of the class's live items, as merged runs `start -> end`.
+#[derive(Debug, Default)]
+struct Runs {
+    by_start: BTreeMap<u64, u64>,
+}
+
+impl Runs {
+    /// Marks `[offset, offset + size)` occupied (it is free), merged with the runs it
+    /// touches. O(log runs).
+    fn occupy(&mut self, offset: u64, size: u64) {
+        let (mut start, mut end) = (offset, offset + size);
+        if let Some((&before, &before_end)) = self.by_start.range(..start).next_back() {
+            if before_end == start {
+                self.by_start.remove(&before);
+                start = before;
+            }
+        }
+        if let Some(after_end) = self.by_start.remove(&end) {
+            end = after_end;
+        }
+        self.by_start.insert(start, end);
+    }
+
+    /// Frees `[offset, offset + size)` (occupied), splitting its run. O(log runs).
+    fn release(&mut self, offset: u64, size: u64) {
+        let (&start, &end) = self
+            .by_start
+            .range(..=offset)
+            .next_back()
+            .expect("a released range lies in a run");
+        debug_assert!(end >= offset + size);
+        self.by_start.remove(&start);
+        if start < offset {
+            self.by_start.insert(start, offset);
+        }
+        if offset + size < end {
+            self.by_start.insert(offset + size, end);
+        }
+    }
+
+    /// The run that holds `at`, else the first above it.
+    fn first_at_or_after(&self, at: u64) -> Option<(u64, u64)> {
+        if let Some((&start, &end)) = self.by_start.range(..=at).next_back() {
+            if end > at {
+                return Some((start, end));
+            }
+        }
+        self.by_start
+            .range(at..)
+            .next()
+            .map(|(&start, &end)| (start, end))
+    }
+}
+
+/// The fixed items by the offsets they cover (see the module): a segment tree over the
+/// elementary ranges between their boundaries.
+#[derive(Debug)]
+struct Blocked {
+    /// The fixed items' range boundaries, sorted, with 0 and `u64::MAX`.
+    bounds: Vec<u64>,
+    /// Leaves of the tree (a power of two, at least the elementary ranges).
+    leaves: usize,
+    /// Each fixed item's elementary ranges `[l, r)`, by item position.
+    ranges: Vec<(u32, u32)>,
+    /// The items' `(start, end)` sections, each node's in start order.
+    spans: Vec<(u32, u32)>,
+    /// The nodes, together in memory (a walk reads all of a node's fields).
+    nodes: Vec<Node>,
+}
+
+/// One node of [`Blocked`].
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    /// The node's first item not yet ended, in `spans`.
+    cursor: u32,
+    /// One past the node's last item in `spans`.
+    end: u32,
+    /// The cursor item's start (`u32::MAX`: none left).
+    head: u32,
+    /// The earliest cursor start at the node or below it: a range of the node is
+    /// blocked before section `s` only where this is below `s`.
+    low: u32,
+    /// Over the leaves below the node, the largest of the earliest cursor start on the
+    /// path from the node down to it: some range of the node is free before `s` only
+    /// where this is at least `s` (and nothing above it blocks it).
+    high: u32,
+}
+
+impl Blocked {
+    /// The fixed items `fixed` (item positions in start order) at `offsets`.
+    fn new(p: &Prepared, fixed: &[usize], offsets: &[u64]) -> Blocked {
+        let mut bounds: Vec<u64> = Vec::with_capacity(2 * fixed.len() + 2);
+        bounds.push(0);
+        bounds.push(u64::MAX);
+        for &i in fixed {
+            bounds.push(offsets[i]);
+            bounds.push(offsets[i] + p.items[i].size);
+        }
+        bounds.sort_unstable();
+        bounds.dedup();
+        let leaves = (bounds.len() - 1).next_power_of_two();
+        let mut ranges = vec![(0u32, 0u32); p.items.len()];
+        for &i in fixed {
+            let l = bounds.partition_point(|&x| x <= offsets[i]) - 1;
+            let r = bounds.partition_point(|&x| x < offsets[i] + p.items[i].size);
+            ranges[i] = (l as u32, r.max(l + 1) as u32);
+        }
+        let mut tree = Blocked {
+            bounds,
+            leaves,
+            ranges,
+            spans: Vec::new(),
+            nodes: vec![
+                Node {
+                    cursor: 0,
+                    end: 0,
+                    head: u32::MAX,
+                    low: u32::MAX,
+                    high: u32::MAX,
+                };
+                2 * leaves
+            ],
+        };
+        // Counting pass (each node's count in its `end`), then the items in start
+        // order into each node's slice (`cursor` the next free place in it).
+        let mut cover = Vec::new();
+        for &i in fixed {
+            tree.cover(i, &mut cover);
+            for &v in &cover {
+                tree.nodes[v].end += 1;
+            }
+        }
+        let mut total = 0u32;
+        for node in &mut tree.nodes {
+            node.cursor = total;
+            total += node.end;
+            node.end = node.cursor;
+        }
+        tree.spans = vec![(0, 0); total as usize];
+        for &i in fixed {
+            tree.cover(i, &mut cover);
+            for &v in &cover {
+                let node = &mut tree.nodes[v];
+                tree.spans[node.end as usize] = (p.items[i].a, p.items[i].b);
+                node.end += 1;
+            }
+        }
+        for v in (1..2 * leaves).rev() {
+            tree.recompute(v);
+        }
+        tree
+    }
+
+    /// The nodes of the canonical cover of fixed item `i`'s elementary ranges
+    /// (O(log F), disjoint, together exactly those ranges).
+    fn cover(&self, i: usize, nodes: &mut Vec<usize>) {
+        nodes.clear();
+        let (l, r) = self.ranges[i];
+        let (mut l, mut r) = (l as usize + self.leaves, r as usize + self.leaves);
+        while l < r {
+            if l & 1 == 1 {
+                nodes.push(l);
+                l += 1;
+            }
+            if r & 1 == 1 {
+                r -= 1;
+                nodes.push(r);
+            }
+            l >>= 1;
+            r >>= 1;
+        }
+    }
+
+    /// Node `v`'s aggregates from its own cursor and its children's.
+    fn recompute(&mut self, v: usize) {
+        let node = self.nodes[v];
+        let own = if node.cursor < node.end {
+            self.spans[node.cursor as usize].0
+        } else {
+            u32::MAX
+        };
+        let (low, high) = if v >= self.leaves {
+            (own, own)
+        } else {
+            let (l, r) = (self.nodes[2 * v], self.nodes[2 * v + 1]);
+            (own.min(l.low).min(r.low), own.min(l.high.max(r.high)))
+        };
+        let node = &mut self.nodes[v];
+        node.head = own;
+        node.low = low;
+        node.high = high;
+    }
+
+    /// Passes fixed item `i`, ended at or before `section` (and any other at its
+    /// nodes ended by then). O(log F): its cover's nodes, then every node above them,
+    /// all on the paths from its first and last elementary ranges to the root, both
+    /// paths a level at a time, bottom up.
+    fn pass_end(&mut self, i: usize, section: u32) {
+        let (l, r) = self.ranges[i];
+        let (first, last) = (l as usize + self.leaves, r as usize - 1 + self.leaves);
+        let (mut lo, mut hi) = (first, last + 1);
+        while lo < hi {
+            if lo & 1 == 1 {
+                self.advance(lo, section);
+                lo += 1;
+            }
+            if hi & 1 == 1 {
+                hi -= 1;
+                self.advance(hi, section);
+            }
+            lo >>= 1;
+            hi >>= 1;
+        }
+        let (mut left, mut right) = (first >> 1, last >> 1);
+        while left >= 1 {
+            self.recompute(left);
+            if right != left {
+                self.recompute(right);
+            }
+            left >>= 1;
+            right >>= 1;
+        }
+    }
+
+    /// Moves node `v`'s cursor past the items ended by `section`.
+    fn advance(&mut self, v: usize, section: u32) {
+        let node = &mut self.nodes[v];
+        while node.cursor < node.end && self.spans[node.cursor as usize].1 <= section {
+            node.cursor += 1;
+        }
+        self.recompute(v);
+    }
+
+    /// The elementary range after `leaf` (or `leaf`) that holds offset `at`, at or
+    /// above `leaf`'s start: a galloping search from `leaf`.
+    fn leaf_from(&self, leaf: usize, at: u64) -> usize {
+        let (mut low, mut step) = (leaf, 1);
+        while low + step < self.bounds.len() && self.bounds[low + step] <= at {
+            low += step;
+            step *= 2;
+        }
+        let high = (low + step).min(self.bounds.len());
+        low + self.bounds[low..high].partition_point(|&x| x <= at) - 1
+    }
+
+    /// The first elementary range at or after `from` that a fixed item occupies
+    /// before section `end`, if any; `from_free` says `from` is known not to be.
+    /// A search up from `from` and down again: O(log F), less where the answer is
+    /// near.
+    fn first_blocked(&self, from: usize, end: u32, from_free: bool) -> Option<usize> {
+        let mut u = from + self.leaves;
+        if !from_free {
+            let mut up = u;
+            while up >= 1 {
+                if self.nodes[up].head < end {
+                    return Some(from);
+                }
+                up >>= 1;
+            }
+        }
+        // Nothing on the path blocks: a right sibling's ranges are blocked where
+        // something at or below it is.
+        while u > 1 {
+            if u & 1 == 0 && self.nodes[u + 1].low < end {
+                let mut v = u + 1;
+                while v < self.leaves && self.nodes[v].head >= end {
+                    v = if self.nodes[2 * v].low < end {
+                        2 * v
+                    } else {
+                        2 * v + 1
+                    };
+                }
+                while v < self.leaves {
+                    v *= 2;
+                }
+                return Some(v - self.leaves);
+            }
+            u >>= 1;
+        }
+        None
+    }
+
+    /// The first elementary range at or after `from` that no fixed item occupies
+    /// before section `end`. O(log F), less where the answer is near. There is one:
+    /// nothing is fixed above the highest boundary.
+    fn first_free(&self, from: usize, end: u32) -> usize {
+        // above[h]: the earliest cursor start strictly above the path's node at
+        // height h.
+        let mut path = [0usize; 64];
+        let mut above = [u32::MAX; 64];
+        let mut height = 0;
+        let mut u = from + self.leaves;
+        while u >= 1 {
+            path[height] = u;
+            height += 1;
+            u >>= 1;
+        }
+        for h in (0..height - 1).rev() {
+            above[h] = above[h + 1].min(self.nodes[path[h + 1]].head);
+        }
+        if above[0].min(self.nodes[path[0]].head) >= end {
+            return from;
+        }
+        for h in 0..height - 1 {
+            let u = path[h];
+            if u & 1 == 0 && above[h] >= end && self.nodes[u + 1].high >= end {
+                let mut v = u + 1;
+                while v < self.leaves {
+                    v = if self.nodes[2 * v].high >= end {
+                        2 * v
+                    } else {
+                        2 * v + 1
+                    };
+                }
+                return v - self.leaves;
+            }
+        }
+        unreachable!("the range above every fixed item is free")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::offline::greedy::{self, Fit};
+    use crate::plan::offline::index::OverlapIndex;
+    use crate::plan::offline::LiveRange;
+
+    /// SplitMix64.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// `n` random ranges over `steps` steps with sizes up to `max_size`.
+    fn random(rng: &mut Rng, n: usize, steps: u64, max_size: u64) -> Vec<LiveRange> {
+        (0..n)
+            .map(|_| {
+                let start = rng.below(steps);
+                let spread = 1 + rng.below(steps);
+                let len = 1 + rng.below(spread);
+                // Sizes over several octaves, many alike.
+                let size = if rng.below(4) == 0 {
+                    let octave = rng.below(12);
+                    1 << octave
+                } else {
+                    1 + rng.below(max_size)
+                };
+                LiveRange {
+                    start,
+                    end: start + len,
+                    size,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_offsets_as_the_greedy_class_order() {
+        let mut rng = Rng(26);
+        for case in 0..1500 {
+            let n = 1 + rng.below(if case % 10 == 0 { 600 } else { 80 }) as usize;
+            let steps = 1 + rng.below(200);
+            let octaves = rng.below(20);
+            let max_size = 1 + rng.below(1 << octaves);
+            let ranges = random(&mut rng, n, steps, max_size);
+            let alignment = 1 << rng.below(4);
+            let p = Prepared::new(&ranges, alignment).expect("valid");
+            let order = greedy::by_size_class(&p);
+            let index = OverlapIndex::new(&p);
+            let (offsets, peak) = greedy::place(&p, &index, &order, Fit::Lowest);
+            let placed = place_classes(&p, &order, &Limits::UNLIMITED);
+            assert_eq!(placed.placed, order.len(), "case {case}");
+            assert_eq!(placed.offsets, offsets, "case {case}");
+            assert_eq!(placed.peak, peak, "case {case}");
+        }
+    }
+
+    #[test]
+    fn a_passed_deadline_places_a_prefix() {
+        let mut rng = Rng(7);
+        let ranges = random(&mut rng, 500, 100, 4096);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order = greedy::by_size_class(&p);
+        let passed = Limits {
+            deadline: Some(Instant::now()),
+            ..Limits::UNLIMITED
+        };
+        let placed = place_classes(&p, &order, &passed);
+        assert_eq!(placed.placed, 0);
+        assert_eq!(placed.peak, 0);
+        // A work limit stops it at a class boundary or a clock look, deterministically.
+        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        let limited = Limits {
+            work: whole.work / 2,
+            ..Limits::UNLIMITED
+        };
+        let half = place_classes(&p, &order, &limited);
+        assert!(half.placed < order.len());
+        assert_eq!(half, place_classes(&p, &order, &limited));
+        for &i in &order[..half.placed] {
+            assert_eq!(half.offsets[i], whole.offsets[i]);
+        }
+    }
+
+    #[test]
+    fn the_whole_order_or_its_first_classes() {
+        let mut rng = Rng(11);
+        let ranges = random(&mut rng, 2000, 300, 1 << 16);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order = greedy::by_size_class(&p);
+        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        // The first three classes.
+        let mut first = 0;
+        for _ in 0..3 {
+            let class = p.items[order[first]].size.ilog2();
+            first += order[first..].partition_point(|&i| p.items[i].size.ilog2() == class);
+        }
+        let prefix = place_classes(&p, &order[..first], &Limits::UNLIMITED);
+        // Work for the first classes and a little more: it stops after them.
+        let short = Limits {
+            work: prefix.work + 1,
+            whole_or_first: first,
+            ..Limits::UNLIMITED
+        };
+        let stopped = place_classes(&p, &order, &short);
+        assert_eq!(stopped.placed, first);
+        assert_eq!(stopped.work, prefix.work);
+        for &i in &order[..first] {
+            assert_eq!(stopped.offsets[i], whole.offsets[i]);
+        }
+        // Work for all of it: it goes on to the end.
+        let ample = Limits {
+            work: whole.work * 4,
+            whole_or_first: first,
+            ..Limits::UNLIMITED
+        };
+        assert_eq!(place_classes(&p, &order, &ample), whole);
+    }
+
+    #[test]
+    fn the_expected_work_counts_each_class_s_passes() {
+        let range = |size: u64| LiveRange {
+            start: 0,
+            end: 1,
+            size,
+        };
+        // Classes of 2 (largest), 3 and 1 items: the second class's sweep passes 2,
+        // the third's 5.
+        let sizes = [1024, 1500, 256, 300, 400, 16];
+        let p = Prepared::new(&sizes.map(range), 1).expect("valid");
+        assert_eq!(expected_work(&p), 7 + 6 * EXPECTED_STEPS);
+        let order = greedy::by_size_class(&p);
+        let placed = place_classes(&p, &order, &Limits::UNLIMITED);
+        // Passes 7, and at least a step an item.
+        assert!(placed.work >= 7 + 6);
+    }
+
+    #[test]
+    fn runs_merge_and_split() {
+        let mut runs = Runs::default();
+        runs.occupy(10, 5);
+        runs.occupy(15, 5);
+        runs.occupy(5, 5);
+        assert_eq!(runs.first_at_or_after(0), Some((5, 20)));
+        runs.release(10, 5);
+        assert_eq!(runs.first_at_or_after(10), Some((15, 20)));
+        assert_eq!(runs.first_at_or_after(7), Some((5, 10)));
+        assert_eq!(runs.first_at_or_after(20), None);
+    }
+}
