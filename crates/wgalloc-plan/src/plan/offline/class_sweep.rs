@@ -1,7 +1,8 @@
 //! The class order ([`greedy::by_size_class`](super::greedy::by_size_class) with the
 //! lowest fit) placed without overlap lists: one size class after the other, each by
-//! one sweep over time. The same offsets as the greedy placement, at a cost that does
-//! not grow with how many items are live at once.
+//! one sweep over time. The same offsets as the greedy placement, at a cost that grows
+//! with the free and blocked stretches below each answer rather than with every item
+//! live with it.
 //!
 //! Within a class the order is by start, so a class is placed by visiting its items'
 //! starts in order. An item `[a, b)` of the class must avoid three kinds of items:
