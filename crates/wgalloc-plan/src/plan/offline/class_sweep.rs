@@ -36,6 +36,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Instant;
 
+use super::elementary;
 use super::prepared::Prepared;
 
 /// How many items are placed between two looks at the clock.
@@ -367,21 +368,12 @@ struct Node {
 impl Blocked {
     /// The fixed items `fixed` (item positions in start order) at `offsets`.
     fn new(p: &Prepared, fixed: &[usize], offsets: &[u64]) -> Blocked {
-        let mut bounds: Vec<u64> = Vec::with_capacity(2 * fixed.len() + 2);
-        bounds.push(0);
-        bounds.push(u64::MAX);
-        for &i in fixed {
-            bounds.push(offsets[i]);
-            bounds.push(offsets[i] + p.items[i].size);
-        }
-        bounds.sort_unstable();
-        bounds.dedup();
+        let bounds = elementary::boundaries(p, fixed, offsets);
         let leaves = (bounds.len() - 1).next_power_of_two();
         let mut ranges = vec![(0u32, 0u32); p.items.len()];
         for &i in fixed {
-            let l = bounds.partition_point(|&x| x <= offsets[i]) - 1;
-            let r = bounds.partition_point(|&x| x < offsets[i] + p.items[i].size);
-            ranges[i] = (l as u32, r.max(l + 1) as u32);
+            let (l, r) = elementary::ranges_of(&bounds, offsets[i], p.items[i].size);
+            ranges[i] = (l as u32, r as u32);
         }
         let mut tree = Blocked {
             bounds,
@@ -430,23 +422,11 @@ impl Blocked {
     }
 
     /// The nodes of the canonical cover of fixed item `i`'s elementary ranges
-    /// (O(log F), disjoint, together exactly those ranges).
+    /// ([`elementary::for_each_cover`]).
     fn cover(&self, i: usize, nodes: &mut Vec<usize>) {
         nodes.clear();
         let (l, r) = self.ranges[i];
-        let (mut l, mut r) = (l as usize + self.leaves, r as usize + self.leaves);
-        while l < r {
-            if l & 1 == 1 {
-                nodes.push(l);
-                l += 1;
-            }
-            if r & 1 == 1 {
-                r -= 1;
-                nodes.push(r);
-            }
-            l >>= 1;
-            r >>= 1;
-        }
+        elementary::for_each_cover(self.leaves, l as usize, r as usize, |v| nodes.push(v));
     }
 
     /// Node `v`'s aggregates from its own cursor and its children's.
@@ -476,19 +456,9 @@ impl Blocked {
     fn pass_end(&mut self, i: usize, section: u32) {
         let (l, r) = self.ranges[i];
         let (first, last) = (l as usize + self.leaves, r as usize - 1 + self.leaves);
-        let (mut lo, mut hi) = (first, last + 1);
-        while lo < hi {
-            if lo & 1 == 1 {
-                self.advance(lo, section);
-                lo += 1;
-            }
-            if hi & 1 == 1 {
-                hi -= 1;
-                self.advance(hi, section);
-            }
-            lo >>= 1;
-            hi >>= 1;
-        }
+        elementary::for_each_cover(self.leaves, l as usize, r as usize, |v| {
+            self.advance(v, section);
+        });
         let (mut left, mut right) = (first >> 1, last >> 1);
         while left >= 1 {
             self.recompute(left);
@@ -603,23 +573,7 @@ mod tests {
     use crate::plan::offline::greedy::{self, Fit};
     use crate::plan::offline::index::OverlapIndex;
     use crate::plan::offline::LiveRange;
-
-    /// SplitMix64.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::seeded::Rng;
 
     /// `n` random ranges over `steps` steps with sizes up to `max_size`.
     fn random(rng: &mut Rng, n: usize, steps: u64, max_size: u64) -> Vec<LiveRange> {
@@ -646,7 +600,7 @@ mod tests {
 
     #[test]
     fn the_same_offsets_as_the_greedy_class_order() {
-        let mut rng = Rng(26);
+        let mut rng = Rng::new(26);
         for case in 0..1500 {
             let n = 1 + rng.below(if case % 10 == 0 { 600 } else { 80 }) as usize;
             let steps = 1 + rng.below(200);
@@ -667,7 +621,7 @@ mod tests {
 
     #[test]
     fn a_passed_deadline_places_a_prefix() {
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         let ranges = random(&mut rng, 500, 100, 4096);
         let p = Prepared::new(&ranges, 1).expect("valid");
         let order = greedy::by_size_class(&p);
@@ -694,7 +648,7 @@ mod tests {
 
     #[test]
     fn the_whole_order_or_its_first_classes() {
-        let mut rng = Rng(11);
+        let mut rng = Rng::new(11);
         let ranges = random(&mut rng, 2000, 300, 1 << 16);
         let p = Prepared::new(&ranges, 1).expect("valid");
         let order = greedy::by_size_class(&p);

@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use super::elementary;
 use super::prepared::Prepared;
 
 /// Gaps an item to fill tries (the smallest that hold it first) before it goes above
@@ -137,15 +138,7 @@ struct Pending {
 impl Pending {
     /// The fixed items (`fixed`, item positions in start order) placed at `offsets`.
     fn new(p: &Prepared, fixed: &[usize], offsets: &[u64]) -> Pending {
-        let mut bounds: Vec<u64> = Vec::with_capacity(2 * fixed.len() + 2);
-        bounds.push(0);
-        bounds.push(u64::MAX);
-        for &i in fixed {
-            bounds.push(offsets[i]);
-            bounds.push(offsets[i] + p.items[i].size);
-        }
-        bounds.sort_unstable();
-        bounds.dedup();
+        let bounds = elementary::boundaries(p, fixed, offsets);
         let leaves = (bounds.len() - 1).next_power_of_two();
         let mut pending = Pending {
             bounds,
@@ -184,27 +177,13 @@ impl Pending {
 
     /// The elementary ranges `[l, r)` that `[offset, offset + size)` meets.
     fn range(&self, offset: u64, size: u64) -> (usize, usize) {
-        let l = self.bounds.partition_point(|&x| x <= offset) - 1;
-        let r = self.bounds.partition_point(|&x| x < offset + size);
-        (l, r.max(l + 1))
+        elementary::ranges_of(&self.bounds, offset, size)
     }
 
     /// Calls `visit` on each node of the canonical cover of the elementary ranges
-    /// `[l, r)` (O(log F) nodes, disjoint, together exactly those ranges).
-    fn for_each_cover(&self, l: usize, r: usize, mut visit: impl FnMut(usize)) {
-        let (mut l, mut r) = (l + self.leaves, r + self.leaves);
-        while l < r {
-            if l & 1 == 1 {
-                visit(l);
-                l += 1;
-            }
-            if r & 1 == 1 {
-                r -= 1;
-                visit(r);
-            }
-            l >>= 1;
-            r >>= 1;
-        }
+    /// `[l, r)` ([`elementary::for_each_cover`]).
+    fn for_each_cover(&self, l: usize, r: usize, visit: impl FnMut(usize)) {
+        elementary::for_each_cover(self.leaves, l, r, visit);
     }
 
     /// The nodes covering the elementary ranges of `[offset, offset + size)`.

@@ -22,6 +22,7 @@
 
 mod class_sweep;
 mod eject;
+mod elementary;
 mod fill;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
