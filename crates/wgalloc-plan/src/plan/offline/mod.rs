@@ -959,7 +959,7 @@ fn greedy_by_size_alone(
     let work = pairs / 2;
     let deadline = best.as_ref().and(goal.budget.deadline);
     if !(deadline.is_none() && work <= GREEDY_SIZE_WORK)
-        && class_sweep_pays_for(p, pairs)
+        && class_sweep_pays(p)
         && class_sweep_then_size(p, goal, work, sweep_time, index, best)
     {
         return;
@@ -1059,14 +1059,8 @@ const SWEEP_UNIT_PAIRS: u64 = 32;
 /// (2,000 live, 19 classes) 0.95 s against 2.3 s, few-sizes 0.23 against 2.5 s, 20,000
 /// live 5.4 against 35 s of CPU; with 100 live the greedy's 0.26 s against 0.59 s.
 fn class_sweep_pays(p: &Prepared) -> bool {
-    class_sweep_pays_for(p, p.overlap_pairs())
-}
-
-/// [`class_sweep_pays`] where `p` has `pairs` overlapping pairs
-/// ([`Prepared::overlap_pairs`]). O(n).
-fn class_sweep_pays_for(p: &Prepared, pairs: u64) -> bool {
     let sweep = class_sweep::expected_work(p);
-    sweep.saturating_mul(SWEEP_UNIT_PAIRS) < pairs / 2
+    sweep.saturating_mul(SWEEP_UNIT_PAIRS) < p.overlap_pairs() / 2
 }
 
 /// The class order by [`class_sweep`] (cut by the deadline, keeping
@@ -1382,11 +1376,9 @@ fn by_size_run(
     if deadline.is_some_and(|d| Instant::now() + sweep_time >= d) {
         return None;
     }
-    if strategy == Strategy::GreedySizeClass {
-        let pairs = p.overlap_pairs();
-        if class_sweep_pays_for(p, pairs) {
-            return class_by_sweep(p, limits.work, pairs / 2, deadline, sweep_time);
-        }
+    if strategy == Strategy::GreedySizeClass && class_sweep_pays(p) {
+        let whole_work = p.overlap_pairs() / 2;
+        return class_by_sweep(p, limits.work, whole_work, deadline, sweep_time);
     }
     let started = Instant::now();
     let (order, fit) = greedy_order(p, strategy);

@@ -37,6 +37,8 @@ pub(crate) struct Prepared {
     pub live: Vec<u64>,
     /// The largest total size live at one time: no plan peaks below it.
     pub lower_bound: u64,
+    /// [`Prepared::overlap_pairs`], counted once (the items do not change).
+    pairs: std::sync::OnceLock<u64>,
 }
 
 impl Prepared {
@@ -100,6 +102,7 @@ impl Prepared {
             sections,
             live,
             lower_bound,
+            pairs: std::sync::OnceLock::new(),
         })
     }
 
@@ -154,13 +157,16 @@ impl Prepared {
     }
 
     /// How many ordered pairs of distinct items are live at a common time (the work of
-    /// one greedy placement is about this plus the item count).
+    /// one greedy placement is about this plus the item count). O(n log n) the first
+    /// time, then kept.
     pub fn overlap_pairs(&self) -> u64 {
-        let with_self = self
-            .conflict_weights(|_| 1)
-            .iter()
-            .fold(0u64, |acc, &c| acc.saturating_add(c));
-        with_self.saturating_sub(self.items.len() as u64)
+        *self.pairs.get_or_init(|| {
+            let with_self = self
+                .conflict_weights(|_| 1)
+                .iter()
+                .fold(0u64, |acc, &c| acc.saturating_add(c));
+            with_self.saturating_sub(self.items.len() as u64)
+        })
     }
 
     /// For each item, the sum of `weight` over the items live with it (itself included).
