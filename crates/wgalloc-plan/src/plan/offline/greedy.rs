@@ -27,8 +27,9 @@ pub(crate) fn by_size(p: &Prepared) -> Order {
     })
 }
 
-/// Size classes (octaves: sizes with the same highest set bit) largest first; within a
-/// class earliest start first, then larger, then longer. For buffers of one size, the
+/// Size classes (octaves: sizes with the same highest set bit; the smallest octaves,
+/// holding little of the area, one class: [`Prepared::size_class`]) largest first;
+/// within a class earliest start first, then larger, then longer. For buffers of one size, the
 /// lowest fit in start order is an optimal interval colouring (each gap below is
 /// taken by a buffer that is still live when the next starts), so each class is
 /// stacked as tightly as an interval graph allows, where an order by exact size
@@ -36,7 +37,7 @@ pub(crate) fn by_size(p: &Prepared) -> Order {
 pub(crate) fn by_size_class(p: &Prepared) -> Order {
     sorted(p, |_, it| {
         (
-            std::cmp::Reverse(it.size.ilog2()),
+            std::cmp::Reverse(p.size_class(it.size)),
             it.a,
             std::cmp::Reverse(it.size),
             std::cmp::Reverse(it.len),

@@ -23,6 +23,17 @@ pub(crate) struct Item {
     pub start: u64,
 }
 
+/// The share of the area (size times lifetime) the smallest size octaves may hold and
+/// still be one size class ([`Prepared::class_floor`]), as (numerator, denominator).
+/// They take what the larger buffers leave, a handful of bytes each; as one class the
+/// class order's sweep builds one tree for them and passes the larger classes' ends
+/// once, not once an octave. On a million malloc-like buffers that makes octaves 4-8
+/// (16-511 B: a quarter of the buffers, 0.4% of the area) one class, 15 classes instead
+/// of 19, and the class order by the sweep took 16 s instead of 23 s (seed 1), the same
+/// plan. The greedy class order on 100k buffers, seeds 1-3, six families: no plan more
+/// than 2e-5 of the bound higher at 1/256, 1e-4 at 1/64.
+const TAIL_AREA: (u128, u128) = (1, 128);
+
 /// The prepared problem. Every sum of item sizes fits in a `u64` (checked by
 /// [`Prepared::new`]), so heights and offsets built from them cannot overflow.
 #[derive(Debug, Clone)]
@@ -39,6 +50,8 @@ pub(crate) struct Prepared {
     pub lower_bound: u64,
     /// [`Prepared::overlap_pairs`], counted once (the items do not change).
     pairs: std::sync::OnceLock<u64>,
+    /// [`Prepared::class_floor`], found once.
+    floor: std::sync::OnceLock<u32>,
 }
 
 impl Prepared {
@@ -103,6 +116,7 @@ impl Prepared {
             live,
             lower_bound,
             pairs: std::sync::OnceLock::new(),
+            floor: std::sync::OnceLock::new(),
         })
     }
 
@@ -154,6 +168,38 @@ impl Prepared {
     pub fn mostly_full_at(&self, capacity: u64) -> bool {
         let full = self.live.iter().filter(|&&l| l == capacity).count();
         4 * full >= 3 * self.sections
+    }
+
+    /// The size class of an item of `size` bytes in the class order
+    /// ([`by_size_class`](super::greedy::by_size_class)): its octave (the highest set
+    /// bit), where the octaves at and below [`Prepared::class_floor`] are one class.
+    pub fn size_class(&self, size: u64) -> u32 {
+        size.ilog2().max(self.class_floor())
+    }
+
+    /// The highest size octave holding items such that the items of it and every
+    /// smaller octave hold at most [`TAIL_AREA`] of the area (size times lifetime); 0 where the smallest
+    /// octave alone holds more. O(n) once, then cached.
+    pub fn class_floor(&self) -> u32 {
+        *self.floor.get_or_init(|| {
+            let mut per_octave = [0u128; 64];
+            for it in &self.items {
+                per_octave[it.size.ilog2() as usize] += u128::from(it.size) * u128::from(it.len);
+            }
+            let total: u128 = per_octave.iter().sum();
+            let mut held = 0u128;
+            let mut floor = 0;
+            for (octave, &area) in per_octave.iter().enumerate() {
+                held += area;
+                if held * TAIL_AREA.1 > total * TAIL_AREA.0 {
+                    break;
+                }
+                if area > 0 {
+                    floor = octave as u32;
+                }
+            }
+            floor
+        })
     }
 
     /// How many ordered pairs of distinct items are live at a common time (the work of
@@ -240,6 +286,33 @@ mod tests {
         assert_eq!(p.lower_bound, 12);
         assert_eq!(p.breadths(), vec![12, 12, 12, 8, 12]);
         assert_eq!(p.conflict_sizes(), vec![12, 12, 16, 8, 20]);
+    }
+
+    #[test]
+    fn the_smallest_octaves_are_one_class_while_they_hold_little_area() {
+        // Octaves 4, 5 and 6 hold 16 + 32 + 64 = 112 of 112 + 2^20 * 10 (each live 10
+        // steps): far below 1/128, so they are one class; octave 20 is its own.
+        let p = Prepared::new(
+            &[r(0, 10, 16), r(0, 10, 32), r(0, 10, 64), r(0, 10, 1 << 20)],
+            1,
+        )
+        .expect("valid");
+        assert_eq!(p.class_floor(), 6);
+        assert_eq!(p.size_class(16), 6);
+        assert_eq!(p.size_class(64), 6);
+        assert_eq!(p.size_class(100), 6);
+        assert_eq!(p.size_class(128), 7);
+        assert_eq!(p.size_class(1 << 20), 20);
+        // Above 1/128 of the area an octave stays a class of its own: 64 of 64 + 4,096.
+        let p = Prepared::new(&[r(0, 1, 16), r(0, 1, 64), r(0, 1, 4096)], 1).expect("valid");
+        assert_eq!(p.class_floor(), 4);
+        assert_eq!(p.size_class(16), 4);
+        assert_eq!(p.size_class(64), 6);
+        // Equal areas: every octave its own class.
+        let p = Prepared::new(&[r(0, 4, 16), r(0, 2, 32), r(0, 1, 64)], 1).expect("valid");
+        assert_eq!(p.class_floor(), 0);
+        assert_eq!(p.size_class(16), 4);
+        assert_eq!(p.size_class(32), 5);
     }
 
     #[test]
