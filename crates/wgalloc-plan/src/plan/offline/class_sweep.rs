@@ -620,7 +620,10 @@ mod tests {
                 merged += 1;
             }
         }
-        assert!(merged >= 50, "only {merged} instances with a merged tail class");
+        assert!(
+            merged >= 50,
+            "only {merged} instances with a merged tail class"
+        );
     }
 
     #[test]
