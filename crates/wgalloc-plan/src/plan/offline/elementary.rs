@@ -29,9 +29,10 @@ pub(crate) fn ranges_of(bounds: &[u64], offset: u64, size: u64) -> (usize, usize
     (l, r.max(l + 1))
 }
 
-/// Calls `visit` on each node of the canonical cover of the elementary ranges `[l, r)`
-/// in a segment tree of `leaves` leaves (node 1 the root, leaf `k` node `leaves + k`):
-/// O(log F) nodes, disjoint, together exactly those ranges.
+/// Calls `visit` on each node of the canonical cover of the leaves `[l, r)` in a
+/// segment tree of `leaves` leaves (node 1 the root, leaf `k` node `leaves + k`):
+/// O(log F) nodes, disjoint, together exactly those leaves. The leaves are elementary
+/// ranges of offsets here, time sections in [`OverlapIndex`](super::index::OverlapIndex).
 pub(crate) fn for_each_cover(leaves: usize, l: usize, r: usize, mut visit: impl FnMut(usize)) {
     let (mut l, mut r) = (l + leaves, r + leaves);
     while l < r {

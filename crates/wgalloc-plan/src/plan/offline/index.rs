@@ -7,6 +7,7 @@
 //! slice of the items sorted by first section. A query costs `O(log T + answers)`, and
 //! the index takes `O(n log T)` memory: no per-pair lists.
 
+use super::elementary::for_each_cover;
 use super::prepared::Prepared;
 
 /// Items by time, for overlap queries.
@@ -28,7 +29,7 @@ impl OverlapIndex {
         let leaves = p.sections.max(1).next_power_of_two();
         let mut count = vec![0u32; 2 * leaves + 1];
         for it in &p.items {
-            canonical(leaves, it.a as usize, it.b as usize, |v| count[v] += 1);
+            for_each_cover(leaves, it.a as usize, it.b as usize, |v| count[v] += 1);
         }
         let mut node_start = vec![0u32; 2 * leaves + 1];
         for v in 0..2 * leaves {
@@ -37,7 +38,7 @@ impl OverlapIndex {
         let mut fill = node_start.clone();
         let mut node_items = vec![0u32; node_start[2 * leaves] as usize];
         for (i, it) in p.items.iter().enumerate() {
-            canonical(leaves, it.a as usize, it.b as usize, |v| {
+            for_each_cover(leaves, it.a as usize, it.b as usize, |v| {
                 node_items[fill[v] as usize] = i as u32;
                 fill[v] += 1;
             });
@@ -159,7 +160,7 @@ impl<'a> PlacedSpans<'a> {
     /// (`start < end`). Each item is placed once.
     pub fn place(&mut self, i: usize, a: u32, b: u32, start: u64, end: u64) {
         let index = self.index;
-        canonical(index.leaves, a as usize, b as usize, |v| {
+        for_each_cover(index.leaves, a as usize, b as usize, |v| {
             let at = index.node_start[v] + self.node_fill[v];
             debug_assert!(at < index.node_start[v + 1], "node {v} over-filled");
             self.node_spans[at as usize] = (start, end);
@@ -294,24 +295,6 @@ impl<'a> MovableSpans<'a> {
         if let Some(spans) = self.start_spans.get(index.started_inside(a, b)) {
             out.extend(spans.iter().filter(keep));
         }
-    }
-}
-
-/// Calls `f` for each node of the canonical cover of `[a, b)` in a tree with `leaves`
-/// leaves (node 1 is the root, leaf `s` is node `leaves + s`).
-fn canonical(leaves: usize, a: usize, b: usize, mut f: impl FnMut(usize)) {
-    let (mut l, mut r) = (a + leaves, b + leaves);
-    while l < r {
-        if l & 1 == 1 {
-            f(l);
-            l += 1;
-        }
-        if r & 1 == 1 {
-            r -= 1;
-            f(r);
-        }
-        l >>= 1;
-        r >>= 1;
     }
 }
 
