@@ -110,9 +110,8 @@ const EXPECTED_STEPS: u64 = 40;
 
 /// Places `order` (the class order: [`greedy::by_size_class`](super::greedy::by_size_class),
 /// or any order whose items of one size class, [`Prepared::size_class`], are contiguous
-/// and in start order) at
-/// the lowest offsets free of the items placed before them and live with them: the
-/// offsets of the greedy lowest fit in that order. Stops where `limits` say, with the
+/// and in start order) at the lowest offsets free of the items placed before them and
+/// live with them: the offsets of the greedy lowest fit in that order. Stops where `limits` say, with the
 /// prefix placed so far (whole classes or part of one).
 pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> ClassesPlaced {
     let mut offsets = vec![0u64; p.items.len()];
@@ -150,9 +149,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
         }) {
             break;
         }
-        let class = p.size_class(p.items[order[class_start]].size);
-        let class_end = class_start
-            + order[class_start..].partition_point(|&i| p.size_class(p.items[i].size) == class);
+        let class_end = p.class_end(order, class_start);
         let class_items = &order[class_start..class_end];
         debug_assert!(class_items
             .windows(2)
@@ -232,8 +229,7 @@ fn whole_fits(
     let mut at = placed;
     while at < order.len() {
         passes += at as u64;
-        let class = p.size_class(p.items[order[at]].size);
-        at += order[at..].partition_point(|&i| p.size_class(p.items[i].size) == class);
+        at = p.class_end(order, at);
     }
     let rest = passes.saturating_add(left.saturating_mul(steps_per_item));
     if work.saturating_add(rest) > limits.work {
@@ -663,8 +659,7 @@ mod tests {
         // The first three classes.
         let mut first = 0;
         for _ in 0..3 {
-            let class = p.size_class(p.items[order[first]].size);
-            first += order[first..].partition_point(|&i| p.size_class(p.items[i].size) == class);
+            first = p.class_end(&order, first);
         }
         let prefix = place_classes(&p, &order[..first], &Limits::UNLIMITED);
         // Work for the first classes and a little more: under a (distant) deadline it

@@ -29,10 +29,10 @@ pub(crate) fn by_size(p: &Prepared) -> Order {
 
 /// Size classes (octaves: sizes with the same highest set bit; the smallest octaves,
 /// holding little of the area, one class: [`Prepared::size_class`]) largest first;
-/// within a class earliest start first, then larger, then longer. For buffers of one size, the
-/// lowest fit in start order is an optimal interval colouring (each gap below is
-/// taken by a buffer that is still live when the next starts), so each class is
-/// stacked as tightly as an interval graph allows, where an order by exact size
+/// within a class earliest start first, then larger, then longer. For buffers of one
+/// size, the lowest fit in start order is an optimal interval colouring (each gap
+/// below is taken by a buffer that is still live when the next starts), so each class
+/// is stacked as tightly as an interval graph allows, where an order by exact size
 /// scatters a class's starts over time.
 pub(crate) fn by_size_class(p: &Prepared) -> Order {
     sorted(p, |_, it| {

@@ -1171,8 +1171,7 @@ fn large_classes(p: &Prepared, order: &[usize]) -> usize {
     let mut held = 0u128;
     let mut end = 0;
     while end < order.len() && held * of < total * share {
-        let class = p.size_class(p.items[order[end]].size);
-        let next = end + order[end..].partition_point(|&i| p.size_class(p.items[i].size) == class);
+        let next = p.class_end(order, end);
         held += order[end..next].iter().map(|&i| area(i)).sum::<u128>();
         end = next;
     }

@@ -177,9 +177,17 @@ impl Prepared {
         size.ilog2().max(self.class_floor())
     }
 
+    /// One past the last item of `order` from position `start` on that shares the size
+    /// class of the item at `start` (`start < order.len()`): the end of its class in
+    /// an order that keeps each class together. O(log n).
+    pub fn class_end(&self, order: &[usize], start: usize) -> usize {
+        let class = self.size_class(self.items[order[start]].size);
+        start + order[start..].partition_point(|&i| self.size_class(self.items[i].size) == class)
+    }
+
     /// The highest size octave holding items such that the items of it and every
-    /// smaller octave hold at most [`TAIL_AREA`] of the area (size times lifetime); 0 where the smallest
-    /// octave alone holds more. O(n) once, then cached.
+    /// smaller octave hold at most [`TAIL_AREA`] of the area (size times lifetime); 0
+    /// where the smallest octave alone holds more. O(n) once, then cached.
     pub fn class_floor(&self) -> u32 {
         *self.floor.get_or_init(|| {
             let mut per_octave = [0u128; 64];
