@@ -23,7 +23,8 @@
 //! and guided local searches).
 //!
 //! [`lower`] starts with a ceiling a 32nd of the excess (peak minus lower bound)
-//! under the peak; after a success it keeps the step, after a failure it goes back to
+//! under the peak; after a success it keeps the step (doubles it, up to the first,
+//! where the success was cheap: [`GROW_BELOW`]), after a failure it goes back to
 //! the last complete placement and halves the step (an attempt may spend a quarter of
 //! the work left), until the step is below the sizes' common unit,
 //! [`MISSES_IN_A_ROW`] attempts have failed in a row, the target is reached, the work
@@ -65,6 +66,14 @@ const FIRST_STEP_DIVISOR: u64 = 32;
 /// [`MIN_ATTEMPT_WORK`]): a ceiling that is out of reach must not take all of it.
 const ATTEMPT_SHARE: u64 = 4;
 
+/// After a success that spent under 1 / this of the work it was allowed, the step
+/// doubles again (up to the first step): the ceiling was far from tight, and a step
+/// halved by an early miss would otherwise stay small for the rest of the repair. On
+/// a million malloc-like buffers with 10 s (seed 3) the step fell from 16,893 to
+/// 4,223 bytes after two misses and the repair crept to 1.0058 by the deadline;
+/// growing again it reached 1.0048.
+const GROW_BELOW: u64 = 16;
+
 /// Work an attempt may always spend, whatever is left.
 const MIN_ATTEMPT_WORK: u64 = 1 << 20;
 
@@ -90,6 +99,7 @@ pub(crate) fn lower(
         return best_peak;
     }
     let mut step = ((best_peak - p.lower_bound) / FIRST_STEP_DIVISOR).max(unit);
+    let first_step = step;
     let mut state = State::new(p, index, offsets);
     let mut work_left = limits.work;
     let items = p.items.len() as u64;
@@ -115,6 +125,7 @@ pub(crate) fn lower(
             misses = 0;
             best_peak = p.peak_of(&state.offsets);
             offsets.copy_from_slice(&state.offsets);
+            step = grown(step, first_step, spent, allowed);
         } else {
             misses += 1;
             if step <= unit || misses >= MISSES_IN_A_ROW || expired(limits.deadline) {
@@ -125,6 +136,16 @@ pub(crate) fn lower(
         }
     }
     best_peak
+}
+
+/// The step after a success that spent `spent` of the `allowed` work: doubled, up to
+/// `first_step`, where it spent under 1 / [`GROW_BELOW`] of it; else `step`.
+fn grown(step: u64, first_step: u64, spent: u64, allowed: u64) -> u64 {
+    if spent.saturating_mul(GROW_BELOW) < allowed {
+        step.saturating_mul(2).min(first_step).max(step)
+    } else {
+        step
+    }
 }
 
 /// Whether `deadline` has passed.
@@ -383,6 +404,19 @@ mod tests {
             })
             .min()
             .map_or(0, |(_, x)| x)
+    }
+
+    #[test]
+    fn a_cheap_success_doubles_the_step_up_to_the_first() {
+        // Under a sixteenth of the work allowed: doubled, never above the first step.
+        assert_eq!(grown(100, 1000, 10, 1000), 200);
+        assert_eq!(grown(600, 1000, 10, 1000), 1000);
+        assert_eq!(grown(1000, 1000, 0, 1000), 1000);
+        assert_eq!(grown(100, 1000, 63, 1009), 200);
+        // A sixteenth or more: kept.
+        assert_eq!(grown(100, 1000, 63, 1008), 100);
+        assert_eq!(grown(100, 1000, 100, 1000), 100);
+        assert_eq!(grown(100, 1000, 1000, 1000), 100);
     }
 
     #[test]
