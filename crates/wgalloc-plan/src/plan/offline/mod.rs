@@ -1018,24 +1018,26 @@ fn greedy_by_size_alone(
             index,
             best,
         );
+        // Here there is a deadline (without one, both orders ran above where they
+        // fit): the class order's plan, or its largest classes and the fill, then its
+        // ejection repair; greedy by size only where neither ran.
         let Some(class) = class else {
-            class_then_fill(p, goal, work, sweep_time, index, best);
-            by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
+            match class_then_fill(p, goal, work, sweep_time, index, best) {
+                Some((offsets, peak)) => eject_the_class_order(p, goal, index, offsets, peak, best),
+                None => {
+                    by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
+                }
+            }
             return;
         };
-        let placement = (class.offsets, class.peak, Strategy::GreedySizeClass);
-        // Here there is a deadline (without one, both orders ran above where they
-        // fit): greedy-size does not run where the class order reached the goal.
-        let goal_reached = goal.done(class.peak);
-        if class.complete && !goal_reached {
-            left = left.saturating_sub(class.work);
-            by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
-        }
-        keep_lower(best, placement);
+        eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
         return;
     }
     if deadline.is_some() {
-        class_then_fill(p, goal, work, sweep_time, index, best);
+        if let Some((offsets, peak)) = class_then_fill(p, goal, work, sweep_time, index, best) {
+            eject_the_class_order(p, goal, index, offsets, peak, best);
+            return;
+        }
     }
     let mut needed = 0u64;
     for strategy in BY_SIZE {
@@ -1165,14 +1167,7 @@ fn class_sweep_then_size(
         return false;
     };
     if deadline.is_some() {
-        keep_lower(
-            best,
-            (class.offsets.clone(), class.peak, Strategy::GreedySizeClass),
-        );
-        if !goal.done(class.peak) {
-            let (offsets, peak) = eject_repair(p, index, class.offsets, goal);
-            keep_lower(best, (offsets, peak, Strategy::Eject));
-        }
+        eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
         return true;
     }
     if !goal.done(class.peak) {
@@ -1181,6 +1176,26 @@ fn class_sweep_then_size(
     }
     keep_lower(best, (class.offsets, class.peak, Strategy::GreedySizeClass));
     true
+}
+
+/// Under a deadline, the class order's plan (`offsets` peaking at `peak`: complete,
+/// cut and swept, or its largest classes and the fill) into `best` if lower, then,
+/// unless it reached the goal, its ejection repair ([`eject_repair`]) with the time
+/// left, into `best` if lower: greedy by size, the alternative, would be cut at the
+/// deadline and swept (see [`class_sweep_then_size`]).
+fn eject_the_class_order(
+    p: &Prepared,
+    goal: &Goal,
+    index: &OverlapIndex,
+    offsets: Vec<u64>,
+    peak: u64,
+    best: &mut Option<Placement>,
+) {
+    keep_lower(best, (offsets.clone(), peak, Strategy::GreedySizeClass));
+    if !goal.done(peak) {
+        let (ejected, ejected_peak) = eject_repair(p, index, offsets, goal);
+        keep_lower(best, (ejected, ejected_peak, Strategy::Eject));
+    }
 }
 
 /// [`class_then_fill`] places by the class order the items of its largest size classes,
@@ -1233,7 +1248,8 @@ const SPLIT_WORK_SHARE: u64 = 8;
 
 /// Under a deadline, where the class order cannot complete in time: its largest size
 /// classes ([`large_classes`]) placed by the class order, every smaller item filled
-/// into the holes they leave ([`greedy::place_then_fill`]), into `best` if lower. The
+/// into the holes they leave ([`greedy::place_then_fill`]), into `best` if lower, and
+/// returned (`None` where it did not run or gave up). The
 /// greedy part keeps the fill's time ([`greedy::FILL_SWEEPS`] sweeps an item), gives up
 /// after a sixteenth of its work where its pace says it would miss that, and does not
 /// run where it would read more than 1 / [`SPLIT_WORK_SHARE`] of the whole order's work.
@@ -1247,29 +1263,25 @@ fn class_then_fill(
     sweep_time: Duration,
     index: &OverlapIndex,
     best: &mut Option<Placement>,
-) {
+) -> Option<(Vec<u64>, u64)> {
     if best.as_ref().is_some_and(|b| goal.done(b.1)) {
-        return;
+        return None;
     }
-    let Some(deadline) = best.as_ref().and(goal.budget.deadline) else {
-        return;
-    };
+    let deadline = best.as_ref().and(goal.budget.deadline)?;
     let started = Instant::now();
     let order = greedy::by_size_class(p);
     let fixed = large_classes(p, &order);
     let work = pairs_among(p, &order[..fixed]);
     if work.saturating_mul(SPLIT_WORK_SHARE) > whole_work {
         log::debug!("greedy-size-class on its {fixed} largest items: too much work ({work})");
-        return;
+        return None;
     }
     let sweep_per_item = per_item(p, sweep_time);
     let left = u32::try_from(order.len() - fixed).unwrap_or(u32::MAX);
     let reserve = sweep_per_item
         .saturating_mul(greedy::FILL_SWEEPS)
         .saturating_mul(left);
-    let Some(greedy_deadline) = deadline.checked_sub(reserve).filter(|&d| d > started) else {
-        return;
-    };
+    let greedy_deadline = deadline.checked_sub(reserve).filter(|&d| d > started)?;
     let cut = greedy::Cut {
         deadline: Some(greedy_deadline),
         sweep_per_item,
@@ -1285,12 +1297,16 @@ fn class_then_fill(
             .map_or("given up".to_string(), |f| f.peak.to_string()),
         started.elapsed()
     );
-    if let Some(filled) = filled {
-        keep_lower(
-            best,
-            (filled.offsets, filled.peak, Strategy::GreedySizeClass),
-        );
-    }
+    let filled = filled?;
+    keep_lower(
+        best,
+        (
+            filled.offsets.clone(),
+            filled.peak,
+            Strategy::GreedySizeClass,
+        ),
+    );
+    Some((filled.offsets, filled.peak))
 }
 
 /// What sweeping one item of `p` takes, the whole sweep having taken `sweep_time`.
@@ -1676,27 +1692,60 @@ mod tests {
             let goal = Goal::new(p, budget, None);
             let index = OverlapIndex::new(p);
             let whole = p.overlap_pairs() / 2;
-            class_then_fill(p, &goal, whole, Duration::from_millis(1), &index, best);
+            class_then_fill(p, &goal, whole, Duration::from_millis(1), &index, best)
         };
         let p = instance(&[64, 256, 1024, 4096, 4 << 20]);
         let budget = Budget::with_time_limit(Duration::from_secs(600));
         let (offsets, swept) = sweep::place(&p);
         let mut best = Some((offsets, swept, Strategy::Best));
-        run(&p, &budget, &mut best);
+        let filled = run(&p, &budget, &mut best);
         let (offsets, peak, strategy) = best.expect("a plan");
         p.assert_valid(&offsets, peak);
         assert_eq!(strategy, Strategy::GreedySizeClass);
         assert!(peak < swept, "{peak} not below the sweep's {swept}");
+        // It returns the plan it kept (for its ejection repair).
+        assert_eq!(filled, Some((offsets, peak)));
         // Without a deadline it does nothing: the budget's greedy orders run instead.
         let mut kept = Some((vec![0; p.items.len()], u64::MAX, Strategy::Best));
-        run(&p, &Budget::default(), &mut kept);
+        assert_eq!(run(&p, &Budget::default(), &mut kept), None);
         assert_eq!(kept.map(|k| k.1), Some(u64::MAX));
         // 4/5 of the area in the 4 and 3 MiB classes (or more): two fifths of the
         // buffers, about a sixth of the work, more than an eighth: it does not run.
         let p = instance(&[64, 4096, 1 << 20, 3 << 20, 4 << 20]);
         let mut kept = Some((vec![0; p.items.len()], u64::MAX, Strategy::Best));
-        run(&p, &budget, &mut kept);
+        assert_eq!(run(&p, &budget, &mut kept), None);
         assert_eq!(kept.map(|k| k.1), Some(u64::MAX));
+    }
+
+    #[test]
+    fn the_class_order_s_plan_is_kept_then_lowered_by_its_ejection_repair() {
+        let mut rng = crate::seeded::Rng::new(21);
+        let ranges: Vec<LiveRange> = (0..2000u64)
+            .map(|start| LiveRange {
+                start,
+                end: start + 1 + rng.index(800) as u64,
+                size: (16 << rng.index(10)) + rng.index(16) as u64,
+            })
+            .collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let budget = Budget::with_time_limit(Duration::from_secs(600));
+        let goal = Goal::new(&p, &budget, None);
+        // The sweep's plan stands in for the class order's: well above the bound.
+        let (offsets, peak) = sweep::place(&p);
+        let mut best = None;
+        eject_the_class_order(&p, &goal, &index, offsets.clone(), peak, &mut best);
+        let (kept, kept_peak, strategy) = best.expect("a plan");
+        p.assert_valid(&kept, kept_peak);
+        assert!(kept_peak < peak, "{kept_peak} not below {peak}");
+        assert_eq!(strategy, Strategy::Eject);
+        let (ejected, ejected_peak) = eject_repair(&p, &index, offsets.clone(), &goal);
+        assert_eq!((kept, kept_peak), (ejected, ejected_peak));
+        // A plan at the goal is kept as it is, not repaired.
+        let reached = Goal::new(&p, &budget, Some(peak));
+        let mut best = None;
+        eject_the_class_order(&p, &reached, &index, offsets.clone(), peak, &mut best);
+        assert_eq!(best, Some((offsets, peak, Strategy::GreedySizeClass)));
     }
 
     #[test]
