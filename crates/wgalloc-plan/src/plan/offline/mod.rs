@@ -933,14 +933,15 @@ const CLASS_FIRST_SWEEPS: u32 = 16;
 ///
 /// Otherwise within [`GREEDY_SIZE_WORK`] in all:
 ///
-/// * Both orders within the budget, and no deadline or one at least
+/// * Both orders within the budget, and (here always) a deadline at least
 ///   [`CLASS_FIRST_SWEEPS`] sweeps away: greedy-size-class first (complete, cut at the
 ///   deadline with the rest swept above, or given up after a sixteenth of its work
-///   where it foresees missing the deadline), then greedy-size, and the class order's
-///   plan is offered after it, so that a tie keeps greedy-size's (as when it ran
-///   first): without a deadline the plans are those of greedy-size first. With a
-///   deadline greedy-size does not run where the class order reached the goal.
-/// * Otherwise greedy-size first. Where the work or the goal's deadline runs out, the
+///   where it foresees missing the deadline), then the ejection repair of its plan
+///   with the time left ([`eject_the_class_order`]). Where it gave up, its largest
+///   classes and the fill ([`class_then_fill`]) and their repair in its place, and
+///   greedy-size only where that did not run either.
+/// * Otherwise, under a deadline, [`class_then_fill`] and its repair where it runs.
+///   Elsewhere greedy-size first. Where the work or the goal's deadline runs out, the
 ///   items still to place (the smallest) are swept above the greedy part
 ///   ([`greedy::place_then_sweep`]) rather than the work thrown away: on a million
 ///   malloc-like buffers with 10 s, 1% over the bound where the sweep alone is 25%
