@@ -924,7 +924,8 @@ const CLASS_FIRST_SWEEPS: u32 = 16;
 ///
 /// * Where the class order costs less by [`class_sweep`] ([`class_sweep_pays`]) and
 ///   the next case does not hold: [`class_sweep_then_size`] (under a deadline, the
-///   class order then its ejection repair; greedy by size does not run). Where it
+///   class order then its ejection repair, then greedy by size in whatever time the
+///   repair leaves: [`size_in_the_time_left`]). Where it
 ///   gives up, the cases below.
 /// * No deadline, and each order within [`GREEDY_SIZE_WORK`] alone: both, side by
 ///   side on two threads where [`Budget::threads`] and the machine allow, else in
@@ -1021,22 +1022,23 @@ fn greedy_by_size_alone(
         );
         // Here there is a deadline (without one, both orders ran above where they
         // fit): the class order's plan, or its largest classes and the fill, then its
-        // ejection repair; greedy by size only where neither ran.
+        // ejection repair, then greedy by size in whatever time is left.
         let Some(class) = class else {
-            match class_then_fill(p, goal, work, sweep_time, index, best) {
-                Some((offsets, peak)) => eject_the_class_order(p, goal, index, offsets, peak, best),
-                None => {
-                    by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
-                }
+            if let Some((offsets, peak)) = class_then_fill(p, goal, work, sweep_time, index, best) {
+                eject_the_class_order(p, goal, index, offsets, peak, best);
             }
+            size_in_the_time_left(p, goal, left, sweep_time, index, best);
             return;
         };
+        let left = left.saturating_sub(class.work);
         eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
+        size_in_the_time_left(p, goal, left, sweep_time, index, best);
         return;
     }
     if deadline.is_some() {
         if let Some((offsets, peak)) = class_then_fill(p, goal, work, sweep_time, index, best) {
             eject_the_class_order(p, goal, index, offsets, peak, best);
+            size_in_the_time_left(p, goal, left, sweep_time, index, best);
             return;
         }
     }
@@ -1145,12 +1147,13 @@ fn class_by_sweep(
 ///   unless the class order reached the goal; greedy-size's plan is offered first, so
 ///   that a tie keeps it.
 /// * Under a deadline, the time left goes to the ejection repair of the class order's
-///   plan ([`eject_repair`], complete or split) instead: greedy by size would be cut
-///   at the deadline and swept. Same sitting, seeds 1-4 at a million buffers with
+///   plan ([`eject_repair`], complete or split) first: greedy by size would be cut
+///   at the deadline and swept. Greedy by size has whatever time the repair leaves
+///   ([`size_in_the_time_left`]; with time to spare it completes). Same sitting, seeds 1-4 at a million buffers with
 ///   10 s: cut greedy by size ended above the class order's plan on every malloc-like
 ///   seed (1.0074-1.0204), and the repair took malloc from 1.0015 / 1.0095 / 1.0117
 ///   (min / median / max) to 1.0003 / 1.0027 / 1.0048 (within 0.5% on 4 of 4 seeds
-///   where it was 2), bimodal to its bound in 3.9 s; narrow, few-sizes and bursts
+///   where it was 2), bimodal to its bound in 3.7 s; narrow, few-sizes and bursts
 ///   kept their counts, wide its run-to-run spread. At 100,000 buffers with 2 s (seeds
 ///   1-8) malloc's median fell 1.0051 -> 1.0045 (within 0.25% on 3 seeds where it
 ///   was 2) and narrow's max 1.0042 -> 1.0007.
@@ -1169,6 +1172,14 @@ fn class_sweep_then_size(
     };
     if deadline.is_some() {
         eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
+        size_in_the_time_left(
+            p,
+            goal,
+            budget.saturating_sub(class.work),
+            sweep_time,
+            index,
+            best,
+        );
         return true;
     }
     if !goal.done(class.peak) {
@@ -1196,6 +1207,25 @@ fn eject_the_class_order(
     if !goal.done(peak) {
         let (ejected, ejected_peak) = eject_repair(p, index, offsets, goal);
         keep_lower(best, (ejected, ejected_peak, Strategy::Eject));
+    }
+}
+
+/// Greedy by size within `work` and what is left of the deadline, into `best` if
+/// lower, where `best` is short of the goal and the deadline has not passed: after
+/// the class order's ejection repair ([`eject_the_class_order`]), which stops on its
+/// own (failed ceilings, its work) with time left under a far deadline. So with time
+/// to spare greedy by size still completes and `best` is at most its plan; under a
+/// tight deadline the repair used the time and this does nothing.
+fn size_in_the_time_left(
+    p: &Prepared,
+    goal: &Goal,
+    work: u64,
+    sweep_time: Duration,
+    index: &OverlapIndex,
+    best: &mut Option<Placement>,
+) {
+    if best.as_ref().is_none_or(|b| !goal.done(b.1)) {
+        by_size_within(p, goal, Strategy::GreedySize, work, sweep_time, index, best);
     }
 }
 
