@@ -1703,6 +1703,20 @@ fn describe(found: &Found) -> String {
 mod tests {
     use super::*;
 
+    /// `n` items, one starting at each step, living 1 to `life` steps, sized
+    /// `16 << 0..octaves` plus up to 15 bytes (`seed` draws them).
+    fn one_start_a_step(seed: u64, n: u64, life: usize, octaves: usize) -> Prepared {
+        let mut rng = crate::seeded::Rng::new(seed);
+        let ranges: Vec<LiveRange> = (0..n)
+            .map(|start| LiveRange {
+                start,
+                end: start + 1 + rng.index(life) as u64,
+                size: (16 << rng.index(octaves)) + rng.index(16) as u64,
+            })
+            .collect();
+        Prepared::new(&ranges, 1).expect("valid")
+    }
+
     #[test]
     fn the_large_classes_then_the_fill_lower_the_sweep_under_a_deadline() {
         let instance = |sizes: &[u64]| {
@@ -1750,15 +1764,7 @@ mod tests {
 
     #[test]
     fn the_class_order_s_plan_is_kept_then_lowered_by_its_ejection_repair() {
-        let mut rng = crate::seeded::Rng::new(21);
-        let ranges: Vec<LiveRange> = (0..2000u64)
-            .map(|start| LiveRange {
-                start,
-                end: start + 1 + rng.index(800) as u64,
-                size: (16 << rng.index(10)) + rng.index(16) as u64,
-            })
-            .collect();
-        let p = Prepared::new(&ranges, 1).expect("valid");
+        let p = one_start_a_step(21, 2000, 800, 10);
         let index = OverlapIndex::new(&p);
         let budget = Budget::with_time_limit(Duration::from_secs(600));
         let goal = Goal::new(&p, &budget, None);
@@ -1781,15 +1787,7 @@ mod tests {
 
     #[test]
     fn the_class_order_by_classes_is_the_greedy_s_or_valid_where_cut() {
-        let mut rng = crate::seeded::Rng::new(9);
-        let ranges: Vec<LiveRange> = (0..3000u64)
-            .map(|start| LiveRange {
-                start,
-                end: start + 1 + rng.index(1500) as u64,
-                size: (16 << rng.index(12)) + rng.index(16) as u64,
-            })
-            .collect();
-        let p = Prepared::new(&ranges, 1).expect("valid");
+        let p = one_start_a_step(9, 3000, 1500, 12);
         let pairs = p.overlap_pairs() / 2;
         let by_sweep = |work: u64, deadline: Option<Instant>, whole_work: u64| {
             class_by_sweep(&p, work, whole_work, deadline, Duration::from_millis(1))
@@ -1825,15 +1823,7 @@ mod tests {
 
     #[test]
     fn under_a_deadline_the_class_order_is_lowered_by_the_ejection_repair() {
-        let mut rng = crate::seeded::Rng::new(13);
-        let ranges: Vec<LiveRange> = (0..3000u64)
-            .map(|start| LiveRange {
-                start,
-                end: start + 1 + rng.index(1500) as u64,
-                size: (16 << rng.index(12)) + rng.index(16) as u64,
-            })
-            .collect();
-        let p = Prepared::new(&ranges, 1).expect("valid");
+        let p = one_start_a_step(13, 3000, 1500, 12);
         let pairs = p.overlap_pairs() / 2;
         let sweep_time = Duration::from_millis(1);
         let whole = class_by_sweep(&p, u64::MAX, pairs, None, sweep_time).expect("complete");
