@@ -1876,6 +1876,115 @@ mod tests {
         assert_eq!(kept.map(|k| k.1), Some(u64::MAX));
     }
 
+    /// Under a far deadline, where the class sweep does not pay and both orders by size
+    /// fit the budget, greedy by size alone runs the class order first, then the
+    /// ejection repair of its plan, then greedy by size: `best` ends at the repair's
+    /// plan where it is below the other two (without the repair it would end at the
+    /// lower of the class order's and greedy by size's plans).
+    #[test]
+    fn where_both_orders_fit_a_deadline_the_class_order_is_lowered_by_the_ejection_repair() {
+        // About 50 items live at once: the greedy costs less than the class sweep.
+        let p = one_start_a_step(1, 2000, 100, 10);
+        assert!(!class_sweep_pays(&p));
+        let pairs = p.overlap_pairs();
+        assert!(pairs / 2 * 2 <= GREEDY_SIZE_WORK, "both fit the budget");
+        let budget = Budget::with_time_limit(Duration::from_secs(600));
+        let goal = Goal::new(&p, &budget, None);
+        // Far less than a sixteenth of the time left: the class order goes first.
+        let sweep_time = Duration::from_millis(1);
+        let index = OverlapIndex::new(&p);
+        let (offsets, swept) = sweep::place(&p);
+        let sweep_plan = Some((offsets, swept, Strategy::Best));
+        // The class order's plan, complete (the deadline is far), as `by_size_run`
+        // makes it there.
+        let order = greedy::by_size_class(&p);
+        let (class, class_peak) = greedy::place(&p, &index, &order, greedy::Fit::Lowest);
+        let limits = RunLimits {
+            work: u64::MAX,
+            forecast: Some(pairs / 2),
+            threads: budget.two_threads(),
+        };
+        let strategy = Strategy::GreedySizeClass;
+        let run = by_size_run(&p, &goal, strategy, limits, sweep_time, &index, &sweep_plan);
+        let run = run.expect("a plan");
+        assert!(run.complete);
+        assert_eq!((&run.offsets, run.peak), (&class, class_peak));
+        let (_, size_peak) = greedy::place(&p, &index, &greedy::by_size(&p), greedy::Fit::Lowest);
+        // Its ejection repair (work-bound: the same every time) is below the class
+        // order, greedy by size and the sweep.
+        let (ejected, ejected_peak) = eject_repair(&p, &index, class, &goal);
+        p.assert_valid(&ejected, ejected_peak);
+        assert!(
+            ejected_peak < class_peak.min(size_peak).min(swept),
+            "{ejected_peak} not below the class order's {class_peak}, greedy by size's \
+             {size_peak} and the sweep's {swept}"
+        );
+        let mut best = sweep_plan.clone();
+        let mut built = Some(index);
+        greedy_by_size_alone(&p, &goal, pairs, sweep_time, &mut built, &mut best);
+        let (offsets, peak, strategy) = best.expect("a plan");
+        p.assert_valid(&offsets, peak);
+        assert_eq!((peak, strategy), (ejected_peak, Strategy::Eject));
+        assert!(offsets == ejected, "not the repair's plan");
+    }
+
+    /// Under a deadline too near for the class order to go first (less than sixteen
+    /// sweeps away) yet far enough for its largest classes and the fill, where the
+    /// class sweep does not pay, greedy by size alone places the largest classes and
+    /// fills the rest in, then runs the ejection repair of that plan, then greedy by
+    /// size: `best` ends at the repair's plan where it is below the filled plan,
+    /// greedy by size's and the sweep's (without the repair it would end at the
+    /// filled plan).
+    #[test]
+    fn without_time_for_the_class_order_first_its_large_classes_and_fill_are_ejection_repaired() {
+        // 4/5 of the area in the 4 MiB class: about a fifth of the buffers.
+        let sizes = [64, 256, 1024, 4096, 4 << 20];
+        let mut rng = crate::seeded::Rng::new(7);
+        let ranges: Vec<LiveRange> = (0..3000u64)
+            .map(|start| LiveRange {
+                start,
+                end: start + 1 + rng.index(400) as u64,
+                size: sizes[rng.index(sizes.len())],
+            })
+            .collect();
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        assert!(!class_sweep_pays(&p));
+        let pairs = p.overlap_pairs();
+        let budget = Budget::with_time_limit(Duration::from_secs(600));
+        let goal = Goal::new(&p, &budget, None);
+        // Sixteen sweeps of a minute are past the deadline, ten minutes away: no time
+        // for the class order first. What the fill keeps (four sweeps an item it
+        // fills, at most four minutes) and greedy by size (a sweep) still fit.
+        let sweep_time = Duration::from_secs(60);
+        assert!(budget
+            .deadline
+            .is_some_and(|d| Instant::now() + sweep_time.saturating_mul(CLASS_FIRST_SWEEPS) >= d));
+        let index = OverlapIndex::new(&p);
+        let (offsets, swept) = sweep::place(&p);
+        let sweep_plan = Some((offsets, swept, Strategy::Best));
+        // The largest classes and the fill, as `class_then_fill` makes them there.
+        let mut kept = sweep_plan.clone();
+        let (filled, filled_peak) =
+            class_then_fill(&p, &goal, pairs / 2, sweep_time, &index, &mut kept).expect("a plan");
+        let (_, size_peak) = greedy::place(&p, &index, &greedy::by_size(&p), greedy::Fit::Lowest);
+        // Its ejection repair (work-bound: the same every time) is below the filled
+        // plan, greedy by size and the sweep.
+        let (ejected, ejected_peak) = eject_repair(&p, &index, filled, &goal);
+        p.assert_valid(&ejected, ejected_peak);
+        assert!(
+            ejected_peak < filled_peak.min(size_peak).min(swept),
+            "{ejected_peak} not below the filled plan's {filled_peak}, greedy by size's \
+             {size_peak} and the sweep's {swept}"
+        );
+        let mut best = sweep_plan.clone();
+        let mut built = Some(index);
+        greedy_by_size_alone(&p, &goal, pairs, sweep_time, &mut built, &mut best);
+        let (offsets, peak, strategy) = best.expect("a plan");
+        p.assert_valid(&offsets, peak);
+        assert_eq!((peak, strategy), (ejected_peak, Strategy::Eject));
+        assert!(offsets == ejected, "not the repair's plan");
+    }
+
     #[test]
     fn the_class_sweep_pays_where_many_items_are_live_at_once() {
         let instance = |n: u64, life: u64| {
