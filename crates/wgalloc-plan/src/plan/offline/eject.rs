@@ -24,10 +24,15 @@
 //!
 //! [`lower`] starts with a ceiling a 32nd of the excess (peak minus lower bound)
 //! under the peak; after a success it keeps the step (doubles it, up to the first,
-//! where the success was cheap: [`GROW_BELOW`]), after a failure it goes back to
-//! the last complete placement and halves the step (an attempt may spend a quarter of
-//! the work left), until the step is below the sizes' common unit,
-//! [`MISSES_IN_A_ROW`] attempts have failed in a row, the target is reached, the work
+//! where the success was cheap: [`GROW_BELOW`]). After a failure it first completes
+//! the attempt's placement: every item still lifted goes, largest first, to the
+//! lowest offset free over its lifetime, above the ceiling where need be. That
+//! placement is kept where it peaks below the last complete one (most of the pile
+//! went under the ceiling before the work ran out); otherwise the repair goes back to
+//! the last complete placement. Either way it halves the step (an attempt may spend
+//! a quarter of the work left), until the step is below the sizes' common unit,
+//! [`MISSES_IN_A_ROW`] attempts have failed in a row (a kept completion is not a
+//! failure), the target is reached, the work
 //! runs out or the deadline passes. Every placement it keeps is complete and valid.
 //!
 //! A step costs O(L) for L items live with the one placed (read from
@@ -92,6 +97,31 @@ pub(crate) fn lower(
     offsets: &mut [u64],
     limits: &Limits,
 ) -> u64 {
+    lower_traced(p, index, offsets, limits, &mut |_| {})
+}
+
+/// One attempt of [`lower`] at a ceiling, as [`lower_traced`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Attempt {
+    /// The ceiling.
+    goal: u64,
+    /// How far under the last complete placement's peak it was.
+    step: u64,
+    /// Whether every item went under it.
+    reached: bool,
+    /// Where it missed: the peak of its placement completed above the ceiling, if
+    /// that was kept (lower than the last).
+    completed: Option<u64>,
+}
+
+/// [`lower`], reporting each attempt to `trace` as it ends.
+fn lower_traced(
+    p: &Prepared,
+    index: &OverlapIndex,
+    offsets: &mut [u64],
+    limits: &Limits,
+    trace: &mut dyn FnMut(Attempt),
+) -> u64 {
     let mut best_peak = p.peak_of(offsets);
     let unit = p.items.iter().map(|it| it.size).fold(0u64, gcd).max(1);
     let floor = p.lower_bound.max(limits.target);
@@ -122,16 +152,47 @@ pub(crate) fn lower(
             if reached { "reached" } else { "missed" }
         );
         if reached {
+            trace(Attempt {
+                goal,
+                step,
+                reached,
+                completed: None,
+            });
             misses = 0;
             best_peak = p.peak_of(&state.offsets);
             offsets.copy_from_slice(&state.offsets);
             step = grown(step, first_step, spent, allowed);
         } else {
-            misses += 1;
+            // The items still lifted go to the lowest place free for them, above
+            // the ceiling where need be: the placement is complete again, and kept
+            // where it peaks lower than the last one.
+            let salvaged = match state.complete_above(limits.deadline) {
+                Some((peak, read)) => {
+                    work_left = work_left.saturating_sub(read);
+                    peak < best_peak
+                }
+                None => false,
+            };
+            if salvaged {
+                best_peak = p.peak_of(&state.offsets);
+                offsets.copy_from_slice(&state.offsets);
+                log::debug!("ejection repair: completed above the ceiling at {best_peak}");
+                misses = 0;
+            } else {
+                misses += 1;
+            }
+            trace(Attempt {
+                goal,
+                step,
+                reached,
+                completed: salvaged.then_some(best_peak),
+            });
             if step <= unit || misses >= MISSES_IN_A_ROW || expired(limits.deadline) {
                 break;
             }
-            state.restore(offsets);
+            if !salvaged {
+                state.restore(offsets);
+            }
             step = (step / 2).max(unit);
         }
     }
@@ -204,6 +265,43 @@ impl<'a> State<'a> {
             self.placed[i] = true;
             self.record(i);
         }
+    }
+
+    /// After a missed attempt: every item not placed, largest first, at the lowest
+    /// offset free over its lifetime (above the ceiling where need be), so that the
+    /// placement is complete again; returns its peak and the items read (`None`, the
+    /// state partial, where `deadline` passed first). O(k L) for k
+    /// items placed with L live with each, plus O(n) to find them.
+    fn complete_above(&mut self, deadline: Option<Instant>) -> Option<(u64, u64)> {
+        let mut read = 0u64;
+        // Every item not placed, not only those queued: the attempt may have taken one
+        // from the queue before it stopped. Largest first, as the attempt places them.
+        self.queue.clear();
+        let mut lifted: Vec<usize> = (0..self.p.items.len())
+            .filter(|&i| !self.placed[i])
+            .collect();
+        lifted.sort_by_key(|&i| (Reverse(self.p.items[i].size), i));
+        for (k, u) in lifted.into_iter().enumerate() {
+            if (k as u64).is_multiple_of(DEADLINE_STEPS) && expired(deadline) {
+                return None;
+            }
+            let it = self.p.items[u];
+            self.near.clear();
+            self.spans.placed_in(it.a, it.b, u, &mut self.near);
+            self.by_start.clear();
+            self.by_start.extend(
+                self.near
+                    .iter()
+                    .enumerate()
+                    .map(|(k, s)| (s.offset, k as u64)),
+            );
+            read += self.near.len() as u64 + 1;
+            sort_by_start(&mut self.by_start, &mut self.sort);
+            self.offsets[u] = lowest_free(&self.near, &self.by_start, it.size);
+            self.placed[u] = true;
+            self.record(u);
+        }
+        Some((self.p.peak_of(&self.offsets), read))
     }
 
     /// What lifting item `i` costs now.
@@ -404,6 +502,97 @@ mod tests {
             })
             .min()
             .map_or(0, |(_, x)| x)
+    }
+
+    /// A malloc-like instance on which [`lower`] both grows its step again and keeps
+    /// placements completed above a missed ceiling (within [`TRACED_WORK`]), its
+    /// overlap index and the class order's placement of it.
+    fn traced_instance() -> (Prepared, OverlapIndex, Vec<u64>) {
+        let ranges = malloc_like(2000, 1085, 100);
+        let p = Prepared::new(&ranges, 8).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let (offsets, _) = greedy_class(&p, &index);
+        (p, index, offsets)
+    }
+
+    /// The work [`traced_instance`]'s repair gets.
+    const TRACED_WORK: u64 = 5_000_000;
+
+    /// [`lower_traced`] on [`traced_instance`]: its peak, placement and attempts.
+    fn traced() -> (Prepared, u64, Vec<u64>, Vec<Attempt>) {
+        let (p, index, mut offsets) = traced_instance();
+        let limits = Limits {
+            target: p.lower_bound,
+            work: TRACED_WORK,
+            deadline: None,
+        };
+        let mut attempts = Vec::new();
+        let peak = lower_traced(&p, &index, &mut offsets, &limits, &mut |a| attempts.push(a));
+        (p, peak, offsets, attempts)
+    }
+
+    #[test]
+    fn after_a_cheap_success_the_step_grows_again_up_to_the_first() {
+        let (p, peak, offsets, attempts) = traced();
+        p.assert_valid(&offsets, peak);
+        let first = attempts[0].step;
+        assert!(attempts.iter().all(|a| a.step <= first));
+        // A step above the one before it follows only a success.
+        let grew: Vec<_> = attempts
+            .windows(2)
+            .filter(|w| w[1].step > w[0].step)
+            .collect();
+        assert!(!grew.is_empty(), "the step never grew: {attempts:?}");
+        let doubled = |w: &&[Attempt]| w[0].reached && w[1].step == (2 * w[0].step).min(first);
+        assert!(grew.iter().all(doubled), "{grew:?}");
+    }
+
+    #[test]
+    fn a_missed_ceiling_s_placement_completed_above_it_is_kept_where_lower() {
+        let (p, peak, offsets, attempts) = traced();
+        p.assert_valid(&offsets, peak);
+        let mut last = p.peak_of(&traced_instance().2);
+        let mut completed = 0;
+        for a in &attempts {
+            if let Some(c) = a.completed {
+                assert!(!a.reached);
+                // Above the ceiling it missed, below the placement before it.
+                assert!(a.goal < c && c < last, "{a:?} after {last}");
+                completed += 1;
+                last = c;
+            } else if a.reached {
+                assert!(a.goal < last);
+                last = a.goal;
+            }
+        }
+        assert!(completed > 0, "no completed placement kept: {attempts:?}");
+        assert!(peak <= last);
+    }
+
+    #[test]
+    fn completing_a_missed_attempt_places_every_lifted_item_and_moves_no_other() {
+        let (p, index, offsets) = traced_instance();
+        let mut state = State::new(&p, &index, &offsets);
+        // The bound, with little work: missed, many items left lifted.
+        let (reached, _) = state.attempt(p.lower_bound, 10_000, None);
+        assert!(!reached);
+        let before: Vec<Option<u64>> = (0..p.items.len())
+            .map(|i| state.placed[i].then_some(state.offsets[i]))
+            .collect();
+        assert!(before.iter().any(Option::is_none));
+        // With its deadline passed it stops (the state is restored after it).
+        let mut late = State::new(&p, &index, &offsets);
+        assert!(!late.attempt(p.lower_bound, 10_000, None).0);
+        assert_eq!(late.complete_above(Some(Instant::now())), None);
+        let (peak, read) = state.complete_above(None).expect("no deadline");
+        assert!(read > 0);
+        assert!(state.placed.iter().all(|&placed| placed));
+        p.assert_valid(&state.offsets, peak);
+        for (i, kept) in before.iter().enumerate() {
+            if let Some(offset) = kept {
+                assert_eq!(state.offsets[i], *offset, "item {i} moved");
+            }
+        }
     }
 
     #[test]
