@@ -26,9 +26,10 @@
 //! under the peak; after a success it keeps the step (doubles it, up to the first,
 //! where the success was cheap: [`GROW_BELOW`]). After a failure it first completes
 //! the attempt's placement: every item still lifted goes, largest first, to the
-//! lowest offset free over its lifetime, above the ceiling where need be. That
-//! placement is kept where it peaks below the last complete one (most of the pile
-//! went under the ceiling before the work ran out); otherwise the repair goes back to
+//! lowest offset free over its lifetime, above the ceiling where need be. Where that
+//! placement ends under the ceiling after all, the ceiling holds (a success); else
+//! it is kept where it peaks below the last complete one (most of the pile went
+//! under the ceiling before the work ran out), and otherwise the repair goes back to
 //! the last complete placement. Either way it halves the step (an attempt may spend
 //! a quarter of the work left), until the step is below the sizes' common unit,
 //! [`MISSES_IN_A_ROW`] attempts have failed in a row (a kept completion is not a
@@ -37,8 +38,11 @@
 //!
 //! A step costs O(L) for L items live with the one placed (read from
 //! [`MovableSpans`]' contiguous slots and bucket-sorted by offset and by top), plus
-//! O(log T) per item lifted or placed; restoring the last complete placement after a
-//! failure costs O(n log T).
+//! O(log T) per item lifted or placed; completing a missed attempt costs O(k L) for
+//! the k items it left, plus O(n + k log k) to find and order them; restoring the
+//! last complete placement after a failure costs O(n log T). An attempt cut by the
+//! deadline is not completed (the completion checks the clock first), so under a
+//! deadline the last attempt's work is lost, as before.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -55,6 +59,9 @@ pub(crate) struct Limits {
     pub target: u64,
     /// Work all attempts may spend together: a unit per item live with an item placed
     /// (read from the spans), at least one per step, and a unit per item per attempt.
+    /// The completion of a missed attempt is not cut by the work
+    /// (its items are at most those the attempt had left): it may take the total a
+    /// little past this, never further than that completion.
     pub work: u64,
     /// Stop once this instant has passed (checked every [`DEADLINE_STEPS`] steps).
     pub deadline: Option<Instant>,
@@ -74,9 +81,9 @@ const ATTEMPT_SHARE: u64 = 4;
 /// After a success that spent under 1 / this of the work it was allowed, the step
 /// doubles again (up to the first step): the ceiling was far from tight, and a step
 /// halved by an early miss would otherwise stay small for the rest of the repair. On
-/// a million malloc-like buffers with 10 s (seed 3) the step fell from 16,893 to
-/// 4,223 bytes after two misses and the repair crept to 1.0058 by the deadline;
-/// growing again it reached 1.0048.
+/// a million malloc-like buffers with 10 s (seed 3, the fifteenth round) the step
+/// fell from 16,893 to 4,223 bytes after two misses and the repair crept to 1.0058 by
+/// the deadline; growing again it reached 1.0048.
 const GROW_BELOW: u64 = 16;
 
 /// Work an attempt may always spend, whatever is left.
@@ -105,13 +112,17 @@ pub(crate) fn lower(
 struct Attempt {
     /// The ceiling.
     goal: u64,
-    /// How far under the last complete placement's peak it was.
+    /// The step it was set with: about how far under the last complete placement's
+    /// peak it was (the ceiling is rounded down to the sizes' common unit and never
+    /// under the target or the bound).
     step: u64,
     /// Whether every item went under it.
     reached: bool,
     /// Where it missed: the peak of its placement completed above the ceiling, if
     /// that was kept (lower than the last).
     completed: Option<u64>,
+    /// The peak of the last complete placement after it.
+    peak: u64,
 }
 
 /// [`lower`], reporting each attempt to `trace` as it ends.
@@ -143,58 +154,57 @@ fn lower_traced(
         let allowed = (work_left / ATTEMPT_SHARE)
             .max(MIN_ATTEMPT_WORK)
             .min(work_left);
-        let (reached, spent) = state.attempt(goal, allowed, limits.deadline);
+        let (placed_under, spent) = state.attempt(goal, allowed, limits.deadline);
         // An attempt also scans every item (the lift, the peak, the copy or the
         // restore): a unit each, so that many cheap attempts cannot outrun the work.
+        // A completion after a miss counts the items it reads and places.
         work_left = work_left.saturating_sub(spent.saturating_add(items));
+        // A miss: the items still lifted go to the lowest place free for them, above
+        // the ceiling where need be, so that the placement is complete again (its
+        // peak). Where that peak is under the ceiling after all, the ceiling holds.
+        let completed = if placed_under {
+            None
+        } else {
+            state.complete_above(limits.deadline).map(|(peak, read)| {
+                work_left = work_left.saturating_sub(read);
+                peak
+            })
+        };
+        let reached = placed_under || completed.is_some_and(|peak| peak <= goal);
+        // A completed placement above the ceiling is kept where it peaks lower.
+        let kept = completed.filter(|&peak| !reached && peak < best_peak);
         log::debug!(
             "ejection repair: ceiling {goal} (step {step}) {} with {spent} work",
             if reached { "reached" } else { "missed" }
         );
-        if reached {
-            trace(Attempt {
-                goal,
-                step,
-                reached,
-                completed: None,
-            });
-            misses = 0;
-            best_peak = p.peak_of(&state.offsets);
+        if reached || kept.is_some() {
+            best_peak = completed.unwrap_or_else(|| p.peak_of(&state.offsets));
             offsets.copy_from_slice(&state.offsets);
-            step = grown(step, first_step, spent, allowed);
+            misses = 0;
         } else {
-            // The items still lifted go to the lowest place free for them, above
-            // the ceiling where need be: the placement is complete again, and kept
-            // where it peaks lower than the last one.
-            let salvaged = match state.complete_above(limits.deadline) {
-                Some((peak, read)) => {
-                    work_left = work_left.saturating_sub(read);
-                    peak < best_peak
-                }
-                None => false,
-            };
-            if salvaged {
-                best_peak = p.peak_of(&state.offsets);
-                offsets.copy_from_slice(&state.offsets);
-                log::debug!("ejection repair: completed above the ceiling at {best_peak}");
-                misses = 0;
-            } else {
-                misses += 1;
-            }
-            trace(Attempt {
-                goal,
-                step,
-                reached,
-                completed: salvaged.then_some(best_peak),
-            });
-            if step <= unit || misses >= MISSES_IN_A_ROW || expired(limits.deadline) {
-                break;
-            }
-            if !salvaged {
-                state.restore(offsets);
-            }
-            step = (step / 2).max(unit);
+            misses += 1;
         }
+        trace(Attempt {
+            goal,
+            step,
+            reached,
+            completed: kept,
+            peak: best_peak,
+        });
+        if reached {
+            step = grown(step, first_step, spent, allowed);
+            continue;
+        }
+        if let Some(peak) = kept {
+            log::debug!("ejection repair: completed above the ceiling at {peak}");
+        }
+        if step <= unit || misses >= MISSES_IN_A_ROW || expired(limits.deadline) {
+            break;
+        }
+        if kept.is_none() {
+            state.restore(offsets);
+        }
+        step = (step / 2).max(unit);
     }
     best_peak
 }
@@ -277,31 +287,38 @@ impl<'a> State<'a> {
         // Every item not placed, not only those queued: the attempt may have taken one
         // from the queue before it stopped. Largest first, as the attempt places them.
         self.queue.clear();
-        let mut lifted: Vec<usize> = (0..self.p.items.len())
+        let mut unplaced: Vec<usize> = (0..self.p.items.len())
             .filter(|&i| !self.placed[i])
             .collect();
-        lifted.sort_by_key(|&i| (Reverse(self.p.items[i].size), i));
-        for (k, u) in lifted.into_iter().enumerate() {
+        unplaced.sort_by_key(|&i| (Reverse(self.p.items[i].size), i));
+        for (k, u) in unplaced.into_iter().enumerate() {
             if (k as u64).is_multiple_of(DEADLINE_STEPS) && expired(deadline) {
                 return None;
             }
-            let it = self.p.items[u];
-            self.near.clear();
-            self.spans.placed_in(it.a, it.b, u, &mut self.near);
-            self.by_start.clear();
-            self.by_start.extend(
-                self.near
-                    .iter()
-                    .enumerate()
-                    .map(|(k, s)| (s.offset, k as u64)),
-            );
-            read += self.near.len() as u64 + 1;
-            sort_by_start(&mut self.by_start, &mut self.sort);
-            self.offsets[u] = lowest_free(&self.near, &self.by_start, it.size);
+            let size = self.p.items[u].size;
+            read += self.gather(u) + 1;
+            self.offsets[u] = lowest_free(&self.near, &self.by_start, size);
             self.placed[u] = true;
             self.record(u);
         }
         Some((self.p.peak_of(&self.offsets), read))
+    }
+
+    /// Reads the placed items live with item `u` into `near` and sorts them by offset
+    /// into `by_start`; returns how many it read.
+    fn gather(&mut self, u: usize) -> u64 {
+        let it = self.p.items[u];
+        self.near.clear();
+        self.spans.placed_in(it.a, it.b, u, &mut self.near);
+        self.by_start.clear();
+        self.by_start.extend(
+            self.near
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (s.offset, k as u64)),
+        );
+        sort_by_start(&mut self.by_start, &mut self.sort);
+        self.near.len() as u64
     }
 
     /// What lifting item `i` costs now.
@@ -330,7 +347,8 @@ impl<'a> State<'a> {
     }
 
     /// Places every item under `goal` within `work`; returns whether it did and the
-    /// work spent. On failure the state is partial: [`State::restore`] it.
+    /// work spent. On failure the state is partial: complete it
+    /// ([`State::complete_above`]) or [`State::restore`] it.
     fn attempt(&mut self, goal: u64, work: u64, deadline: Option<Instant>) -> (bool, u64) {
         for i in 0..self.p.items.len() {
             if self.offsets[i] + self.p.items[i].size > goal {
@@ -360,17 +378,7 @@ impl<'a> State<'a> {
     /// read.
     fn place(&mut self, u: usize, goal: u64) -> u64 {
         let it = self.p.items[u];
-        self.near.clear();
-        self.spans.placed_in(it.a, it.b, u, &mut self.near);
-        let read = self.near.len() as u64;
-        self.by_start.clear();
-        self.by_start.extend(
-            self.near
-                .iter()
-                .enumerate()
-                .map(|(k, s)| (s.offset, k as u64)),
-        );
-        sort_by_start(&mut self.by_start, &mut self.sort);
+        let read = self.gather(u);
         let free = lowest_free(&self.near, &self.by_start, it.size);
         let x = if free + it.size <= goal {
             free
@@ -535,6 +543,7 @@ mod tests {
     fn after_a_cheap_success_the_step_grows_again_up_to_the_first() {
         let (p, peak, offsets, attempts) = traced();
         p.assert_valid(&offsets, peak);
+        assert_eq!(peak, p.peak_of(&offsets));
         let first = attempts[0].step;
         assert!(attempts.iter().all(|a| a.step <= first));
         // A step above the one before it follows only a success.
@@ -548,25 +557,29 @@ mod tests {
     }
 
     #[test]
-    fn a_missed_ceiling_s_placement_completed_above_it_is_kept_where_lower() {
+    fn a_missed_ceiling_whose_completed_placement_peaks_lower_keeps_it() {
         let (p, peak, offsets, attempts) = traced();
         p.assert_valid(&offsets, peak);
+        assert_eq!(peak, p.peak_of(&offsets));
         let mut last = p.peak_of(&traced_instance().2);
         let mut completed = 0;
         for a in &attempts {
             if let Some(c) = a.completed {
+                // A miss, completed above the ceiling, below the placement before it.
                 assert!(!a.reached);
-                // Above the ceiling it missed, below the placement before it.
                 assert!(a.goal < c && c < last, "{a:?} after {last}");
+                assert_eq!(a.peak, c);
                 completed += 1;
-                last = c;
             } else if a.reached {
-                assert!(a.goal < last);
-                last = a.goal;
+                assert!(a.peak <= a.goal && a.peak < last, "{a:?} after {last}");
+            } else {
+                // Missed, nothing kept.
+                assert_eq!(a.peak, last);
             }
+            last = a.peak;
         }
         assert!(completed > 0, "no completed placement kept: {attempts:?}");
-        assert!(peak <= last);
+        assert_eq!(peak, last);
     }
 
     #[test]
@@ -580,7 +593,8 @@ mod tests {
             .map(|i| state.placed[i].then_some(state.offsets[i]))
             .collect();
         assert!(before.iter().any(Option::is_none));
-        // With its deadline passed it stops (the state is restored after it).
+        // With its deadline passed it stops (`lower` then stops at the last complete
+        // placement).
         let mut late = State::new(&p, &index, &offsets);
         assert!(!late.attempt(p.lower_bound, 10_000, None).0);
         assert_eq!(late.complete_above(Some(Instant::now())), None);
