@@ -526,9 +526,11 @@ mod tests {
     /// The work [`traced_instance`]'s repair gets.
     const TRACED_WORK: u64 = 5_000_000;
 
-    /// [`lower_traced`] on [`traced_instance`]: its peak, placement and attempts.
-    fn traced() -> (Prepared, u64, Vec<u64>, Vec<Attempt>) {
+    /// [`lower_traced`] on [`traced_instance`]: its peak, placement and attempts, and
+    /// the peak it started from.
+    fn traced() -> (Prepared, u64, Vec<u64>, Vec<Attempt>, u64) {
         let (p, index, mut offsets) = traced_instance();
+        let start = p.peak_of(&offsets);
         let limits = Limits {
             target: p.lower_bound,
             work: TRACED_WORK,
@@ -536,12 +538,12 @@ mod tests {
         };
         let mut attempts = Vec::new();
         let peak = lower_traced(&p, &index, &mut offsets, &limits, &mut |a| attempts.push(a));
-        (p, peak, offsets, attempts)
+        (p, peak, offsets, attempts, start)
     }
 
     #[test]
     fn after_a_cheap_success_the_step_grows_again_up_to_the_first() {
-        let (p, peak, offsets, attempts) = traced();
+        let (p, peak, offsets, attempts, _) = traced();
         p.assert_valid(&offsets, peak);
         assert_eq!(peak, p.peak_of(&offsets));
         let first = attempts[0].step;
@@ -558,10 +560,10 @@ mod tests {
 
     #[test]
     fn a_missed_ceiling_whose_completed_placement_peaks_lower_keeps_it() {
-        let (p, peak, offsets, attempts) = traced();
+        let (p, peak, offsets, attempts, start) = traced();
         p.assert_valid(&offsets, peak);
         assert_eq!(peak, p.peak_of(&offsets));
-        let mut last = p.peak_of(&traced_instance().2);
+        let mut last = start;
         let mut completed = 0;
         for a in &attempts {
             if let Some(c) = a.completed {

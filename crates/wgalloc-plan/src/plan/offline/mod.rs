@@ -1719,19 +1719,58 @@ mod tests {
         Prepared::new(&ranges, 1).expect("valid")
     }
 
+    /// 3,000 items, one starting at each step, living 1 to 400 steps, each sized one of
+    /// `sizes` (`seed` draws them).
+    fn few_sizes_a_step(seed: u64, sizes: &[u64]) -> Prepared {
+        let mut rng = crate::seeded::Rng::new(seed);
+        let ranges: Vec<LiveRange> = (0..3000u64)
+            .map(|start| LiveRange {
+                start,
+                end: start + 1 + rng.index(400) as u64,
+                size: sizes[rng.index(sizes.len())],
+            })
+            .collect();
+        Prepared::new(&ranges, 1).expect("valid")
+    }
+
+    /// Asserts that [`greedy_by_size_alone`], from the sweep's plan `sweep_plan` under
+    /// `goal`, ends at exactly the ejection repair of `plan` (`what`, peaking at
+    /// `plan_peak`), and that the repair (work-bound: the same every time) is below
+    /// `plan`, greedy by size's plan and the sweep's: without the repair it would end
+    /// at one of those.
+    #[allow(clippy::too_many_arguments)]
+    fn assert_ends_at_the_repair_of(
+        p: &Prepared,
+        goal: &Goal,
+        sweep_time: Duration,
+        index: OverlapIndex,
+        sweep_plan: &Option<Placement>,
+        plan: Vec<u64>,
+        plan_peak: u64,
+        what: &str,
+    ) {
+        let swept = sweep_plan.as_ref().expect("the sweep's plan").1;
+        let (_, size_peak) = greedy::place(p, &index, &greedy::by_size(p), greedy::Fit::Lowest);
+        let (ejected, ejected_peak) = eject_repair(p, &index, plan, goal);
+        p.assert_valid(&ejected, ejected_peak);
+        assert!(
+            ejected_peak < plan_peak.min(size_peak).min(swept),
+            "{ejected_peak} not below {what}'s {plan_peak}, greedy by size's {size_peak} \
+             and the sweep's {swept}"
+        );
+        let mut best = sweep_plan.clone();
+        let mut built = Some(index);
+        let pairs = p.overlap_pairs();
+        greedy_by_size_alone(p, goal, pairs, sweep_time, &mut built, &mut best);
+        let (offsets, peak, strategy) = best.expect("a plan");
+        p.assert_valid(&offsets, peak);
+        assert_eq!((peak, strategy), (ejected_peak, Strategy::Eject));
+        assert!(offsets == ejected, "not the repair's plan");
+    }
+
     #[test]
     fn the_large_classes_then_the_fill_lower_the_sweep_under_a_deadline() {
-        let instance = |sizes: &[u64]| {
-            let mut rng = crate::seeded::Rng::new(5);
-            let ranges: Vec<LiveRange> = (0..3000u64)
-                .map(|start| LiveRange {
-                    start,
-                    end: start + 1 + rng.index(400) as u64,
-                    size: sizes[rng.index(sizes.len())],
-                })
-                .collect();
-            Prepared::new(&ranges, 1).expect("valid")
-        };
+        let instance = |sizes: &[u64]| few_sizes_a_step(5, sizes);
         // The 4 MiB class alone holds 4/5 of the area: a fifth of the buffers, about a
         // 25th of the work.
         // `class_then_fill` on `p` under `budget`, into `best`.
@@ -1911,23 +1950,17 @@ mod tests {
         let run = run.expect("a plan");
         assert!(run.complete);
         assert_eq!((&run.offsets, run.peak), (&class, class_peak));
-        let (_, size_peak) = greedy::place(&p, &index, &greedy::by_size(&p), greedy::Fit::Lowest);
-        // Its ejection repair (work-bound: the same every time) is below the class
-        // order, greedy by size and the sweep.
-        let (ejected, ejected_peak) = eject_repair(&p, &index, class, &goal);
-        p.assert_valid(&ejected, ejected_peak);
-        assert!(
-            ejected_peak < class_peak.min(size_peak).min(swept),
-            "{ejected_peak} not below the class order's {class_peak}, greedy by size's \
-             {size_peak} and the sweep's {swept}"
+        let what = "the class order";
+        assert_ends_at_the_repair_of(
+            &p,
+            &goal,
+            sweep_time,
+            index,
+            &sweep_plan,
+            class,
+            class_peak,
+            what,
         );
-        let mut best = sweep_plan.clone();
-        let mut built = Some(index);
-        greedy_by_size_alone(&p, &goal, pairs, sweep_time, &mut built, &mut best);
-        let (offsets, peak, strategy) = best.expect("a plan");
-        p.assert_valid(&offsets, peak);
-        assert_eq!((peak, strategy), (ejected_peak, Strategy::Eject));
-        assert!(offsets == ejected, "not the repair's plan");
     }
 
     /// Under a deadline too near for the class order to go first (less than sixteen
@@ -1940,16 +1973,7 @@ mod tests {
     #[test]
     fn without_time_for_the_class_order_first_its_large_classes_and_fill_are_ejection_repaired() {
         // 4/5 of the area in the 4 MiB class: about a fifth of the buffers.
-        let sizes = [64, 256, 1024, 4096, 4 << 20];
-        let mut rng = crate::seeded::Rng::new(7);
-        let ranges: Vec<LiveRange> = (0..3000u64)
-            .map(|start| LiveRange {
-                start,
-                end: start + 1 + rng.index(400) as u64,
-                size: sizes[rng.index(sizes.len())],
-            })
-            .collect();
-        let p = Prepared::new(&ranges, 1).expect("valid");
+        let p = few_sizes_a_step(7, &[64, 256, 1024, 4096, 4 << 20]);
         assert!(!class_sweep_pays(&p));
         let pairs = p.overlap_pairs();
         let budget = Budget::with_time_limit(Duration::from_secs(600));
@@ -1968,23 +1992,17 @@ mod tests {
         let mut kept = sweep_plan.clone();
         let (filled, filled_peak) =
             class_then_fill(&p, &goal, pairs / 2, sweep_time, &index, &mut kept).expect("a plan");
-        let (_, size_peak) = greedy::place(&p, &index, &greedy::by_size(&p), greedy::Fit::Lowest);
-        // Its ejection repair (work-bound: the same every time) is below the filled
-        // plan, greedy by size and the sweep.
-        let (ejected, ejected_peak) = eject_repair(&p, &index, filled, &goal);
-        p.assert_valid(&ejected, ejected_peak);
-        assert!(
-            ejected_peak < filled_peak.min(size_peak).min(swept),
-            "{ejected_peak} not below the filled plan's {filled_peak}, greedy by size's \
-             {size_peak} and the sweep's {swept}"
+        let what = "the filled plan";
+        assert_ends_at_the_repair_of(
+            &p,
+            &goal,
+            sweep_time,
+            index,
+            &sweep_plan,
+            filled,
+            filled_peak,
+            what,
         );
-        let mut best = sweep_plan.clone();
-        let mut built = Some(index);
-        greedy_by_size_alone(&p, &goal, pairs, sweep_time, &mut built, &mut best);
-        let (offsets, peak, strategy) = best.expect("a plan");
-        p.assert_valid(&offsets, peak);
-        assert_eq!((peak, strategy), (ejected_peak, Strategy::Eject));
-        assert!(offsets == ejected, "not the repair's plan");
     }
 
     #[test]
