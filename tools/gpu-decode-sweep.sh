@@ -4,7 +4,7 @@
 # the default 16 MiB pages (five for 1,024 tokens: attention takes one dispatch a page
 # and layer) and with pages large enough for the whole context (one), each with 16 and
 # 256 slices a head. If the step grows by the page and not by the token, the pages'
-# dispatches are the cost (README, "On an NVIDIA H200 a third time").
+# dispatches are the cost (docs/kernels.md, "On an NVIDIA H200 a third time").
 #
 # Here:  tools/gpu-pack.sh generate
 # There: source .gpu/env.sh; tools/gpu-decode-sweep.sh > $OUT/sweep.txt
