@@ -229,7 +229,7 @@ const FORECAST_AFTER: u64 = 16;
 
 /// With [`Cut::forecast_early`], [`Pace`] forecasts by this share (1 / FORECAST_EARLY)
 /// of the time from its start to the deadline at the latest (the first reading at half
-/// of it): a placement that will be cut by the deadline gives up within an eighth of
+/// of it): a placement that will be cut by the deadline decides within an eighth of
 /// the time it had, not after a sixteenth of its work, which may be more than all of
 /// it (greedy by size on a million malloc-like buffers reads about 2e9 units, tens of
 /// seconds on the build machine).
@@ -240,7 +240,8 @@ const FORECAST_EARLY: u64 = 8;
 /// (reading and ordering them). Early in an order by size few are placed, so the
 /// first items cost mostly the fixed part, and a forecast per unit of work alone
 /// overestimates the rest (twice over on 100,000 malloc-like buffers). Two readings,
-/// at 1/32 and 1/16 of the expected work, fit both parts; the forecast is made once.
+/// at 1/32 and 1/16 of the expected work (or sooner: [`Cut::forecast_early`]), fit
+/// both parts; the forecast is made once.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pace {
     /// Items placed, work read and seconds at the first reading.
@@ -324,9 +325,9 @@ pub(crate) struct Cut {
     /// placed: about one per overlapping pair).
     pub work: u64,
     /// The work the whole order is expected to read: where set (with a deadline), the
-    /// placement decides once, after a sixteenth of it, whether to give up (no sweep)
-    /// because its [`Pace`] says it would end after the deadline
-    /// ([`place_then_sweep`]).
+    /// placement decides once, after a sixteenth of it (or sooner:
+    /// [`Cut::forecast_early`]), whether to give up (no sweep) because its [`Pace`]
+    /// says it would end after the deadline ([`place_then_sweep`]).
     pub forecast: Option<u64>,
     /// With a forecast: made by [`FORECAST_EARLY`] of the time to the deadline at the
     /// latest, where that is sooner than a sixteenth of the work ([`Pace::rest`]), and
@@ -434,12 +435,13 @@ pub(crate) struct Swept {
 /// order by size those are the smallest.
 ///
 /// With [`Cut::forecast`] (and a deadline) it also decides once, after a sixteenth of
-/// its work, whether it will end before the deadline, and gives up there (`None`, the
+/// its work (or by an eighth of the time left: [`Cut::forecast_early`]), whether it
+/// will end before the deadline, and gives up there (`None`, the
 /// only case) if it foresees missing it ([`Pace`]: a cost per item and per placed item
 /// read, fitted on two readings; the forecast is the work it will read, one unit per
 /// unordered pair of items live at a common time, half of
 /// [`Prepared::overlap_pairs`]). Having decided to go on, it is cut only as without a
-/// forecast; the time lost by giving up is that sixteenth.
+/// forecast; the time lost by giving up is what it spent until it decided.
 pub(crate) fn place_then_sweep(
     p: &Prepared,
     index: &OverlapIndex,
@@ -1069,9 +1071,9 @@ mod tests {
         // pass long before a 32nd of the work is read.
         let calls = [
             (10, 100, 0.05),
-            (20, 200, 0.07),
+            (20, 300, 0.07),
             (30, 300, 0.1),
-            (40, 400, 0.13),
+            (40, 500, 0.13),
         ];
         let mut by_clock = Pace::default();
         let mut by_work = Pace::default();
@@ -1082,39 +1084,39 @@ mod tests {
                 by_clock.rest(k, 1000, (w, 100_000), secs, Some(1.0))
             })
             .collect();
-        // Before a 16th nothing; the first reading at (20, 200, 0.07); nothing before an
-        // 8th; the forecast at (40, 400, 0.13). Items and work in proportion: the pace
-        // per unit alone, 0.13 s for 400 units.
+        // Before a 16th nothing; the first reading at (20, 300, 0.07); nothing before
+        // an 8th; the forecast at (40, 500, 0.13). The two readings fit 2 ms an item
+        // and 0.1 ms a unit (a reading at any other call would fit other costs).
         assert_eq!(forecasts[..3], [None, None, None]);
         let rest = forecasts[3].expect("a forecast");
-        let exact = (100_000.0 - 400.0) * 0.13 / 400.0;
+        let exact = 2e-3 * (1000.0 - 40.0) + 1e-4 * (100_000.0 - 500.0);
         assert!((rest - exact).abs() < 1e-9, "{rest} against {exact}");
     }
 
     #[test]
     fn an_early_forecast_says_late_by_an_eighth_of_the_time_to_the_deadline() {
-        // 100,000 units at 1 ms each: a second's deadline is missed by far, but a
-        // 32nd of the work is 3,125 units (3 s) away.
+        // 100,000 units at 75 ms each: a deadline 100 s away is missed by far, but a
+        // 32nd of the work is 3,125 units away.
         let cut = |forecast_early| Cut {
-            deadline: Some(Instant::now() + Duration::from_secs(1)),
+            deadline: Some(Instant::now() + Duration::from_secs(100)),
             forecast: Some(100_000),
             forecast_early,
             ..Cut::UNLIMITED
         };
-        let ms = Duration::from_millis;
-        // `placed` of `items` placed with 100 units read at 0.1 s (past a 16th of the
-        // span), with 200 at 0.2 s (past an 8th): whether it then says late.
+        let secs = Duration::from_secs;
+        // `placed` of `items` placed with 100 units read at 7 s (past a 16th of the
+        // span), with 200 at 15 s (past an 8th): whether it then says late.
         let late = |early: bool, items: usize, [first, second]: [usize; 2]| {
             let cut = cut(early);
             let mut pace = Pace::default();
-            assert!(!cut.foresees_overrun(&mut pace, first, items, 100, ms(100)));
-            cut.foresees_overrun(&mut pace, second, items, 200, ms(200))
+            assert!(!cut.foresees_overrun(&mut pace, first, items, 100, secs(7)));
+            cut.foresees_overrun(&mut pace, second, items, 200, secs(15))
         };
-        // 200 of 100,000 items in 0.2 s: the pace per item says late too.
+        // 200 of 100,000 items in 15 s: the pace per item says late too (7,485 s).
         assert!(late(true, 100_000, [100, 200]));
         assert!(!late(false, 100_000, [100, 200]));
-        // 900 of 1,000 items in 0.2 s: the pace per unit says late (99.8 s), the pace
-        // per item (0.02 s) does not, and an early forecast goes by the lower.
+        // 900 of 1,000 items in 15 s: the pace per unit says late (7,485 s), the pace
+        // per item (1.7 s) does not, and an early forecast goes by the lower.
         assert!(!late(true, 1000, [450, 900]));
     }
 

@@ -940,10 +940,13 @@ const CLASS_FIRST_SWEEPS: u32 = 16;
 ///   [`CLASS_FIRST_SWEEPS`] sweeps away: greedy-size-class first (complete, cut at the
 ///   deadline with the rest swept above, or given up after a sixteenth of its work
 ///   where it foresees missing the deadline), then the ejection repair of its plan
-///   with the time left ([`eject_the_class_order`]). Where it gave up, its largest
-///   classes and the fill ([`class_then_fill`]) and their repair in its place, and
-///   greedy-size only where that did not run either.
-/// * Otherwise, under a deadline, [`class_then_fill`] and its repair where it runs.
+///   with the time left ([`eject_the_class_order`]), then greedy by size and more
+///   rounds of the repair ([`size_in_the_time_left`]). Where the class order took at
+///   most a quarter of the time left ([`SIZE_FIRST_TIMES`]), greedy by size goes
+///   before the repair instead. Where it gave up, its largest classes and the fill
+///   ([`class_then_fill`]) and their repair in its place, then the same.
+/// * Otherwise, under a deadline, [`class_then_fill`] and its repair where it runs,
+///   then greedy by size and more rounds of the repair.
 ///   Elsewhere greedy-size first. Where the work or the goal's deadline runs out, the
 ///   items still to place (the smallest) are swept above the greedy part
 ///   ([`greedy::place_then_sweep`]) rather than the work thrown away: on a million
@@ -1026,7 +1029,8 @@ fn greedy_by_size_alone(
         );
         // Here there is a deadline (without one, both orders ran above where they
         // fit): the class order's plan, or its largest classes and the fill, then its
-        // ejection repair, then greedy by size and the repair again in the time left.
+        // ejection repair, then greedy by size and the repair again in the time left;
+        // where the class order was cheap, greedy by size before the repair.
         let Some(class) = class else {
             if let Some((offsets, peak)) = class_then_fill(p, goal, work, sweep_time, index, best) {
                 eject_the_class_order(p, goal, index, offsets, peak, best);
@@ -1037,10 +1041,10 @@ fn greedy_by_size_alone(
         let left = left.saturating_sub(class.work);
         if class.complete
             && !class_sweep_pays(p)
-            && size_fits_before_the_repair(goal, class_started.elapsed())
+            && time_for_size_before_the_repair(goal, class_started.elapsed())
         {
             keep_lower(best, (class.offsets, class.peak, Strategy::GreedySizeClass));
-            by_size_within(p, goal, Strategy::GreedySize, left, sweep_time, index, best);
+            size_unless_hopeless(p, goal, left, sweep_time, index, best);
             repair_in_the_time_left(p, goal, index, best);
             return;
         }
@@ -1236,11 +1240,13 @@ fn eject_the_class_order(
 /// ([`greedy::Cut::forecast_early`]) and gives up where even its pace per item so far
 /// misses the deadline: cut, it would be swept above and end far over the repair's
 /// plan, so that time goes to the repair's next round. On a million malloc-like
-/// buffers with 10 s (seeds 1-8, one sitting, the seventeenth round) the first repair
-/// stops on its work after about 8.5 s, greedy by size gives up after 0.4 s, and a
-/// second round takes seed 3 from 1.00672 to 1.00420 and seed 8 from 1.00547 to
-/// 1.00496 (no seed higher); on the narrow family greedy by size still completes at
-/// the bound.
+/// buffers with 10 s (seeds 1-8, the two binaries alternated seed by seed, the
+/// seventeenth round) the first repair stops on its work after about 8.5 s, greedy by
+/// size gives up after 0.4 s, and a second round takes seed 3 from 1.00672 to 1.00420
+/// and seed 8 from 1.00547 to 1.00496 (no seed higher); on the narrow family greedy by
+/// size still completes at the bound. At a moment when the machine ran a few percent
+/// slower the first repair reached the deadline before its work cap on those seeds,
+/// and no round followed.
 fn size_in_the_time_left(
     p: &Prepared,
     goal: &Goal,
@@ -1249,43 +1255,65 @@ fn size_in_the_time_left(
     index: &OverlapIndex,
     best: &mut Option<Placement>,
 ) {
-    if best.as_ref().is_none_or(|b| !goal.done(b.1)) {
-        let limits = RunLimits {
-            work,
-            forecast: Some(p.overlap_pairs() / 2),
-            forecast_early: true,
-            threads: goal.budget.two_threads(),
-        };
-        let strategy = Strategy::GreedySize;
-        if let Some(swept) = by_size_run(p, goal, strategy, limits, sweep_time, index, best) {
-            keep_lower(best, (swept.offsets, swept.peak, strategy));
-        }
-    }
+    size_unless_hopeless(p, goal, work, sweep_time, index, best);
     repair_in_the_time_left(p, goal, index, best);
 }
 
-/// Greedy by size runs before the ejection repair, under a deadline, where the class
-/// order (placed by the same greedy, complete: the same work) took at most this share
-/// (1 / SIZE_FIRST_SHARE) of the time left: it will take about as long, and the repair
-/// still has most of the time. Else the repair, which would take all the time, would
+/// Greedy by size within `work` and the deadline, into `best` if lower, where `best`
+/// is short of the goal, giving up by an eighth of the time left where even its pace
+/// per item so far says it would miss the deadline ([`greedy::Cut::forecast_early`]).
+fn size_unless_hopeless(
+    p: &Prepared,
+    goal: &Goal,
+    work: u64,
+    sweep_time: Duration,
+    index: &OverlapIndex,
+    best: &mut Option<Placement>,
+) {
+    if best.as_ref().is_some_and(|b| goal.done(b.1)) {
+        return;
+    }
+    let limits = RunLimits {
+        work,
+        forecast: Some(p.overlap_pairs() / 2),
+        forecast_early: true,
+        threads: goal.budget.two_threads(),
+    };
+    let strategy = Strategy::GreedySize;
+    if let Some(swept) = by_size_run(p, goal, strategy, limits, sweep_time, index, best) {
+        keep_lower(best, (swept.offsets, swept.peak, strategy));
+    }
+}
+
+/// Greedy by size runs before the ejection repair, under a deadline, where the time
+/// left is at least this many times what the class order took (placed by the same
+/// greedy, complete: the same work): greedy by size will take about as long, and the
+/// repair still has most of the time. Else the repair, which would take all the time, would
 /// leave greedy by size none: on 100,000 buffers of the narrow family with 2 s (seed
 /// 26) the class order took 0.2 s and the repair the rest, ending at 1.00004, where
 /// greedy by size alone reaches the bound in 0.3 s.
-const SIZE_FIRST_SHARE: u32 = 4;
+const SIZE_FIRST_TIMES: u32 = 4;
 
-/// Whether greedy by size runs before the ejection repair ([`SIZE_FIRST_SHARE`]), the
-/// class order having taken `class_took`.
-fn size_fits_before_the_repair(goal: &Goal, class_took: Duration) -> bool {
+/// Whether greedy by size runs before the ejection repair ([`SIZE_FIRST_TIMES`]), the
+/// class order having taken `class_took`: never without a deadline.
+fn time_for_size_before_the_repair(goal: &Goal, class_took: Duration) -> bool {
     goal.budget.deadline.is_some_and(|d| {
         Instant::now()
-            .checked_add(class_took.saturating_mul(SIZE_FIRST_SHARE))
+            .checked_add(class_took.saturating_mul(SIZE_FIRST_TIMES))
             .is_some_and(|t| t <= d)
     })
 }
 
+/// At most this many more rounds of the ejection repair run in the time left
+/// ([`repair_in_the_time_left`]): a far deadline is a cap, not a request to spend it
+/// (a million buffers with `--time-limit 600` ends within the time of the run without
+/// a limit plus these rounds, about 5 s each at most).
+const MORE_REPAIR_ROUNDS: u32 = 3;
+
 /// Under a deadline, with time left, the ejection repair of `best` again
 /// ([`eject_repair`]: its weights and step start afresh, its work is a round's
-/// again), as long as each round lowers it and the goal is not reached.
+/// again), as long as each round lowers it and the goal is not reached, at most
+/// [`MORE_REPAIR_ROUNDS`] times.
 fn repair_in_the_time_left(
     p: &Prepared,
     goal: &Goal,
@@ -1295,7 +1323,10 @@ fn repair_in_the_time_left(
     let Some(deadline) = goal.budget.deadline else {
         return;
     };
-    while let Some((offsets, peak, _)) = best.as_ref() {
+    for _ in 0..MORE_REPAIR_ROUNDS {
+        let Some((offsets, peak, _)) = best.as_ref() else {
+            return;
+        };
         if goal.done(*peak) || Instant::now() >= deadline {
             return;
         }
@@ -1513,7 +1544,8 @@ fn by_size_within(
 /// `limits.work` units of work and the goal's deadline, the items it has not placed when
 /// either runs out swept above its part ([`greedy::place_then_sweep`]), on two threads
 /// where `limits.threads` (the same plan, see [`greedy::Cut::threads`]); with an
-/// expected work `limits.forecast`, given up instead after a sixteenth of it where it
+/// expected work `limits.forecast`, given up instead after a sixteenth of it (or by an
+/// eighth of the time left, [`greedy::Cut::forecast_early`]) where it
 /// foresees missing the deadline. `None` where it did not start (the goal reached, or
 /// too little time left to sweep everything) or gave up.
 fn by_size_run(
@@ -1816,8 +1848,9 @@ mod tests {
     }
 
     /// Asserts that [`greedy_by_size_alone`], from the sweep's plan `sweep_plan` under
-    /// `goal`, ends at exactly the ejection repair of `plan` (`what`, peaking at
-    /// `plan_peak`), and that the repair (work-bound: the same every time) is below
+    /// `goal`, ends at exactly the ejection repair of `plan` in rounds
+    /// ([`repaired_in_rounds`]; `what`, peaking at `plan_peak`), and that the repair
+    /// (work-bound: the same every time) is below
     /// `plan`, greedy by size's plan and the sweep's: without the repair it would end
     /// at one of those.
     #[allow(clippy::too_many_arguments)]
@@ -1918,9 +1951,17 @@ mod tests {
             rounds_peak < once_peak,
             "{rounds_peak} not below one round's {once_peak}"
         );
-        // They stop where a round lowers it no more (work-bound: the same every time).
-        let (_, again) = eject_repair(&p, &index, rounds, &far);
-        assert!(again >= rounds_peak, "{again} below {rounds_peak}");
+        // They stop where a round lowers it no more, or after MORE_REPAIR_ROUNDS
+        // (work-bound: the same every time).
+        let (mut expected, mut expected_peak) = (once.clone(), once_peak);
+        for _ in 0..MORE_REPAIR_ROUNDS {
+            let (next, next_peak) = eject_repair(&p, &index, expected.clone(), &far);
+            if next_peak >= expected_peak {
+                break;
+            }
+            (expected, expected_peak) = (next, next_peak);
+        }
+        assert_eq!((rounds, rounds_peak), (expected, expected_peak));
         // Without a deadline (the work budget alone, deterministic) or with one
         // already past, nothing more is done.
         for budget in [Budget::default(), Budget::with_time_limit(Duration::ZERO)] {
@@ -2080,6 +2121,11 @@ mod tests {
         let run = run.expect("a plan");
         assert!(run.complete);
         assert_eq!((&run.offsets, run.peak), (&class, class_peak));
+        // Greedy by size runs before the repair here (the class order took far less
+        // than a quarter of the time left) and is above the class order's plan, so
+        // the repair starts from the class order's.
+        let (_, size_peak) = greedy::place(&p, &index, &greedy::by_size(&p), greedy::Fit::Lowest);
+        assert!(class_peak <= size_peak, "{class_peak} above {size_peak}");
         let what = "the class order";
         assert_ends_at_the_repair_of(
             &p,
@@ -2098,6 +2144,23 @@ mod tests {
     /// here greedy by size's (128,805 against 144,879), whose repair ends at 124,800,
     /// where the class order's repair ends at 124,836 (the repair first, then greedy by
     /// size, would end there).
+    #[test]
+    fn greedy_by_size_goes_before_the_repair_only_under_a_deadline_four_times_the_class_order_s_time_away(
+    ) {
+        let p = one_start_a_step(3, 200, 10, 4);
+        let goal = |budget: Budget| Goal::new(&p, &budget, None);
+        let second = Duration::from_secs(1);
+        let far = goal(Budget::with_time_limit(Duration::from_secs(600)));
+        assert!(time_for_size_before_the_repair(&far, second));
+        assert!(!time_for_size_before_the_repair(&far, 200 * second));
+        assert!(!time_for_size_before_the_repair(
+            &goal(Budget::default()),
+            Duration::ZERO
+        ));
+        let past = goal(Budget::with_time_limit(Duration::ZERO));
+        assert!(!time_for_size_before_the_repair(&past, second));
+    }
+
     #[test]
     fn with_time_to_spare_greedy_by_size_runs_before_the_repair_of_the_lower_plan() {
         let p = one_start_a_step(3, 2000, 100, 10);
