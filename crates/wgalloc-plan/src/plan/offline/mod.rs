@@ -1044,8 +1044,7 @@ fn greedy_by_size_alone(
             && time_for_size_before_the_repair(goal, class_started.elapsed())
         {
             keep_lower(best, (class.offsets, class.peak, Strategy::GreedySizeClass));
-            size_unless_hopeless(p, goal, left, sweep_time, index, best);
-            repair_in_the_time_left(p, goal, index, best);
+            size_in_the_time_left(p, goal, left, sweep_time, index, best);
             return;
         }
         eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
@@ -1232,7 +1231,8 @@ fn eject_the_class_order(
 /// ejection repair of `best` again in the time still left
 /// ([`repair_in_the_time_left`]). It comes after the class order's ejection repair
 /// ([`eject_the_class_order`]), which stops on its own (failed ceilings, its work)
-/// with time left under a far deadline. So with time to spare greedy by size still
+/// with time left under a far deadline, or, where the class order was cheap
+/// ([`SIZE_FIRST_TIMES`]), right after the class order. So with time to spare greedy by size still
 /// completes and `best` is at most its plan; under a tight deadline the repair used
 /// the time and this does nothing.
 ///
@@ -1255,41 +1255,27 @@ fn size_in_the_time_left(
     index: &OverlapIndex,
     best: &mut Option<Placement>,
 ) {
-    size_unless_hopeless(p, goal, work, sweep_time, index, best);
+    if best.as_ref().is_none_or(|b| !goal.done(b.1)) {
+        let limits = RunLimits {
+            work,
+            forecast: Some(p.overlap_pairs() / 2),
+            forecast_early: true,
+            threads: goal.budget.two_threads(),
+        };
+        let strategy = Strategy::GreedySize;
+        if let Some(swept) = by_size_run(p, goal, strategy, limits, sweep_time, index, best) {
+            keep_lower(best, (swept.offsets, swept.peak, strategy));
+        }
+    }
     repair_in_the_time_left(p, goal, index, best);
-}
-
-/// Greedy by size within `work` and the deadline, into `best` if lower, where `best`
-/// is short of the goal, giving up by an eighth of the time left where even its pace
-/// per item so far says it would miss the deadline ([`greedy::Cut::forecast_early`]).
-fn size_unless_hopeless(
-    p: &Prepared,
-    goal: &Goal,
-    work: u64,
-    sweep_time: Duration,
-    index: &OverlapIndex,
-    best: &mut Option<Placement>,
-) {
-    if best.as_ref().is_some_and(|b| goal.done(b.1)) {
-        return;
-    }
-    let limits = RunLimits {
-        work,
-        forecast: Some(p.overlap_pairs() / 2),
-        forecast_early: true,
-        threads: goal.budget.two_threads(),
-    };
-    let strategy = Strategy::GreedySize;
-    if let Some(swept) = by_size_run(p, goal, strategy, limits, sweep_time, index, best) {
-        keep_lower(best, (swept.offsets, swept.peak, strategy));
-    }
 }
 
 /// Greedy by size runs before the ejection repair, under a deadline, where the time
 /// left is at least this many times what the class order took (placed by the same
 /// greedy, complete: the same work): greedy by size will take about as long, and the
-/// repair still has most of the time. Else the repair, which would take all the time, would
-/// leave greedy by size none: on 100,000 buffers of the narrow family with 2 s (seed
+/// repair still has most of the time ([`size_in_the_time_left`], called before the
+/// repair). Else the repair, which would take all the time, would leave greedy by size
+/// none: on 100,000 buffers of the narrow family with 2 s (seed
 /// 26) the class order took 0.2 s and the repair the rest, ending at 1.00004, where
 /// greedy by size alone reaches the bound in 0.3 s.
 const SIZE_FIRST_TIMES: u32 = 4;
