@@ -33,7 +33,7 @@ fn size_key(it: &Item) -> (std::cmp::Reverse<u64>, std::cmp::Reverse<u64>, u64) 
 /// `order` re-sorted in place as [`by_size`] sorts: largest first; ties: longer
 /// lifetime, earlier start, caller order. O(k log k).
 pub(crate) fn sort_by_size(p: &Prepared, order: &mut [usize]) {
-    order.sort_by_key(|&i| (size_key(&p.items[i]), p.items[i].index));
+    order.sort_unstable_by_key(|&i| (size_key(&p.items[i]), p.items[i].index));
 }
 
 /// Size classes (octaves: sizes with the same highest set bit; the smallest octaves,
@@ -487,16 +487,15 @@ pub(crate) fn place_then_sweep(
 /// ([`fill::place_into`], until `fill_deadline` less the time to sweep those left, by
 /// [`Cut::sweep_per_item`], then swept above).
 ///
-/// `orders` are orders of the same items whose first `fixed` positions hold the same
-/// items (in their own order): the prefix is placed in the first, then, where that
-/// placed all `fixed`, in each next one in turn (each under the same `cut`), and the
-/// lowest of the complete prefixes is kept and filled; a later order that is cut or
-/// gives up is passed over. Two orders of the same large items can end far apart: on
-/// a million bursty buffers (seed 26) the largest size classes stacked class by class
-/// peak at 24.50 MB, the same items by exact size at 23.60 MB (the fill then ends at
-/// 1.028 and 1.0078 of the bound).
+/// `orders` are orders of the same items, of one length, whose first `fixed` positions
+/// hold the same items (each in its own order): the prefix is placed in the first
+/// and, where [`lowest_prefix`] has the time, in each next one; the lowest is filled.
+/// Two orders of the same large items can end far apart: on a million bursty buffers
+/// (seed 26) the largest size classes stacked class by class peak at 24.50 MB, the
+/// same items by exact size at 23.60 MB (the fill then ends at 1.028 and 1.0078 of the
+/// bound).
 ///
-/// With [`Cut::forecast`] (the work of the prefix) it gives up (`None`) where its pace
+/// With [`Cut::forecast`] (the work of one prefix) it gives up (`None`) where its pace
 /// says the first order's prefix would miss the cut's deadline, as [`place_then_sweep`]
 /// does. Never [`Swept::complete`]; its work is what every prefix read. O(greedy on
 /// each prefix) + O(fill). `None` too where `orders` is empty.
@@ -508,38 +507,11 @@ pub(crate) fn place_then_fill(
     cut: &Cut,
     fill_deadline: Option<Instant>,
 ) -> Option<Swept> {
-    let (&first, others) = orders.split_first()?;
-    let mut kept = (
-        first,
-        place_prefix(p, index, &first[..fixed], Fit::Lowest, cut),
-    );
-    if kept.1.gave_up {
-        return None;
-    }
-    let mut read = kept.1.read;
-    log::debug!(
-        "prefix 0: {} of {fixed} placed, peak {}",
-        kept.1.placed,
-        kept.1.peak
-    );
-    for (which, &order) in others.iter().enumerate() {
-        if kept.1.placed < fixed {
-            break;
-        }
-        let prefix = place_prefix(p, index, &order[..fixed], Fit::Lowest, cut);
-        read = read.saturating_add(prefix.read);
-        log::debug!(
-            "prefix {}: {} of {fixed} placed, peak {}{}",
-            which + 1,
-            prefix.placed,
-            prefix.peak,
-            if prefix.gave_up { " (given up)" } else { "" }
-        );
-        if !prefix.gave_up && prefix.placed == fixed && prefix.peak < kept.1.peak {
-            kept = (order, prefix);
-        }
-    }
-    let (order, prefix) = kept;
+    let Lowest {
+        order,
+        prefix,
+        read,
+    } = lowest_prefix(p, index, orders, fixed, cut)?;
     let mut offsets = prefix.offsets;
     let rest = &order[prefix.placed..];
     let peak =
@@ -550,6 +522,75 @@ pub(crate) fn place_then_fill(
         complete: false,
         work: read,
     })
+}
+
+/// The prefix [`lowest_prefix`] kept, in its order, and what every prefix read.
+struct Lowest<'a> {
+    order: &'a [usize],
+    prefix: Prefix,
+    read: u64,
+}
+
+/// The first `fixed` items of the first of `orders` placed ([`place_prefix`] under
+/// `cut`; `None` where its forecast gave up), then, where that placed all `fixed` and
+/// the time left before the cut's deadline is at least twice what the first took, the
+/// same items in each next order in turn (one given up or cut is passed over). The
+/// prefix that peaks lowest is kept, the earliest on a tie. Each order needs the same
+/// items in its first `fixed` positions and the same length (checked in debug builds).
+fn lowest_prefix<'a>(
+    p: &Prepared,
+    index: &OverlapIndex,
+    orders: &[&'a [usize]],
+    fixed: usize,
+    cut: &Cut,
+) -> Option<Lowest<'a>> {
+    let (&first, others) = orders.split_first()?;
+    debug_assert!(others.iter().all(|o| o.len() == first.len()));
+    let started = Instant::now();
+    let prefix = place_prefix(p, index, &first[..fixed], Fit::Lowest, cut);
+    if prefix.gave_up {
+        return None;
+    }
+    let took = started.elapsed();
+    log::debug!(
+        "prefix 0: {} of {fixed} placed, peak {}",
+        prefix.placed,
+        prefix.peak
+    );
+    let mut lowest = Lowest {
+        order: first,
+        read: prefix.read,
+        prefix,
+    };
+    let time_for_another = |now: Instant| {
+        cut.deadline.is_none_or(|d| {
+            now.checked_add(took.saturating_mul(2))
+                .is_some_and(|t| t <= d)
+        })
+    };
+    if lowest.prefix.placed < fixed {
+        return Some(lowest);
+    }
+    for (which, &order) in others.iter().enumerate() {
+        if !time_for_another(Instant::now()) {
+            log::debug!("prefix {}: no time for it", which + 1);
+            break;
+        }
+        let prefix = place_prefix(p, index, &order[..fixed], Fit::Lowest, cut);
+        lowest.read = lowest.read.saturating_add(prefix.read);
+        log::debug!(
+            "prefix {}: {} of {fixed} placed, peak {}{}",
+            which + 1,
+            prefix.placed,
+            prefix.peak,
+            if prefix.gave_up { " (given up)" } else { "" }
+        );
+        if !prefix.gave_up && prefix.placed == fixed && prefix.peak < lowest.prefix.peak {
+            lowest.order = order;
+            lowest.prefix = prefix;
+        }
+    }
+    Some(lowest)
 }
 
 /// What [`place_prefix`] placed.
