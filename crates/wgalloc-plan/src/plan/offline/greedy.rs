@@ -562,17 +562,14 @@ fn lowest_prefix<'a>(
         read: prefix.read,
         prefix,
     };
-    let time_for_another = |now: Instant| {
-        cut.deadline.is_none_or(|d| {
-            now.checked_add(took.saturating_mul(2))
-                .is_some_and(|t| t <= d)
-        })
-    };
     if lowest.prefix.placed < fixed {
         return Some(lowest);
     }
     for (which, &order) in others.iter().enumerate() {
-        if !time_for_another(Instant::now()) {
+        if !cut
+            .deadline
+            .is_none_or(|d| time_left_for(d, took.saturating_mul(2)))
+        {
             log::debug!("prefix {}: no time for it", which + 1);
             break;
         }
@@ -591,6 +588,13 @@ fn lowest_prefix<'a>(
         }
     }
     Some(lowest)
+}
+
+/// Whether `needed` from now still ends by `deadline` (no later than it).
+pub(crate) fn time_left_for(deadline: Instant, needed: Duration) -> bool {
+    Instant::now()
+        .checked_add(needed)
+        .is_some_and(|t| t <= deadline)
 }
 
 /// What [`place_prefix`] placed.
@@ -925,6 +929,21 @@ mod tests {
     use super::*;
     use crate::plan::offline::LiveRange;
 
+    /// 1 to 300 ranges starting in steps 0-199, living 1-60 steps, of 1-5,000 bytes.
+    fn small_random_ranges(rng: &mut crate::seeded::Rng) -> Vec<LiveRange> {
+        let n = 1 + rng.index(300);
+        (0..n)
+            .map(|_| {
+                let start = rng.index(200) as u64;
+                r(
+                    start,
+                    start + 1 + rng.index(60) as u64,
+                    1 + rng.index(5000) as u64,
+                )
+            })
+            .collect()
+    }
+
     fn r(start: u64, end: u64, size: u64) -> LiveRange {
         LiveRange { start, end, size }
     }
@@ -1029,17 +1048,7 @@ mod tests {
     fn the_class_orders_prefix_placed_and_the_rest_filled_is_valid_and_keeps_the_prefix() {
         let mut rng = crate::seeded::Rng::new(41);
         for case in 0..300 {
-            let n = 1 + rng.index(300);
-            let ranges: Vec<LiveRange> = (0..n)
-                .map(|_| {
-                    let start = rng.index(200) as u64;
-                    r(
-                        start,
-                        start + 1 + rng.index(60) as u64,
-                        1 + rng.index(5000) as u64,
-                    )
-                })
-                .collect();
+            let ranges = small_random_ranges(&mut rng);
             let p = Prepared::new(&ranges, 16).expect("valid");
             let index = OverlapIndex::new(&p);
             let order = by_size_class(&p);
@@ -1062,17 +1071,7 @@ mod tests {
         let mut rng = crate::seeded::Rng::new(43);
         let mut second_lower = 0;
         for case in 0..300 {
-            let n = 1 + rng.index(300);
-            let ranges: Vec<LiveRange> = (0..n)
-                .map(|_| {
-                    let start = rng.index(200) as u64;
-                    r(
-                        start,
-                        start + 1 + rng.index(60) as u64,
-                        1 + rng.index(5000) as u64,
-                    )
-                })
-                .collect();
+            let ranges = small_random_ranges(&mut rng);
             let p = Prepared::new(&ranges, 16).expect("valid");
             let index = OverlapIndex::new(&p);
             let class = by_size_class(&p);

@@ -1390,11 +1390,9 @@ const SIZE_FIRST_TIMES: u32 = 4;
 /// Whether greedy by size runs before the ejection repair ([`SIZE_FIRST_TIMES`]), the
 /// class order having taken `class_took`: never without a deadline.
 fn time_for_size_before_the_repair(goal: &Goal, class_took: Duration) -> bool {
-    goal.budget.deadline.is_some_and(|d| {
-        Instant::now()
-            .checked_add(class_took.saturating_mul(SIZE_FIRST_TIMES))
-            .is_some_and(|t| t <= d)
-    })
+    goal.budget
+        .deadline
+        .is_some_and(|d| greedy::time_left_for(d, class_took.saturating_mul(SIZE_FIRST_TIMES)))
 }
 
 /// At most this many more rounds of the ejection repair run in the time left
