@@ -7,11 +7,13 @@
 //! slice of the items sorted by first section. A query costs `O(log T + answers)`, and
 //! the index takes `O(n log T)` memory: no per-pair lists.
 
+use std::sync::Mutex;
+
 use super::elementary::for_each_cover;
 use super::prepared::Prepared;
 
 /// Items by time, for overlap queries.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct OverlapIndex {
     /// Leaves of the segment tree (a power of two, at least the section count).
     leaves: usize,
@@ -21,6 +23,9 @@ pub(crate) struct OverlapIndex {
     /// Items sorted by first section, and for each section where its items begin.
     by_start: Vec<u32>,
     start_at: Vec<u32>,
+    /// The memory of the last [`MovableSpans`] dropped, for the next one to reuse
+    /// ([`MovableSpans::new`]).
+    spare_spans: Mutex<Option<SpanSlots>>,
 }
 
 impl OverlapIndex {
@@ -58,6 +63,7 @@ impl OverlapIndex {
             node_items,
             by_start,
             start_at,
+            spare_spans: Mutex::new(None),
         }
     }
 
@@ -212,9 +218,19 @@ pub(crate) struct Span {
 /// and at its place among the items by first section (a slot of an item not placed
 /// has `top` 0), so a query reads contiguous memory (every slot of the nodes on the
 /// path, placed or not) and an update writes O(log T) slots.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct MovableSpans<'a> {
     index: &'a OverlapIndex,
+    slots: SpanSlots,
+}
+
+/// The memory of [`MovableSpans`]: O(n log T) spans of 32 bytes (hundreds of MB at a
+/// million items), kept by the index when a [`MovableSpans`] is dropped so that the
+/// next one (the ejection repair's next round) writes into memory already mapped: on
+/// a million malloc-like buffers, mapping it afresh (the kernel zeroing each page on
+/// its first touch) took about a second of each round's time.
+#[derive(Debug, Default)]
+pub(crate) struct SpanSlots {
     /// Laid out as `index.node_items`.
     node_spans: Vec<Span>,
     /// Parallel to `index.by_start`.
@@ -226,9 +242,9 @@ pub(crate) struct MovableSpans<'a> {
     start_pos: Vec<u32>,
 }
 
-impl<'a> MovableSpans<'a> {
-    /// No item placed yet.
-    pub fn new(index: &'a OverlapIndex) -> MovableSpans<'a> {
+impl SpanSlots {
+    /// The slots of every item of `index`, none placed.
+    fn new(index: &OverlapIndex) -> SpanSlots {
         let n = index.by_start.len();
         let mut count = vec![0u32; n + 1];
         for &i in &index.node_items {
@@ -244,30 +260,51 @@ impl<'a> MovableSpans<'a> {
             slots[fill[i as usize] as usize] = at as u32;
             fill[i as usize] += 1;
         }
-        let node_spans = index
-            .node_items
-            .iter()
-            .map(|&item| Span {
-                item,
-                ..Span::default()
-            })
-            .collect();
-        let start_spans = index
-            .by_start
-            .iter()
-            .map(|&item| Span {
-                item,
-                ..Span::default()
-            })
-            .collect();
-        MovableSpans {
-            index,
-            node_spans,
-            start_spans,
+        let unplaced = |&item: &u32| Span {
+            item,
+            ..Span::default()
+        };
+        SpanSlots {
+            node_spans: index.node_items.iter().map(unplaced).collect(),
+            start_spans: index.by_start.iter().map(unplaced).collect(),
             slot_start,
             slots,
             start_pos: index.start_positions(),
         }
+    }
+
+    /// Every item not placed again (the slots' layout is the index's, unchanged).
+    fn clear(&mut self) {
+        for span in self
+            .node_spans
+            .iter_mut()
+            .chain(self.start_spans.iter_mut())
+        {
+            *span = Span {
+                item: span.item,
+                ..Span::default()
+            };
+        }
+    }
+}
+
+impl<'a> MovableSpans<'a> {
+    /// No item placed yet. Reuses the memory of the index's last dropped
+    /// [`MovableSpans`] where there is one.
+    pub fn new(index: &'a OverlapIndex) -> MovableSpans<'a> {
+        let spare = index
+            .spare_spans
+            .lock()
+            .map(|mut spare| spare.take())
+            .unwrap_or(None);
+        let slots = match spare {
+            Some(mut slots) => {
+                slots.clear();
+                slots
+            }
+            None => SpanSlots::new(index),
+        };
+        MovableSpans { index, slots }
     }
 
     /// Records item `i` at `[offset, top)` with `weight` (`top` 0: not placed).
@@ -278,10 +315,12 @@ impl<'a> MovableSpans<'a> {
             weight,
             item: i as u32,
         };
-        for &at in &self.slots[self.slot_start[i] as usize..self.slot_start[i + 1] as usize] {
-            self.node_spans[at as usize] = span;
+        let slots = &mut self.slots;
+        let mine = slots.slot_start[i] as usize..slots.slot_start[i + 1] as usize;
+        for &at in &slots.slots[mine] {
+            slots.node_spans[at as usize] = span;
         }
-        self.start_spans[self.start_pos[i] as usize] = span;
+        slots.start_spans[slots.start_pos[i] as usize] = span;
     }
 
     /// Pushes onto `out` every placed item but `skip` live in some section of `[a, b)`
@@ -290,10 +329,20 @@ impl<'a> MovableSpans<'a> {
         let index = self.index;
         let keep = |s: &&Span| s.top != 0 && s.item as usize != skip;
         index.for_each_path_slot(a, |_, slot| {
-            out.extend(self.node_spans[slot].iter().filter(keep))
+            out.extend(self.slots.node_spans[slot].iter().filter(keep))
         });
-        if let Some(spans) = self.start_spans.get(index.started_inside(a, b)) {
+        if let Some(spans) = self.slots.start_spans.get(index.started_inside(a, b)) {
             out.extend(spans.iter().filter(keep));
+        }
+    }
+}
+
+impl Drop for MovableSpans<'_> {
+    /// Leaves the memory to the index for the next [`MovableSpans`] (where a lock
+    /// poisoned by a panic elsewhere refuses it, the memory is freed).
+    fn drop(&mut self) {
+        if let Ok(mut spare) = self.index.spare_spans.lock() {
+            *spare = Some(std::mem::take(&mut self.slots));
         }
     }
 }
@@ -352,35 +401,56 @@ mod tests {
             .collect();
         let p = Prepared::new(&ranges, 1).expect("valid");
         let index = OverlapIndex::new(&p);
-        let mut spans = MovableSpans::new(&index);
-        let mut at: Vec<Option<(u64, u64, u64)>> = vec![None; p.items.len()];
-        // Place, move and lift items in a scattered order.
-        for step in 0..3 * p.items.len() {
-            let i = (step * 89) % p.items.len();
-            at[i] = if step % 5 == 4 {
-                None
-            } else {
-                let o = (step as u64 * 17) % 1000;
-                Some((o, o + p.items[i].size, step as u64))
-            };
-            let (o, t, w) = at[i].unwrap_or((0, 0, 0));
-            spans.set(i, o, t, w);
-        }
-        let mut got = Vec::new();
-        for i in 0..p.items.len() {
-            let x = &p.items[i];
-            got.clear();
-            spans.placed_in(x.a, x.b, i, &mut got);
-            let mut got: Vec<(usize, u64, u64, u64)> = got
-                .iter()
-                .map(|s| (s.item as usize, s.offset, s.top, s.weight))
-                .collect();
-            got.sort_unstable();
-            let expected: Vec<(usize, u64, u64, u64)> = (0..p.items.len())
-                .filter(|&j| j != i && p.items[j].a < x.b && x.a < p.items[j].b)
-                .filter_map(|j| at[j].map(|(o, t, w)| (j, o, t, w)))
-                .collect();
-            assert_eq!(got, expected, "item {i}");
+        // The second round's spans reuse the memory the first's left to the index:
+        // they start with nothing placed all the same.
+        for round in 0..2u64 {
+            let mut spans = MovableSpans::new(&index);
+            assert_eq!(
+                index.spare_spans.lock().map(|s| s.is_some()).ok(),
+                Some(false)
+            );
+            let mut got = Vec::new();
+            for i in 0..p.items.len() {
+                spans.placed_in(p.items[i].a, p.items[i].b, i, &mut got);
+            }
+            assert!(
+                got.is_empty(),
+                "round {round}: {} placed at first",
+                got.len()
+            );
+            let mut at: Vec<Option<(u64, u64, u64)>> = vec![None; p.items.len()];
+            // Place, move and lift items in a scattered order.
+            for step in 0..3 * p.items.len() {
+                let i = (step * 89) % p.items.len();
+                at[i] = if step % 5 == 4 {
+                    None
+                } else {
+                    let o = (step as u64 * 17 + round * 5) % 1000;
+                    Some((o, o + p.items[i].size, step as u64 + round))
+                };
+                let (o, t, w) = at[i].unwrap_or((0, 0, 0));
+                spans.set(i, o, t, w);
+            }
+            for i in 0..p.items.len() {
+                let x = &p.items[i];
+                got.clear();
+                spans.placed_in(x.a, x.b, i, &mut got);
+                let mut got: Vec<(usize, u64, u64, u64)> = got
+                    .iter()
+                    .map(|s| (s.item as usize, s.offset, s.top, s.weight))
+                    .collect();
+                got.sort_unstable();
+                let expected: Vec<(usize, u64, u64, u64)> = (0..p.items.len())
+                    .filter(|&j| j != i && p.items[j].a < x.b && x.a < p.items[j].b)
+                    .filter_map(|j| at[j].map(|(o, t, w)| (j, o, t, w)))
+                    .collect();
+                assert_eq!(got, expected, "round {round}, item {i}");
+            }
+            drop(spans);
+            assert_eq!(
+                index.spare_spans.lock().map(|s| s.is_some()).ok(),
+                Some(true)
+            );
         }
     }
 
