@@ -746,8 +746,8 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
 /// makes, from the complete class order, the plan the deadline's path starts from
 /// where the class order cannot complete and is placed by the class sweep (its largest
 /// classes in the class order and the fill: [`class_by_sweep`]; [`class_then_fill`]
-/// may take them by exact size). Under a deadline the orders by size refill the
-/// complete class order's plan themselves, where the time left allows
+/// may take them by exact size). Under a deadline the orders by size refill the class
+/// sweep's complete plan themselves, where the time left allows
 /// ([`refill_in_the_time_left`]). From greedy by size's plan (narrow, wide and bursts
 /// at a million) it lowered nothing measured and cost 6-15 s.
 fn refill_applies(p: &Prepared, goal: &Goal, strategy: Strategy) -> bool {
@@ -804,9 +804,9 @@ fn refilled_and_repaired(
     )
 }
 
-/// Under a deadline, the refill ([`refilled_and_repaired`]) of the complete class
-/// order's plan (`class`, with the time the class order took; nothing where it did not
-/// complete) into `best` if lower, where the instance is large (more than
+/// Under a deadline, the refill ([`refilled_and_repaired`]) of the class order's plan
+/// complete by the class sweep ([`class_sweep_then_size`]; `class`, with the time it
+/// took; nothing where it did not complete) into `best` if lower, where the instance is large (more than
 /// [`SWEEP_FIRST_ITEMS`] items), `best` is short of the goal and the time left is at
 /// least what the class order took: the fill and a round of the repair take about
 /// that or less (a million malloc-like buffers: 2.3 s and 5.3 s against 13.2 s). It
@@ -815,14 +815,17 @@ fn refilled_and_repaired(
 /// malloc-like buffers (seed 26) with `--time-limit 60` ended at the class order's
 /// repaired plan (1.0089) without it, 1.0008 with it (the plan without a limit).
 /// Cut by the deadline (the fill sweeps above what it has no time for, `sweep_time`
-/// being what sweeping every item took; the repair stops), it costs that time and
-/// lowers nothing, since the lower plan is kept.
+/// being what sweeping every item took; the repair stops), it loses nothing, since
+/// the lower plan is kept. Not after the class order placed by the greedy (where the
+/// class sweep does not pay): on 24,000 malloc-like buffers with 400 live (seeds 1-8,
+/// `--time-limit 600`) the refill was never below what that path reached without it,
+/// and took up to 2 s more.
 fn refill_in_the_time_left(
     p: &Prepared,
     goal: &Goal,
-    index: &OverlapIndex,
     class: Option<(Vec<u64>, Duration)>,
     sweep_time: Duration,
+    index: &OverlapIndex,
     best: &mut Option<Placement>,
 ) {
     let (Some((class, class_took)), Some(deadline), Some(to_beat)) =
@@ -830,15 +833,31 @@ fn refill_in_the_time_left(
     else {
         return;
     };
-    if p.items.len() <= SWEEP_FIRST_ITEMS
-        || goal.done(to_beat)
-        || !greedy::time_left_for(deadline, class_took)
-    {
+    if !refill_may_run(p, goal, to_beat) || !greedy::time_left_for(deadline, class_took) {
         return;
     }
     let sweep_per_item = per_item(p, sweep_time);
     let (offsets, peak) = refilled_and_repaired(p, index, class, goal, to_beat, sweep_per_item);
     keep_lower(best, (offsets, peak, Strategy::Eject));
+}
+
+/// Whether a refill ([`refilled_and_repaired`]) may run on `p` with a plan at hand
+/// peaking at `peak`: a large instance (more than [`SWEEP_FIRST_ITEMS`] items) short
+/// of the goal.
+fn refill_may_run(p: &Prepared, goal: &Goal, peak: u64) -> bool {
+    p.items.len() > SWEEP_FIRST_ITEMS && !goal.done(peak)
+}
+
+/// What [`refill_in_the_time_left`] starts from, under a deadline: the class order's
+/// plan and the time it took, cloned only where it completed and a refill may run
+/// ([`refill_may_run`]; 8 MB at a million items).
+fn refill_start(
+    p: &Prepared,
+    goal: &Goal,
+    class: &greedy::Swept,
+    took: Duration,
+) -> Option<(Vec<u64>, Duration)> {
+    (class.complete && refill_may_run(p, goal, class.peak)).then(|| (class.offsets.clone(), took))
 }
 
 /// The ejection repair ([`eject_repair`]) of `plan` again and again, each round with
@@ -1184,19 +1203,16 @@ fn greedy_by_size_alone(
             return;
         };
         let left = left.saturating_sub(class.work);
-        let refill_from = class
-            .complete
-            .then(|| (class.offsets.clone(), class_started.elapsed()));
         if class.complete
             && !class_sweep_pays(p)
             && time_for_size_before_the_repair(goal, class_started.elapsed())
         {
             keep_lower(best, (class.offsets, class.peak, Strategy::GreedySizeClass));
-        } else {
-            eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
+            size_in_the_time_left(p, goal, left, sweep_time, index, best);
+            return;
         }
+        eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
         size_in_the_time_left(p, goal, left, sweep_time, index, best);
-        refill_in_the_time_left(p, goal, index, refill_from, sweep_time, best);
         return;
     }
     if deadline.is_some() {
@@ -1313,7 +1329,8 @@ fn class_by_sweep(
 /// * Under a deadline, the time left goes to the ejection repair of the class order's
 ///   plan ([`eject_repair`], complete or split) first: greedy by size would be cut
 ///   at the deadline and swept. Greedy by size has whatever time the repair leaves
-///   ([`size_in_the_time_left`]; with time to spare it completes). Same sitting, seeds 1-4 at a million buffers with
+///   ([`size_in_the_time_left`]; with time to spare it completes), and the refill of
+///   the complete plan what they leave ([`refill_in_the_time_left`]). Same sitting, seeds 1-4 at a million buffers with
 ///   10 s (the fifteenth round): cut greedy by size ended above the class order's plan on every malloc-like
 ///   seed (1.0074-1.0204), and the repair took malloc from 1.0015 / 1.0095 / 1.0117
 ///   (min / median / max) to 1.0003 / 1.0027 / 1.0048 (within 0.5% on 4 of 4 seeds
@@ -1337,7 +1354,7 @@ fn class_sweep_then_size(
     };
     let class_took = class_started.elapsed();
     if deadline.is_some() {
-        let refill_from = class.complete.then(|| (class.offsets.clone(), class_took));
+        let refill_from = refill_start(p, goal, &class, class_took);
         eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
         size_in_the_time_left(
             p,
@@ -1347,7 +1364,7 @@ fn class_sweep_then_size(
             index,
             best,
         );
-        refill_in_the_time_left(p, goal, index, refill_from, sweep_time, best);
+        refill_in_the_time_left(p, goal, refill_from, sweep_time, index, best);
         return true;
     }
     if !goal.done(class.peak) {
@@ -2213,7 +2230,7 @@ mod tests {
         assert!(refilled.1 < repaired_peak, "nothing to test");
         let refill = |goal: &Goal, class: Option<(Vec<u64>, Duration)>| {
             let mut best = at_hand.clone();
-            refill_in_the_time_left(&p, goal, &index, class, Duration::ZERO, &mut best);
+            refill_in_the_time_left(&p, goal, class, Duration::ZERO, &index, &mut best);
             best
         };
         let took = |secs| Some((class.clone(), Duration::from_secs(secs)));
@@ -2226,6 +2243,41 @@ mod tests {
         // Without a deadline the refill is best_of_the_others' (refill_applies).
         let unlimited = Goal::new(&p, &Budget::default(), None);
         assert_eq!(refill(&unlimited, took(1)), at_hand);
+        // The plan at hand meets the goal (a capacity at its peak): nothing to do.
+        let budget = Budget::with_time_limit(Duration::from_secs(600));
+        let met = Goal::new(&p, &budget, Some(repaired_peak));
+        assert_eq!(refill(&met, took(1)), at_hand);
+        // Not a large instance: no refill (though it would lower this one).
+        let small = one_start_a_step(1, 3000, 1500, 12);
+        let small_index = OverlapIndex::new(&small);
+        let small_goal = Goal::new(&small, &budget, None);
+        let (small_class, small_peak) = greedy::place(
+            &small,
+            &small_index,
+            &greedy::by_size_class(&small),
+            Fit::Lowest,
+        );
+        let small_at_hand = Some((small_class.clone(), small_peak, Strategy::GreedySizeClass));
+        let mut kept = small_at_hand.clone();
+        let class = Some((small_class.clone(), Duration::from_secs(1)));
+        refill_in_the_time_left(
+            &small,
+            &small_goal,
+            class,
+            Duration::ZERO,
+            &small_index,
+            &mut kept,
+        );
+        assert_eq!(kept, small_at_hand);
+        let small_refill = refilled_and_repaired(
+            &small,
+            &small_index,
+            small_class,
+            &small_goal,
+            small_peak,
+            Duration::ZERO,
+        );
+        assert!(small_refill.1 < small_peak);
     }
 
     /// `n` malloc-like items, one starting at each step: log-normal sizes (median
