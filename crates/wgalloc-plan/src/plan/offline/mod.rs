@@ -727,7 +727,7 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
     let mut best = searched_and_climbed(p, goal, &mut index, offsets.clone(), peak, strategy);
     if !goal.done(best.1) {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
-        let refill = refill_applies(p, goal, strategy);
+        let refill = refill_applies(p, goal, strategy, best.1);
         let start = refill.then(|| offsets.clone());
         let (ejected, ejected_peak) = eject_repair(p, index, offsets, goal);
         keep_lower_placement(&mut best, (ejected, ejected_peak, Strategy::Eject));
@@ -741,8 +741,9 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
 }
 
 /// Whether [`best_of_the_others`] refills its start plan ([`refilled_and_repaired`]),
-/// made by `strategy`: on large instances (more than [`SWEEP_FIRST_ITEMS`] items)
-/// without a deadline, where the start is the class order's plan. The refill then
+/// made by `strategy`, with the plan at hand peaking at `peak`: without a deadline,
+/// where the start is the class order's plan and a refill may run
+/// ([`refill_may_run`]: a large instance short of the goal). The refill then
 /// makes, from the complete class order, the plan the deadline's path starts from
 /// where the class order cannot complete and is placed by the class sweep (its largest
 /// classes in the class order and the fill: [`class_by_sweep`]; [`class_then_fill`]
@@ -750,10 +751,10 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
 /// sweep's complete plan themselves, where the time left allows
 /// ([`refill_in_the_time_left`]). From greedy by size's plan (narrow, wide and bursts
 /// at a million) it lowered nothing measured and cost 6-15 s.
-fn refill_applies(p: &Prepared, goal: &Goal, strategy: Strategy) -> bool {
+fn refill_applies(p: &Prepared, goal: &Goal, strategy: Strategy, peak: u64) -> bool {
     goal.budget.deadline.is_none()
-        && p.items.len() > SWEEP_FIRST_ITEMS
         && strategy == Strategy::GreedySizeClass
+        && refill_may_run(p, goal, peak)
 }
 
 /// The plan `start` with its largest size classes ([`large_classes`] of the class
@@ -1475,7 +1476,7 @@ fn repair_in_the_time_left(
     index: &OverlapIndex,
     best: &mut Option<Placement>,
 ) {
-    if goal.budget.deadline.is_none_or(|d| Instant::now() >= d) {
+    if goal.budget.deadline.is_none() || goal.budget.expired() {
         return;
     }
     let Some((offsets, peak, _)) = best.as_ref() else {
@@ -2173,11 +2174,11 @@ mod tests {
         let goal = Goal::new(&p, &Budget::default(), None);
         let mut index = None;
         let (start, start_peak, strategy) = start(&p, &goal, &mut index).expect("a plan");
-        assert!(refill_applies(&p, &goal, strategy));
+        assert!(refill_applies(&p, &goal, strategy, start_peak));
         let with_a_deadline =
             Goal::new(&p, &Budget::with_time_limit(Duration::from_secs(600)), None);
-        assert!(!refill_applies(&p, &with_a_deadline, strategy));
-        assert!(!refill_applies(&p, &goal, Strategy::GreedySize));
+        assert!(!refill_applies(&p, &with_a_deadline, strategy, start_peak));
+        assert!(!refill_applies(&p, &goal, Strategy::GreedySize, start_peak));
         let index = index.get_or_insert_with(|| OverlapIndex::new(&p));
         let repaired = eject_repair(&p, index, start.clone(), &goal);
         let refilled = refilled_and_repaired(
