@@ -67,6 +67,21 @@ impl OverlapIndex {
         }
     }
 
+    /// The bytes a [`MovableSpans`] over this index takes ([`SpanSlots`]: a span and
+    /// its position per node slot, O(n log T), and a span and two positions per
+    /// item), so that a caller can tell whether a second one fits beside the first.
+    /// O(1).
+    pub fn spans_bytes(&self) -> usize {
+        let span = std::mem::size_of::<Span>();
+        let position = std::mem::size_of::<u32>();
+        let per_slot = span + position;
+        let per_item = span + 2 * position;
+        self.node_items
+            .len()
+            .saturating_mul(per_slot)
+            .saturating_add(self.by_start.len().saturating_mul(per_item))
+    }
+
     /// Calls `f` with each node on section `a`'s path from its leaf to the root and
     /// its slot (a range of `node_items`): the items stored there are those covering
     /// `a`.
@@ -387,6 +402,31 @@ mod tests {
                 .collect();
             expected.sort_unstable();
             assert_eq!(got, expected, "item {i}");
+        }
+    }
+
+    #[test]
+    fn spans_bytes_is_the_memory_of_the_spans_slots() {
+        for n in [1u64, 50, 700] {
+            let ranges: Vec<LiveRange> = (0..n)
+                .map(|i| LiveRange {
+                    start: (i * 29) % 97,
+                    end: (i * 29) % 97 + 1 + (i * 11) % 70,
+                    size: 1 + i % 5,
+                })
+                .collect();
+            let p = Prepared::new(&ranges, 1).expect("valid");
+            let index = OverlapIndex::new(&p);
+            let slots = SpanSlots::new(&index);
+            let held = |len: usize, each: usize| len * each;
+            let span = std::mem::size_of::<Span>();
+            let actual = held(slots.node_spans.len(), span)
+                + held(slots.start_spans.len(), span)
+                + held(slots.slots.len(), 4)
+                + held(slots.start_pos.len(), 4)
+                + held(slots.slot_start.len(), 4);
+            // The item count's one extra `slot_start` entry aside, exactly.
+            assert_eq!(index.spans_bytes() + 4, actual, "{n} items");
         }
     }
 

@@ -861,6 +861,100 @@ fn refill_start(
     (class.complete && refill_may_run(p, goal, class.peak)).then(|| (class.offsets.clone(), took))
 }
 
+/// The refill runs beside the orders by size ([`greedy_by_size_alone`]) only where a
+/// second [`MovableSpans`](index::MovableSpans) takes at most this many bytes: at a
+/// million buffers the spans take several hundred MB, and a second set would take the
+/// plan past the 1 GB it is to stay under.
+const REFILL_BESIDE_MAX_BYTES: usize = 256 << 20;
+
+/// Whether the refill runs from the start on a second thread beside the orders by
+/// size ([`large_classes_filled_and_repaired`]): under a deadline, where a refill may
+/// run on `p` ([`refill_may_run`]), the orders by size take the single-threaded class
+/// sweep ([`class_sweep_pays`]; the other paths place on two threads themselves), the
+/// machine has a second core and [`Budget::threads`] allows it, and the refill's
+/// repair fits [`REFILL_BESIDE_MAX_BYTES`].
+///
+/// After the class order the refill's own start costs little (its largest classes
+/// are the class order's first items: 15,000 of 100,000 malloc-like buffers, placed
+/// in about 0.05 s, the rest filled in about 0.15 s) but, run after it, it has no time
+/// left under a tight deadline; beside it, its repair starts about 0.4 s before the
+/// class order's and has the time to the deadline.
+fn refill_beside_applies(
+    p: &Prepared,
+    goal: &Goal,
+    index: &OverlapIndex,
+    best: &Option<Placement>,
+) -> bool {
+    let Some(peak) = best.as_ref().map(|b| b.1) else {
+        return false;
+    };
+    goal.budget.deadline.is_some()
+        && goal.budget.two_threads()
+        && refill_may_run(p, goal, peak)
+        && class_sweep_pays(p)
+        && index.spans_bytes() <= REFILL_BESIDE_MAX_BYTES
+}
+
+/// The refill without the class order's complete plan: the class order's largest
+/// classes ([`large_classes`]) placed by the class sweep (the same offsets as in the
+/// complete order, which places them first), every smaller item filled into their
+/// holes ([`fill::place_into`]), then the ejection repair of that in rounds
+/// ([`repair_in_rounds`], at most 1 + [`MORE_REPAIR_ROUNDS`]) within the goal's
+/// deadline. `None` where the largest classes are every item (nothing to fill).
+/// Under a deadline the classes stop where the time left is what filling the items
+/// after them takes ([`greedy::FILL_SWEEPS`] sweeps an item, `sweep_time` being what
+/// sweeping every item took), and those left are filled too.
+fn large_classes_filled_and_repaired(
+    p: &Prepared,
+    goal: &Goal,
+    index: &OverlapIndex,
+    sweep_time: Duration,
+) -> Option<(Vec<u64>, u64)> {
+    let started = Instant::now();
+    let order = greedy::by_size_class(p);
+    let large = large_classes(p, &order);
+    if large == order.len() {
+        return None;
+    }
+    let sweep_per_item = per_item(p, sweep_time);
+    let reserve = sweep_per_item.saturating_mul(greedy::FILL_SWEEPS);
+    let filled_after =
+        reserve.saturating_mul(u32::try_from(order.len() - large).unwrap_or(u32::MAX));
+    let limits = class_sweep::Limits {
+        deadline: goal
+            .budget
+            .deadline
+            .map(|d| d.checked_sub(filled_after).unwrap_or(started)),
+        reserve_per_item: reserve,
+        work: u64::MAX,
+        whole_or_first: 0,
+    };
+    let placed = class_sweep::place_classes(p, &order[..large], &limits);
+    let mut offsets = placed.offsets;
+    let rest = &order[placed.placed..];
+    let peak = fill::place_into(p, rest, &mut offsets, goal.budget.deadline, sweep_per_item)
+        .max(placed.peak);
+    log::debug!(
+        "beside: the {} largest items by classes, the rest filled: {peak} in {:?}",
+        placed.placed,
+        started.elapsed()
+    );
+    let repaired = repair_in_rounds(
+        p,
+        index,
+        (offsets, peak),
+        goal,
+        1 + MORE_REPAIR_ROUNDS,
+        None,
+    );
+    log::debug!(
+        "beside: repaired to {} in {:?}",
+        repaired.1,
+        started.elapsed()
+    );
+    Some(repaired)
+}
+
 /// The ejection repair ([`eject_repair`]) of `plan` again and again, each round with
 /// fresh weights, step and work, at most `rounds` times, while each lowers the peak
 /// and the goal is unreached; the lowest plan. With `to_beat` (the peak of a plan
@@ -1118,6 +1212,11 @@ const CLASS_FIRST_SWEEPS: u32 = 16;
 ///   malloc-like buffers with 10 s, 1% over the bound where the sweep alone is 25%
 ///   over. The class order follows only where the first completed and the work left
 ///   is at least what it took.
+///
+/// Under a deadline, where the class sweep is the path and a second core and the
+/// memory allow ([`refill_beside_applies`]), the refill runs from the start on a
+/// thread of its own ([`large_classes_filled_and_repaired`]) beside these orders, and
+/// the lower plan is kept.
 fn greedy_by_size_alone(
     p: &Prepared,
     goal: &Goal,
@@ -1130,13 +1229,62 @@ fn greedy_by_size_alone(
         return;
     }
     let index = index.get_or_insert_with(|| OverlapIndex::new(p));
+    if !refill_beside_applies(p, goal, index, best) {
+        orders_by_size(p, goal, pairs, sweep_time, index, best, true);
+        return;
+    }
+    log::debug!(
+        "beside: the refill on a second thread (spans {} MiB)",
+        index.spans_bytes() >> 20
+    );
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new()
+            .name("wgalloc-refill".into())
+            .spawn_scoped(scope, || {
+                large_classes_filled_and_repaired(p, goal, index, sweep_time)
+            });
+        // Where the thread is refused, the refill comes after the orders, in the time
+        // they leave ([`refill_in_the_time_left`]), as on one core.
+        orders_by_size(p, goal, pairs, sweep_time, index, best, spawned.is_err());
+        if let Ok(handle) = spawned {
+            let refilled = handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            if let Some((offsets, peak)) = refilled {
+                keep_lower(best, (offsets, peak, Strategy::Eject));
+            }
+        }
+    });
+}
+
+/// The body of [`greedy_by_size_alone`]: the orders by size, on `index`. `refill`:
+/// whether the refill may follow the class order in the time left
+/// ([`refill_in_the_time_left`]; not where it already runs beside them).
+fn orders_by_size(
+    p: &Prepared,
+    goal: &Goal,
+    pairs: u64,
+    sweep_time: Duration,
+    index: &OverlapIndex,
+    best: &mut Option<Placement>,
+    refill: bool,
+) {
     let mut left = GREEDY_SIZE_WORK;
     // A greedy placement reads each unordered pair once.
     let work = pairs / 2;
     let deadline = best.as_ref().and(goal.budget.deadline);
     if !(deadline.is_none() && work <= GREEDY_SIZE_WORK)
         && class_sweep_pays(p)
-        && class_sweep_then_size(p, goal, GREEDY_SIZE_WORK, work, sweep_time, index, best)
+        && class_sweep_then_size(
+            p,
+            goal,
+            GREEDY_SIZE_WORK,
+            work,
+            sweep_time,
+            index,
+            best,
+            refill,
+        )
     {
         return;
     }
@@ -1339,6 +1487,7 @@ fn class_by_sweep(
 ///   kept their counts, wide its run-to-run spread. At 100,000 buffers with 2 s (seeds
 ///   1-8) malloc's median fell 1.0051 -> 1.0045 (within 0.25% on 3 seeds where it
 ///   was 2) and narrow's max 1.0042 -> 1.0007.
+#[allow(clippy::too_many_arguments)]
 fn class_sweep_then_size(
     p: &Prepared,
     goal: &Goal,
@@ -1347,6 +1496,7 @@ fn class_sweep_then_size(
     sweep_time: Duration,
     index: &OverlapIndex,
     best: &mut Option<Placement>,
+    refill: bool,
 ) -> bool {
     let deadline = best.as_ref().and(goal.budget.deadline);
     let class_started = Instant::now();
@@ -1355,7 +1505,9 @@ fn class_sweep_then_size(
     };
     let class_took = class_started.elapsed();
     if deadline.is_some() {
-        let refill_from = refill_start(p, goal, &class, class_took);
+        let refill_from = refill
+            .then(|| refill_start(p, goal, &class, class_took))
+            .flatten();
         eject_the_class_order(p, goal, index, class.offsets, class.peak, best);
         size_in_the_time_left(
             p,
@@ -2308,34 +2460,120 @@ mod tests {
     fn under_a_far_deadline_the_orders_by_size_end_at_most_at_the_class_order_refilled() {
         // Seed 3 of the malloc-like family: without the refill the deadline's path ends
         // at the class order's repair (34,410,648), above its refill (34,305,653);
-        // seeds 1, 2 and 4 end below both either way.
+        // seeds 1, 2 and 4 end below both either way. On one thread the refill follows
+        // the orders ([`refill_in_the_time_left`]); with a second core it runs beside
+        // them ([`large_classes_filled_and_repaired`]).
         let p = malloc_like(3, 24_000, 2000.0);
         assert!(p.items.len() > SWEEP_FIRST_ITEMS);
-        let far = Goal::new(&p, &Budget::with_time_limit(Duration::from_secs(600)), None);
-        let started = Instant::now();
-        let (swept, swept_peak) = sweep::place(&p);
-        let sweep_time = started.elapsed();
-        let mut best = Some((swept, swept_peak, Strategy::Best));
-        let mut index = None;
-        let pairs = p.overlap_pairs();
-        greedy_by_size_alone(&p, &far, pairs, sweep_time, &mut index, &mut best);
-        let (offsets, peak, _) = best.expect("a plan");
-        p.assert_valid(&offsets, peak);
-        let index = index.expect("built by the orders by size");
-        let (class, _) = greedy::place(&p, &index, &greedy::by_size_class(&p), Fit::Lowest);
-        let (_, repaired_peak) = eject_repair(&p, &index, class.clone(), &far);
-        let refilled =
-            refilled_and_repaired(&p, &index, class, &far, repaired_peak, Duration::ZERO);
-        assert!(
-            refilled.1 < repaired_peak,
-            "{} not below the class order's repair {repaired_peak}: nothing to test",
-            refilled.1
+        for threads in [false, true] {
+            let budget = Budget {
+                threads,
+                ..Budget::with_time_limit(Duration::from_secs(600))
+            };
+            let far = Goal::new(&p, &budget, None);
+            let started = Instant::now();
+            let (swept, swept_peak) = sweep::place(&p);
+            let sweep_time = started.elapsed();
+            let mut best = Some((swept, swept_peak, Strategy::Best));
+            assert_eq!(
+                refill_beside_applies(&p, &far, &OverlapIndex::new(&p), &best),
+                threads && has_second_core()
+            );
+            let mut index = None;
+            let pairs = p.overlap_pairs();
+            greedy_by_size_alone(&p, &far, pairs, sweep_time, &mut index, &mut best);
+            let (offsets, peak, _) = best.expect("a plan");
+            p.assert_valid(&offsets, peak);
+            let index = index.expect("built by the orders by size");
+            let (class, _) = greedy::place(&p, &index, &greedy::by_size_class(&p), Fit::Lowest);
+            let (_, repaired_peak) = eject_repair(&p, &index, class.clone(), &far);
+            let refilled =
+                refilled_and_repaired(&p, &index, class, &far, repaired_peak, Duration::ZERO);
+            assert!(
+                refilled.1 < repaired_peak,
+                "{} not below the class order's repair {repaired_peak}: nothing to test",
+                refilled.1
+            );
+            assert!(
+                peak <= refilled.1,
+                "threads {threads}: {peak} above the refilled plan's {}",
+                refilled.1
+            );
+        }
+    }
+
+    #[test]
+    fn the_refill_beside_the_orders_is_the_complete_class_order_refilled() {
+        // Its largest classes, placed by the class sweep alone, are the complete class
+        // order's first items: the same start as the refill of the complete plan, then
+        // the same rounds of the repair (no deadline: bound by work, deterministic).
+        for (seed, n) in [(5, 21_000), (11, 22_000)] {
+            let p = malloc_like(seed, n, 1500.0);
+            let goal = Goal::new(&p, &Budget::default(), None);
+            let index = OverlapIndex::new(&p);
+            let beside = large_classes_filled_and_repaired(&p, &goal, &index, Duration::ZERO)
+                .expect("smaller classes to fill");
+            p.assert_valid(&beside.0, beside.1);
+            let order = greedy::by_size_class(&p);
+            let class = class_sweep::place_classes(&p, &order, &class_sweep::Limits::UNLIMITED);
+            assert_eq!(class.placed, p.items.len());
+            let refilled =
+                refilled_and_repaired(&p, &index, class.offsets, &goal, u64::MAX, Duration::ZERO);
+            assert_eq!(beside, refilled, "seed {seed}");
+        }
+        // Where the largest classes are every item there is nothing to fill.
+        let one_size: Vec<LiveRange> = (0..30u64)
+            .map(|t| LiveRange {
+                start: t,
+                end: t + 5,
+                size: 64,
+            })
+            .collect();
+        let p = Prepared::new(&one_size, 1).expect("valid");
+        let goal = Goal::new(&p, &Budget::default(), None);
+        let index = OverlapIndex::new(&p);
+        assert_eq!(
+            large_classes_filled_and_repaired(&p, &goal, &index, Duration::ZERO),
+            None
         );
-        assert!(
-            peak <= refilled.1,
-            "{peak} above the refilled plan's {}",
-            refilled.1
+    }
+
+    #[test]
+    fn the_refill_runs_beside_the_orders_only_under_a_deadline_with_a_second_core_on_a_large_instance(
+    ) {
+        let p = malloc_like(7, 24_000, 2000.0);
+        assert!(p.items.len() > SWEEP_FIRST_ITEMS && class_sweep_pays(&p));
+        let index = OverlapIndex::new(&p);
+        assert!(index.spans_bytes() <= REFILL_BESIDE_MAX_BYTES);
+        let far = Budget::with_time_limit(Duration::from_secs(600));
+        let goal = |budget: &Budget| Goal::new(&p, budget, None);
+        let above = Some((Vec::new(), u64::MAX, Strategy::Best));
+        assert_eq!(
+            refill_beside_applies(&p, &goal(&far), &index, &above),
+            has_second_core()
         );
+        // No deadline, no second thread, no plan yet, or the goal met: not beside.
+        let applies = |budget: &Budget, plan: &Option<Placement>| {
+            refill_beside_applies(&p, &goal(budget), &index, plan)
+        };
+        assert!(!applies(&Budget::default(), &above));
+        let one_thread = Budget {
+            threads: false,
+            ..far
+        };
+        assert!(!applies(&one_thread, &above));
+        assert!(!applies(&far, &None));
+        let met = Some((Vec::new(), p.lower_bound, Strategy::Best));
+        assert!(!applies(&far, &met));
+        // A small instance, and one the class sweep does not pay on (about 50 live).
+        for other in [
+            malloc_like(7, 2_000, 150.0),
+            one_start_a_step(1, 21_000, 100, 10),
+        ] {
+            let index = OverlapIndex::new(&other);
+            let goal = Goal::new(&other, &far, None);
+            assert!(!refill_beside_applies(&other, &goal, &index, &above));
+        }
     }
 
     #[test]
@@ -2532,7 +2770,7 @@ mod tests {
         let (offsets, swept) = sweep::place(&p);
         let mut best = Some((offsets, swept, Strategy::Best));
         assert!(class_sweep_then_size(
-            &p, &goal, half, pairs, sweep_time, &index, &mut best
+            &p, &goal, half, pairs, sweep_time, &index, &mut best, true
         ));
         let (offsets, peak, strategy) = best.expect("a plan");
         p.assert_valid(&offsets, peak);
@@ -2555,7 +2793,8 @@ mod tests {
             pairs,
             sweep_time,
             &index,
-            &mut best
+            &mut best,
+            true
         ));
         let (offsets, peak, _) = best.expect("a plan");
         p.assert_valid(&offsets, peak);
@@ -2566,7 +2805,7 @@ mod tests {
         let unlimited = Goal::new(&p, &Budget::default(), None);
         let mut kept = Some((vec![0; p.items.len()], u64::MAX, Strategy::Best));
         assert!(!class_sweep_then_size(
-            &p, &unlimited, half, pairs, sweep_time, &index, &mut kept
+            &p, &unlimited, half, pairs, sweep_time, &index, &mut kept, true
         ));
         assert_eq!(kept.map(|k| k.1), Some(u64::MAX));
     }
