@@ -46,6 +46,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use super::greedy::{sort_by_start, SortScratch};
@@ -54,7 +55,7 @@ use super::prepared::Prepared;
 
 /// What [`lower`] aims at and may spend.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub(crate) struct Limits<'a> {
     /// Stop once the peak is at or below this.
     pub target: u64,
     /// Work all attempts may spend together: a unit per item live with an item placed
@@ -65,6 +66,32 @@ pub(crate) struct Limits {
     pub work: u64,
     /// Stop once this instant has passed (checked every [`DEADLINE_STEPS`] steps).
     pub deadline: Option<Instant>,
+    /// Stop once this is raised (by another thread; looked at with the clock).
+    pub stop: Option<&'a AtomicBool>,
+}
+
+impl Limits<'_> {
+    /// When the attempts must end besides their work.
+    fn until(&self) -> Until<'_> {
+        Until {
+            deadline: self.deadline,
+            stop: self.stop,
+        }
+    }
+}
+
+/// When a step of the repair must end: a deadline, a flag another thread may raise.
+#[derive(Debug, Clone, Copy, Default)]
+struct Until<'a> {
+    deadline: Option<Instant>,
+    stop: Option<&'a AtomicBool>,
+}
+
+impl Until<'_> {
+    /// Whether the deadline has passed or the flag was raised.
+    fn passed(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::Relaxed)) || expired(self.deadline)
+    }
 }
 
 /// How many steps run between two looks at the clock: a step reads the items live
@@ -136,7 +163,8 @@ fn lower_traced(
     let mut best_peak = p.peak_of(offsets);
     let unit = p.items.iter().map(|it| it.size).fold(0u64, gcd).max(1);
     let floor = p.lower_bound.max(limits.target);
-    if best_peak <= floor || limits.work == 0 || expired(limits.deadline) {
+    let until = limits.until();
+    if best_peak <= floor || limits.work == 0 || until.passed() {
         return best_peak;
     }
     let mut step = ((best_peak - p.lower_bound) / FIRST_STEP_DIVISOR).max(unit);
@@ -145,7 +173,7 @@ fn lower_traced(
     let mut work_left = limits.work;
     let items = p.items.len() as u64;
     let mut misses = 0u32;
-    while best_peak > floor && work_left > 0 && !expired(limits.deadline) {
+    while best_peak > floor && work_left > 0 && !until.passed() {
         let goal = best_peak.saturating_sub(step).max(floor);
         let goal = goal - goal % unit;
         if goal < p.lower_bound {
@@ -154,7 +182,7 @@ fn lower_traced(
         let allowed = (work_left / ATTEMPT_SHARE)
             .max(MIN_ATTEMPT_WORK)
             .min(work_left);
-        let (placed_under, spent) = state.attempt(goal, allowed, limits.deadline);
+        let (placed_under, spent) = state.attempt(goal, allowed, until);
         // An attempt also scans every item (the lift, the peak, the copy or the
         // restore): a unit each, so that many cheap attempts cannot outrun the work.
         // A completion after a miss counts the items it reads and places.
@@ -165,7 +193,7 @@ fn lower_traced(
         let completed = if placed_under {
             None
         } else {
-            state.complete_above(limits.deadline).map(|(peak, read)| {
+            state.complete_above(until).map(|(peak, read)| {
                 work_left = work_left.saturating_sub(read);
                 peak
             })
@@ -198,7 +226,7 @@ fn lower_traced(
         if let Some(peak) = kept {
             log::debug!("ejection repair: completed above the ceiling at {peak}");
         }
-        if step <= unit || misses >= MISSES_IN_A_ROW || expired(limits.deadline) {
+        if step <= unit || misses >= MISSES_IN_A_ROW || until.passed() {
             break;
         }
         if kept.is_none() {
@@ -280,9 +308,9 @@ impl<'a> State<'a> {
     /// After a missed attempt: every item not placed, largest first, at the lowest
     /// offset free over its lifetime (above the ceiling where need be), so that the
     /// placement is complete again; returns its peak and the items read (`None`, the
-    /// state partial, where `deadline` passed first). O(k L) for k
+    /// state partial, where `until` passed first). O(k L) for k
     /// items placed with L live with each, plus O(n) to find them.
-    fn complete_above(&mut self, deadline: Option<Instant>) -> Option<(u64, u64)> {
+    fn complete_above(&mut self, until: Until<'_>) -> Option<(u64, u64)> {
         let mut read = 0u64;
         // Every item not placed, not only those queued: the attempt may have taken one
         // from the queue before it stopped. Largest first, as the attempt places them.
@@ -292,7 +320,7 @@ impl<'a> State<'a> {
             .collect();
         unplaced.sort_by_key(|&i| (Reverse(self.p.items[i].size), i));
         for (k, u) in unplaced.into_iter().enumerate() {
-            if (k as u64).is_multiple_of(DEADLINE_STEPS) && expired(deadline) {
+            if (k as u64).is_multiple_of(DEADLINE_STEPS) && until.passed() {
                 return None;
             }
             let size = self.p.items[u].size;
@@ -349,7 +377,7 @@ impl<'a> State<'a> {
     /// Places every item under `goal` within `work`; returns whether it did and the
     /// work spent. On failure the state is partial: complete it
     /// ([`State::complete_above`]) or [`State::restore`] it.
-    fn attempt(&mut self, goal: u64, work: u64, deadline: Option<Instant>) -> (bool, u64) {
+    fn attempt(&mut self, goal: u64, work: u64, until: Until<'_>) -> (bool, u64) {
         for i in 0..self.p.items.len() {
             if self.offsets[i] + self.p.items[i].size > goal {
                 self.lift(i);
@@ -366,7 +394,7 @@ impl<'a> State<'a> {
                 return (false, spent);
             }
             steps += 1;
-            if steps.is_multiple_of(DEADLINE_STEPS) && expired(deadline) {
+            if steps.is_multiple_of(DEADLINE_STEPS) && until.passed() {
                 return (false, spent);
             }
             spent += self.place(u, goal).max(1);
@@ -535,6 +563,7 @@ mod tests {
             target: p.lower_bound,
             work: TRACED_WORK,
             deadline: None,
+            stop: None,
         };
         let mut attempts = Vec::new();
         let peak = lower_traced(&p, &index, &mut offsets, &limits, &mut |a| attempts.push(a));
@@ -589,7 +618,7 @@ mod tests {
         let (p, index, offsets) = traced_instance();
         let mut state = State::new(&p, &index, &offsets);
         // The bound, with little work: missed, many items left lifted.
-        let (reached, _) = state.attempt(p.lower_bound, 10_000, None);
+        let (reached, _) = state.attempt(p.lower_bound, 10_000, Until::default());
         assert!(!reached);
         let before: Vec<Option<u64>> = (0..p.items.len())
             .map(|i| state.placed[i].then_some(state.offsets[i]))
@@ -598,9 +627,15 @@ mod tests {
         // With its deadline passed it stops (`lower` then stops at the last complete
         // placement).
         let mut late = State::new(&p, &index, &offsets);
-        assert!(!late.attempt(p.lower_bound, 10_000, None).0);
-        assert_eq!(late.complete_above(Some(Instant::now())), None);
-        let (peak, read) = state.complete_above(None).expect("no deadline");
+        assert!(!late.attempt(p.lower_bound, 10_000, Until::default()).0);
+        assert_eq!(
+            late.complete_above(Until {
+                deadline: Some(Instant::now()),
+                stop: None,
+            }),
+            None
+        );
+        let (peak, read) = state.complete_above(Until::default()).expect("no deadline");
         assert!(read > 0);
         assert!(state.placed.iter().all(|&placed| placed));
         p.assert_valid(&state.offsets, peak);
@@ -684,6 +719,7 @@ mod tests {
                 target: p.lower_bound,
                 work: 2_000_000,
                 deadline: None,
+                stop: None,
             };
             let repaired = lower(&p, &index, &mut offsets, &limits);
             p.assert_valid(&offsets, repaired);
@@ -707,6 +743,7 @@ mod tests {
             target: p.lower_bound,
             work: 5_000_000,
             deadline: None,
+            stop: None,
         };
         let mut a = start.clone();
         let mut b = start;
@@ -728,6 +765,7 @@ mod tests {
                 target: p.lower_bound,
                 work,
                 deadline: None,
+                stop: None,
             };
             let mut offsets = start.clone();
             let repaired = lower(&p, &index, &mut offsets, &limits);
@@ -757,9 +795,35 @@ mod tests {
             target: p.lower_bound,
             work: u64::MAX,
             deadline: None,
+            stop: None,
         };
         assert_eq!(lower(&p, &index, &mut offsets, &limits), p.lower_bound);
         assert!(offsets.iter().all(|&o| o == 0));
+    }
+
+    #[test]
+    fn a_raised_stop_flag_changes_nothing() {
+        let ranges = malloc_like(500, 77, 50);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let index = OverlapIndex::new(&p);
+        let (start, peak) = greedy_class(&p, &index);
+        let stop = AtomicBool::new(true);
+        let limits = Limits {
+            target: p.lower_bound,
+            work: 2_000_000,
+            deadline: None,
+            stop: Some(&stop),
+        };
+        let mut offsets = start.clone();
+        assert_eq!(lower(&p, &index, &mut offsets, &limits), peak);
+        assert_eq!(offsets, start);
+        // Lowered, the same instance, where the flag is down.
+        let down = AtomicBool::new(false);
+        let limits = Limits {
+            stop: Some(&down),
+            ..limits
+        };
+        assert!(lower(&p, &index, &mut offsets, &limits) < peak);
     }
 
     #[test]
@@ -772,6 +836,7 @@ mod tests {
             target: p.lower_bound,
             work: u64::MAX,
             deadline: Some(Instant::now()),
+            stop: None,
         };
         let mut offsets = start.clone();
         assert_eq!(lower(&p, &index, &mut offsets, &limits), peak);

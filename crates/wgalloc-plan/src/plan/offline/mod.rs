@@ -42,6 +42,7 @@ mod sweep;
 pub mod workload;
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use graph::{graph_live_ranges, GraphRanges};
@@ -252,7 +253,10 @@ pub struct Budget {
     /// its own; without a deadline, the two greedy orders by size of a large
     /// instance side by side where each completes within the work budget alone; and
     /// elsewhere a greedy order by size (or a greedy strategy run alone) placed on two
-    /// threads by speculative chunks, with the very offsets of one thread.
+    /// threads by speculative chunks, with the very offsets of one thread; under a
+    /// deadline, on a large instance whose class order is placed by the class sweep,
+    /// the refill (the class order's largest classes, the rest filled, repaired) beside
+    /// the orders by size, which then keep to one thread.
     /// Without a deadline the plan is the same either way and only the time changes
     /// (in turn, those two orders take up to twice as long); with one, what each phase
     /// reaches before it depends on the threads, as on the machine's speed.
@@ -382,6 +386,7 @@ pub fn interval_ranges(problem: &IntervalProblem) -> Vec<LiveRange> {
 }
 
 /// What a planning run aims at and how long it may take.
+#[derive(Debug, Clone, Copy)]
 struct Goal {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.
@@ -747,8 +752,9 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
 /// makes, from the complete class order, the plan the deadline's path starts from
 /// where the class order cannot complete and is placed by the class sweep (its largest
 /// classes in the class order and the fill: [`class_by_sweep`]; [`class_then_fill`]
-/// may take them by exact size). Under a deadline the orders by size refill the class
-/// sweep's complete plan themselves, where the time left allows
+/// may take them by exact size). Under a deadline the refill runs from the start on
+/// the second core where it may ([`refill_beside_applies`]), else the orders by size
+/// refill the class sweep's complete plan themselves, where the time left allows
 /// ([`refill_in_the_time_left`]). From greedy by size's plan (narrow, wide and bursts
 /// at a million) it lowered nothing measured and cost 6-15 s.
 fn refill_applies(p: &Prepared, goal: &Goal, strategy: Strategy, peak: u64) -> bool {
@@ -876,7 +882,7 @@ const REFILL_BESIDE_MAX_BYTES: usize = 256 << 20;
 ///
 /// After the class order the refill's own start costs little (its largest classes
 /// are the class order's first items: 15,000 of 100,000 malloc-like buffers, placed
-/// in about 0.05 s, the rest filled in about 0.15 s) but, run after it, it has no time
+/// in about 0.04 s, the rest filled in about 0.16 s) but, run after it, it has no time
 /// left under a tight deadline; beside it, its repair starts about 0.4 s before the
 /// class order's and has the time to the deadline.
 fn refill_beside_applies(
@@ -909,6 +915,7 @@ fn large_classes_filled_and_repaired(
     goal: &Goal,
     index: &OverlapIndex,
     sweep_time: Duration,
+    stop: &AtomicBool,
 ) -> Option<(Vec<u64>, u64)> {
     let started = Instant::now();
     let order = greedy::by_size_class(p);
@@ -920,32 +927,32 @@ fn large_classes_filled_and_repaired(
     let reserve = sweep_per_item.saturating_mul(greedy::FILL_SWEEPS);
     let filled_after =
         reserve.saturating_mul(u32::try_from(order.len() - large).unwrap_or(u32::MAX));
+    // No time for the largest classes before the fill's: nothing to offer.
+    let deadline = match goal.budget.deadline {
+        Some(d) => Some(d.checked_sub(filled_after).filter(|&d| d > started)?),
+        None => None,
+    };
     let limits = class_sweep::Limits {
-        deadline: goal
-            .budget
-            .deadline
-            .map(|d| d.checked_sub(filled_after).unwrap_or(started)),
+        deadline,
         reserve_per_item: reserve,
         work: u64::MAX,
         whole_or_first: 0,
     };
     let placed = class_sweep::place_classes(p, &order[..large], &limits);
-    let mut offsets = placed.offsets;
-    let rest = &order[placed.placed..];
-    let peak = fill::place_into(p, rest, &mut offsets, goal.budget.deadline, sweep_per_item)
-        .max(placed.peak);
+    let (offsets, peak) =
+        filled_after_classes(p, &order, placed, goal.budget.deadline, sweep_per_item);
     log::debug!(
-        "beside: the {} largest items by classes, the rest filled: {peak} in {:?}",
-        placed.placed,
+        "beside: the largest items by classes, the rest filled: {peak} in {:?}",
         started.elapsed()
     );
-    let repaired = repair_in_rounds(
+    let repaired = repair_in_rounds_until(
         p,
         index,
         (offsets, peak),
         goal,
         1 + MORE_REPAIR_ROUNDS,
         None,
+        Some(stop),
     );
     log::debug!(
         "beside: repaired to {} in {:?}",
@@ -953,6 +960,26 @@ fn large_classes_filled_and_repaired(
         started.elapsed()
     );
     Some(repaired)
+}
+
+/// The plan of `order`'s first items placed by the class sweep (`placed`, a prefix of
+/// `order`: all of it, or cut by its limits), every later item of `order` filled into
+/// their holes ([`fill::place_into`] within `deadline`, `sweep_per_item` kept for each
+/// item it has no time for); its offsets and peak. O(fill).
+fn filled_after_classes(
+    p: &Prepared,
+    order: &[usize],
+    placed: class_sweep::ClassesPlaced,
+    deadline: Option<Instant>,
+    sweep_per_item: Duration,
+) -> (Vec<u64>, u64) {
+    let mut offsets = placed.offsets;
+    let rest = &order[placed.placed..];
+    if rest.is_empty() {
+        return (offsets, placed.peak);
+    }
+    let peak = fill::place_into(p, rest, &mut offsets, deadline, sweep_per_item).max(placed.peak);
+    (offsets, peak)
 }
 
 /// The ejection repair ([`eject_repair`]) of `plan` again and again, each round with
@@ -972,12 +999,26 @@ fn repair_in_rounds(
     rounds: u32,
     to_beat: Option<u64>,
 ) -> (Vec<u64>, u64) {
+    repair_in_rounds_until(p, index, plan, goal, rounds, to_beat, None)
+}
+
+/// [`repair_in_rounds`], ending also once `stop` is raised (by another thread: looked
+/// at before each round and inside the repair with its clock).
+fn repair_in_rounds_until(
+    p: &Prepared,
+    index: &OverlapIndex,
+    plan: (Vec<u64>, u64),
+    goal: &Goal,
+    rounds: u32,
+    to_beat: Option<u64>,
+    stop: Option<&AtomicBool>,
+) -> (Vec<u64>, u64) {
     let mut plan = plan;
     for round in 0..rounds {
-        if goal.done(plan.1) {
+        if goal.done(plan.1) || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
             break;
         }
-        let repaired = eject_repair(p, index, plan.0.clone(), goal);
+        let repaired = eject_repair_until(p, index, plan.0.clone(), goal, stop);
         if repaired.1 >= plan.1 {
             break;
         }
@@ -1025,8 +1066,19 @@ fn start_then_eject(
 fn eject_repair(
     p: &Prepared,
     index: &OverlapIndex,
+    offsets: Vec<u64>,
+    goal: &Goal,
+) -> (Vec<u64>, u64) {
+    eject_repair_until(p, index, offsets, goal, None)
+}
+
+/// [`eject_repair`], ending also once `stop` is raised (by another thread).
+fn eject_repair_until(
+    p: &Prepared,
+    index: &OverlapIndex,
     mut offsets: Vec<u64>,
     goal: &Goal,
+    stop: Option<&AtomicBool>,
 ) -> (Vec<u64>, u64) {
     let started = Instant::now();
     let limits = eject::Limits {
@@ -1037,6 +1089,7 @@ fn eject_repair(
             .saturating_mul(EJECT_WORK_PER_ITEM)
             .min(EJECT_MAX_WORK),
         deadline: goal.budget.deadline,
+        stop,
     };
     let peak = eject::lower(p, index, &mut offsets, &limits);
     log::debug!("ejection repair: {peak} in {:?}", started.elapsed());
@@ -1237,22 +1290,38 @@ fn greedy_by_size_alone(
         "beside: the refill on a second thread (spans {} MiB)",
         index.spans_bytes() >> 20
     );
+    // Raised once the orders reach the goal: the refill can then only tie, and the
+    // run is not kept waiting for it.
+    let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let spawned = std::thread::Builder::new()
             .name("wgalloc-refill".into())
             .spawn_scoped(scope, || {
-                large_classes_filled_and_repaired(p, goal, index, sweep_time)
+                large_classes_filled_and_repaired(p, goal, index, sweep_time, &stop)
             });
-        // Where the thread is refused, the refill comes after the orders, in the time
-        // they leave ([`refill_in_the_time_left`]), as on one core.
-        orders_by_size(p, goal, pairs, sweep_time, index, best, spawned.is_err());
-        if let Ok(handle) = spawned {
-            let refilled = handle
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            if let Some((offsets, peak)) = refilled {
-                keep_lower(best, (offsets, peak, Strategy::Eject));
-            }
+        let Ok(handle) = spawned else {
+            // Refused: the refill comes after the orders, in the time they leave
+            // ([`refill_in_the_time_left`]), as on one core.
+            orders_by_size(p, goal, pairs, sweep_time, index, best, true);
+            return;
+        };
+        // The refill has the second core: the orders keep to one thread.
+        let one_thread = Goal {
+            budget: Budget {
+                threads: false,
+                ..goal.budget
+            },
+            ..*goal
+        };
+        orders_by_size(p, &one_thread, pairs, sweep_time, index, best, false);
+        if best.as_ref().is_some_and(|b| goal.reached(b.1)) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let refilled = handle
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        if let Some((offsets, peak)) = refilled {
+            keep_lower(best, (offsets, peak, Strategy::Eject));
         }
     });
 }
@@ -1440,13 +1509,8 @@ fn class_by_sweep(
         log::debug!("greedy-size-class by classes: given up (incomplete, and no split here)");
         return None;
     }
-    let mut offsets = placed.offsets;
-    let peak = if complete {
-        placed.peak
-    } else {
-        let rest = &order[placed.placed..];
-        fill::place_into(p, rest, &mut offsets, deadline, sweep_per_item).max(placed.peak)
-    };
+    let placed_work = placed.work;
+    let (offsets, peak) = filled_after_classes(p, &order, placed, deadline, sweep_per_item);
     log::debug!(
         "greedy-size-class by classes ({}): {peak} in {:?}",
         if complete {
@@ -1460,7 +1524,7 @@ fn class_by_sweep(
         offsets,
         peak,
         complete,
-        work: placed.work.saturating_mul(SWEEP_UNIT_PAIRS),
+        work: placed_work.saturating_mul(SWEEP_UNIT_PAIRS),
     })
 }
 
@@ -1487,6 +1551,10 @@ fn class_by_sweep(
 ///   kept their counts, wide its run-to-run spread. At 100,000 buffers with 2 s (seeds
 ///   1-8) malloc's median fell 1.0051 -> 1.0045 (within 0.25% on 3 seeds where it
 ///   was 2) and narrow's max 1.0042 -> 1.0007.
+///
+/// `refill`: whether the refill of the complete class order follows in the time left
+/// ([`refill_in_the_time_left`]); `false` where it already runs beside these orders
+/// ([`greedy_by_size_alone`]).
 #[allow(clippy::too_many_arguments)]
 fn class_sweep_then_size(
     p: &Prepared,
@@ -2511,15 +2579,39 @@ mod tests {
             let p = malloc_like(seed, n, 1500.0);
             let goal = Goal::new(&p, &Budget::default(), None);
             let index = OverlapIndex::new(&p);
-            let beside = large_classes_filled_and_repaired(&p, &goal, &index, Duration::ZERO)
-                .expect("smaller classes to fill");
+            let go_on = AtomicBool::new(false);
+            let beside =
+                large_classes_filled_and_repaired(&p, &goal, &index, Duration::ZERO, &go_on)
+                    .expect("smaller classes to fill");
             p.assert_valid(&beside.0, beside.1);
             let order = greedy::by_size_class(&p);
             let class = class_sweep::place_classes(&p, &order, &class_sweep::Limits::UNLIMITED);
             assert_eq!(class.placed, p.items.len());
-            let refilled =
-                refilled_and_repaired(&p, &index, class.offsets, &goal, u64::MAX, Duration::ZERO);
+            let refilled = refilled_and_repaired(
+                &p,
+                &index,
+                class.offsets.clone(),
+                &goal,
+                u64::MAX,
+                Duration::ZERO,
+            );
             assert_eq!(beside, refilled, "seed {seed}");
+            // Stopped from the start (the orders reached the goal), it offers its start
+            // unrepaired: the class order's largest classes where they are, the rest
+            // filled.
+            let stopped = AtomicBool::new(true);
+            let (offsets, peak) =
+                large_classes_filled_and_repaired(&p, &goal, &index, Duration::ZERO, &stopped)
+                    .expect("smaller classes to fill");
+            p.assert_valid(&offsets, peak);
+            let large = large_classes(&p, &order);
+            let mut start = class.offsets;
+            let filled = fill::place_into(&p, &order[large..], &mut start, None, Duration::ZERO);
+            assert_eq!((offsets, peak), (start, filled), "seed {seed}");
+            assert!(
+                refilled.1 < filled,
+                "seed {seed}: the repair lowered nothing"
+            );
         }
         // Where the largest classes are every item there is nothing to fill.
         let one_size: Vec<LiveRange> = (0..30u64)
@@ -2532,10 +2624,47 @@ mod tests {
         let p = Prepared::new(&one_size, 1).expect("valid");
         let goal = Goal::new(&p, &Budget::default(), None);
         let index = OverlapIndex::new(&p);
+        let go_on = AtomicBool::new(false);
         assert_eq!(
-            large_classes_filled_and_repaired(&p, &goal, &index, Duration::ZERO),
+            large_classes_filled_and_repaired(&p, &goal, &index, Duration::ZERO, &go_on),
             None
         );
+    }
+
+    #[test]
+    fn the_refill_beside_offers_nothing_without_time_for_its_classes_and_a_cut_class_order_is_filled(
+    ) {
+        let p = malloc_like(13, 21_000, 1500.0);
+        let index = OverlapIndex::new(&p);
+        let go_on = AtomicBool::new(false);
+        // The deadline already past: no time for the largest classes.
+        let past = Budget {
+            deadline: Some(Instant::now()),
+            ..Budget::default()
+        };
+        let goal = Goal::new(&p, &past, None);
+        let sweep_time = Duration::from_millis(1);
+        assert_eq!(
+            large_classes_filled_and_repaired(&p, &goal, &index, sweep_time, &go_on),
+            None
+        );
+        // The class sweep cut inside the largest classes (by its work): the items of
+        // those classes it left are filled with the rest, and the plan is valid.
+        let order = greedy::by_size_class(&p);
+        let large = large_classes(&p, &order);
+        let limits = class_sweep::Limits {
+            work: 2_000,
+            ..class_sweep::Limits::UNLIMITED
+        };
+        let placed = class_sweep::place_classes(&p, &order[..large], &limits);
+        assert!(
+            0 < placed.placed && placed.placed < large,
+            "{}",
+            placed.placed
+        );
+        let (offsets, peak) = filled_after_classes(&p, &order, placed, None, Duration::ZERO);
+        p.assert_valid(&offsets, peak);
+        assert_eq!(peak, p.peak_of(&offsets));
     }
 
     #[test]
