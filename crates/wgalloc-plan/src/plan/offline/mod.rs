@@ -387,22 +387,26 @@ pub fn interval_ranges(problem: &IntervalProblem) -> Vec<LiveRange> {
 
 /// What a planning run aims at and how long it may take.
 #[derive(Debug, Clone, Copy)]
-struct Goal {
+struct Goal<'a> {
     /// Stop as soon as a plan peaks at or below this: the capacity when one at or
     /// above the lower bound was given, else the lower bound.
     target: u64,
     /// Whether the target is a capacity the caller gave (not the lower bound).
     capacity: bool,
     budget: Budget,
+    /// Stop once this is raised (by another thread: the refill beside the orders by
+    /// size, ended once they reach the goal; [`greedy_by_size_alone`]).
+    stop: Option<&'a AtomicBool>,
 }
 
-impl Goal {
-    fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal {
+impl Goal<'_> {
+    fn new(p: &Prepared, budget: &Budget, capacity: Option<u64>) -> Goal<'static> {
         let capacity = capacity.filter(|&c| c >= p.lower_bound);
         Goal {
             target: capacity.unwrap_or(p.lower_bound),
             capacity: capacity.is_some(),
             budget: *budget,
+            stop: None,
         }
     }
 
@@ -411,9 +415,14 @@ impl Goal {
     }
 
     /// Whether a run holding a plan that peaks at `peak` should stop: the goal is
-    /// reached or the deadline has passed.
+    /// reached, the deadline has passed or the stop flag is raised.
     fn done(&self, peak: u64) -> bool {
-        self.reached(peak) || self.budget.expired()
+        self.reached(peak) || self.budget.expired() || self.stopped()
+    }
+
+    /// Whether the stop flag, if any, is raised.
+    fn stopped(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
     }
 }
 
@@ -945,14 +954,17 @@ fn large_classes_filled_and_repaired(
         "beside: the largest items by classes, the rest filled: {peak} in {:?}",
         started.elapsed()
     );
-    let repaired = repair_in_rounds_until(
+    let stoppable = Goal {
+        stop: Some(stop),
+        ..*goal
+    };
+    let repaired = repair_in_rounds(
         p,
         index,
         (offsets, peak),
-        goal,
+        &stoppable,
         1 + MORE_REPAIR_ROUNDS,
         None,
-        Some(stop),
     );
     log::debug!(
         "beside: repaired to {} in {:?}",
@@ -999,26 +1011,12 @@ fn repair_in_rounds(
     rounds: u32,
     to_beat: Option<u64>,
 ) -> (Vec<u64>, u64) {
-    repair_in_rounds_until(p, index, plan, goal, rounds, to_beat, None)
-}
-
-/// [`repair_in_rounds`], ending also once `stop` is raised (by another thread: looked
-/// at before each round and inside the repair with its clock).
-fn repair_in_rounds_until(
-    p: &Prepared,
-    index: &OverlapIndex,
-    plan: (Vec<u64>, u64),
-    goal: &Goal,
-    rounds: u32,
-    to_beat: Option<u64>,
-    stop: Option<&AtomicBool>,
-) -> (Vec<u64>, u64) {
     let mut plan = plan;
     for round in 0..rounds {
-        if goal.done(plan.1) || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        if goal.done(plan.1) {
             break;
         }
-        let repaired = eject_repair_until(p, index, plan.0.clone(), goal, stop);
+        let repaired = eject_repair(p, index, plan.0.clone(), goal);
         if repaired.1 >= plan.1 {
             break;
         }
@@ -1062,23 +1060,13 @@ fn start_then_eject(
 }
 
 /// The ejection repair of a valid placement within [`EJECT_WORK_PER_ITEM`] per item
-/// (at most [`EJECT_MAX_WORK`]) and the goal's deadline, aiming at its target.
+/// (at most [`EJECT_MAX_WORK`]) and the goal's deadline and stop flag, aiming at its
+/// target.
 fn eject_repair(
-    p: &Prepared,
-    index: &OverlapIndex,
-    offsets: Vec<u64>,
-    goal: &Goal,
-) -> (Vec<u64>, u64) {
-    eject_repair_until(p, index, offsets, goal, None)
-}
-
-/// [`eject_repair`], ending also once `stop` is raised (by another thread).
-fn eject_repair_until(
     p: &Prepared,
     index: &OverlapIndex,
     mut offsets: Vec<u64>,
     goal: &Goal,
-    stop: Option<&AtomicBool>,
 ) -> (Vec<u64>, u64) {
     let started = Instant::now();
     let limits = eject::Limits {
@@ -1089,7 +1077,7 @@ fn eject_repair_until(
             .saturating_mul(EJECT_WORK_PER_ITEM)
             .min(EJECT_MAX_WORK),
         deadline: goal.budget.deadline,
-        stop,
+        stop: goal.stop,
     };
     let peak = eject::lower(p, index, &mut offsets, &limits);
     log::debug!("ejection repair: {peak} in {:?}", started.elapsed());
