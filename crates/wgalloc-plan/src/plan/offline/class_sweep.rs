@@ -74,6 +74,11 @@ pub(crate) struct Limits {
     /// passes. Elsewhere it stops there. Without a deadline it also looks after every
     /// other class, from that class's steps an item. 0: no such look.
     pub whole_or_first: usize,
+    /// Where the whole order is not forecast to fit at [`Limits::whole_or_first`]:
+    /// `None` stops there; `Some(t)` goes on, class by class, and stops where the time
+    /// left before the earlier of `t` and the deadline is what the items still to
+    /// place would take at `reserve_per_item` each (as at the deadline).
+    pub or_until: Option<Instant>,
 }
 
 impl Limits {
@@ -83,6 +88,7 @@ impl Limits {
         reserve_per_item: std::time::Duration::ZERO,
         work: u64::MAX,
         whole_or_first: 0,
+        or_until: None,
     };
 }
 
@@ -123,14 +129,14 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
     // The placed items by start (the tree's input).
     let mut by_start: Vec<usize> = Vec::new();
     let mut class_start = 0;
-    let must_stop = |placed: usize, work: u64| {
+    // The deadline the sweep stops at: the given one, or after a first look that
+    // forecast the whole order past it, the earlier of it and `or_until`.
+    let mut stop_at = limits.deadline;
+    let must_stop = |placed: usize, work: u64, stop_at: Option<Instant>| {
         let reserve = limits
             .reserve_per_item
             .saturating_mul(u32::try_from(order.len() - placed).unwrap_or(u32::MAX));
-        work >= limits.work
-            || limits
-                .deadline
-                .is_some_and(|d| Instant::now() + reserve >= d)
+        work >= limits.work || stop_at.is_some_and(|d| Instant::now() + reserve >= d)
     };
     while class_start < order.len() {
         // After its largest classes: go on only where the whole order is forecast to
@@ -147,7 +153,12 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
         if steps_per_item.is_some_and(|per_item| {
             !whole_fits(p, order, class_start, work, per_item, started, limits)
         }) {
-            break;
+            match limits.or_until {
+                Some(until) if first_look => {
+                    stop_at = Some(stop_at.map_or(until, |d| d.min(until)));
+                }
+                _ => break,
+            }
         }
         let class_end = p.class_end(order, class_start);
         let class_items = &order[class_start..class_end];
@@ -163,7 +174,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
         let mut runs = Runs::default();
         let mut own_ends: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::new();
         for (k, &i) in class_items.iter().enumerate() {
-            if k % CLOCK_EVERY == 0 && must_stop(class_start + k, work) {
+            if k % CLOCK_EVERY == 0 && must_stop(class_start + k, work, stop_at) {
                 return ClassesPlaced {
                     offsets,
                     peak,
@@ -195,7 +206,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
         by_start.extend_from_slice(class_items);
         by_start.sort_by_key(|&i| p.items[i].a);
         class_start = class_end;
-        if class_start < order.len() && must_stop(class_start, work) {
+        if class_start < order.len() && must_stop(class_start, work, stop_at) {
             break;
         }
     }
@@ -669,6 +680,7 @@ mod tests {
             deadline: Some(Instant::now() + std::time::Duration::from_secs(600)),
             work: prefix.work + 1,
             whole_or_first: first,
+            or_until: None,
             ..Limits::UNLIMITED
         };
         let stopped = place_classes(&p, &order, &short);
@@ -696,9 +708,60 @@ mod tests {
         let ample = Limits {
             work: whole.work * 4,
             whole_or_first: first,
+            or_until: None,
             ..Limits::UNLIMITED
         };
         assert_eq!(place_classes(&p, &order, &ample), whole);
+    }
+
+    #[test]
+    fn where_the_whole_order_is_not_forecast_to_fit_or_until_goes_on_past_the_first_classes() {
+        let mut rng = Rng::new(12);
+        let ranges = random(&mut rng, 2000, 300, 1 << 16);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order = greedy::by_size_class(&p);
+        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        let first = p.class_end(&order, p.class_end(&order, 0));
+        let prefix = place_classes(&p, &order[..first], &Limits::UNLIMITED);
+        // Work for about half of what the rest takes: the first look's forecast (three
+        // times the steps an item so far) says the whole order does not fit.
+        let far = Instant::now() + std::time::Duration::from_secs(600);
+        let limits = Limits {
+            deadline: Some(far),
+            work: prefix.work + (whole.work - prefix.work) / 2,
+            whole_or_first: first,
+            or_until: None,
+            ..Limits::UNLIMITED
+        };
+        assert_eq!(place_classes(&p, &order, &limits).placed, first);
+        // With a later instant to stop at, it goes on past them (here until the work
+        // runs out), each item where the whole order puts it.
+        let on = place_classes(
+            &p,
+            &order,
+            &Limits {
+                or_until: Some(far),
+                ..limits
+            },
+        );
+        assert!(
+            first < on.placed && on.placed < order.len(),
+            "{}",
+            on.placed
+        );
+        for &i in &order[..on.placed] {
+            assert_eq!(on.offsets[i], whole.offsets[i]);
+        }
+        // An instant already past: it stops right after them, as without one.
+        let past = place_classes(
+            &p,
+            &order,
+            &Limits {
+                or_until: Some(Instant::now()),
+                ..limits
+            },
+        );
+        assert_eq!(past.placed, first);
     }
 
     #[test]
