@@ -74,10 +74,13 @@ pub(crate) struct Limits {
     /// passes. Elsewhere it stops there. Without a deadline it also looks after every
     /// other class, from that class's steps an item. 0: no such look.
     pub whole_or_first: usize,
-    /// Where the whole order is not forecast to fit at [`Limits::whole_or_first`]:
-    /// `None` stops there; `Some(t)` goes on, class by class, and stops where the time
-    /// left before the earlier of `t` and the deadline is what the items still to
-    /// place would take at `reserve_per_item` each (as at the deadline).
+    /// Under a deadline, where the first look (at [`Limits::whole_or_first`]) forecasts
+    /// that the whole order misses the deadline or the work: `None` stops there;
+    /// `Some(t)` goes on past it and stops where the time left before the earlier of
+    /// `t` and the deadline is what the items still to place would take at
+    /// `reserve_per_item` each (as at the deadline, so possibly inside a class), or
+    /// where the work runs out. Ignored where the first look forecasts the order to
+    /// fit, and without a deadline (its looks after each class still stop).
     pub or_until: Option<Instant>,
 }
 
@@ -130,7 +133,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
     let mut by_start: Vec<usize> = Vec::new();
     let mut class_start = 0;
     // The deadline the sweep stops at: the given one, or after a first look that
-    // forecast the whole order past it, the earlier of it and `or_until`.
+    // forecast the whole order past it or the work, the earlier of it and `or_until`.
     let mut stop_at = limits.deadline;
     let must_stop = |placed: usize, work: u64, stop_at: Option<Instant>| {
         let reserve = limits
@@ -156,6 +159,9 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
             match limits.or_until {
                 Some(until) if first_look => {
                     stop_at = Some(stop_at.map_or(until, |d| d.min(until)));
+                    if must_stop(class_start, work, stop_at) {
+                        break;
+                    }
                 }
                 _ => break,
             }

@@ -1462,15 +1462,16 @@ fn class_sweep_pays(p: &Prepared) -> bool {
 /// Where the refill runs beside the orders by size ([`refill_beside_applies`]) and the
 /// whole class order is not forecast to fit the deadline, [`class_by_sweep`] goes on
 /// past its largest classes (which the refill beside starts from and repairs) for this
-/// share of the time left, and fills the rest: more classes placed by the sweep start
-/// the repair lower. Wide (20,000 live) at 100,000 buffers, one seed: cut after 83% of
-/// the area and filled 1.0120, after 95% 1.0069, the whole order 1.0044. With 2 s,
-/// seeds 1, 2, 3, 4 and 26 (one run each): 1.0101, 1.0048, 1.0071, 1.0203, 1.0229 with
-/// the cut at the largest classes; a quarter, half, three quarters and seven eighths
-/// of the time gave 1.0083-1.0200, 1.0062-1.0175, **1.0054, 1.0024, 1.0037, 1.0180,
-/// 1.0200**, and 1.0065-1.0203. Without the refill beside, no thread repairs the
-/// early cut, and the later one leaves the repair too little time: malloc at a
-/// million buffers with 10 s, seed 3, 1.0036 -> 1.0174.
+/// share of the time from its start to the deadline, and fills the rest: more classes
+/// placed by the sweep start the repair lower. Wide (20,000 live) at 100,000 buffers,
+/// seed 1, no limit: cut after 83% of the area and filled 1.0120, after 95% 1.0069,
+/// the whole order 1.0044. With 2 s, seeds 1, 2, 3, 4 and 26 (one run each; every
+/// share in docs/scale.md, twenty-first round): 1.0101, 1.0048, 1.0071, 1.0203 and
+/// 1.0229 with the cut after the largest classes, 1.0054, 1.0024, 1.0037, 1.0180 and
+/// 1.0200 with three quarters; half the time or seven eighths were higher on some
+/// seeds and lower on others, all of it gave the early cut's plans again. Without the
+/// refill beside no thread repairs the early cut, and the later one leaves the repair
+/// too little time: malloc at a million buffers with 10 s, seed 3, 1.0036 -> 1.0174.
 const LATER_CUT_SHARE: (u32, u32) = (3, 4);
 
 /// The class order by [`class_sweep`] (cut by the deadline, keeping
@@ -1497,13 +1498,17 @@ fn class_by_sweep(
     let order = greedy::by_size_class(p);
     let sweep_per_item = per_item(p, sweep_time);
     let large = large_classes(p, &order);
+    // Whether a plan cut after the largest classes may be filled (else it gives up
+    // below, and the later cut would only have taken time from what follows).
+    let split = pairs_among(p, &order[..large]).saturating_mul(SPLIT_WORK_SHARE) <= whole_work;
     let limits = class_sweep::Limits {
         deadline,
         reserve_per_item: sweep_per_item.saturating_mul(greedy::FILL_SWEEPS),
         work: work / SWEEP_UNIT_PAIRS,
         whole_or_first: large,
-        or_until: deadline.filter(|_| later_cut).map(|d| {
-            started + d.saturating_duration_since(started) * LATER_CUT_SHARE.0 / LATER_CUT_SHARE.1
+        // Divided first: a far deadline does not overflow.
+        or_until: deadline.filter(|_| later_cut && split).map(|d| {
+            started + d.saturating_duration_since(started) / LATER_CUT_SHARE.1 * LATER_CUT_SHARE.0
         }),
     };
     let placed = class_sweep::place_classes(p, &order, &limits);
@@ -1514,7 +1519,6 @@ fn class_by_sweep(
         order.len(),
         started.elapsed()
     );
-    let split = pairs_among(p, &order[..large]).saturating_mul(SPLIT_WORK_SHARE) <= whole_work;
     if !complete && (deadline.is_none() || !split) {
         log::debug!("greedy-size-class by classes: given up (incomplete, and no split here)");
         return None;
