@@ -82,6 +82,11 @@ pub(crate) struct Limits {
     /// where the work runs out. Ignored where the first look forecasts the order to
     /// fit, and without a deadline (its looks after each class still stop).
     pub or_until: Option<Instant>,
+    /// Under a deadline, the first [`Limits::whole_or_first`] items stop where the
+    /// time left before the earlier of this and the deadline is what the items still
+    /// to place would take at `reserve_per_item` each (possibly inside a class); the
+    /// first look and what follows it have the deadline again.
+    pub first_by: Option<Instant>,
 }
 
 impl Limits {
@@ -92,6 +97,7 @@ impl Limits {
         work: u64::MAX,
         whole_or_first: 0,
         or_until: None,
+        first_by: None,
     };
 }
 
@@ -133,14 +139,23 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
     let mut by_start: Vec<usize> = Vec::new();
     let mut class_start = 0;
     // The deadline the sweep stops at: the given one, or after a first look that
-    // forecast the whole order past it or the work, the earlier of it and `or_until`.
+    // forecast the whole order past it or the work, the earlier of it and `or_until`;
+    // before the first look also `first_by` (with no time kept: the deadline keeps
+    // it).
     let mut stop_at = limits.deadline;
-    let must_stop = |placed: usize, work: u64, stop_at: Option<Instant>| {
-        let reserve = limits
-            .reserve_per_item
-            .saturating_mul(u32::try_from(order.len() - placed).unwrap_or(u32::MAX));
-        work >= limits.work || stop_at.is_some_and(|d| Instant::now() + reserve >= d)
-    };
+    let mut first_by = limits
+        .first_by
+        .filter(|_| limits.whole_or_first > 0 && limits.deadline.is_some());
+    let must_stop =
+        |placed: usize, work: u64, stop_at: Option<Instant>, first_by: Option<Instant>| {
+            let reserve = limits
+                .reserve_per_item
+                .saturating_mul(u32::try_from(order.len() - placed).unwrap_or(u32::MAX));
+            let now = Instant::now();
+            work >= limits.work
+                || stop_at.is_some_and(|d| now + reserve >= d)
+                || first_by.is_some_and(|f| now >= f)
+        };
     while class_start < order.len() {
         // After its largest classes: go on only where the whole order is forecast to
         // fit; without a deadline, look after every class too, from that class's
@@ -159,7 +174,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
             match limits.or_until {
                 Some(until) if first_look => {
                     stop_at = Some(stop_at.map_or(until, |d| d.min(until)));
-                    if must_stop(class_start, work, stop_at) {
+                    if must_stop(class_start, work, stop_at, first_by) {
                         break;
                     }
                 }
@@ -180,7 +195,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
         let mut runs = Runs::default();
         let mut own_ends: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::new();
         for (k, &i) in class_items.iter().enumerate() {
-            if k % CLOCK_EVERY == 0 && must_stop(class_start + k, work, stop_at) {
+            if k % CLOCK_EVERY == 0 && must_stop(class_start + k, work, stop_at, first_by) {
                 return ClassesPlaced {
                     offsets,
                     peak,
@@ -212,7 +227,10 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
         by_start.extend_from_slice(class_items);
         by_start.sort_by_key(|&i| p.items[i].a);
         class_start = class_end;
-        if class_start < order.len() && must_stop(class_start, work, stop_at) {
+        if class_start == limits.whole_or_first {
+            first_by = None;
+        }
+        if class_start < order.len() && must_stop(class_start, work, stop_at, first_by) {
             break;
         }
     }
@@ -687,6 +705,7 @@ mod tests {
             work: prefix.work + 1,
             whole_or_first: first,
             or_until: None,
+            first_by: None,
             ..Limits::UNLIMITED
         };
         let stopped = place_classes(&p, &order, &short);
@@ -715,6 +734,7 @@ mod tests {
             work: whole.work * 4,
             whole_or_first: first,
             or_until: None,
+            first_by: None,
             ..Limits::UNLIMITED
         };
         assert_eq!(place_classes(&p, &order, &ample), whole);
@@ -737,6 +757,7 @@ mod tests {
             work: prefix.work + (whole.work - prefix.work) / 2,
             whole_or_first: first,
             or_until: None,
+            first_by: None,
             ..Limits::UNLIMITED
         };
         assert_eq!(place_classes(&p, &order, &limits).placed, first);
@@ -768,6 +789,43 @@ mod tests {
             },
         );
         assert_eq!(past.placed, first);
+    }
+
+    #[test]
+    fn first_by_stops_the_first_classes_only_under_a_deadline_and_a_first_look() {
+        let mut rng = Rng::new(13);
+        let ranges = random(&mut rng, 2000, 300, 1 << 16);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order = greedy::by_size_class(&p);
+        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        let first = p.class_end(&order, p.class_end(&order, 0));
+        let far = Instant::now() + std::time::Duration::from_secs(600);
+        let limits = Limits {
+            deadline: Some(far),
+            whole_or_first: first,
+            first_by: Some(Instant::now()),
+            ..Limits::UNLIMITED
+        };
+        // Passed before the first classes are placed: nothing placed, with the
+        // deadline still far.
+        assert_eq!(place_classes(&p, &order, &limits).placed, 0);
+        // Without a deadline, or without a first look, it is not looked at.
+        let no_deadline = Limits {
+            deadline: None,
+            ..limits
+        };
+        assert_eq!(place_classes(&p, &order, &no_deadline), whole);
+        let no_look = Limits {
+            whole_or_first: 0,
+            ..limits
+        };
+        assert_eq!(place_classes(&p, &order, &no_look), whole);
+        // Far off: the whole order, as without it.
+        let later = Limits {
+            first_by: Some(far),
+            ..limits
+        };
+        assert_eq!(place_classes(&p, &order, &later).offsets, whole.offsets);
     }
 
     #[test]
