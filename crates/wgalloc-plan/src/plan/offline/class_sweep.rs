@@ -82,10 +82,11 @@ pub(crate) struct Limits {
     /// where the work runs out. Ignored where the first look forecasts the order to
     /// fit, and without a deadline (its looks after each class still stop).
     pub or_until: Option<Instant>,
-    /// Under a deadline, the first [`Limits::whole_or_first`] items stop where the
-    /// time left before the earlier of this and the deadline is what the items still
-    /// to place would take at `reserve_per_item` each (possibly inside a class); the
-    /// first look and what follows it have the deadline again.
+    /// Under a deadline, with a first look ([`Limits::whole_or_first`] above 0): the
+    /// first `whole_or_first` items also stop once this instant has passed (looked at
+    /// every [`CLOCK_EVERY`] items, possibly inside a class, with no time kept for the
+    /// items left: the deadline keeps that); from the first look on only the deadline
+    /// (and [`Limits::or_until`]) stop it. Ignored without a deadline or a first look.
     pub first_by: Option<Instant>,
 }
 
@@ -227,7 +228,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
         by_start.extend_from_slice(class_items);
         by_start.sort_by_key(|&i| p.items[i].a);
         class_start = class_end;
-        if class_start == limits.whole_or_first {
+        if class_start >= limits.whole_or_first {
             first_by = None;
         }
         if class_start < order.len() && must_stop(class_start, work, stop_at, first_by) {

@@ -1475,15 +1475,19 @@ fn class_sweep_pays(p: &Prepared) -> bool {
 /// too little time: malloc at a million buffers with 10 s, seed 3, 1.0036 -> 1.0174.
 const LATER_CUT_SHARE: (u32, u32) = (3, 4);
 
-/// Under a deadline, [`class_by_sweep`] places its largest classes (up to its first
-/// look, [`large_classes`]) for at most this share of the time from its start to the
-/// deadline, and fills the rest of them with the smaller items: the ejection repair
-/// keeps the time. On a million malloc-like buffers the largest classes take 0.8 s of
-/// the 10 s and nothing changes; with 20,000 live they took 5.2 s, the fill 2.2 s and
-/// the repair had 1.1 s. Wide at a million buffers with 10 s (the twenty-first round,
-/// one run each), seeds 1, 2, 3: 1.0334, 1.0600, 1.0210 before; a third of the time
-/// 1.0223, 1.0395, 1.0171; a quarter 1.0202, 1.0163, 1.0164; malloc seed 3, few-sizes,
-/// bursts and bimodal seed 1 the same (1.0036-1.0042, 1.00415, 1.00020, 1.00000).
+/// Under a deadline, where the refill does not run beside (no later cut,
+/// [`LATER_CUT_SHARE`]), where the largest classes ([`large_classes`]) are not every
+/// class and a plan cut among them may be filled (else [`class_by_sweep`] would give
+/// up), the class sweep stops placing the largest classes once this share of the time
+/// from its start to the deadline has passed (looked at every 256 items), and every
+/// item it left is filled: the ejection repair keeps the time. On a million
+/// malloc-like buffers the largest classes take 0.8 s of the 10 s and nothing changes;
+/// with 20,000 live they took 5.2 s, the fill 2.2 s, and the repair had 1.1 s. Wide at
+/// a million buffers with 10 s (the twenty-first round, one run each), seeds 1, 2, 3:
+/// 1.0334, 1.0600, 1.0210 before; a third of the time 1.0223, 1.0395, 1.0171; a
+/// quarter 1.0202, 1.0163, 1.0164 (seeds 4-8 and 26, not used to choose it: every one
+/// lower, docs/scale.md); malloc seed 3, few-sizes, bursts and bimodal seed 1 the
+/// same (1.0036-1.0042, 1.00415, 1.00020, 1.00000).
 const FIRST_CLASSES_SHARE: (u32, u32) = (1, 4);
 
 /// The class order by [`class_sweep`] (cut by the deadline, keeping
@@ -1522,11 +1526,13 @@ fn class_by_sweep(
         or_until: deadline.filter(|_| later_cut && split).map(|d| {
             started + d.saturating_duration_since(started) / LATER_CUT_SHARE.1 * LATER_CUT_SHARE.0
         }),
-        first_by: deadline.map(|d| {
-            started
-                + d.saturating_duration_since(started) / FIRST_CLASSES_SHARE.1
-                    * FIRST_CLASSES_SHARE.0
-        }),
+        first_by: deadline
+            .filter(|_| split && !later_cut && large < order.len())
+            .map(|d| {
+                started
+                    + d.saturating_duration_since(started) / FIRST_CLASSES_SHARE.1
+                        * FIRST_CLASSES_SHARE.0
+            }),
     };
     let placed = class_sweep::place_classes(p, &order, &limits);
     let complete = placed.placed == order.len();
