@@ -705,8 +705,6 @@ mod tests {
             deadline: Some(Instant::now() + std::time::Duration::from_secs(600)),
             work: prefix.work + 1,
             whole_or_first: first,
-            or_until: None,
-            first_by: None,
             ..Limits::UNLIMITED
         };
         let stopped = place_classes(&p, &order, &short);
@@ -734,8 +732,6 @@ mod tests {
         let ample = Limits {
             work: whole.work * 4,
             whole_or_first: first,
-            or_until: None,
-            first_by: None,
             ..Limits::UNLIMITED
         };
         assert_eq!(place_classes(&p, &order, &ample), whole);
@@ -757,8 +753,6 @@ mod tests {
             deadline: Some(far),
             work: prefix.work + (whole.work - prefix.work) / 2,
             whole_or_first: first,
-            or_until: None,
-            first_by: None,
             ..Limits::UNLIMITED
         };
         assert_eq!(place_classes(&p, &order, &limits).placed, first);

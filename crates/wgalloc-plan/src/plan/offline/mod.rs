@@ -944,10 +944,7 @@ fn large_classes_filled_and_repaired(
     let limits = class_sweep::Limits {
         deadline,
         reserve_per_item: reserve,
-        work: u64::MAX,
-        whole_or_first: 0,
-        or_until: None,
-        first_by: None,
+        ..class_sweep::Limits::UNLIMITED
     };
     let placed = class_sweep::place_classes(p, &order[..large], &limits);
     let (offsets, peak) =
@@ -1490,6 +1487,12 @@ const LATER_CUT_SHARE: (u32, u32) = (3, 4);
 /// same (1.0036-1.0042, 1.00415, 1.00020, 1.00000).
 const FIRST_CLASSES_SHARE: (u32, u32) = (1, 4);
 
+/// The instant `share` (numerator, denominator) of the way from `started` to
+/// `deadline` (divided first: a far deadline does not overflow).
+fn share_of_the_way(started: Instant, deadline: Instant, share: (u32, u32)) -> Instant {
+    started + deadline.saturating_duration_since(started) / share.1 * share.0
+}
+
 /// The class order by [`class_sweep`] (cut by the deadline, keeping
 /// [`greedy::FILL_SWEEPS`] sweeps' time an item for those it leaves, or by `work` in
 /// greedy units), the items it leaves filled into its holes ([`fill::place_into`]).
@@ -1522,17 +1525,12 @@ fn class_by_sweep(
         reserve_per_item: sweep_per_item.saturating_mul(greedy::FILL_SWEEPS),
         work: work / SWEEP_UNIT_PAIRS,
         whole_or_first: large,
-        // Divided first: a far deadline does not overflow.
-        or_until: deadline.filter(|_| later_cut && split).map(|d| {
-            started + d.saturating_duration_since(started) / LATER_CUT_SHARE.1 * LATER_CUT_SHARE.0
-        }),
+        or_until: deadline
+            .filter(|_| later_cut && split)
+            .map(|d| share_of_the_way(started, d, LATER_CUT_SHARE)),
         first_by: deadline
             .filter(|_| split && !later_cut && large < order.len())
-            .map(|d| {
-                started
-                    + d.saturating_duration_since(started) / FIRST_CLASSES_SHARE.1
-                        * FIRST_CLASSES_SHARE.0
-            }),
+            .map(|d| share_of_the_way(started, d, FIRST_CLASSES_SHARE)),
     };
     let placed = class_sweep::place_classes(p, &order, &limits);
     let complete = placed.placed == order.len();
