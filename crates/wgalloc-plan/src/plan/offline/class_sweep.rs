@@ -130,12 +130,22 @@ const EXPECTED_STEPS: u64 = 40;
 /// live with them: the offsets of the greedy lowest fit in that order. Stops where `limits` say, with the
 /// prefix placed so far (whole classes or part of one).
 pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> ClassesPlaced {
+    place_classes_by(p, order, limits, &Instant::now)
+}
+
+/// [`place_classes`] with the clock `now` (the tests' stepping clock).
+fn place_classes_by(
+    p: &Prepared,
+    order: &[usize],
+    limits: &Limits,
+    now: &dyn Fn() -> Instant,
+) -> ClassesPlaced {
     let mut offsets = vec![0u64; p.items.len()];
     let mut peak = 0u64;
     let mut work = 0u64;
     let mut steps = 0u64;
     let mut last_class_steps_per_item = 0u64;
-    let started = Instant::now();
+    let started = now();
     // The placed items by start (the tree's input).
     let mut by_start: Vec<usize> = Vec::new();
     let mut class_start = 0;
@@ -152,7 +162,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
             let reserve = limits
                 .reserve_per_item
                 .saturating_mul(u32::try_from(order.len() - placed).unwrap_or(u32::MAX));
-            let now = Instant::now();
+            let now = now();
             work >= limits.work
                 || stop_at.is_some_and(|d| now + reserve >= d)
                 || first_by.is_some_and(|f| now >= f)
@@ -170,7 +180,7 @@ pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> C
             None
         };
         if steps_per_item.is_some_and(|per_item| {
-            !whole_fits(p, order, class_start, work, per_item, started, limits)
+            !whole_fits(p, order, class_start, work, per_item, started, limits, now)
         }) {
             match limits.or_until {
                 Some(until) if first_look => {
@@ -250,7 +260,8 @@ const STEPS_LATER: u64 = 3;
 
 /// Whether the items of `order` from `placed` on are forecast to be placed within
 /// `limits` (see [`Limits::whole_or_first`]) at `steps_per_item` walk steps each,
-/// `work` units spent since `started`.
+/// `work` units spent since `started` (by the clock `now`).
+#[allow(clippy::too_many_arguments)]
 fn whole_fits(
     p: &Prepared,
     order: &[usize],
@@ -259,6 +270,7 @@ fn whole_fits(
     steps_per_item: u64,
     started: Instant,
     limits: &Limits,
+    now: &dyn Fn() -> Instant,
 ) -> bool {
     let left = (order.len() - placed) as u64;
     let mut passes = 0u64;
@@ -272,9 +284,10 @@ fn whole_fits(
         return false;
     }
     limits.deadline.is_none_or(|deadline| {
-        let per_unit = started.elapsed().as_secs_f64() / work.max(1) as f64;
+        let at = now();
+        let per_unit = at.saturating_duration_since(started).as_secs_f64() / work.max(1) as f64;
         let needed = std::time::Duration::from_secs_f64(per_unit * rest as f64);
-        Instant::now() + needed < deadline
+        at + needed < deadline
     })
 }
 
@@ -821,6 +834,58 @@ mod tests {
             ..limits
         };
         assert_eq!(place_classes(&p, &order, &later).offsets, whole.offsets);
+    }
+
+    #[test]
+    fn first_by_is_dropped_at_the_first_look() {
+        let mut rng = Rng::new(14);
+        let ranges = random(&mut rng, 3000, 300, 1 << 16);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order = greedy::by_size_class(&p);
+        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        // The first classes: enough items for several looks at the clock inside them.
+        let mut first = 0;
+        while first < 3 * CLOCK_EVERY {
+            first = p.class_end(&order, first);
+        }
+        assert!(first < order.len(), "one class holds {first} of the items");
+        // A clock one millisecond later at each look: every instant of `first_by` is
+        // passed at one look, before, at or after the first look.
+        let base = Instant::now();
+        let looks = std::cell::Cell::new(0u64);
+        let clock = || {
+            let n = looks.get();
+            looks.set(n + 1);
+            base + std::time::Duration::from_millis(n)
+        };
+        let far = base + std::time::Duration::from_secs(3600);
+        let limits = Limits {
+            deadline: Some(far),
+            whole_or_first: first,
+            ..Limits::UNLIMITED
+        };
+        assert_eq!(place_classes_by(&p, &order, &limits, &clock), whole);
+        let total = looks.get();
+        let (mut inside, mut to_the_end) = (0, 0);
+        for by in 0..=total {
+            looks.set(0);
+            let first_by = Some(base + std::time::Duration::from_millis(by));
+            let placed = place_classes_by(&p, &order, &Limits { first_by, ..limits }, &clock);
+            // Stopped inside the first classes, or not at all: never at their end,
+            // where it was dropped.
+            assert!(
+                placed.placed < first || placed == whole,
+                "first_by {by} ms of {total}: {} placed, the first classes {first}",
+                placed.placed
+            );
+            if placed.placed > 0 && placed.placed < first {
+                inside += 1;
+            }
+            if placed == whole {
+                to_the_end += 1;
+            }
+        }
+        assert!(inside > 0 && to_the_end > 0, "{inside} {to_the_end}");
     }
 
     #[test]

@@ -1493,6 +1493,38 @@ fn share_of_the_way(started: Instant, deadline: Instant, share: (u32, u32)) -> I
     started + deadline.saturating_duration_since(started) / share.1 * share.0
 }
 
+/// [`class_by_sweep`]'s [`class_sweep::Limits::or_until`] and
+/// [`class_sweep::Limits::first_by`], its sweep started at `started`, the first `large`
+/// of `items` items its largest classes: both only under a `deadline` and where a plan
+/// cut among the largest classes may be filled (`split`); with `later_cut` the later
+/// cut ([`LATER_CUT_SHARE`] of the way), else, where the largest classes are not every
+/// class, the quarter cap ([`FIRST_CLASSES_SHARE`]).
+fn cut_instants(
+    deadline: Option<Instant>,
+    started: Instant,
+    large: usize,
+    items: usize,
+    split: bool,
+    later_cut: bool,
+) -> (Option<Instant>, Option<Instant>) {
+    let Some(deadline) = deadline.filter(|_| split) else {
+        return (None, None);
+    };
+    if later_cut {
+        (
+            Some(share_of_the_way(started, deadline, LATER_CUT_SHARE)),
+            None,
+        )
+    } else if large < items {
+        (
+            None,
+            Some(share_of_the_way(started, deadline, FIRST_CLASSES_SHARE)),
+        )
+    } else {
+        (None, None)
+    }
+}
+
 /// The class order by [`class_sweep`] (cut by the deadline, keeping
 /// [`greedy::FILL_SWEEPS`] sweeps' time an item for those it leaves, or by `work` in
 /// greedy units), the items it leaves filled into its holes ([`fill::place_into`]).
@@ -1520,17 +1552,15 @@ fn class_by_sweep(
     // Whether a plan cut after the largest classes may be filled (else it gives up
     // below, and the later cut would only have taken time from what follows).
     let split = pairs_among(p, &order[..large]).saturating_mul(SPLIT_WORK_SHARE) <= whole_work;
+    let (or_until, first_by) =
+        cut_instants(deadline, started, large, order.len(), split, later_cut);
     let limits = class_sweep::Limits {
         deadline,
         reserve_per_item: sweep_per_item.saturating_mul(greedy::FILL_SWEEPS),
         work: work / SWEEP_UNIT_PAIRS,
         whole_or_first: large,
-        or_until: deadline
-            .filter(|_| later_cut && split)
-            .map(|d| share_of_the_way(started, d, LATER_CUT_SHARE)),
-        first_by: deadline
-            .filter(|_| split && !later_cut && large < order.len())
-            .map(|d| share_of_the_way(started, d, FIRST_CLASSES_SHARE)),
+        or_until,
+        first_by,
     };
     let placed = class_sweep::place_classes(p, &order, &limits);
     let complete = placed.placed == order.len();
@@ -2964,7 +2994,20 @@ mod tests {
         // The ejection repair of the split's plan, in rounds while they lower it
         // (work-bound: the same every time), not greedy by size.
         let (ejected, ejected_peak) = repaired_in_rounds(&p, &index, split.offsets, &goal);
-        assert_eq!((offsets, peak), (ejected, ejected_peak));
+        assert_eq!((&offsets, peak), (&ejected, ejected_peak));
+        // Where the refill runs beside (`refill` false), the class sweep goes on past
+        // its largest classes (the later cut, here until the work runs out), and the
+        // repair starts from that plan.
+        let later =
+            class_by_sweep(&p, half, pairs, budget.deadline, sweep_time, true).expect("a plan");
+        let (later_ejected, later_peak) = repaired_in_rounds(&p, &index, later.offsets, &goal);
+        assert_ne!(later_ejected, ejected, "the two starts repaired alike");
+        let mut best = Some((sweep::place(&p).0, swept, Strategy::Best));
+        assert!(class_sweep_then_size(
+            &p, &goal, half, pairs, sweep_time, &index, &mut best, false
+        ));
+        let (offsets, peak, _) = best.expect("a plan");
+        assert_eq!((offsets, peak), (later_ejected, later_peak));
         // Complete, the same: the repair of its plan.
         let mut best = Some((sweep::place(&p).0, swept, Strategy::Best));
         assert!(class_sweep_then_size(
@@ -3154,6 +3197,46 @@ mod tests {
         };
         assert!(class_sweep_pays(&instance(20_000, 5_000)));
         assert!(!class_sweep_pays(&instance(20_000, 100)));
+    }
+
+    #[test]
+    fn the_later_cut_or_the_quarter_cap_only_under_a_deadline_where_a_cut_may_be_filled() {
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(8);
+        let at = |seconds: u64| Some(started + Duration::from_secs(seconds));
+        // The later cut three quarters of the way, the quarter cap a quarter.
+        assert_eq!(
+            cut_instants(Some(deadline), started, 10, 100, true, true),
+            (at(6), None)
+        );
+        assert_eq!(
+            cut_instants(Some(deadline), started, 10, 100, true, false),
+            (None, at(2))
+        );
+        // The later cut also where the largest classes are every class (the first
+        // look is then at the end: it is never used); the quarter cap not.
+        assert_eq!(
+            cut_instants(Some(deadline), started, 100, 100, true, true),
+            (at(6), None)
+        );
+        assert_eq!(
+            cut_instants(Some(deadline), started, 100, 100, true, false),
+            (None, None)
+        );
+        // Neither without a deadline or where a cut could not be filled.
+        for later_cut in [false, true] {
+            assert_eq!(
+                cut_instants(None, started, 10, 100, true, later_cut),
+                (None, None)
+            );
+            assert_eq!(
+                cut_instants(Some(deadline), started, 10, 100, false, later_cut),
+                (None, None)
+            );
+        }
+        // A deadline far off does not overflow.
+        let far = started + Duration::from_secs(u64::MAX / 4);
+        assert!(cut_instants(Some(far), started, 10, 100, true, true).0 > at(6));
     }
 
     #[test]
