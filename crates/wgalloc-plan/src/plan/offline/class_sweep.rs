@@ -72,7 +72,8 @@ pub(crate) struct Limits {
     /// nothing: it then leaves no item) and the work: [`STEPS_LATER`] times the walk
     /// steps an item so far for each item left, and every item each class left
     /// passes. Elsewhere it stops there. Without a deadline it also looks after every
-    /// other class, from that class's steps an item. 0: no such look.
+    /// other class, from that class's steps an item (before the first look only where
+    /// not [`Limits::filled_after`]). 0: no such look.
     pub whole_or_first: usize,
     /// Under a deadline, where the first look (at [`Limits::whole_or_first`]) forecasts
     /// that the whole order misses the deadline or the work: `None` stops there;
@@ -88,6 +89,11 @@ pub(crate) struct Limits {
     /// items left: the deadline keeps that); from the first look on only the deadline
     /// (and [`Limits::or_until`]) stop it. Ignored without a deadline or a first look.
     pub first_by: Option<Instant>,
+    /// Whether the caller fills the items a cut after the first
+    /// [`Limits::whole_or_first`] leaves: then, without a deadline, the looks after
+    /// each class begin only at the first look, so that the first classes are placed
+    /// as far as the work allows.
+    pub filled_after: bool,
 }
 
 impl Limits {
@@ -99,6 +105,7 @@ impl Limits {
         whole_or_first: 0,
         or_until: None,
         first_by: None,
+        filled_after: false,
     };
 }
 
@@ -174,7 +181,11 @@ fn place_classes_by(
         let first_look = limits.whole_or_first > 0 && class_start == limits.whole_or_first;
         let steps_per_item = if first_look {
             Some(STEPS_LATER * steps.div_ceil(class_start as u64))
-        } else if limits.whole_or_first > 0 && class_start > 0 && limits.deadline.is_none() {
+        } else if limits.whole_or_first > 0
+            && class_start > 0
+            && limits.deadline.is_none()
+            && !(limits.filled_after && class_start < limits.whole_or_first)
+        {
             Some(last_class_steps_per_item)
         } else {
             None
@@ -712,7 +723,7 @@ mod tests {
         }
         let prefix = place_classes(&p, &order[..first], &Limits::UNLIMITED);
         // Work for the first classes and a little more: under a (distant) deadline it
-        // stops after them; without one it looks after each class and may stop
+        // stops after them; without one it looks after each class and stops
         // sooner, at the end of a class.
         let short = Limits {
             deadline: Some(Instant::now() + std::time::Duration::from_secs(600)),
@@ -734,13 +745,21 @@ mod tests {
                 ..short
             },
         );
-        assert!(sooner.placed <= first);
+        assert!(sooner.placed < first, "{} {first}", sooner.placed);
         let at = sooner.placed;
         assert!(
             at == 0
                 || p.size_class(p.items[order[at - 1]].size)
                     != p.size_class(p.items[order[at]].size)
         );
+        // Where the caller fills what a cut leaves, no look before the first: the
+        // first classes are placed, as under the deadline.
+        let filled_after = Limits {
+            deadline: None,
+            filled_after: true,
+            ..short
+        };
+        assert_eq!(place_classes(&p, &order, &filled_after), stopped);
         // Work for all of it: it goes on to the end.
         let ample = Limits {
             work: whole.work * 4,

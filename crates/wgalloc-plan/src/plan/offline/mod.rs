@@ -1532,11 +1532,15 @@ fn cut_instants(
 /// ([`large_classes`]) and fills the rest, but only under a deadline and where their
 /// overlapping pairs are at most 1 / [`SPLIT_WORK_SHARE`] of all (`whole_work`, half
 /// of [`Prepared::overlap_pairs`]), as [`class_then_fill`]; elsewhere it gives up
-/// (`None`, its work not counted). Without a deadline the split took the budget from
-/// greedy by size: on a million buffers with 20,000 live, 1.0203 against 1.0171.
+/// (`None`, its work not counted). Without a deadline it splits only where
+/// `fill_without_deadline` (its largest classes placed as far as the work allows, no
+/// look before them: [`class_sweep::Limits::filled_after`]); the split alone took the
+/// budget from greedy by size (a million buffers with 20,000 live: 1.0203 against
+/// 1.0171), repaired in rounds it ends far lower ([`class_sweep_then_size`]).
 /// `later_cut`: under a deadline, go on past the largest classes for
 /// [`LATER_CUT_SHARE`] of the time left instead (where the refill beside repairs the
-/// early cut).
+/// early cut). `fill_without_deadline`: split and fill without a deadline too (the
+/// work cuts it; [`class_sweep_then_size`] then repairs the plan in rounds).
 fn class_by_sweep(
     p: &Prepared,
     work: u64,
@@ -1544,6 +1548,7 @@ fn class_by_sweep(
     deadline: Option<Instant>,
     sweep_time: Duration,
     later_cut: bool,
+    fill_without_deadline: bool,
 ) -> Option<greedy::Swept> {
     let started = Instant::now();
     let order = greedy::by_size_class(p);
@@ -1561,6 +1566,7 @@ fn class_by_sweep(
         whole_or_first: large,
         or_until,
         first_by,
+        filled_after: split && fill_without_deadline,
     };
     let placed = class_sweep::place_classes(p, &order, &limits);
     let complete = placed.placed == order.len();
@@ -1570,7 +1576,7 @@ fn class_by_sweep(
         order.len(),
         started.elapsed()
     );
-    if !complete && (deadline.is_none() || !split) {
+    if !complete && (!split || (deadline.is_none() && !fill_without_deadline)) {
         log::debug!("greedy-size-class by classes: given up (incomplete, and no split here)");
         return None;
     }
@@ -1601,9 +1607,16 @@ fn class_by_sweep(
 /// orders may spend, in greedy units ([`GREEDY_SIZE_WORK`]); `work`: half of
 /// [`Prepared::overlap_pairs`].
 ///
-/// * Without a deadline, greedy by size then runs within what is left of the budget,
-///   unless the class order reached the goal; greedy-size's plan is offered first, so
-///   that a tie keeps it.
+/// * Without a deadline, where the class order completed, greedy by size then runs
+///   within what is left of the budget, unless the class order reached the goal;
+///   greedy-size's plan is offered first, so that a tie keeps it. Where the work cut
+///   it (its largest classes placed, the rest filled), that plan is repaired in
+///   rounds ([`repair_in_rounds`], at most 1 + [`MORE_REPAIR_ROUNDS`]) instead of
+///   greedy by size, as under a deadline: with 20,000 live (the twenty-second round,
+///   docs/scale.md) 200,000 buffers 1.0242 -> 1.0163, 300,000 1.0166 -> 1.0090,
+///   500,000 1.0219 -> 1.0154, a million (seeds 1, 2, 26) 1.0298 -> 1.0206, 1.0183
+///   -> 1.0122, 1.0186 -> 1.0105, each in less CPU time (greedy by size, cut by the
+///   work and swept, took 23 s at a million and ended at 1.0197 on seed 26).
 /// * Under a deadline, the time left goes to the ejection repair of the class order's
 ///   plan ([`eject_repair`], complete or split) first: greedy by size would be cut
 ///   at the deadline and swept. Greedy by size has whatever time the repair leaves
@@ -1635,7 +1648,7 @@ fn class_sweep_then_size(
 ) -> bool {
     let deadline = best.as_ref().and(goal.budget.deadline);
     let class_started = Instant::now();
-    let Some(class) = class_by_sweep(p, budget, work, deadline, sweep_time, !refill) else {
+    let Some(class) = class_by_sweep(p, budget, work, deadline, sweep_time, !refill, true) else {
         return false;
     };
     let class_took = class_started.elapsed();
@@ -1653,6 +1666,19 @@ fn class_sweep_then_size(
             best,
         );
         refill_in_the_time_left(p, goal, refill_from, sweep_time, index, best);
+        return true;
+    }
+    if !class.complete {
+        // Split by the work: its repair in rounds, as under a deadline, rather than
+        // greedy by size cut by the work and swept.
+        keep_lower(
+            best,
+            (class.offsets.clone(), class.peak, Strategy::GreedySizeClass),
+        );
+        let rounds = 1 + MORE_REPAIR_ROUNDS;
+        let (offsets, peak) =
+            repair_in_rounds(p, index, (class.offsets, class.peak), goal, rounds, None);
+        keep_lower(best, (offsets, peak, Strategy::Eject));
         return true;
     }
     if !goal.done(class.peak) {
@@ -2020,7 +2046,15 @@ fn by_size_run(
     }
     if strategy == Strategy::GreedySizeClass && class_sweep_pays(p) {
         let whole_work = p.overlap_pairs() / 2;
-        return class_by_sweep(p, limits.work, whole_work, deadline, sweep_time, false);
+        return class_by_sweep(
+            p,
+            limits.work,
+            whole_work,
+            deadline,
+            sweep_time,
+            false,
+            false,
+        );
     }
     let started = Instant::now();
     let (order, fit) = greedy_order(p, strategy);
@@ -2926,6 +2960,7 @@ mod tests {
                 deadline,
                 Duration::from_millis(1),
                 false,
+                false,
             )
         };
         let whole = by_sweep(u64::MAX, None, pairs).expect("complete");
@@ -2944,6 +2979,28 @@ mod tests {
         // fills, except where its largest classes read more than an eighth of the
         // whole order's work.
         assert_eq!(by_sweep(half, None, pairs), None);
+        // Asked to fill without a deadline too, it places its largest classes within
+        // the work (no look after each of them) and fills the rest, the same plan
+        // every time; where a cut could not be filled it still gives up.
+        let fill = |work: u64, whole_work: u64| {
+            class_by_sweep(&p, work, whole_work, None, Duration::ZERO, false, true)
+        };
+        let split = fill(half, pairs).expect("a plan");
+        assert!(!split.complete);
+        p.assert_valid(&split.offsets, split.peak);
+        assert_eq!(Some(split.clone()), fill(half, pairs));
+        let large = large_classes(&p, &order);
+        let first =
+            class_sweep::place_classes(&p, &order[..large], &class_sweep::Limits::UNLIMITED);
+        assert!(
+            first.work <= half / SWEEP_UNIT_PAIRS,
+            "the largest classes fit the work"
+        );
+        for &i in &order[..large] {
+            assert_eq!(split.offsets[i], whole.offsets[i]);
+        }
+        assert_eq!(fill(half, 0), None);
+        assert_eq!(fill(u64::MAX, pairs), Some(whole.clone()));
         let later = Some(Instant::now() + Duration::from_secs(600));
         let cut = by_sweep(half, later, pairs).expect("a plan");
         assert!(!cut.complete);
@@ -2957,8 +3014,16 @@ mod tests {
         assert!(by_sweep(u64::MAX, later, 0).is_some_and(|s| s.complete));
         // With the later cut it goes on past its largest classes (until the work runs
         // out here), so it spends more of it by the sweep; the rest is filled.
-        let on =
-            class_by_sweep(&p, half, pairs, later, Duration::from_millis(1), true).expect("a plan");
+        let on = class_by_sweep(
+            &p,
+            half,
+            pairs,
+            later,
+            Duration::from_millis(1),
+            true,
+            false,
+        )
+        .expect("a plan");
         assert!(!on.complete);
         assert!(on.work > cut.work, "{} {}", on.work, cut.work);
         p.assert_valid(&on.offsets, on.peak);
@@ -2969,13 +3034,14 @@ mod tests {
         let p = one_start_a_step(13, 3000, 1500, 12);
         let pairs = p.overlap_pairs() / 2;
         let sweep_time = Duration::from_millis(1);
-        let whole = class_by_sweep(&p, u64::MAX, pairs, None, sweep_time, false).expect("complete");
+        let whole =
+            class_by_sweep(&p, u64::MAX, pairs, None, sweep_time, false, false).expect("complete");
         // Half the class order's work (in greedy units): it is split, the rest filled.
         let half = whole.work / 2;
         let budget = Budget::with_time_limit(Duration::from_secs(600));
         let goal = Goal::new(&p, &budget, None);
-        let split =
-            class_by_sweep(&p, half, pairs, budget.deadline, sweep_time, false).expect("a plan");
+        let split = class_by_sweep(&p, half, pairs, budget.deadline, sweep_time, false, false)
+            .expect("a plan");
         assert!(!split.complete);
         let index = OverlapIndex::new(&p);
         let (offsets, swept) = sweep::place(&p);
@@ -2998,8 +3064,8 @@ mod tests {
         // Where the refill runs beside (`refill` false), the class sweep goes on past
         // its largest classes (the later cut, here until the work runs out), and the
         // repair starts from that plan.
-        let later =
-            class_by_sweep(&p, half, pairs, budget.deadline, sweep_time, true).expect("a plan");
+        let later = class_by_sweep(&p, half, pairs, budget.deadline, sweep_time, true, false)
+            .expect("a plan");
         let (later_ejected, later_peak) = repaired_in_rounds(&p, &index, later.offsets, &goal);
         assert_ne!(later_ejected, ejected, "the two starts repaired alike");
         let mut best = Some((sweep::place(&p).0, swept, Strategy::Best));
@@ -3025,13 +3091,31 @@ mod tests {
         let (ejected, ejected_peak) = repaired_in_rounds(&p, &index, whole.offsets, &goal);
         assert!(ejected_peak <= whole.peak);
         assert_eq!((offsets, peak), (ejected, ejected_peak));
-        // Without a deadline the class order is not split: nothing is done.
+        // Without a deadline, cut by the work: the split plan (its largest classes,
+        // the rest filled) repaired in rounds, not greedy by size.
         let unlimited = Goal::new(&p, &Budget::default(), None);
         let mut kept = Some((vec![0; p.items.len()], u64::MAX, Strategy::Best));
-        assert!(!class_sweep_then_size(
+        assert!(class_sweep_then_size(
             &p, &unlimited, half, pairs, sweep_time, &index, &mut kept, true
         ));
-        assert_eq!(kept.map(|k| k.1), Some(u64::MAX));
+        let (offsets, peak, strategy) = kept.expect("a plan");
+        p.assert_valid(&offsets, peak);
+        let split = class_by_sweep(&p, half, pairs, None, sweep_time, false, true).expect("split");
+        assert!(!split.complete);
+        let rounds = 1 + MORE_REPAIR_ROUNDS;
+        let repaired = repair_in_rounds(
+            &p,
+            &index,
+            (split.offsets, split.peak),
+            &unlimited,
+            rounds,
+            None,
+        );
+        assert!(repaired.1 < split.peak, "the repair lowered nothing");
+        assert_eq!(
+            (offsets, peak, strategy),
+            (repaired.0, repaired.1, Strategy::Eject)
+        );
     }
 
     /// Under a far deadline, where the class sweep does not pay and both orders by size
