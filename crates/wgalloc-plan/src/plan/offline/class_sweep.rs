@@ -862,9 +862,11 @@ mod tests {
         let p = Prepared::new(&ranges, 1).expect("valid");
         let order = greedy::by_size_class(&p);
         let whole = place_classes(&p, &order, &Limits::UNLIMITED);
-        // The first classes: enough items for several looks at the clock inside them.
-        let mut first = 0;
-        while first < 3 * CLOCK_EVERY {
+        // The first classes: two or more, with enough items for several looks at the
+        // clock inside them.
+        let first_class = p.class_end(&order, 0);
+        let mut first = first_class;
+        while first < 3 * CLOCK_EVERY || first == first_class {
             first = p.class_end(&order, first);
         }
         assert!(first < order.len(), "one class holds {first} of the items");
@@ -885,7 +887,9 @@ mod tests {
         };
         assert_eq!(place_classes_by(&p, &order, &limits, &clock), whole);
         let total = looks.get();
-        let (mut inside, mut to_the_end) = (0, 0);
+        // Stops inside the first classes, past the first of them (a drop after the
+        // first class would leave none), and runs to the end.
+        let (mut inside, mut past_the_first, mut to_the_end) = (0, 0, 0);
         for by in 0..=total {
             looks.set(0);
             let first_by = Some(base + std::time::Duration::from_millis(by));
@@ -899,12 +903,18 @@ mod tests {
             );
             if placed.placed > 0 && placed.placed < first {
                 inside += 1;
+                if placed.placed >= first_class {
+                    past_the_first += 1;
+                }
             }
             if placed == whole {
                 to_the_end += 1;
             }
         }
-        assert!(inside > 0 && to_the_end > 0, "{inside} {to_the_end}");
+        assert!(
+            inside > 0 && past_the_first > 0 && to_the_end > 0,
+            "{inside} {past_the_first} {to_the_end}"
+        );
     }
 
     #[test]

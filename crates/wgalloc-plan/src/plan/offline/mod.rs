@@ -685,7 +685,8 @@ const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 /// buffers with 2,000 live (3.7 x 10^8 pairs) complete in 2.5 s; a million (4.0 x
 /// 10^9 pairs) place about the largest two thirds by greedy, about 1% over the bound
 /// where the sweep alone is 25% over; a million with 20,000 live (3.8 x 10^10 pairs)
-/// the largest fifth or so. The budget keeps the greedy orders of a default plan of a
+/// the largest fifth or so (where the class sweep, cut by this work, may split, it
+/// does instead: [`class_sweep_then_size`]). The budget keeps the greedy orders of a default plan of a
 /// million buffers within about half a minute (the whole plan within about a minute,
 /// the refill included: [`refilled_and_repaired`]); `--time-limit` cuts that. Without a deadline, where
 /// each of the two orders by size completes within it alone, each has it to itself
@@ -702,7 +703,9 @@ const GREEDY_SIZE_WORK: u64 = 1_500_000_000;
 /// the greedy orders other than greedy-by-size run only with a deadline (each given up
 /// if it passes), as their O(n L log L) cost (L buffers live at a time) has no bound in
 /// n alone; greedy-by-size runs within [`GREEDY_SIZE_WORK`] (about a visit a pair),
-/// sweeping what it has not placed when that runs out. Every other phase has a work
+/// sweeping what it has not placed when that runs out (not where the class sweep,
+/// cut by that work, splits and is repaired in rounds: [`class_sweep_then_size`]).
+/// Every other phase has a work
 /// budget linear in the item count (times the logarithms of its structures), so the
 /// default plan of a million buffers takes under a minute.
 fn best(p: &Prepared, goal: &Goal) -> Placement {
@@ -739,7 +742,7 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
         return (offsets, peak, strategy);
     }
     let mut best = searched_and_climbed(p, goal, &mut index, offsets.clone(), peak, strategy);
-    if !goal.done(best.1) {
+    if !goal.done(best.1) && !repaired_in_rounds_already(goal, strategy) {
         let index = index.get_or_insert_with(|| OverlapIndex::new(p));
         let refill = refill_applies(p, goal, strategy, best.1);
         let start = refill.then(|| offsets.clone());
@@ -1046,7 +1049,7 @@ fn start_then_eject(
     index: &mut Option<OverlapIndex>,
 ) -> Option<Placement> {
     let (offsets, peak, strategy) = start(p, goal, index)?;
-    if goal.done(peak) {
+    if goal.done(peak) || repaired_in_rounds_already(goal, strategy) {
         return Some((offsets, peak, strategy));
     }
     let index = index.get_or_insert_with(|| OverlapIndex::new(p));
@@ -1056,6 +1059,15 @@ fn start_then_eject(
     } else {
         (offsets, peak, strategy)
     })
+}
+
+/// Whether a start plan made by `strategy` was already repaired in rounds until one
+/// lowered nothing or the rounds ran out, so that another round would repeat the
+/// last: without a deadline, a start made by the ejection repair (the split class
+/// order's, [`class_sweep_then_size`]). [`best_of_the_others`] and
+/// [`start_then_eject`] then do not repair it again.
+fn repaired_in_rounds_already(goal: &Goal, strategy: Strategy) -> bool {
+    goal.budget.deadline.is_none() && strategy == Strategy::Eject
 }
 
 /// The ejection repair of a valid placement within [`EJECT_WORK_PER_ITEM`] per item
@@ -1226,8 +1238,10 @@ const CLASS_FIRST_SWEEPS: u32 = 16;
 /// * Where the class order costs less by [`class_sweep`] ([`class_sweep_pays`]) and
 ///   the next case does not hold: [`class_sweep_then_size`] (under a deadline, the
 ///   class order then its ejection repair, then greedy by size and more rounds of
-///   the repair in whatever time the repair leaves: [`size_in_the_time_left`]).
-///   Where it gives up, the cases below.
+///   the repair in whatever time the repair leaves: [`size_in_the_time_left`];
+///   without one, the complete class order then greedy by size in the budget left,
+///   or, where the budget cut the class order, its largest classes, the fill and the
+///   repair in rounds). Where it gives up, the cases below.
 /// * No deadline, and each order within [`GREEDY_SIZE_WORK`] alone: both, side by
 ///   side on two threads where [`Budget::threads`] and the machine allow, else in
 ///   turn (both complete: the same plans); greedy-size's plan is offered first, so
@@ -1529,18 +1543,17 @@ fn cut_instants(
 /// [`greedy::FILL_SWEEPS`] sweeps' time an item for those it leaves, or by `work` in
 /// greedy units), the items it leaves filled into its holes ([`fill::place_into`]).
 /// Where it cannot place the whole order, it places its largest classes
-/// ([`large_classes`]) and fills the rest, but only under a deadline and where their
-/// overlapping pairs are at most 1 / [`SPLIT_WORK_SHARE`] of all (`whole_work`, half
-/// of [`Prepared::overlap_pairs`]), as [`class_then_fill`]; elsewhere it gives up
-/// (`None`, its work not counted). Without a deadline it splits only where
-/// `fill_without_deadline` (its largest classes placed as far as the work allows, no
-/// look before them: [`class_sweep::Limits::filled_after`]); the split alone took the
-/// budget from greedy by size (a million buffers with 20,000 live: 1.0203 against
+/// ([`large_classes`]) and fills the rest, but only under a deadline, or without one
+/// where `fill_without_deadline`, and where their overlapping pairs are at most 1 /
+/// [`SPLIT_WORK_SHARE`] of all (`whole_work`, half of [`Prepared::overlap_pairs`]), as
+/// [`class_then_fill`]; elsewhere it gives up (`None`, its work not counted). Without
+/// a deadline the work cuts it, its largest classes placed as far as the work allows
+/// (no look before them: [`class_sweep::Limits::filled_after`]); the split alone took
+/// the budget from greedy by size (a million buffers with 20,000 live: 1.0203 against
 /// 1.0171), repaired in rounds it ends far lower ([`class_sweep_then_size`]).
 /// `later_cut`: under a deadline, go on past the largest classes for
 /// [`LATER_CUT_SHARE`] of the time left instead (where the refill beside repairs the
-/// early cut). `fill_without_deadline`: split and fill without a deadline too (the
-/// work cuts it; [`class_sweep_then_size`] then repairs the plan in rounds).
+/// early cut).
 fn class_by_sweep(
     p: &Prepared,
     work: u64,
@@ -1611,7 +1624,7 @@ fn class_by_sweep(
 ///   within what is left of the budget, unless the class order reached the goal;
 ///   greedy-size's plan is offered first, so that a tie keeps it. Where the work cut
 ///   it (its largest classes placed, the rest filled), that plan is repaired in
-///   rounds ([`repair_in_rounds`], at most 1 + [`MORE_REPAIR_ROUNDS`]) instead of
+///   rounds ([`repair_in_rounds`], at most 2 + [`MORE_REPAIR_ROUNDS`]) instead of
 ///   greedy by size, as under a deadline: with 20,000 live (the twenty-second round,
 ///   docs/scale.md) 200,000 buffers 1.0242 -> 1.0163, 300,000 1.0166 -> 1.0090,
 ///   500,000 1.0219 -> 1.0154, a million (seeds 1, 2, 26) 1.0298 -> 1.0206, 1.0183
@@ -1670,12 +1683,10 @@ fn class_sweep_then_size(
     }
     if !class.complete {
         // Split by the work: its repair in rounds, as under a deadline, rather than
-        // greedy by size cut by the work and swept.
-        keep_lower(
-            best,
-            (class.offsets.clone(), class.peak, Strategy::GreedySizeClass),
-        );
-        let rounds = 1 + MORE_REPAIR_ROUNDS;
+        // greedy by size cut by the work and swept. The plan is the repair's (its
+        // input where no round lowered it): [`best_of_the_others`] neither repairs nor
+        // refills it again, so the rounds here include the one it would add.
+        let rounds = 2 + MORE_REPAIR_ROUNDS;
         let (offsets, peak) =
             repair_in_rounds(p, index, (class.offsets, class.peak), goal, rounds, None);
         keep_lower(best, (offsets, peak, Strategy::Eject));
@@ -3102,7 +3113,7 @@ mod tests {
         p.assert_valid(&offsets, peak);
         let split = class_by_sweep(&p, half, pairs, None, sweep_time, false, true).expect("split");
         assert!(!split.complete);
-        let rounds = 1 + MORE_REPAIR_ROUNDS;
+        let rounds = 2 + MORE_REPAIR_ROUNDS;
         let repaired = repair_in_rounds(
             &p,
             &index,
@@ -3318,8 +3329,8 @@ mod tests {
                 (None, None)
             );
         }
-        // A deadline far off does not overflow.
-        let far = started + Duration::from_secs(u64::MAX / 4);
+        // A deadline far off does not overflow (three times this would).
+        let far = started + Duration::from_secs(u64::MAX / 3 + 1);
         assert!(cut_instants(Some(far), started, 10, 100, true, true).0 > at(6));
     }
 
