@@ -1628,8 +1628,9 @@ fn class_by_sweep(
 ///   greedy by size, as under a deadline: with 20,000 live (the twenty-second round,
 ///   docs/scale.md) 200,000 buffers 1.0242 -> 1.0163, 300,000 1.0166 -> 1.0090,
 ///   500,000 1.0219 -> 1.0154, a million (seeds 1, 2, 26) 1.0298 -> 1.0206, 1.0183
-///   -> 1.0122, 1.0186 -> 1.0105, each in less CPU time (greedy by size, cut by the
-///   work and swept, took 23 s at a million and ended at 1.0197 on seed 26).
+///   -> 1.0122, 1.0186 -> 1.0105 (seeds 3-5, measured after: every one lower), each
+///   in less CPU time, though up to 7 s more wall time on two cores (greedy by size,
+///   cut by the work and swept, ran on both and ended at 1.0197 on seed 26).
 /// * Under a deadline, the time left goes to the ejection repair of the class order's
 ///   plan ([`eject_repair`], complete or split) first: greedy by size would be cut
 ///   at the deadline and swept. Greedy by size has whatever time the repair leaves
