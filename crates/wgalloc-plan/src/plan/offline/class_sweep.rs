@@ -651,6 +651,17 @@ mod tests {
             .collect()
     }
 
+    /// `n` random ranges from `seed` over 300 steps with sizes up to 64 KiB, their
+    /// class order and its whole placement.
+    fn whole_class_order(seed: u64, n: usize) -> (Prepared, Vec<usize>, ClassesPlaced) {
+        let mut rng = Rng::new(seed);
+        let ranges = random(&mut rng, n, 300, 1 << 16);
+        let p = Prepared::new(&ranges, 1).expect("valid");
+        let order = greedy::by_size_class(&p);
+        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        (p, order, whole)
+    }
+
     #[test]
     fn the_same_offsets_as_the_greedy_class_order() {
         let mut rng = Rng::new(26);
@@ -711,11 +722,7 @@ mod tests {
 
     #[test]
     fn the_whole_order_or_its_first_classes() {
-        let mut rng = Rng::new(11);
-        let ranges = random(&mut rng, 2000, 300, 1 << 16);
-        let p = Prepared::new(&ranges, 1).expect("valid");
-        let order = greedy::by_size_class(&p);
-        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        let (p, order, whole) = whole_class_order(11, 2000);
         // The first three classes.
         let mut first = 0;
         for _ in 0..3 {
@@ -771,11 +778,7 @@ mod tests {
 
     #[test]
     fn where_the_whole_order_is_not_forecast_to_fit_or_until_goes_on_past_the_first_classes() {
-        let mut rng = Rng::new(12);
-        let ranges = random(&mut rng, 2000, 300, 1 << 16);
-        let p = Prepared::new(&ranges, 1).expect("valid");
-        let order = greedy::by_size_class(&p);
-        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        let (p, order, whole) = whole_class_order(12, 2000);
         let first = p.class_end(&order, p.class_end(&order, 0));
         let prefix = place_classes(&p, &order[..first], &Limits::UNLIMITED);
         // Work for about half of what the rest takes: the first look's forecast (three
@@ -820,11 +823,7 @@ mod tests {
 
     #[test]
     fn first_by_stops_the_first_classes_only_under_a_deadline_and_a_first_look() {
-        let mut rng = Rng::new(13);
-        let ranges = random(&mut rng, 2000, 300, 1 << 16);
-        let p = Prepared::new(&ranges, 1).expect("valid");
-        let order = greedy::by_size_class(&p);
-        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        let (p, order, whole) = whole_class_order(13, 2000);
         let first = p.class_end(&order, p.class_end(&order, 0));
         let far = Instant::now() + std::time::Duration::from_secs(600);
         let limits = Limits {
@@ -857,11 +856,7 @@ mod tests {
 
     #[test]
     fn first_by_is_dropped_at_the_first_look() {
-        let mut rng = Rng::new(14);
-        let ranges = random(&mut rng, 3000, 300, 1 << 16);
-        let p = Prepared::new(&ranges, 1).expect("valid");
-        let order = greedy::by_size_class(&p);
-        let whole = place_classes(&p, &order, &Limits::UNLIMITED);
+        let (p, order, whole) = whole_class_order(14, 3000);
         // The first classes: two or more, with enough items for several looks at the
         // clock inside them.
         let first_class = p.class_end(&order, 0);
