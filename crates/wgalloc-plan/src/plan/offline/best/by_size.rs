@@ -11,7 +11,7 @@ use crate::plan::offline::prepared::Prepared;
 use crate::plan::offline::{greedy, greedy_order, keep_lower, Budget, Goal, Placement, Strategy};
 
 use super::class_split::{
-    class_by_sweep, class_sweep_pays, class_sweep_then_size, class_then_fill,
+    class_by_sweep, class_sweep_pays, class_sweep_then_size, class_then_fill, CutRules,
 };
 use super::refill::{large_classes_filled_and_repaired, refill_beside_applies};
 use super::repair_rounds::{eject_the_class_order, repair_in_the_time_left};
@@ -443,8 +443,7 @@ pub(super) fn by_size_run(
             whole_work,
             deadline,
             sweep_time,
-            false,
-            false,
+            CutRules::default(),
         );
     }
     let started = Instant::now();

@@ -96,30 +96,47 @@ pub(super) fn cut_instants(
     }
 }
 
+/// Where [`class_by_sweep`] may cut the class order, and what it does then: the two
+/// callers differ (greedy by size's run cuts nowhere early and gives up without a
+/// deadline; [`class_sweep_then_size`] splits without one, and cuts later where the
+/// refill runs beside).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct CutRules {
+    /// Under a deadline, go on past the largest classes for [`LATER_CUT_SHARE`] of the
+    /// time left (where the refill beside repairs the early cut), instead of stopping
+    /// after them at [`FIRST_CLASSES_SHARE`] of it.
+    pub(super) later_cut: bool,
+    /// Without a deadline, where the work cuts the order and a cut may be filled, place
+    /// the largest classes as far as the work allows and fill the rest, instead of
+    /// giving up.
+    pub(super) split_without_deadline: bool,
+}
+
 /// The class order by [`class_sweep`] (cut by the deadline, keeping
 /// [`greedy::FILL_SWEEPS`] sweeps' time an item for those it leaves, or by `work` in
 /// greedy units), the items it leaves filled into its holes ([`fill::place_into`](crate::plan::offline::fill::place_into)).
 /// Where it cannot place the whole order, it places its largest classes
 /// ([`large_classes`]) and fills the rest, but only under a deadline, or without one
-/// where `fill_without_deadline`, and where their overlapping pairs are at most 1 /
+/// where [`CutRules::split_without_deadline`], and where their overlapping pairs are at most 1 /
 /// [`SPLIT_WORK_SHARE`] of all (`whole_work`, half of [`Prepared::overlap_pairs`]), as
 /// [`class_then_fill`]; elsewhere it gives up (`None`, its work not counted). Without
 /// a deadline the work cuts it, its largest classes placed as far as the work allows
 /// (no look before them: [`class_sweep::Limits::filled_after`]); the split alone took
 /// the budget from greedy by size (a million buffers with 20,000 live: 1.0203 against
 /// 1.0171), repaired in rounds it ends far lower ([`class_sweep_then_size`]).
-/// `later_cut`: under a deadline, go on past the largest classes for
-/// [`LATER_CUT_SHARE`] of the time left instead (where the refill beside repairs the
-/// early cut).
+/// `rules`: where the order may be cut and what then ([`CutRules`]).
 pub(super) fn class_by_sweep(
     p: &Prepared,
     work: u64,
     whole_work: u64,
     deadline: Option<Instant>,
     sweep_time: Duration,
-    later_cut: bool,
-    fill_without_deadline: bool,
+    rules: CutRules,
 ) -> Option<greedy::Swept> {
+    let CutRules {
+        later_cut,
+        split_without_deadline,
+    } = rules;
     let started = Instant::now();
     let order = greedy::by_size_class(p);
     let sweep_per_item = per_item(p, sweep_time);
@@ -136,7 +153,7 @@ pub(super) fn class_by_sweep(
         whole_or_first: large,
         or_until,
         first_by,
-        filled_after: split && fill_without_deadline,
+        filled_after: split && split_without_deadline,
     };
     let placed = class_sweep::place_classes(p, &order, &limits);
     let complete = placed.placed == order.len();
@@ -146,7 +163,7 @@ pub(super) fn class_by_sweep(
         order.len(),
         started.elapsed()
     );
-    if !complete && (!split || (deadline.is_none() && !fill_without_deadline)) {
+    if !complete && (!split || (deadline.is_none() && !split_without_deadline)) {
         log::debug!("greedy-size-class by classes: given up (incomplete, and no split here)");
         return None;
     }
@@ -219,7 +236,17 @@ pub(super) fn class_sweep_then_size(
 ) -> bool {
     let deadline = best.as_ref().and(goal.budget.deadline);
     let class_started = Instant::now();
-    let Some(class) = class_by_sweep(p, budget, work, deadline, sweep_time, !refill, true) else {
+    let Some(class) = class_by_sweep(
+        p,
+        budget,
+        work,
+        deadline,
+        sweep_time,
+        CutRules {
+            later_cut: !refill,
+            split_without_deadline: true,
+        },
+    ) else {
         return false;
     };
     let class_took = class_started.elapsed();

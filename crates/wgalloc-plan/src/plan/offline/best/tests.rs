@@ -658,8 +658,7 @@ fn the_class_order_by_classes_is_the_greedy_s_or_valid_where_cut() {
             whole_work,
             deadline,
             Duration::from_millis(1),
-            false,
-            false,
+            CutRules::default(),
         )
     };
     let whole = by_sweep(u64::MAX, None, pairs).expect("complete");
@@ -682,7 +681,17 @@ fn the_class_order_by_classes_is_the_greedy_s_or_valid_where_cut() {
     // the work (no look after each of them) and fills the rest, the same plan
     // every time; where a cut could not be filled it still gives up.
     let fill = |work: u64, whole_work: u64| {
-        class_by_sweep(&p, work, whole_work, None, Duration::ZERO, false, true)
+        class_by_sweep(
+            &p,
+            work,
+            whole_work,
+            None,
+            Duration::ZERO,
+            CutRules {
+                later_cut: false,
+                split_without_deadline: true,
+            },
+        )
     };
     let split = fill(half, pairs).expect("a plan");
     assert!(!split.complete);
@@ -718,8 +727,10 @@ fn the_class_order_by_classes_is_the_greedy_s_or_valid_where_cut() {
         pairs,
         later,
         Duration::from_millis(1),
-        true,
-        false,
+        CutRules {
+            later_cut: true,
+            split_without_deadline: false,
+        },
     )
     .expect("a plan");
     assert!(!on.complete);
@@ -732,14 +743,21 @@ fn under_a_deadline_the_class_order_is_lowered_by_the_ejection_repair() {
     let p = one_start_a_step(13, 3000, 1500, 12);
     let pairs = p.overlap_pairs() / 2;
     let sweep_time = Duration::from_millis(1);
-    let whole =
-        class_by_sweep(&p, u64::MAX, pairs, None, sweep_time, false, false).expect("complete");
+    let whole = class_by_sweep(&p, u64::MAX, pairs, None, sweep_time, CutRules::default())
+        .expect("complete");
     // Half the class order's work (in greedy units): it is split, the rest filled.
     let half = whole.work / 2;
     let budget = Budget::with_time_limit(Duration::from_secs(600));
     let goal = Goal::new(&p, &budget, None);
-    let split =
-        class_by_sweep(&p, half, pairs, budget.deadline, sweep_time, false, false).expect("a plan");
+    let split = class_by_sweep(
+        &p,
+        half,
+        pairs,
+        budget.deadline,
+        sweep_time,
+        CutRules::default(),
+    )
+    .expect("a plan");
     assert!(!split.complete);
     let index = OverlapIndex::new(&p);
     let (offsets, swept) = sweep::place(&p);
@@ -762,8 +780,18 @@ fn under_a_deadline_the_class_order_is_lowered_by_the_ejection_repair() {
     // Where the refill runs beside (`refill` false), the class sweep goes on past
     // its largest classes (the later cut, here until the work runs out), and the
     // repair starts from that plan.
-    let later =
-        class_by_sweep(&p, half, pairs, budget.deadline, sweep_time, true, false).expect("a plan");
+    let later = class_by_sweep(
+        &p,
+        half,
+        pairs,
+        budget.deadline,
+        sweep_time,
+        CutRules {
+            later_cut: true,
+            split_without_deadline: false,
+        },
+    )
+    .expect("a plan");
     let (later_ejected, later_peak) = repaired_in_rounds(&p, &index, later.offsets, &goal);
     assert_ne!(later_ejected, ejected, "the two starts repaired alike");
     let mut best = Some((sweep::place(&p).0, swept, Strategy::Best));
@@ -798,7 +826,18 @@ fn under_a_deadline_the_class_order_is_lowered_by_the_ejection_repair() {
     ));
     let (offsets, peak, strategy) = kept.expect("a plan");
     p.assert_valid(&offsets, peak);
-    let split = class_by_sweep(&p, half, pairs, None, sweep_time, false, true).expect("split");
+    let split = class_by_sweep(
+        &p,
+        half,
+        pairs,
+        None,
+        sweep_time,
+        CutRules {
+            later_cut: false,
+            split_without_deadline: true,
+        },
+    )
+    .expect("split");
     assert!(!split.complete);
     let rounds = 2 + MORE_REPAIR_ROUNDS;
     let repaired = repair_in_rounds(
