@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use wgalloc_plan::plan::offline::{graph_live_ranges, Budget};
+use wgalloc_plan::plan::offline::{churn, graph_live_ranges, Budget};
 use wgalloc_plan::plan::{Interval, IntervalProblem, PlanOptions, Planner};
 use wgalloc_plan::{plan, plan_intervals, read_trace, BufferTypeDesc};
 
@@ -59,8 +59,29 @@ impl Rng {
 /// The generated families.
 /// `bimodal` was added after every constant of the planners was set (never tuned on):
 /// sizes a multiple of 256 B with a heavy (Pareto) tail, 85% short lifetimes
-/// (uniform 1-60 steps) and 15% long ones (uniform 1-30,000 steps).
-const FAMILIES: [&str; 6] = ["malloc", "narrow", "wide", "few-sizes", "bursts", "bimodal"];
+/// (uniform 1-60 steps) and 15% long ones (uniform 1-30,000 steps). `churn` (the
+/// twenty-third round, after every constant was set) comes with a known packing
+/// (`wgalloc_plan::plan::offline::churn`): a plateau at about 17,500 live through which
+/// buffers keep ending and starting, built so that a plan within a known height exists.
+const FAMILIES: [&str; 7] = [
+    "malloc",
+    "narrow",
+    "wide",
+    "few-sizes",
+    "bursts",
+    "bimodal",
+    "churn",
+];
+
+/// The instance of `family` with `n` buffers from `seed`, and the peak of a packing
+/// known to exist where the family comes with one (`churn`).
+fn instance(family: &str, n: usize, seed: u64) -> (IntervalProblem, Option<u64>) {
+    if family == "churn" {
+        let churn = churn::churn(seed, n);
+        return (churn.problem, Some(churn.packing.peak));
+    }
+    (generate(family, n, seed), None)
+}
 
 /// A malloc-like trace of `n` buffers of family `family`, one allocation per time step
 /// (bursts: groups of allocations at one step), log-normal sizes clamped to 16 B-4 MiB
@@ -174,7 +195,7 @@ fn seed() -> u64 {
 }
 
 fn child(family: &str, n: usize, planner: &str, limit: Option<f64>) {
-    let problem = generate(family, n, seed());
+    let (problem, known) = instance(family, n, seed());
     let bound = problem.lower_bound();
     let cpu = cpu_seconds();
     let started = Instant::now();
@@ -184,8 +205,10 @@ fn child(family: &str, n: usize, planner: &str, limit: Option<f64>) {
     let resident = resident_peak_mib().unwrap_or(f64::NAN);
     let valid = problem.verify(&plan).is_ok();
     println!(
-        "{} {bound} {secs} {resident} {valid} {} {cpu}",
-        plan.peak, plan.planner
+        "{} {bound} {secs} {resident} {valid} {} {cpu} {}",
+        plan.peak,
+        plan.planner,
+        known.unwrap_or(0)
     );
 }
 
@@ -195,9 +218,11 @@ fn list(args: &[String], key: &str) -> Option<Vec<String>> {
 }
 
 /// What one child printed: peak / bound, wall seconds, resident MiB, whether the plan
-/// verified, the strategy that found it and CPU seconds.
+/// verified, the strategy that found it, CPU seconds and peak / the known packing's
+/// peak (where the family has one).
 struct ChildRun {
     ratio: f64,
+    to_known: Option<f64>,
     secs: f64,
     mib: f64,
     valid: bool,
@@ -236,6 +261,7 @@ fn run_child(
     };
     Ok(ChildRun {
         ratio: num(0) / num(1),
+        to_known: Some(num(7)).filter(|&k| k > 0.0).map(|k| num(0) / k),
         secs: num(2),
         mib: num(3),
         valid: f[4] == "true",
@@ -257,18 +283,22 @@ fn seeded_table(
     seeds: &[u64],
 ) {
     println!(
-        "| instance | buffers | planner | seeds | peak / bound min | median | max | slowest (s) | within 0.25% | within 0.5% |"
+        "| instance | buffers | planner | seeds | peak / bound min | median | max | slowest (s) | within 0.25% | within 0.5% | max peak / known packing |"
     );
-    println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for &n in sizes {
         for family in families {
             for planner in planners {
                 let mut ratios = Vec::new();
+                let mut to_known: Option<f64> = None;
                 let mut slowest = 0.0f64;
                 for &seed in seeds {
                     match run_child(family, n, planner, limit, Some(seed)) {
                         Ok(run) if run.valid => {
                             ratios.push(run.ratio);
+                            if let Some(k) = run.to_known {
+                                to_known = Some(to_known.map_or(k, |m| m.max(k)));
+                            }
                             slowest = slowest.max(run.secs);
                         }
                         Ok(_) => println!("| {family} | {n} | {planner} | seed {seed} INVALID |"),
@@ -283,17 +313,23 @@ fn seeded_table(
                 ratios.sort_by(f64::total_cmp);
                 let within = |x: f64| ratios.iter().filter(|&&r| r <= 1.0 + x).count();
                 println!(
-                    "| {family} | {n} | {planner} | {} | {:.5} | {:.5} | {:.5} | {slowest:.2} | {} | {} |",
+                    "| {family} | {n} | {planner} | {} | {:.5} | {:.5} | {:.5} | {slowest:.2} | {} | {} | {} |",
                     ratios.len(),
                     ratios[0],
                     ratios[ratios.len() / 2],
                     ratios[ratios.len() - 1],
                     within(0.0025),
-                    within(0.005)
+                    within(0.005),
+                    known_cell(to_known)
                 );
             }
         }
     }
+}
+
+/// A table cell for peak / the known packing: `-` where the family has none.
+fn known_cell(to_known: Option<f64>) -> String {
+    to_known.map_or_else(|| "-".into(), |k| format!("{k:.5}"))
 }
 
 fn table(args: &[String]) {
@@ -311,9 +347,9 @@ fn table(args: &[String]) {
         return;
     }
     println!(
-        "| instance | buffers | planner | peak / bound | time (s) | CPU (s) | resident (MiB) | found by |"
+        "| instance | buffers | planner | peak / bound | peak / known packing | time (s) | CPU (s) | resident (MiB) | found by |"
     );
-    println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |");
+    println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |");
     for &n in &sizes {
         for family in &families {
             for planner in &planners {
@@ -326,8 +362,13 @@ fn table(args: &[String]) {
                 };
                 let valid = if run.valid { "" } else { " INVALID" };
                 println!(
-                    "| {family} | {n} | {planner} | {:.5} | {:.2} | {:.2} | {:.0} | {}{valid} |",
-                    run.ratio, run.secs, run.cpu, run.mib, run.found_by
+                    "| {family} | {n} | {planner} | {:.5} | {} | {:.2} | {:.2} | {:.0} | {}{valid} |",
+                    run.ratio,
+                    known_cell(run.to_known),
+                    run.secs,
+                    run.cpu,
+                    run.mib,
+                    run.found_by
                 );
             }
         }
@@ -438,7 +479,7 @@ fn export(args: &[String]) {
     std::fs::create_dir_all(dir).expect("creates the directory");
     for &n in &sizes {
         for family in &families {
-            let problem = generate(family, n, seed());
+            let (problem, _) = instance(family, n, seed());
             let path = std::path::Path::new(dir).join(format!("{family}-{n}.csv"));
             std::fs::write(&path, csv_text(&problem)).expect("writes");
             println!("{} (bound {})", path.display(), problem.lower_bound());

@@ -21,6 +21,9 @@
 //! that fits it and aims its search at it.
 
 mod best;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod churn;
 mod class_sweep;
 mod eject;
 mod elementary;
@@ -548,6 +551,7 @@ fn greedy_orders(
         }
     }
 }
+
 /// Work the ejection repair may spend per item (a unit per item read): on 100,000
 /// malloc-like buffers about two seconds.
 pub const EJECT_WORK_PER_ITEM: u64 = 500;
@@ -555,12 +559,14 @@ pub const EJECT_WORK_PER_ITEM: u64 = 500;
 /// Work the ejection repair may spend at most, whatever the item count: about six
 /// seconds on a million malloc-like buffers.
 pub const EJECT_MAX_WORK: u64 = 100_000_000;
+
 /// Keeps `candidate` in `best` if it peaks lower (ties: the earlier one stays).
 fn keep_lower_placement(best: &mut Placement, candidate: Placement) {
     if candidate.1 < best.1 {
         *best = candidate;
     }
 }
+
 /// Whether the machine offers more than one thread of execution (where a second
 /// thread can run beside the first).
 pub(crate) fn has_second_core() -> bool {

@@ -1,7 +1,8 @@
-//! The greedy orders by size on a large instance ([`orders_by_size`]): the class order
-//! and greedy by size within [`GREEDY_SIZE_WORK`] or the
-//! deadline, side by side on two threads where each fits the work alone, what is not
-//! placed swept above.
+//! The greedy orders by size on a large instance ([`greedy_by_size_alone`]): the class
+//! order and greedy by size within [`GREEDY_SIZE_WORK`] or the deadline; without a
+//! deadline, side by side on two threads where each fits the work alone; under one,
+//! the refill beside them on the second thread where it may. What a cut order has not
+//! placed is swept above.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -42,13 +43,13 @@ pub(super) const CLASS_FIRST_SWEEPS: u32 = 16;
 /// `pairs` overlapping pairs (ordered: a greedy placement reads half as many); builds
 /// `index` if it runs either. Nothing where `best` already reaches the goal.
 ///
-/// * Where the class order costs less by [`class_sweep`](crate::plan::offline::class_sweep) ([`class_sweep_pays`]) and
-///   the next case does not hold: [`class_sweep_then_size`] (under a deadline, the
-///   class order then its ejection repair, then greedy by size and more rounds of
-///   the repair in whatever time the repair leaves: [`size_in_the_time_left`];
-///   without one, the complete class order then greedy by size in the budget left,
-///   or, where the budget cut the class order, its largest classes, the fill and the
-///   repair in rounds). Where it gives up, the cases below.
+/// * Where the class order costs less by [`class_sweep`](crate::plan::offline::class_sweep)
+///   ([`class_sweep_pays`]) and the next case does not hold: [`class_sweep_then_size`]
+///   (under a deadline, the class order then its ejection repair, then greedy by size and
+///   more rounds of the repair in whatever time the repair leaves:
+///   [`size_in_the_time_left`]; without one, the complete class order then greedy by size
+///   in the budget left, or, where the budget cut the class order, its largest classes, the
+///   fill and the repair in rounds). Where it gives up, the cases below.
 /// * No deadline, and each order within [`GREEDY_SIZE_WORK`] alone: both, side by
 ///   side on two threads where [`Budget::threads`] and the machine allow, else in
 ///   turn (both complete: the same plans); greedy-size's plan is offered first, so
@@ -134,9 +135,10 @@ pub(super) fn greedy_by_size_alone(
     });
 }
 
-/// The body of [`greedy_by_size_alone`]: the orders by size, on `index`. `refill`:
-/// whether the refill may follow the class order in the time left
-/// ([`refill_in_the_time_left`](super::refill::refill_in_the_time_left); not where it already runs beside them).
+/// The body of [`greedy_by_size_alone`]: the orders by size, on `index`. `refill`: whether
+/// the refill may follow the class order in the time left
+/// ([`refill_in_the_time_left`](super::refill::refill_in_the_time_left); not where it
+/// already runs beside them).
 fn orders_by_size(
     p: &Prepared,
     goal: &Goal,

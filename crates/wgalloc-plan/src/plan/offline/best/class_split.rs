@@ -1,7 +1,8 @@
 //! The class order placed by the class sweep ([`class_by_sweep`]): where it cannot
 //! complete in the time or work it has, its largest classes are placed and every
-//! smaller buffer filled into their holes ([`class_then_fill`]); then greedy by size or
-//! the repair in rounds ([`class_sweep_then_size`]).
+//! smaller buffer filled into their holes. Where the sweep does not pay or gave up, the
+//! largest classes are placed by the greedy and the rest filled ([`class_then_fill`]).
+//! Then greedy by size, or the repair in rounds ([`class_sweep_then_size`]).
 
 use std::time::{Duration, Instant};
 
@@ -23,24 +24,25 @@ pub(super) const SWEEP_UNIT_PAIRS: u64 = 32;
 /// each item (half of [`Prepared::overlap_pairs`]): on 100,000 malloc-like buffers
 /// (2,000 live, 19 classes) 0.95 s against 2.3 s, few-sizes 0.23 against 2.5 s, 20,000
 /// live 5.4 against 35 s of CPU; with 100 live the greedy's 0.26 s against 0.59 s.
-pub(crate) fn class_sweep_pays(p: &Prepared) -> bool {
+pub(in crate::plan::offline) fn class_sweep_pays(p: &Prepared) -> bool {
     let sweep = class_sweep::expected_work(p);
     sweep.saturating_mul(SWEEP_UNIT_PAIRS) < p.overlap_pairs() / 2
 }
 
-/// Where the refill runs beside the orders by size ([`refill_beside_applies`](super::refill::refill_beside_applies)) and the
-/// whole class order is not forecast to fit the deadline, [`class_by_sweep`] goes on
-/// past its largest classes (which the refill beside starts from and repairs) for this
-/// share of the time from its start to the deadline, and fills the rest: more classes
-/// placed by the sweep start the repair lower. Wide (20,000 live) at 100,000 buffers,
-/// seed 1, no limit: cut after 83% of the area and filled 1.0120, after 95% 1.0069,
-/// the whole order 1.0044. With 2 s, seeds 1, 2, 3, 4 and 26 (one run each; every
-/// share in docs/scale.md, twenty-first round): 1.0101, 1.0048, 1.0071, 1.0203 and
-/// 1.0229 with the cut after the largest classes, 1.0054, 1.0024, 1.0037, 1.0180 and
-/// 1.0200 with three quarters; half the time or seven eighths were higher on some
-/// seeds and lower on others, all of it gave the early cut's plans again. Without the
-/// refill beside no thread repairs the early cut, and the later one leaves the repair
-/// too little time: malloc at a million buffers with 10 s, seed 3, 1.0036 -> 1.0174.
+/// Where the refill runs beside the orders by size
+/// ([`refill_beside_applies`](super::refill::refill_beside_applies)) and the whole class
+/// order is not forecast to fit the deadline, [`class_by_sweep`] goes on past its largest
+/// classes (which the refill beside starts from and repairs) for this share of the time
+/// from its start to the deadline, and fills the rest: more classes placed by the sweep
+/// start the repair lower. Wide (20,000 live) at 100,000 buffers, seed 1, no limit: cut
+/// after 83% of the area and filled 1.0120, after 95% 1.0069, the whole order 1.0044. With
+/// 2 s, seeds 1, 2, 3, 4 and 26 (one run each; every share in docs/scale.md, twenty-first
+/// round): 1.0101, 1.0048, 1.0071, 1.0203 and 1.0229 with the cut after the largest
+/// classes, 1.0054, 1.0024, 1.0037, 1.0180 and 1.0200 with three quarters; half the time or
+/// seven eighths were higher on some seeds and lower on others, all of it gave the early
+/// cut's plans again. Without the refill beside no thread repairs the early cut, and the
+/// later one leaves the repair too little time: malloc at a million buffers with 10 s, seed
+/// 3, 1.0036 -> 1.0174.
 const LATER_CUT_SHARE: (u32, u32) = (3, 4);
 
 /// Under a deadline, where the refill does not run beside (no later cut,
@@ -96,15 +98,19 @@ pub(super) fn cut_instants(
     }
 }
 
-/// Where [`class_by_sweep`] may cut the class order, and what it does then: the two
-/// callers differ (greedy by size's run cuts nowhere early and gives up without a
-/// deadline; [`class_sweep_then_size`] splits without one, and cuts later where the
-/// refill runs beside).
+/// Where [`class_by_sweep`] may cut the class order, and what it does then. The
+/// default is greedy by size's run ([`by_size_run`](super::by_size::by_size_run)):
+/// under a deadline the early cut, and without one it gives up where the work cuts
+/// it; [`class_sweep_then_size`] splits without a deadline, and takes the later cut
+/// where the refill runs beside. Either cut applies only where a plan cut after the
+/// largest classes may be filled.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct CutRules {
-    /// Under a deadline, go on past the largest classes for [`LATER_CUT_SHARE`] of the
-    /// time left (where the refill beside repairs the early cut), instead of stopping
-    /// after them at [`FIRST_CLASSES_SHARE`] of it.
+    /// Under a deadline, go on past the largest classes, class by class, until
+    /// [`LATER_CUT_SHARE`] of the time left (where the refill beside repairs the early
+    /// cut). Without it (the early cut), the sweep stops after the largest classes
+    /// where the whole order is forecast to miss the deadline, and where they are not
+    /// every class their placement ends by [`FIRST_CLASSES_SHARE`] of the time left.
     pub(super) later_cut: bool,
     /// Without a deadline, where the work cuts the order and a cut may be filled, place
     /// the largest classes as far as the work allows and fill the rest, instead of
@@ -112,19 +118,20 @@ pub(super) struct CutRules {
     pub(super) split_without_deadline: bool,
 }
 
-/// The class order by [`class_sweep`] (cut by the deadline, keeping
-/// [`greedy::FILL_SWEEPS`] sweeps' time an item for those it leaves, or by `work` in
-/// greedy units), the items it leaves filled into its holes ([`fill::place_into`](crate::plan::offline::fill::place_into)).
-/// Where it cannot place the whole order, it places its largest classes
-/// ([`large_classes`]) and fills the rest, but only under a deadline, or without one
-/// where [`CutRules::split_without_deadline`], and where their overlapping pairs are at most 1 /
-/// [`SPLIT_WORK_SHARE`] of all (`whole_work`, half of [`Prepared::overlap_pairs`]), as
-/// [`class_then_fill`]; elsewhere it gives up (`None`, its work not counted). Without
-/// a deadline the work cuts it, its largest classes placed as far as the work allows
-/// (no look before them: [`class_sweep::Limits::filled_after`]); the split alone took
-/// the budget from greedy by size (a million buffers with 20,000 live: 1.0203 against
-/// 1.0171), repaired in rounds it ends far lower ([`class_sweep_then_size`]).
-/// `rules`: where the order may be cut and what then ([`CutRules`]).
+/// The class order by [`class_sweep`] (cut by the deadline, keeping [`greedy::FILL_SWEEPS`]
+/// sweeps' time an item for those it leaves, or by `work` in greedy units), the items it
+/// leaves filled into its holes
+/// ([`fill::place_into`](crate::plan::offline::fill::place_into)). Where it cannot place
+/// the whole order, it places its largest classes ([`large_classes`]) and fills the rest,
+/// but only under a deadline, or without one where [`CutRules::split_without_deadline`],
+/// and where their overlapping pairs are at most 1 / [`SPLIT_WORK_SHARE`] of all
+/// (`whole_work`, half of [`Prepared::overlap_pairs`]), as [`class_then_fill`]; elsewhere
+/// it gives up (`None`, its work not counted). Without a deadline the work cuts it, its
+/// largest classes placed as far as the work allows (no look before them:
+/// [`class_sweep::Limits::filled_after`]); the split alone took the budget from greedy by
+/// size (a million buffers with 20,000 live: 1.0203 against 1.0171), repaired in rounds it
+/// ends far lower ([`class_sweep_then_size`]). `rules`: where the order may be cut and what
+/// then ([`CutRules`]).
 pub(super) fn class_by_sweep(
     p: &Prepared,
     work: u64,
@@ -186,13 +193,13 @@ pub(super) fn class_by_sweep(
     })
 }
 
-/// The orders by size where the class order runs by [`class_sweep`] and the two do not
-/// each run alone within [`GREEDY_SIZE_WORK`](super::GREEDY_SIZE_WORK) without a deadline: the class order
-/// first ([`class_by_sweep`], cut by the deadline or the budget, the rest filled into
-/// its holes: it is the lower of the two complete on five of six generated families).
-/// `false` (nothing done) where [`class_by_sweep`] gave up. `budget`: the work both
-/// orders may spend, in greedy units ([`GREEDY_SIZE_WORK`](super::GREEDY_SIZE_WORK)); `work`: half of
-/// [`Prepared::overlap_pairs`].
+/// The orders by size where the class order runs by [`class_sweep`] and the two do not each
+/// run alone within [`GREEDY_SIZE_WORK`](super::GREEDY_SIZE_WORK) without a deadline: the
+/// class order first ([`class_by_sweep`], cut by the deadline or the budget, the rest
+/// filled into its holes: it is the lower of the two complete on five of six generated
+/// families). `false` (nothing done) where [`class_by_sweep`] gave up. `budget`: the work
+/// both orders may spend, in greedy units ([`GREEDY_SIZE_WORK`](super::GREEDY_SIZE_WORK));
+/// `work`: half of [`Prepared::overlap_pairs`].
 ///
 /// * Without a deadline, where the class order completed, greedy by size then runs
 ///   within what is left of the budget, unless the class order reached the goal;
@@ -205,24 +212,25 @@ pub(super) fn class_by_sweep(
 ///   -> 1.0122, 1.0186 -> 1.0105 (seeds 3-5, measured after: every one lower), each
 ///   in less CPU time, though up to 7 s more wall time on two cores (greedy by size,
 ///   cut by the work and swept, ran on both and ended at 1.0197 on seed 26).
-/// * Under a deadline, the time left goes to the ejection repair of the class order's
-///   plan ([`eject_repair`](super::repair_rounds::eject_repair), complete or split) first: greedy by size would be cut
-///   at the deadline and swept. Greedy by size has whatever time the repair leaves
-///   ([`size_in_the_time_left`]; with time to spare it completes), and the refill of
-///   the complete plan what they leave ([`refill_in_the_time_left`]). Same sitting, seeds 1-4 at a million buffers with
-///   10 s (the fifteenth round): cut greedy by size ended above the class order's plan on every malloc-like
-///   seed (1.0074-1.0204), and the repair took malloc from 1.0015 / 1.0095 / 1.0117
-///   (min / median / max) to 1.0003 / 1.0027 / 1.0048 (within 0.5% on 4 of 4 seeds
-///   where it was 2), bimodal to its bound in 3.7 s; narrow, few-sizes and bursts
-///   kept their counts, wide its run-to-run spread. At 100,000 buffers with 2 s (seeds
-///   1-8) malloc's median fell 1.0051 -> 1.0045 (within 0.25% on 3 seeds where it
-///   was 2) and narrow's max 1.0042 -> 1.0007.
+/// * Under a deadline, the time left goes to the ejection repair of the class order's plan
+///   ([`eject_repair`](super::repair_rounds::eject_repair), complete or split) first:
+///   greedy by size would be cut at the deadline and swept. Greedy by size has whatever
+///   time the repair leaves ([`size_in_the_time_left`]; with time to spare it completes),
+///   and the refill of the complete plan what they leave ([`refill_in_the_time_left`]).
+///   Same sitting, seeds 1-4 at a million buffers with 10 s (the fifteenth round): cut
+///   greedy by size ended above the class order's plan on every malloc-like seed
+///   (1.0074-1.0204), and the repair took malloc from 1.0015 / 1.0095 / 1.0117 (min /
+///   median / max) to 1.0003 / 1.0027 / 1.0048 (within 0.5% on 4 of 4 seeds where it was
+///   2), bimodal to its bound in 3.7 s; narrow, few-sizes and bursts kept their counts,
+///   wide its run-to-run spread. At 100,000 buffers with 2 s (seeds 1-8) malloc's median
+///   fell 1.0051 -> 1.0045 (within 0.25% on 3 seeds where it was 2) and narrow's max 1.0042
+///   -> 1.0007.
 ///
 /// `refill`: whether the refill of the complete class order follows in the time left
 /// ([`refill_in_the_time_left`]); `false` where it already runs beside these orders
-/// ([`greedy_by_size_alone`](super::by_size::greedy_by_size_alone)), and then the class sweep, where the whole class order
-/// is not forecast to fit, goes on past the largest classes the refill beside starts
-/// from ([`LATER_CUT_SHARE`]).
+/// ([`greedy_by_size_alone`](super::by_size::greedy_by_size_alone)), and then the class
+/// sweep, where the whole class order is not forecast to fit, goes on past the largest
+/// classes the refill beside starts from ([`LATER_CUT_SHARE`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn class_sweep_then_size(
     p: &Prepared,
@@ -285,11 +293,12 @@ pub(super) fn class_sweep_then_size(
     true
 }
 
-/// [`class_then_fill`] places by the class order the items of its largest size classes,
-/// up to the first with which they hold at least this share of the area (size times
-/// lifetime) of all items: the fill ([`fill::place_into`](crate::plan::offline::fill::place_into)) is left a fifth of the
-/// memory's use, in the smallest items. On a million malloc-like buffers that is the
-/// buffers of 16 KiB or more (15% of them), on few-sizes those of 3 and 4 MiB (25%).
+/// [`class_then_fill`] places by the class order the items of its largest size classes, up
+/// to the first with which they hold at least this share of the area (size times lifetime)
+/// of all items: the fill ([`fill::place_into`](crate::plan::offline::fill::place_into)) is
+/// left a fifth of the memory's use, in the smallest items. On a million malloc-like
+/// buffers that is the buffers of 16 KiB or more (15% of them), on few-sizes those of 3 and
+/// 4 MiB (25%).
 const LARGE_AREA: (u128, u128) = (4, 5);
 
 /// How many of the class order's first items (`order`) [`class_then_fill`] places by the
@@ -335,19 +344,19 @@ pub(super) fn pairs_among(p: &Prepared, which: &[usize]) -> u64 {
 const SPLIT_WORK_SHARE: u64 = 8;
 
 /// Under a deadline, where the class order cannot complete in time: its largest size
-/// classes ([`large_classes`]) placed by the class order, then (where that completed)
-/// the same items by exact size ([`greedy::by_size`]'s order), every smaller item filled
-/// into the holes the lower of the two leaves ([`greedy::place_then_fill`]), into
-/// `best` if lower, and returned (`None` where it did not run or gave up). On a million
-/// bursty buffers with 10 s (seed 26) the class order's prefix peaked 3.8% above the
-/// exact order's, its fill ended at 1.028 of the bound and the repair at 1.016; the
-/// exact order's at 1.0078 and 1.0004 (seeds 1-8: the two prefixes within 0.7% of each
-/// other, either order the lower). The second prefix costs about what the first did
-/// (0.8 s there). The greedy part keeps the fill's time ([`greedy::FILL_SWEEPS`] sweeps an item), gives up
-/// after a sixteenth of its work where its pace says it would miss that, and does not
-/// run where it would read more than 1 / [`SPLIT_WORK_SHARE`] of the whole order's work.
-/// On a million few-sizes buffers with 10 s: 1.0042 where greedy by size, cut and
-/// swept, gave 1.0142. `whole_work` is what the whole class order reads (half of
+/// classes ([`large_classes`]) placed by the class order, then (where that completed) the
+/// same items by exact size ([`greedy::by_size`]'s order), every smaller item filled into
+/// the holes the lower of the two leaves ([`greedy::place_then_fill`]), into `best` if
+/// lower, and returned (`None` where it did not run or gave up). On a million bursty
+/// buffers with 10 s (seed 26) the class order's prefix peaked 3.8% above the exact
+/// order's, its fill ended at 1.028 of the bound and the repair at 1.016; the exact order's
+/// at 1.0078 and 1.0004 (seeds 1-8: the two prefixes within 0.7% of each other, either
+/// order the lower). The second prefix costs about what the first did (0.8 s there). The
+/// greedy part keeps the fill's time ([`greedy::FILL_SWEEPS`] sweeps an item), gives up
+/// after a sixteenth of its work where its pace says it would miss that, and does not run
+/// where it would read more than 1 / [`SPLIT_WORK_SHARE`] of the whole order's work. On a
+/// million few-sizes buffers with 10 s: 1.0042 where greedy by size, cut and swept, gave
+/// 1.0142. `whole_work` is what the whole class order reads (half of
 /// [`Prepared::overlap_pairs`]).
 pub(super) fn class_then_fill(
     p: &Prepared,

@@ -1,18 +1,23 @@
-//! [`Strategy::Best`]: every strategy in turn, the lowest
-//! verified plan kept. On a small instance the greedy orders, the skyline, the bounded
-//! search and the climb; on a large one (more than [`SWEEP_FIRST_ITEMS`] items or
-//! [`GREEDY_MAX_PAIRS`] overlapping pairs) the phases of the README's issue-26 section,
-//! one module each:
+//! [`Strategy::Best`]: every strategy in turn, the lowest verified plan kept.
 //!
-//! * [`skyline_runs`]: the skyline's orders and the column repair, within pop budgets
-//!   linear in n;
-//! * [`by_size`]: the greedy orders by size within their work budget or deadline;
-//! * [`class_split`]: the class order by the class sweep, cut after its largest
-//!   classes and the rest filled where it cannot complete;
+//! On a small instance: the greedy orders, the skyline and its column repair, the
+//! bounded search and the climb ([`search_climb`]), the ejection repair and greedy by
+//! size into holes. On a large one (more than [`SWEEP_FIRST_ITEMS`] items or
+//! `GREEDY_MAX_PAIRS` overlapping pairs) the sweep first, then the phases of the
+//! README's issue-26 section, a module each:
+//!
+//! * [`skyline_runs`]: the skyline's orders and the column repair (without a deadline
+//!   within pop budgets linear in n, the first order excepted);
+//! * [`by_size`]: the greedy orders by size within their work budget or the deadline,
+//!   and the refill beside them on a second thread;
+//! * [`class_split`]: the class order by the class sweep, split after its largest
+//!   classes (the rest filled into their holes) where it cannot complete;
 //! * [`repair_rounds`]: the ejection repair, in rounds while each lowers the plan;
-//! * [`refill`]: the class order's largest classes kept and the rest filled again,
-//!   then repaired;
-//! * [`search_climb`]: the bounded search below the peak and the seeded climb.
+//! * [`refill`]: the class order's largest classes kept, the rest filled again and
+//!   the plan repaired.
+//!
+//! `best` itself, the start ([`start`]) and the thresholds between small and large
+//! are here; the tests of every phase are in `tests.rs`.
 
 mod by_size;
 mod class_split;
@@ -27,6 +32,7 @@ pub(super) use class_split::class_sweep_pays;
 pub(super) use repair_rounds::start_then_eject;
 pub(super) use search_climb::{climb, climb_applies, search_below};
 pub(super) use skyline_runs::skyline_orders;
+
 use std::time::{Duration, Instant};
 
 use crate::plan::offline::index::OverlapIndex;
@@ -43,7 +49,7 @@ use search_climb::{searchable, searched_and_climbed};
 use skyline_runs::{column_repair, FULL_ITEMS};
 
 /// Above this many items `best` places by the O(n log n) sweep first.
-pub(super) const SWEEP_FIRST_ITEMS: usize = 20_000;
+const SWEEP_FIRST_ITEMS: usize = 20_000;
 
 /// Above this many overlapping pairs `best` skips the greedy orders: each costs a
 /// visit per pair (about a second on iopddl_S_1's 43 million) and the skyline does
@@ -51,37 +57,38 @@ pub(super) const SWEEP_FIRST_ITEMS: usize = 20_000;
 const GREEDY_MAX_PAIRS: u64 = 4_000_000;
 
 /// Above [`GREEDY_MAX_PAIRS`] `best` still runs greedy-by-size (the best of the greedy
-/// orders on malloc-like traces), alone, within this much work: a unit per placed
-/// buffer read while placing one (one per unordered overlapping pair: half of
-/// [`Prepared::overlap_pairs`], which counts ordered pairs). A unit costs 7 ns
-/// (2,000 live) to 16 ns (20,000 live: the placed neighbours leave the cache) on the
-/// idle 2-core build machine. Where the work (or the deadline) runs out, the buffers
-/// still to place, the smallest, are swept above the greedy part. 100,000 malloc-like
-/// buffers with 2,000 live (3.7 x 10^8 pairs) complete in 2.5 s; a million (4.0 x
-/// 10^9 pairs) place about the largest two thirds by greedy, about 1% over the bound
-/// where the sweep alone is 25% over; a million with 20,000 live (3.8 x 10^10 pairs)
-/// the largest fifth or so (where the class sweep, cut by this work, may split, it
-/// does instead: [`class_sweep_then_size`](class_split::class_sweep_then_size)). The budget keeps the greedy orders of a default plan of a
-/// million buffers within about half a minute (the whole plan within about a minute,
-/// the refill included: [`refilled_and_repaired`]); `--time-limit` cuts that. Without a deadline, where
-/// each of the two orders by size completes within it alone, each has it to itself
-/// (both run: side by side on two threads, in about the time of one, or in turn on
-/// one thread, in up to twice it); otherwise they share it.
-pub(super) const GREEDY_SIZE_WORK: u64 = 1_500_000_000;
+/// orders on malloc-like traces), alone, within this much work: a unit per placed buffer
+/// read while placing one (one per unordered overlapping pair: half of
+/// [`Prepared::overlap_pairs`], which counts ordered pairs). A unit costs 7 ns (2,000 live)
+/// to 16 ns (20,000 live: the placed neighbours leave the cache) on the idle 2-core build
+/// machine. Where the work (or the deadline) runs out, the buffers still to place, the
+/// smallest, are swept above the greedy part. 100,000 malloc-like buffers with 2,000 live
+/// (3.7 x 10^8 pairs) complete in 2.5 s; a million (4.0 x 10^9 pairs) place about the
+/// largest two thirds by greedy, about 1% over the bound where the sweep alone is 25% over;
+/// a million with 20,000 live (3.8 x 10^10 pairs) the largest fifth or so (where the class
+/// sweep, cut by this work, may split, it does instead:
+/// [`class_sweep_then_size`](class_split::class_sweep_then_size)). The budget keeps the
+/// greedy orders of a default plan of a million buffers within about half a minute (the
+/// whole plan within about a minute, the refill included: [`refilled_and_repaired`]);
+/// `--time-limit` cuts that. Without a deadline, where each of the two orders by size
+/// completes within it alone, each has it to itself (both run: side by side on two threads,
+/// in about the time of one, or in turn on one thread, in up to twice it); otherwise they
+/// share it.
+const GREEDY_SIZE_WORK: u64 = 1_500_000_000;
 
 /// Every strategy in turn, keeping the smallest peak; stops as soon as one reaches the
 /// goal. The local search starts from the best placement found before it.
 ///
 /// On large instances (more than [`SWEEP_FIRST_ITEMS`] items or [`GREEDY_MAX_PAIRS`]
-/// overlapping pairs) the O(n log n) sweep ([`sweep::place`]) goes first, so that a
-/// plan exists at once and every later placement may give up at the deadline; there
-/// the greedy orders other than greedy-by-size run only with a deadline (each given up
-/// if it passes), as their O(n L log L) cost (L buffers live at a time) has no bound in
-/// n alone; greedy-by-size runs within [`GREEDY_SIZE_WORK`] (about a visit a pair),
-/// sweeping what it has not placed when that runs out (not where the class sweep,
-/// cut by that work, splits and is repaired in rounds: [`class_sweep_then_size`](class_split::class_sweep_then_size)).
-/// Every other phase has a work
-/// budget linear in the item count (times the logarithms of its structures), so the
+/// overlapping pairs) the O(n log n) sweep ([`sweep::place`]) goes first, so that a plan
+/// exists at once and every later placement may give up at the deadline; there the greedy
+/// orders other than greedy-by-size run only with a deadline (each given up if it passes),
+/// as their O(n L log L) cost (L buffers live at a time) has no bound in n alone;
+/// greedy-by-size runs within [`GREEDY_SIZE_WORK`] (about a visit a pair), sweeping what it
+/// has not placed when that runs out (not where the class sweep, cut by that work, splits
+/// and is repaired in rounds:
+/// [`class_sweep_then_size`](class_split::class_sweep_then_size)). Every other phase has a
+/// work budget linear in the item count (times the logarithms of its structures), so the
 /// default plan of a million buffers takes under a minute.
 pub(super) fn best(p: &Prepared, goal: &Goal) -> Placement {
     let mut best = best_of_the_others(p, goal);
@@ -102,7 +109,7 @@ pub(super) fn best(p: &Prepared, goal: &Goal) -> Placement {
 }
 
 /// [`best`] without greedy-size-holes.
-pub(super) fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
+fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
     let mut index: Option<OverlapIndex> = None;
     // The ejection repair runs last, from the start placement, so that the search's
     // and the climb's paths do not change and `best` is never above either (nor above

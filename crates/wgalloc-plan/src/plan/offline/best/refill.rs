@@ -15,18 +15,19 @@ use super::class_split::{class_sweep_pays, large_classes};
 use super::repair_rounds::{repair_in_rounds, MORE_REPAIR_ROUNDS};
 use super::SWEEP_FIRST_ITEMS;
 
-/// Whether [`best_of_the_others`](super::best_of_the_others) refills its start plan ([`refilled_and_repaired`]),
-/// made by `strategy`, with the plan at hand peaking at `peak`: without a deadline,
-/// where the start is the class order's plan and a refill may run
-/// ([`refill_may_run`]: a large instance short of the goal). The refill then
-/// makes, from the complete class order, the plan the deadline's path starts from
-/// where the class order cannot complete and is placed by the class sweep (its largest
-/// classes in the class order and the fill: [`class_by_sweep`](super::class_split::class_by_sweep); [`class_then_fill`](super::class_split::class_then_fill)
-/// may take them by exact size). Under a deadline the refill runs from the start on
-/// the second core where it may ([`refill_beside_applies`]), else the orders by size
-/// refill the class sweep's complete plan themselves, where the time left allows
-/// ([`refill_in_the_time_left`]). From greedy by size's plan (narrow, wide and bursts
-/// at a million) it lowered nothing measured and cost 6-15 s.
+/// Whether [`best_of_the_others`](super::best_of_the_others) refills its start plan
+/// ([`refilled_and_repaired`]), made by `strategy`, with the plan at hand peaking at
+/// `peak`: without a deadline, where the start is the class order's plan and a refill may
+/// run ([`refill_may_run`]: a large instance short of the goal). The refill then makes,
+/// from the complete class order, the plan the deadline's path starts from where the class
+/// order cannot complete and is placed by the class sweep (its largest classes in the class
+/// order and the fill: [`class_by_sweep`](super::class_split::class_by_sweep);
+/// [`class_then_fill`](super::class_split::class_then_fill) may take them by exact size).
+/// Under a deadline the refill runs from the start on the second core where it may
+/// ([`refill_beside_applies`]), else the orders by size refill the class sweep's complete
+/// plan themselves, where the time left allows ([`refill_in_the_time_left`]). From greedy
+/// by size's plan (narrow, wide and bursts at a million) it lowered nothing measured and
+/// cost 6-15 s.
 pub(super) fn refill_applies(p: &Prepared, goal: &Goal, strategy: Strategy, peak: u64) -> bool {
     goal.budget.deadline.is_none()
         && strategy == Strategy::GreedySizeClass
@@ -82,21 +83,21 @@ pub(super) fn refilled_and_repaired(
 }
 
 /// Under a deadline, the refill ([`refilled_and_repaired`]) of the class order's plan
-/// complete by the class sweep ([`class_sweep_then_size`](super::class_split::class_sweep_then_size); `class`, with the time it
-/// took; nothing where it did not complete) into `best` if lower, where the instance is large (more than
-/// [`SWEEP_FIRST_ITEMS`] items), `best` is short of the goal and the time left is at
-/// least what the class order took: the fill and a round of the repair take about
-/// that or less (a million malloc-like buffers: 2.3 s and 5.3 s against 13.2 s). It
-/// runs after greedy by size and the repair's rounds in the time left, which under a
-/// tight deadline take that time, so it is the step of a farther one: a million
-/// malloc-like buffers (seed 26) with `--time-limit 60` ended at the class order's
-/// repaired plan (1.0089) without it, 1.0008 with it (the plan without a limit).
-/// Cut by the deadline (the fill sweeps above what it has no time for, `sweep_time`
-/// being what sweeping every item took; the repair stops), it loses nothing, since
-/// the lower plan is kept. Not after the class order placed by the greedy (where the
-/// class sweep does not pay): on 24,000 malloc-like buffers with 400 live (seeds 1-8,
-/// `--time-limit 600`) the refill was never below what that path reached without it,
-/// and took up to 2 s more.
+/// complete by the class sweep
+/// ([`class_sweep_then_size`](super::class_split::class_sweep_then_size); `class`, with the
+/// time it took; nothing where it did not complete) into `best` if lower, where the
+/// instance is large (more than [`SWEEP_FIRST_ITEMS`] items), `best` is short of the goal
+/// and the time left is at least what the class order took: the fill and a round of the
+/// repair take about that or less (a million malloc-like buffers: 2.3 s and 5.3 s against
+/// 13.2 s). It runs after greedy by size and the repair's rounds in the time left, which
+/// under a tight deadline take that time, so it is the step of a farther one: a million
+/// malloc-like buffers (seed 26) with `--time-limit 60` ended at the class order's repaired
+/// plan (1.0089) without it, 1.0008 with it (the plan without a limit). Cut by the deadline
+/// (the fill sweeps above what it has no time for, `sweep_time` being what sweeping every
+/// item took; the repair stops), it loses nothing, since the lower plan is kept. Not after
+/// the class order placed by the greedy (where the class sweep does not pay): on 24,000
+/// malloc-like buffers with 400 live (seeds 1-8, `--time-limit 600`) the refill was never
+/// below what that path reached without it, and took up to 2 s more.
 pub(super) fn refill_in_the_time_left(
     p: &Prepared,
     goal: &Goal,
@@ -137,18 +138,19 @@ pub(super) fn refill_start(
     (class.complete && refill_may_run(p, goal, class.peak)).then(|| (class.offsets.clone(), took))
 }
 
-/// The refill runs beside the orders by size ([`greedy_by_size_alone`](super::by_size::greedy_by_size_alone)) only where a
-/// second [`MovableSpans`](crate::plan::offline::index::MovableSpans) takes at most this many bytes: at a
-/// million buffers the spans take several hundred MB, and a second set would take the
-/// plan past the 1 GB it is to stay under.
+/// The refill runs beside the orders by size
+/// ([`greedy_by_size_alone`](super::by_size::greedy_by_size_alone)) only where a second
+/// [`MovableSpans`](crate::plan::offline::index::MovableSpans) takes at most this many
+/// bytes: at a million buffers the spans take several hundred MB, and a second set would
+/// take the plan past the 1 GB it is to stay under.
 pub(super) const REFILL_BESIDE_MAX_BYTES: usize = 256 << 20;
 
-/// Whether the refill runs from the start on a second thread beside the orders by
-/// size ([`large_classes_filled_and_repaired`]): under a deadline, where a refill may
-/// run on `p` ([`refill_may_run`]), the orders by size take the single-threaded class
-/// sweep ([`class_sweep_pays`]; the other paths place on two threads themselves), the
-/// machine has a second core and [`Budget::threads`](crate::plan::offline::Budget::threads) allows it, and the refill's
-/// repair fits [`REFILL_BESIDE_MAX_BYTES`].
+/// Whether the refill runs from the start on a second thread beside the orders by size
+/// ([`large_classes_filled_and_repaired`]): under a deadline, where a refill may run on `p`
+/// ([`refill_may_run`]), the orders by size take the single-threaded class sweep
+/// ([`class_sweep_pays`]; the other paths place on two threads themselves), the machine has
+/// a second core and [`Budget::threads`](crate::plan::offline::Budget::threads) allows it,
+/// and the refill's repair fits [`REFILL_BESIDE_MAX_BYTES`].
 ///
 /// After the class order the refill's own start costs little (its largest classes
 /// are the class order's first items: 15,000 of 100,000 malloc-like buffers, placed

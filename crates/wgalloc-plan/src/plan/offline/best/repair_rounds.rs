@@ -12,15 +12,15 @@ use crate::plan::offline::{
 
 use super::start;
 
-/// The ejection repair ([`eject_repair`]) of `plan` again and again, each round with
-/// fresh weights, step and work, at most `rounds` times, while each lowers the peak
-/// and the goal is unreached; the lowest plan. With `to_beat` (the peak of a plan
-/// already at hand) the rounds also stop where the plan, lowered at its last round's
-/// gain in every round left, would still end at or above it (the catch-up stop): the
-/// rounds' gains usually fall from one to the next (bimodal at a million buffers:
-/// 199,680 bytes, then 57,344, then 48,384), so those rounds would buy nothing. Where they do not fall, that gives
-/// up some gain: few-sizes at a million (3.9 MB, 17 KB, 1.3 MB, 0.7 MB) stops after the
-/// second round at 1.00358 where four rounds reach 1.00288.
+/// The ejection repair ([`eject_repair`]) of `plan` again and again, each round with fresh
+/// weights, step and work, at most `rounds` times, while each lowers the peak and the goal
+/// is unreached; the lowest plan. With `to_beat` (the peak of a plan already at hand) the
+/// rounds also stop where the plan, lowered at its last round's gain in every round left,
+/// would still end at or above it (the catch-up stop): the rounds' gains usually fall from
+/// one to the next (bimodal at a million buffers: 199,680 bytes, then 57,344, then 48,384),
+/// so those rounds would buy nothing. Where they do not fall, that gives up some gain:
+/// few-sizes at a million (3.9 MB, 17 KB, 1.3 MB, 0.7 MB) stops after the second round at
+/// 1.00358 where four rounds reach 1.00288.
 pub(super) fn repair_in_rounds(
     p: &Prepared,
     index: &OverlapIndex,
@@ -51,7 +51,7 @@ pub(super) fn repair_in_rounds(
 /// The placement `best` starts from ([`start`]), lowered by the ejection repair
 /// ([`eject_repair`]) unless it reached the goal. `None` only for an instance with no
 /// items.
-pub(crate) fn start_then_eject(
+pub(in crate::plan::offline) fn start_then_eject(
     p: &Prepared,
     goal: &Goal,
     index: &mut Option<OverlapIndex>,
@@ -69,11 +69,12 @@ pub(crate) fn start_then_eject(
     })
 }
 
-/// Whether a start plan made by `strategy` was already repaired in rounds until one
-/// lowered nothing or the rounds ran out, so that another round would repeat the
-/// last: without a deadline, a start made by the ejection repair (the split class
-/// order's, [`class_sweep_then_size`](super::class_split::class_sweep_then_size)). [`best_of_the_others`](super::best_of_the_others) and
-/// [`start_then_eject`] then do not repair it again.
+/// Whether a start plan made by `strategy` was already repaired in rounds until one lowered
+/// nothing or the rounds ran out, so that another round would repeat the last: without a
+/// deadline, a start made by the ejection repair (the split class order's,
+/// [`class_sweep_then_size`](super::class_split::class_sweep_then_size)).
+/// [`best_of_the_others`](super::best_of_the_others) and [`start_then_eject`] then do not
+/// repair it again.
 pub(super) fn repaired_in_rounds_already(goal: &Goal, strategy: Strategy) -> bool {
     goal.budget.deadline.is_none() && strategy == Strategy::Eject
 }
@@ -124,11 +125,12 @@ pub(super) fn eject_the_class_order(
 }
 
 /// At most this many more rounds of the ejection repair run in the time left
-/// ([`repair_in_the_time_left`]): a far deadline is a cap on the repair, not a
-/// request to spend it (these rounds take about 5 s each at most on a million
-/// buffers; the skyline's first order after them has the deadline as its budget, so
-/// a far deadline is spent there: [`skyline_orders`](super::skyline_runs::skyline_orders)). Without a deadline the refill's
-/// repair has one round and at most this many more ([`refilled_and_repaired`](super::refill::refilled_and_repaired)).
+/// ([`repair_in_the_time_left`]): a far deadline is a cap on the repair, not a request to
+/// spend it (these rounds take about 5 s each at most on a million buffers; the skyline's
+/// first order after them has the deadline as its budget, so a far deadline is spent there:
+/// [`skyline_orders`](super::skyline_runs::skyline_orders)). Without a deadline the
+/// refill's repair has one round and at most this many more
+/// ([`refilled_and_repaired`](super::refill::refilled_and_repaired)).
 pub(super) const MORE_REPAIR_ROUNDS: u32 = 3;
 
 /// Under a deadline, with time left, the ejection repair of `best` again

@@ -9,9 +9,10 @@ use crate::plan::offline::prepared::Prepared;
 use crate::plan::offline::search::{Found, Searcher};
 use crate::plan::offline::{improve, keep_lower_placement, search, Goal, Placement, Strategy};
 
-/// The search below a start placement and the climb (from the searched placement
-/// and, where the search lowered it, from the start placement too), as
-/// [`best_of_the_others`](super::best_of_the_others) runs them; the lowest of the start and what they found.
+/// The search below a start placement and the climb (from the searched placement and, where
+/// the search lowered it, from the start placement too), as
+/// [`best_of_the_others`](super::best_of_the_others) runs them; the lowest of the start and
+/// what they found.
 pub(super) fn searched_and_climbed(
     p: &Prepared,
     goal: &Goal,
@@ -56,7 +57,7 @@ pub(super) fn searched_and_climbed(
 /// generated tilings without a capacity by 0.08-0.6%, so it still runs there. It does
 /// not run either when its budget allows fewer than [`CLIMB_MIN_MOVES`] moves (a move
 /// costs at least two scans of the items).
-pub(crate) fn climb_applies(p: &Prepared, goal: &Goal) -> bool {
+pub(in crate::plan::offline) fn climb_applies(p: &Prepared, goal: &Goal) -> bool {
     let after_search = searchable(p) && !p.mostly_full_at(p.lower_bound);
     let enough = goal.budget.climb_work / CLIMB_MIN_MOVES >= 2 * p.items.len() as u64;
     !after_search && enough
@@ -68,7 +69,7 @@ pub(crate) fn climb_applies(p: &Prepared, goal: &Goal) -> bool {
 const CLIMB_MIN_MOVES: u64 = 1024;
 
 /// The seeded ruin-and-repair local search with the climb budget, until the goal.
-pub(crate) fn climb(
+pub(in crate::plan::offline) fn climb(
     p: &Prepared,
     index: &OverlapIndex,
     offsets: Vec<u64>,
@@ -135,7 +136,7 @@ const BISECT_GAP: u64 = 1024;
 ///    [`SHARE_AT_BOUND`]);
 /// 4. bisection between the best capacity known infeasible (or given up on) and the
 ///    best peak found, each probe with a quarter of what is left.
-pub(crate) fn search_below(
+pub(in crate::plan::offline) fn search_below(
     p: &Prepared,
     offsets: Vec<u64>,
     peak: u64,

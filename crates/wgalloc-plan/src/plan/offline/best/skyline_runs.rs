@@ -1,6 +1,7 @@
 //! The skyline's static orders ([`skyline_orders`]) and the column repair
-//! ([`column_repair`]) as phases of `best`, each within a heap-pop budget linear in
-//! the item count.
+//! ([`column_repair`]) as phases of `best`: without a deadline each within a heap-pop
+//! budget linear in the item count (the first order excepted, where no plan exists
+//! yet); under one, the first order has the deadline as its budget.
 
 use std::time::Instant;
 
@@ -48,7 +49,11 @@ const SKYLINE_WORK_FLOOR: u64 = 1_000_000;
 /// holds nothing yet; later ones give up once they peak at the best so far. Returns the
 /// heap pops the first order took, or at its pace would have taken to complete where it
 /// gave up ([`skyline::SkyRun::pops_for_all`]; 0 if none ran).
-pub(crate) fn skyline_orders(p: &Prepared, goal: &Goal, best: &mut Option<Placement>) -> u64 {
+pub(in crate::plan::offline) fn skyline_orders(
+    p: &Prepared,
+    goal: &Goal,
+    best: &mut Option<Placement>,
+) -> u64 {
     let mut work = pops_for(p, SKYLINE_WORK_PER_ITEM);
     let mut first_pops = None;
     for which in skyline::ORDERS {

@@ -1,4 +1,5 @@
-//! Tests of `best`'s phases on large instances.
+//! Tests of `best` and its phases, most on generated instances of a few thousand
+//! buffers (the phases called directly).
 
 use super::by_size::*;
 use super::class_split::*;

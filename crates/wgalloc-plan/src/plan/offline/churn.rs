@@ -1,0 +1,259 @@
+//! Churning instances with a known packing: a plateau of load at the capacity through
+//! which buffers keep ending and starting, built so that a packing within a known
+//! height exists, to measure how far a planner ends from it (the lower bound alone
+//! cannot say whether a plateau's churn forces waste).
+//!
+//! A *tiling* fills `[0, capacity)` with buffers at time 0, then at every step frees
+//! the buffers that end, merges each freed range with the free ranges beside it, and
+//! after a random delay (0 to [`REFILL_DELAY`] steps) fills every free range again with
+//! new buffers, the last one cut to fit. Sizes and lifetimes are log-normal, as the
+//! scale bench's `wide` family draws them. Every buffer is placed as it is made, so the
+//! tiling is itself a packing within the capacity.
+//!
+//! Such a tiling, read forward, is what an online best-fit allocator finds by itself
+//! (each freed range is refilled from its start); read backward in time it is not. So
+//! [`churn`] stacks two tilings of half the buffers each: one forward, the other
+//! reversed in time, their plateaus aligned. The known packing is the two stacked: at
+//! most the sum of their capacities, and a planner has no time direction to follow.
+//!
+//! Everything comes from the seed: the same call gives the same instance on every
+//! machine.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::plan::{Interval, IntervalPlan, IntervalProblem};
+use crate::seeded::Rng;
+
+/// The longest delay, in steps, before a freed range is filled again (ranges freed
+/// within it merge first, so larger buffers keep coming).
+pub const REFILL_DELAY: u64 = 200;
+
+/// Median buffer size in bytes (log-normal, log-deviation [`SIZE_SIGMA`]), clamped to
+/// 16 B-4 MiB as the scale bench's families are.
+const SIZE_MEDIAN: f64 = 2048.0;
+/// Log-deviation of the sizes.
+const SIZE_SIGMA: f64 = 2.0;
+/// Log-deviation of the lifetimes.
+const LIFE_SIGMA: f64 = 1.2;
+
+/// A churning instance and the packing it was built with.
+#[derive(Debug, Clone)]
+pub struct Churn {
+    /// The buffers, `churn-<buffers>-<seed>`.
+    pub problem: IntervalProblem,
+    /// A packing of them: [`IntervalPlan::peak`] is the sum of the two tilings'
+    /// capacities, so no optimal plan peaks above it.
+    pub packing: IntervalPlan,
+}
+
+/// One placed buffer of a tiling: `[start, end)`, its size and offset.
+#[derive(Debug, Clone, Copy)]
+struct Placed {
+    start: u64,
+    end: u64,
+    size: u64,
+    offset: u64,
+}
+
+/// Uniform in (0, 1).
+fn unit(rng: &mut Rng) -> f64 {
+    ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+}
+
+/// Log-normal with median `median` and log-deviation `sigma` (Box-Muller).
+fn log_normal(rng: &mut Rng, median: f64, sigma: f64) -> f64 {
+    let (u, v) = (unit(rng), unit(rng));
+    let normal = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+    median * (sigma * normal).exp()
+}
+
+/// Draws of one tiling: sizes, lifetimes (mean about `live` steps, so that about `live`
+/// buffers fill the capacity) and refill delays.
+struct Draws {
+    rng: Rng,
+    life_median: f64,
+}
+
+impl Draws {
+    fn size(&mut self) -> u64 {
+        (log_normal(&mut self.rng, SIZE_MEDIAN, SIZE_SIGMA) as u64).clamp(16, 4 << 20)
+    }
+
+    fn life(&mut self) -> u64 {
+        (log_normal(&mut self.rng, self.life_median, LIFE_SIGMA) as u64).max(1)
+    }
+
+    fn delay(&mut self) -> u64 {
+        self.rng.below(REFILL_DELAY + 1)
+    }
+}
+
+/// Fills `[lo, hi)` at step `t` with new buffers, the last cut to fit, until `buffers`
+/// are made.
+fn fill(
+    lo: u64,
+    hi: u64,
+    t: u64,
+    buffers: usize,
+    draws: &mut Draws,
+    placed: &mut Vec<Placed>,
+    ends: &mut BinaryHeap<Reverse<(u64, u64, u64)>>,
+) {
+    let mut offset = lo;
+    while offset < hi && placed.len() < buffers {
+        let size = draws.size().min(hi - offset);
+        let end = t + draws.life();
+        placed.push(Placed {
+            start: t,
+            end,
+            size,
+            offset,
+        });
+        ends.push(Reverse((end, offset, size)));
+        offset += size;
+    }
+}
+
+/// A tiling of `buffers` buffers with about `live` live at once: the buffers, the
+/// capacity they tile, and the step at which the last one was made (the plateau's end).
+/// O(n log n).
+fn tiling(seed: u64, buffers: usize, live: u64) -> (Vec<Placed>, u64, u64) {
+    // A log-normal's mean is its median times exp(sigma^2 / 2).
+    let mean_size = SIZE_MEDIAN * (SIZE_SIGMA * SIZE_SIGMA / 2.0).exp();
+    let capacity = (live as f64 * mean_size) as u64;
+    let mut draws = Draws {
+        rng: Rng::new(seed),
+        life_median: live as f64 / (LIFE_SIGMA * LIFE_SIGMA / 2.0).exp(),
+    };
+    let mut placed: Vec<Placed> = Vec::with_capacity(buffers);
+    // Live buffers by end: (end, offset, size).
+    let mut ends: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
+    // Free ranges not yet filled again, by their low end; refills due, by step.
+    let mut free: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut due: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
+    let mut t = 0;
+    fill(0, capacity, t, buffers, &mut draws, &mut placed, &mut ends);
+    while placed.len() < buffers && !ends.is_empty() {
+        t += 1;
+        while let Some(&Reverse((end, offset, size))) = ends.peek() {
+            if end > t {
+                break;
+            }
+            ends.pop();
+            let (mut lo, mut hi) = (offset, offset + size);
+            // Merge with the free range ending at `lo` and the one starting at `hi`.
+            if let Some((&below, &below_hi)) = free.range(..lo).next_back() {
+                if below_hi == lo {
+                    free.remove(&below);
+                    lo = below;
+                }
+            }
+            if let Some(above_hi) = free.remove(&hi) {
+                hi = above_hi;
+            }
+            free.insert(lo, hi);
+            due.push(Reverse((t + draws.delay(), lo, hi)));
+        }
+        while let Some(&Reverse((when, lo, hi))) = due.peek() {
+            if when > t {
+                break;
+            }
+            due.pop();
+            // A range merged into a larger one since is filled with it.
+            if free.get(&lo) == Some(&hi) {
+                free.remove(&lo);
+                fill(lo, hi, t, buffers, &mut draws, &mut placed, &mut ends);
+            }
+        }
+    }
+    (placed, capacity, t)
+}
+
+/// About `buffers` buffers (at least 2) with about 17,500 live on the plateau: a
+/// forward tiling and a tiling reversed in time, each of half the buffers, stacked
+/// (the reversed one above), their plateaus starting at the same step. O(n log n).
+pub fn churn(seed: u64, buffers: usize) -> Churn {
+    const LIVE_EACH: u64 = 8_750;
+    let half = (buffers / 2).max(1);
+    let (forward, forward_capacity, _) = tiling(seed ^ 0xc4a5_0001, half, LIVE_EACH);
+    let (backward, backward_capacity, backward_plateau) = tiling(
+        seed ^ 0xc4a5_0002,
+        buffers.saturating_sub(half).max(1),
+        LIVE_EACH,
+    );
+    // Reversed, the backward tiling's plateau [0, its end) becomes [horizon - end,
+    // horizon); the forward one is shifted to start there too.
+    let horizon = backward.iter().map(|b| b.end).max().unwrap_or(0);
+    let shift = horizon - backward_plateau.min(horizon);
+    let mut intervals = Vec::with_capacity(forward.len() + backward.len());
+    let mut offsets = Vec::with_capacity(forward.len() + backward.len());
+    for b in &forward {
+        intervals.push((b.start + shift, b.end + shift, b.size));
+        offsets.push(b.offset);
+    }
+    for b in &backward {
+        intervals.push((horizon - b.end, horizon - b.start, b.size));
+        offsets.push(forward_capacity + b.offset);
+    }
+    let intervals = intervals
+        .into_iter()
+        .enumerate()
+        .map(|(i, (lower, upper, size))| Interval {
+            id: i.to_string(),
+            lower,
+            upper,
+            size,
+        })
+        .collect();
+    Churn {
+        problem: IntervalProblem {
+            name: format!("churn-{buffers}-{seed}"),
+            intervals,
+        },
+        packing: IntervalPlan {
+            offsets,
+            peak: forward_capacity + backward_capacity,
+            planner: "known".into(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_known_packing_is_valid_and_near_the_bound_through_a_plateau() {
+        for seed in [1, 2, 3] {
+            let c = churn(seed, 20_000);
+            assert_eq!(c.problem.intervals.len(), 20_000);
+            c.problem
+                .verify(&c.packing)
+                .expect("the known packing is valid");
+            let bound = c.problem.lower_bound();
+            assert!(bound <= c.packing.peak);
+            // Both tilings are at their capacity at once, but for refills due.
+            assert!(
+                bound as f64 >= 0.97 * c.packing.peak as f64,
+                "seed {seed}: bound {bound}, packing {}",
+                c.packing.peak
+            );
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_instance_and_another_seed_another() {
+        let a = churn(7, 5_000);
+        assert_eq!(a.problem, churn(7, 5_000).problem);
+        assert_ne!(a.problem, churn(8, 5_000).problem);
+    }
+
+    #[test]
+    fn a_tiling_fills_its_capacity_at_the_start_and_stays_within_it() {
+        let (placed, capacity, _) = tiling(5, 3_000, 500);
+        assert!(placed.iter().all(|b| b.offset + b.size <= capacity));
+        let at_zero: u64 = placed.iter().filter(|b| b.start == 0).map(|b| b.size).sum();
+        assert_eq!(at_zero, capacity);
+    }
+}
