@@ -61,8 +61,9 @@ impl Rng {
 /// sizes a multiple of 256 B with a heavy (Pareto) tail, 85% short lifetimes
 /// (uniform 1-60 steps) and 15% long ones (uniform 1-30,000 steps). `churn` (the
 /// twenty-third round, after every constant was set) comes with a known packing
-/// (`wgalloc_plan::plan::offline::churn`): a plateau at about 17,500 live through which
-/// buffers keep ending and starting, built so that a plan within a known height exists.
+/// (`wgalloc_plan::plan::offline::churn`): a plateau of load through which buffers keep
+/// ending and starting (about 40,000 live at 100k), built so that a plan within a known
+/// height exists.
 const FAMILIES: [&str; 7] = [
     "malloc",
     "narrow",
@@ -184,8 +185,6 @@ fn options(planner: &str, limit: Option<f64>) -> PlanOptions {
     }
 }
 
-/// Child: plans one generated instance and prints `peak bound seconds resident_mib
-/// valid planner cpu_seconds` (CPU time of the planning alone, 10 ms ticks).
 /// The instances' seed: `WGALLOC_SCALE_SEED`, else 26 (what `seeds` sets for each child).
 fn seed() -> u64 {
     std::env::var("WGALLOC_SCALE_SEED")
@@ -194,6 +193,9 @@ fn seed() -> u64 {
         .unwrap_or(26)
 }
 
+/// Child: plans one generated instance and prints `peak bound seconds resident_mib
+/// valid planner cpu_seconds known` (CPU time of the planning alone, 10 ms ticks;
+/// `known`: the peak of the family's known packing, 0 where it has none).
 fn child(family: &str, n: usize, planner: &str, limit: Option<f64>) {
     let (problem, known) = instance(family, n, seed());
     let bound = problem.lower_bound();
