@@ -25,36 +25,8 @@ use std::time::{Duration, Instant};
 
 use wgalloc_plan::plan::offline::{churn, graph_live_ranges, Budget};
 use wgalloc_plan::plan::{Interval, IntervalProblem, PlanOptions, Planner};
+use wgalloc_plan::seeded::Rng;
 use wgalloc_plan::{plan, plan_intervals, read_trace, BufferTypeDesc};
-
-/// SplitMix64, for the generated instances.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1).
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// A standard normal (Box-Muller).
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-
-    /// Log-normal with median `median` and log-deviation `sigma`.
-    fn log_normal(&mut self, median: f64, sigma: f64) -> f64 {
-        median * (sigma * self.normal()).exp()
-    }
-}
 
 /// The generated families.
 /// `bimodal` was added after every constant of the planners was set (never tuned on):
@@ -88,7 +60,7 @@ fn instance(family: &str, n: usize, seed: u64) -> (IntervalProblem, Option<u64>)
 /// (bursts: groups of allocations at one step), log-normal sizes clamped to 16 B-4 MiB
 /// and log-normal lifetimes whose mean sets how many buffers are live at once.
 fn generate(family: &str, n: usize, seed: u64) -> IntervalProblem {
-    let mut rng = Rng(seed ^ 0xA11C_0C00 ^ (n as u64) << 20);
+    let mut rng = Rng::new(seed ^ 0xA11C_0C00 ^ (n as u64) << 20);
     // Mean live count = mean lifetime (one allocation per step); a log-normal's mean is
     // median * exp(sigma^2 / 2).
     let (live, sigma_t) = match family {
@@ -106,23 +78,23 @@ fn generate(family: &str, n: usize, seed: u64) -> IntervalProblem {
             let x = 256.0 / rng.unit().powf(1.0 / 1.2);
             ((x as u64).min(64 << 20) / 256).max(1) * 256
         } else if family == "few-sizes" {
-            few[(rng.next() % few.len() as u64) as usize]
+            few[(rng.next_u64() % few.len() as u64) as usize]
         } else {
             (rng.log_normal(2048.0, 2.0) as u64).clamp(16, 4 << 20)
         };
         if family == "bursts" {
             // Bursts of 1-64 allocations at one step, a quiet stretch after each.
-            if rng.next().is_multiple_of(16) {
-                t += 1 + rng.next() % 64;
+            if rng.next_u64().is_multiple_of(16) {
+                t += 1 + rng.next_u64() % 64;
             }
         } else {
             t += 1;
         }
         let lifetime = if family == "bimodal" {
-            if rng.next() % 100 < 85 {
-                1 + rng.next() % 60
+            if rng.next_u64() % 100 < 85 {
+                1 + rng.next_u64() % 60
             } else {
-                1 + rng.next() % 30_000
+                1 + rng.next_u64() % 30_000
             }
         } else {
             (rng.log_normal(median_t, sigma_t) as u64).max(1)

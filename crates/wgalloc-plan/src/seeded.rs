@@ -33,6 +33,19 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// Uniform in `(0, 1)` (53 random bits, never 0 or 1).
+    pub fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// Log-normal with median `median` and log-deviation `sigma` (a standard normal by
+    /// Box-Muller from two [`Rng::unit`] draws).
+    pub fn log_normal(&mut self, median: f64, sigma: f64) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        let normal = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
+        median * (sigma * normal).exp()
+    }
+
     /// A number in `0..n` (`0` when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
@@ -78,6 +91,18 @@ mod tests {
         assert_eq!(r.pick::<u8>(&[]), None);
         let mut s = Rng::new(9);
         assert!((0..1000).all(|_| (-1.0..1.0).contains(&s.next_signed())));
+        assert!((0..1000).all(|_| {
+            let u = s.unit();
+            u > 0.0 && u < 1.0
+        }));
+        // Half the log-normal draws fall below the median.
+        let below = (0..10_000)
+            .filter(|_| s.log_normal(2048.0, 2.0) < 2048.0)
+            .count();
+        assert!(
+            (4_700..=5_300).contains(&below),
+            "{below} of 10,000 below the median"
+        );
         assert_eq!(Rng::new(5).next_u64(), Rng(5).next());
     }
 }

@@ -60,18 +60,6 @@ struct Placed {
     offset: u64,
 }
 
-/// Uniform in (0, 1).
-fn unit(rng: &mut Rng) -> f64 {
-    ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-}
-
-/// Log-normal with median `median` and log-deviation `sigma` (Box-Muller).
-fn log_normal(rng: &mut Rng, median: f64, sigma: f64) -> f64 {
-    let (u, v) = (unit(rng), unit(rng));
-    let normal = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos();
-    median * (sigma * normal).exp()
-}
-
 /// Draws of one tiling: sizes, lifetimes (a mean of about `live` steps, so that about
 /// `live` buffers of the drawn sizes would fill the capacity) and refill delays.
 struct Draws {
@@ -81,11 +69,11 @@ struct Draws {
 
 impl Draws {
     fn size(&mut self) -> u64 {
-        (log_normal(&mut self.rng, SIZE_MEDIAN, SIZE_SIGMA) as u64).clamp(16, 4 << 20)
+        (self.rng.log_normal(SIZE_MEDIAN, SIZE_SIGMA) as u64).clamp(16, 4 << 20)
     }
 
     fn life(&mut self) -> u64 {
-        (log_normal(&mut self.rng, self.life_median, LIFE_SIGMA) as u64).max(1)
+        (self.rng.log_normal(self.life_median, LIFE_SIGMA) as u64).max(1)
     }
 
     fn delay(&mut self) -> u64 {
