@@ -222,6 +222,7 @@ fn best_is_no_worse_than_any_greedy_order() {
             Strategy::GreedyLifetime,
             Strategy::GreedyConflict,
             Strategy::GreedySizeClass,
+            Strategy::GreedyAreaClass,
         ] {
             let plan = plan_intervals_with(&problem, strategy, &QUICK).expect("plans");
             assert!(

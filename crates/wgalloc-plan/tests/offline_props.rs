@@ -23,8 +23,9 @@ const MAX_NODES: usize = 24;
 
 /// The cheap strategies: the search and climb have their own tests on the interval
 /// files and would make thousands of cases slow.
-const STRATEGIES: [Strategy; 6] = [
+const STRATEGIES: [Strategy; 7] = [
     Strategy::GreedySize,
+    Strategy::GreedyAreaClass,
     Strategy::GreedySizeBestFit,
     Strategy::GreedyBreadth,
     Strategy::GreedyLifetime,

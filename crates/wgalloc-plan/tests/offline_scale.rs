@@ -62,8 +62,9 @@ fn run(problem: &IntervalProblem, planner: Planner, options: PlanOptions) -> u64
 }
 
 /// Every strategy `best` runs or starts from on instances of this size.
-const STRATEGIES: [Strategy; 11] = [
+const STRATEGIES: [Strategy; 12] = [
     Strategy::GreedySize,
+    Strategy::GreedyAreaClass,
     Strategy::GreedySizeHoles,
     Strategy::GreedySizeBestFit,
     Strategy::GreedyBreadth,

@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Instant;
 
 use super::elementary;
-use super::prepared::Prepared;
+use super::prepared::{ClassKey, Prepared};
 
 /// How many items are placed between two looks at the clock.
 const CLOCK_EVERY: usize = 256;
@@ -137,12 +137,24 @@ const EXPECTED_STEPS: u64 = 40;
 /// live with them: the offsets of the greedy lowest fit in that order. Stops where `limits` say, with the
 /// prefix placed so far (whole classes or part of one).
 pub(crate) fn place_classes(p: &Prepared, order: &[usize], limits: &Limits) -> ClassesPlaced {
-    place_classes_by(p, order, limits, &Instant::now)
+    place_classes_by(p, ClassKey::Size, order, limits, &Instant::now)
+}
+
+/// [`place_classes`] for an order whose classes are those of `key` (each contiguous
+/// and in start order).
+pub(crate) fn place_classes_keyed(
+    p: &Prepared,
+    key: ClassKey,
+    order: &[usize],
+    limits: &Limits,
+) -> ClassesPlaced {
+    place_classes_by(p, key, order, limits, &Instant::now)
 }
 
 /// [`place_classes`] with the clock `now` (the tests' stepping clock).
 fn place_classes_by(
     p: &Prepared,
+    key: ClassKey,
     order: &[usize],
     limits: &Limits,
     now: &dyn Fn() -> Instant,
@@ -191,7 +203,17 @@ fn place_classes_by(
             None
         };
         if steps_per_item.is_some_and(|per_item| {
-            !whole_fits(p, order, class_start, work, per_item, started, limits, now)
+            !whole_fits(
+                p,
+                key,
+                order,
+                class_start,
+                work,
+                per_item,
+                started,
+                limits,
+                now,
+            )
         }) {
             match limits.or_until {
                 Some(until) if first_look => {
@@ -203,7 +225,7 @@ fn place_classes_by(
                 _ => break,
             }
         }
-        let class_end = p.class_end(order, class_start);
+        let class_end = p.class_end_by(key, order, class_start);
         let class_items = &order[class_start..class_end];
         debug_assert!(class_items
             .windows(2)
@@ -275,6 +297,7 @@ const STEPS_LATER: u64 = 3;
 #[allow(clippy::too_many_arguments)]
 fn whole_fits(
     p: &Prepared,
+    key: ClassKey,
     order: &[usize],
     placed: usize,
     work: u64,
@@ -288,7 +311,7 @@ fn whole_fits(
     let mut at = placed;
     while at < order.len() {
         passes += at as u64;
-        at = p.class_end(order, at);
+        at = p.class_end_by(key, order, at);
     }
     let rest = passes.saturating_add(left.saturating_mul(steps_per_item));
     if work.saturating_add(rest) > limits.work {
@@ -663,6 +686,35 @@ mod tests {
     }
 
     #[test]
+    fn the_area_class_order_too_gets_the_greedy_offsets() {
+        let mut rng = Rng::new(3);
+        let mut classes_seen = 0;
+        for case in 0..800 {
+            let n = 1 + rng.below(if case % 10 == 0 { 600 } else { 80 }) as usize;
+            let steps = 1 + rng.below(200);
+            let octaves = rng.below(20);
+            let max_size = 1 + rng.below(1 << octaves);
+            let ranges = random(&mut rng, n, steps, max_size);
+            let alignment = 1 << rng.below(4);
+            let p = Prepared::new(&ranges, alignment).expect("valid");
+            let order = greedy::by_area_class(&p);
+            let index = OverlapIndex::new(&p);
+            let (offsets, peak) = greedy::place(&p, &index, &order, Fit::Lowest);
+            let placed = place_classes_keyed(&p, ClassKey::Area, &order, &Limits::UNLIMITED);
+            assert_eq!(placed.placed, order.len(), "case {case}");
+            assert_eq!(placed.offsets, offsets, "case {case}");
+            assert_eq!(placed.peak, peak, "case {case}");
+            let mut at = 0;
+            while at < order.len() {
+                at = p.class_end_by(ClassKey::Area, &order, at);
+                classes_seen += 1;
+            }
+        }
+        // Many classes, not one: the keyed class ends are exercised.
+        assert!(classes_seen > 3_000, "{classes_seen}");
+    }
+
+    #[test]
     fn the_same_offsets_as_the_greedy_class_order() {
         let mut rng = Rng::new(26);
         // Instances whose smallest octaves are one class (a class of several octaves).
@@ -880,7 +932,10 @@ mod tests {
             whole_or_first: first,
             ..Limits::UNLIMITED
         };
-        assert_eq!(place_classes_by(&p, &order, &limits, &clock), whole);
+        assert_eq!(
+            place_classes_by(&p, ClassKey::Size, &order, &limits, &clock),
+            whole
+        );
         let total = looks.get();
         // Stops inside the first classes, past the first of them (a drop after the
         // first class would leave none), and runs to the end.
@@ -888,7 +943,13 @@ mod tests {
         for by in 0..=total {
             looks.set(0);
             let first_by = Some(base + std::time::Duration::from_millis(by));
-            let placed = place_classes_by(&p, &order, &Limits { first_by, ..limits }, &clock);
+            let placed = place_classes_by(
+                &p,
+                ClassKey::Size,
+                &order,
+                &Limits { first_by, ..limits },
+                &clock,
+            );
             // Stopped inside the first classes, or not at all: never at their end,
             // where it was dropped.
             assert!(

@@ -54,6 +54,21 @@ pub(crate) fn by_size_class(p: &Prepared) -> Order {
     })
 }
 
+/// Area classes ([`area_class`](super::prepared::area_class): pairs of octaves of
+/// size times lifetime) largest first; within a class earliest start first, then
+/// larger, then longer. The long-lived small buffers go with the short-lived large
+/// ones, before the holes that churn leaves are taken.
+pub(crate) fn by_area_class(p: &Prepared) -> Order {
+    sorted(p, |_, it| {
+        (
+            std::cmp::Reverse(super::prepared::area_class(it)),
+            it.a,
+            std::cmp::Reverse(it.size),
+            std::cmp::Reverse(it.len),
+        )
+    })
+}
+
 /// Busiest step first (the total size live at the range's busiest step); ties by size.
 pub(crate) fn by_breadth(p: &Prepared) -> Order {
     let breadth = p.breadths();

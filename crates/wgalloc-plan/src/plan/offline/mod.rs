@@ -20,6 +20,7 @@
 //! With a target capacity (`PlanOptions::capacity`), `best` stops at the first plan
 //! that fits it and aims its search at it.
 
+mod area_order;
 mod best;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
@@ -103,6 +104,15 @@ pub enum Strategy {
     /// the lowest offset free of the buffers live with it: for one size, lowest fit in
     /// start order is an optimal interval colouring. Cost as [`Strategy::GreedySize`].
     GreedySizeClass,
+    /// Area classes (pairs of octaves of size times lifetime) largest first, each class
+    /// in start order, each buffer at the lowest offset free of the buffers live with
+    /// it: a long-lived small buffer goes down with the short-lived large ones. Placed
+    /// by the class sweep (no overlap lists), O(C n log n + walks) for C classes,
+    /// within about 1,000 units of work a buffer (at most 10^8); where that or the
+    /// deadline cuts it, the buffers it leaves are filled into its holes
+    /// (`plan/offline/area_order.rs`). The lower plan where many buffers live through
+    /// long stretches near the bound; far above the size class order elsewhere.
+    GreedyAreaClass,
     /// Buffers live at the busiest steps first (by the total size live at the buffer's
     /// busiest step), then by size. The order in O(n log n + T log T) (a sparse table
     /// over the live profile); placement as [`Strategy::GreedySize`].
@@ -176,7 +186,10 @@ pub enum Strategy {
     /// above 32,768 items, after the skyline and the repair below, only where they left
     /// the goal unreached. The ejection repair ([`Strategy::Eject`]) runs after the
     /// search and the climb, from the placement they started from (so that their
-    /// paths do not change; with a deadline, in the time they leave). Greedy by size into
+    /// paths do not change; with a deadline, in the time they leave). The area class
+    /// order ([`Strategy::GreedyAreaClass`]) runs after them where the goal is still
+    /// unreached and the deadline has not passed (it changes no other path), and is
+    /// repaired by the ejection repair where it is the lower plan. Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
     /// else where the goal is still unreached (it changes no other path), up to
     /// 131,072 items: beyond, `best` does not run it and can be above it. With a
@@ -192,12 +205,14 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy (itself last); [`Strategy::Best`] tries them in this order but
-    /// for [`Strategy::GreedySizeHoles`], which it runs after all the others.
-    pub const ALL: [Strategy; 12] = [
+    /// for [`Strategy::GreedyAreaClass`] and [`Strategy::GreedySizeHoles`], which it
+    /// runs after all the others, in that order.
+    pub const ALL: [Strategy; 13] = [
         Strategy::GreedySize,
         Strategy::GreedySizeHoles,
         Strategy::GreedySizeBestFit,
         Strategy::GreedySizeClass,
+        Strategy::GreedyAreaClass,
         Strategy::GreedyBreadth,
         Strategy::GreedyLifetime,
         Strategy::GreedyConflict,
@@ -215,6 +230,7 @@ impl Strategy {
             Strategy::GreedySizeHoles => "greedy-size-holes",
             Strategy::GreedySizeBestFit => "greedy-size-best-fit",
             Strategy::GreedySizeClass => "greedy-size-class",
+            Strategy::GreedyAreaClass => "greedy-area-class",
             Strategy::GreedyBreadth => "greedy-breadth",
             Strategy::GreedyLifetime => "greedy-lifetime",
             Strategy::GreedyConflict => "greedy-conflict",
@@ -458,6 +474,10 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
         }
         Strategy::GreedySizeHoles => {
             let (offsets, peak) = holes::place(p, &greedy::by_size(p));
+            (offsets, peak, strategy)
+        }
+        Strategy::GreedyAreaClass => {
+            let (offsets, peak) = area_order::place(p, goal.budget.deadline);
             (offsets, peak, strategy)
         }
         Strategy::Skyline => {

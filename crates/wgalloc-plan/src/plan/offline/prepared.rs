@@ -34,6 +34,22 @@ pub(crate) struct Item {
 /// than 2e-5 of the bound higher at 1/256, 1e-4 at 1/64.
 const TAIL_AREA: (u128, u128) = (1, 128);
 
+/// What makes the classes of an order by classes (each class in start order): the
+/// class sweep ([`super::class_sweep`]) places any such order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClassKey {
+    /// Size octaves, the smallest one class: [`Prepared::size_class`].
+    Size,
+    /// Pairs of area octaves: [`area_class`].
+    Area,
+}
+
+/// The area class of `item`: the octave of its area (size times lifetime in the
+/// caller's units) halved, so that a class spans a factor of four. O(1).
+pub(crate) fn area_class(item: &Item) -> u32 {
+    (u128::from(item.size) * u128::from(item.len).max(1)).ilog2() / 2
+}
+
 /// The prepared problem. Every sum of item sizes fits in a `u64` (checked by
 /// [`Prepared::new`]), so heights and offsets built from them cannot overflow.
 #[derive(Debug, Clone)]
@@ -181,8 +197,22 @@ impl Prepared {
     /// class of the item at `start` (`start < order.len()`): the end of its class in
     /// an order that keeps each class together. O(log n).
     pub fn class_end(&self, order: &[usize], start: usize) -> usize {
-        let class = self.size_class(self.items[order[start]].size);
-        start + order[start..].partition_point(|&i| self.size_class(self.items[i].size) == class)
+        self.class_end_by(ClassKey::Size, order, start)
+    }
+
+    /// [`Prepared::class_end`] for the classes of `key`. O(log n).
+    pub fn class_end_by(&self, key: ClassKey, order: &[usize], start: usize) -> usize {
+        let class = self.class_of(key, &self.items[order[start]]);
+        start + order[start..].partition_point(|&i| self.class_of(key, &self.items[i]) == class)
+    }
+
+    /// The class of `item` by `key`: its size class ([`Prepared::size_class`]) or its
+    /// area class ([`area_class`]).
+    pub fn class_of(&self, key: ClassKey, item: &Item) -> u32 {
+        match key {
+            ClassKey::Size => self.size_class(item.size),
+            ClassKey::Area => area_class(item),
+        }
     }
 
     /// The highest size octave holding items such that the items of it and every

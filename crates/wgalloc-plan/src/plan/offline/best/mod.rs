@@ -14,11 +14,13 @@
 //!   classes (the rest filled into their holes) where it cannot complete;
 //! * [`repair_rounds`]: the ejection repair, in rounds while each lowers the plan;
 //! * [`refill`]: the class order's largest classes kept, the rest filled again and
-//!   the plan repaired.
+//!   the plan repaired;
+//! * [`area_classes`]: the area class order, repaired where it is the lower plan.
 //!
 //! `best` itself, the start ([`start`]) and the thresholds between small and large
 //! are here; the tests of every phase are in `tests.rs`.
 
+mod area_classes;
 mod by_size;
 mod class_split;
 mod refill;
@@ -42,6 +44,7 @@ use crate::plan::offline::{
     Strategy, GREEDY,
 };
 
+use area_classes::area_classes_repaired;
 use by_size::{greedy_by_size_alone, BY_SIZE};
 use refill::{refill_applies, refilled_and_repaired};
 use repair_rounds::{eject_repair, repaired_in_rounds_already};
@@ -136,6 +139,7 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
             keep_lower_placement(&mut best, (refilled, refilled_peak, Strategy::Eject));
         }
     }
+    area_classes_repaired(p, goal, &mut index, &mut best);
     best
 }
 
