@@ -18,7 +18,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::class_sweep::{self, Limits};
+use super::class_sweep::{self, ClassesPlaced, Limits};
 use super::prepared::{ClassKey, Prepared};
 use super::{fill, greedy};
 
@@ -34,23 +34,50 @@ pub(crate) const MAX_WORK: u64 = 100_000_000;
 /// class it goes on only while its pace forecasts the whole order within the work
 /// (and the deadline).
 pub(crate) fn place(p: &Prepared, deadline: Option<Instant>) -> (Vec<u64>, u64) {
-    let work = (p.items.len() as u64)
+    place_within(p, deadline, budget(p))
+}
+
+/// [`place`] where the class sweep places the whole order; `None` where the work or the
+/// deadline cuts it (no fill: `best` keeps only a whole order, since a filled one was
+/// far above its other plans at a million buffers).
+pub(crate) fn place_whole(p: &Prepared, deadline: Option<Instant>) -> Option<(Vec<u64>, u64)> {
+    let (order, placed) = sweep(p, deadline, budget(p));
+    (placed.placed == order.len()).then_some((placed.offsets, placed.peak))
+}
+
+/// The class sweep's work for `p`: [`WORK_PER_ITEM`] a buffer, at most [`MAX_WORK`].
+fn budget(p: &Prepared) -> u64 {
+    (p.items.len() as u64)
         .saturating_mul(WORK_PER_ITEM)
-        .min(MAX_WORK);
-    place_within(p, deadline, work)
+        .min(MAX_WORK)
 }
 
 /// [`place`] within `work` units of the class sweep.
 fn place_within(p: &Prepared, deadline: Option<Instant>, work: u64) -> (Vec<u64>, u64) {
-    let order = greedy::by_area_class(p);
-    if order.is_empty() {
-        return (vec![0; p.items.len()], 0);
+    let (order, placed) = sweep(p, deadline, work);
+    let peak = placed.peak;
+    let mut offsets = placed.offsets;
+    let rest = &order[placed.placed..];
+    if rest.is_empty() {
+        return (offsets, peak);
     }
+    let filled = fill::place_into(p, rest, &mut offsets, deadline, Duration::ZERO);
+    (offsets, filled.max(peak))
+}
+
+/// The area class order and the prefix of it the class sweep places within `work` and
+/// `deadline`, looking after each class whether the whole order is forecast to fit.
+fn sweep(p: &Prepared, deadline: Option<Instant>, work: u64) -> (Vec<usize>, ClassesPlaced) {
+    let order = greedy::by_area_class(p);
     let limits = Limits {
         deadline,
         reserve_per_item: Duration::ZERO,
         work,
-        whole_or_first: p.class_end_by(ClassKey::Area, &order, 0),
+        whole_or_first: if order.is_empty() {
+            0
+        } else {
+            p.class_end_by(ClassKey::Area, &order, 0)
+        },
         or_until: None,
         first_by: None,
         filled_after: false,
@@ -64,14 +91,7 @@ fn place_within(p: &Prepared, deadline: Option<Instant>, work: u64) -> (Vec<u64>
         placed.work,
         started.elapsed()
     );
-    let mut offsets = placed.offsets;
-    let rest = &order[placed.placed..];
-    let peak = if rest.is_empty() {
-        placed.peak
-    } else {
-        fill::place_into(p, rest, &mut offsets, deadline, Duration::ZERO).max(placed.peak)
-    };
-    (offsets, peak)
+    (order, placed)
 }
 
 #[cfg(test)]
@@ -107,7 +127,8 @@ mod tests {
             let index = OverlapIndex::new(&p);
             let (offsets, peak) =
                 greedy::place(&p, &index, &greedy::by_area_class(&p), Fit::Lowest);
-            assert_eq!(place(&p, None), (offsets, peak), "seed {seed}");
+            assert_eq!(place(&p, None), (offsets.clone(), peak), "seed {seed}");
+            assert_eq!(place_whole(&p, None), Some((offsets, peak)), "seed {seed}");
         }
     }
 
@@ -122,9 +143,10 @@ mod tests {
                 p.assert_valid(&offsets, peak);
                 assert!(peak >= p.lower_bound);
             }
-            // A deadline already past: still a complete, valid plan.
+            // A deadline already past: still a complete, valid plan; none whole.
             let (offsets, peak) = place(&p, Some(Instant::now()));
             p.assert_valid(&offsets, peak);
+            assert_eq!(place_whole(&p, Some(Instant::now())), None);
             assert!(whole.1 >= p.lower_bound);
         }
     }
@@ -142,5 +164,6 @@ mod tests {
         .expect("valid");
         assert!(p.items.is_empty());
         assert_eq!(place(&p, None), (Vec::new(), 0));
+        assert_eq!(place_whole(&p, None), Some((Vec::new(), 0)));
     }
 }

@@ -189,7 +189,11 @@ pub enum Strategy {
     /// paths do not change; with a deadline, in the time they leave). The area class
     /// order ([`Strategy::GreedyAreaClass`]) runs after them where the goal is still
     /// unreached and the deadline has not passed (it changes no other path), and is
-    /// repaired by the ejection repair where it is the lower plan. Greedy by size into
+    /// repaired by the ejection repair where it is the lower plan; only where the class
+    /// sweep places it whole within its work, and above 20,000 items only where a
+    /// buffer overlaps at least 8,192 others on average (many live at once: elsewhere
+    /// it was far above and costly), so in those two cases `best` can be above it run
+    /// alone. Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
     /// else where the goal is still unreached (it changes no other path), up to
     /// 131,072 items: beyond, `best` does not run it and can be above it. With a

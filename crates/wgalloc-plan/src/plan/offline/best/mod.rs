@@ -44,6 +44,8 @@ use crate::plan::offline::{
     Strategy, GREEDY,
 };
 
+#[cfg(test)]
+use area_classes::area_classes_apply;
 use area_classes::area_classes_repaired;
 use by_size::{greedy_by_size_alone, BY_SIZE};
 use refill::{refill_applies, refilled_and_repaired};

@@ -1160,3 +1160,61 @@ fn search_on_the_largest_allowed_instance_stays_within_a_test_thread_stack() {
     let plan = plan_ranges_with(&ranges, 1, Strategy::Search, &budget).expect("plans");
     assert!(plan.peak >= plan.lower_bound);
 }
+
+#[test]
+fn best_keeps_the_area_class_order_where_it_is_lower() {
+    // 3,000 items with 7.5 million overlapping pairs: the area class order alone
+    // (2,313,070) is below every other phase's plan (2,313,442 without it).
+    let p = one_start_a_step(29, 3000, 2500, 10);
+    assert!(p.overlap_pairs() > GREEDY_MAX_PAIRS);
+    let goal = Goal::new(&p, &Budget::default(), None);
+    let (offsets, peak, by) = best(&p, &goal);
+    let (_, area) = crate::plan::offline::area_order::place(&p, None);
+    assert!(
+        peak <= area,
+        "best {peak} above the area class order {area}"
+    );
+    assert!(
+        matches!(by, Strategy::GreedyAreaClass | Strategy::Eject),
+        "{by}"
+    );
+    p.assert_valid(&offsets, peak);
+}
+
+#[test]
+fn the_area_class_order_runs_up_to_the_sweep_first_size_and_beyond_where_crowded() {
+    let prepared = |ranges: Vec<LiveRange>| Prepared::new(&ranges, 1).expect("valid");
+    let n = SWEEP_FIRST_ITEMS as u64;
+    let apart = |n: u64| {
+        prepared(
+            (0..n)
+                .map(|i| LiveRange {
+                    start: i,
+                    end: i + 1,
+                    size: 8,
+                })
+                .collect(),
+        )
+    };
+    assert!(
+        area_classes_apply(&apart(n)),
+        "up to the sweep-first size: always"
+    );
+    assert!(
+        !area_classes_apply(&apart(n + 1)),
+        "beyond it, no overlaps: not"
+    );
+    let crowded = prepared(
+        (0..n + 1)
+            .map(|i| LiveRange {
+                start: i % 7,
+                end: 20,
+                size: 8 + i % 5,
+            })
+            .collect(),
+    );
+    assert!(
+        area_classes_apply(&crowded),
+        "beyond it, every buffer overlapping all"
+    );
+}
