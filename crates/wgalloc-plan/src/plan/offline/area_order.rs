@@ -1,17 +1,19 @@
 //! The area class order ([`greedy::by_area_class`]: pairs of octaves of size times
 //! lifetime, largest first, each class in start order) at the lowest fit, placed by
-//! the class sweep ([`class_sweep`]) within a work budget linear in n; where the
-//! budget or the deadline cuts it, the items it leaves are filled into its holes
-//! ([`fill::place_into`]).
+//! the class sweep ([`class_sweep`]) within [`WORK_PER_ITEM`] units of work a buffer,
+//! at most [`MAX_WORK`] (so 100 a buffer at a million: there it is cut after its
+//! first class); where the budget or the deadline cuts it, [`place`] fills the items
+//! it leaves into its holes ([`fill::place_into`]) and [`place_whole`] gives up.
 //!
 //! Ordered by area, a long-lived small buffer goes down with the short-lived large
 //! ones, before the holes they leave are taken; ordered by size, it comes last and
 //! finds few holes that stay free as long as it lives. Where many buffers are live
-//! through long stretches of churn near the bound, that is the lower plan (generated
-//! `wide` 100k buffers, seed 26: 1.0143 of the bound against the size class order's
-//! 1.0173; `churn`: 1.0086 against 1.0168); on malloc-like traces, bursts and few
-//! sizes it is far above (1.02-1.46), so `best` runs it beside the size class order,
-//! never instead of it.
+//! through long stretches of churn near the bound, it can be the lower plan
+//! (generated `wide` 100k buffers, seed 26: 1.0143 of the bound against the size
+//! class order's 1.0173, on 2 of 12 seeds lower; `churn` seed 26: 1.0086 against
+//! 1.0168); on malloc-like traces, bursts, few sizes and narrow live sets it ends
+//! 0.8-46% above the size class order (1.01-1.46 of the bound), so `best` runs it
+//! beside the size class order, never instead of it.
 //!
 //! Cost: as the class sweep, O(C n log n + walks) for C classes, within
 //! [`WORK_PER_ITEM`] units a buffer (at most [`MAX_WORK`]); the fill O(n log n).
@@ -23,7 +25,8 @@ use super::prepared::{ClassKey, Prepared};
 use super::{fill, greedy};
 
 /// The class sweep's work per buffer ([`Limits::work`]): wide 100k takes about 470 an
-/// item, churn 100k about 910.
+/// item, churn 100k about 910 (set so that both complete, with little margin on
+/// churn).
 pub(crate) const WORK_PER_ITEM: u64 = 1_000;
 
 /// The class sweep's work at most: about 20-50 s on the 2-core build machine.
@@ -41,7 +44,16 @@ pub(crate) fn place(p: &Prepared, deadline: Option<Instant>) -> (Vec<u64>, u64) 
 /// deadline cuts it (no fill: `best` keeps only a whole order, since a filled one was
 /// far above its other plans at a million buffers).
 pub(crate) fn place_whole(p: &Prepared, deadline: Option<Instant>) -> Option<(Vec<u64>, u64)> {
-    let (order, placed) = sweep(p, deadline, budget(p));
+    place_whole_within(p, deadline, budget(p))
+}
+
+/// [`place_whole`] within `work` units of the class sweep.
+fn place_whole_within(
+    p: &Prepared,
+    deadline: Option<Instant>,
+    work: u64,
+) -> Option<(Vec<u64>, u64)> {
+    let (order, placed) = sweep(p, deadline, work);
     (placed.placed == order.len()).then_some((placed.offsets, placed.peak))
 }
 
@@ -142,6 +154,15 @@ mod tests {
                 let (offsets, peak) = place_within(&p, None, work);
                 p.assert_valid(&offsets, peak);
                 assert!(peak >= p.lower_bound);
+                // Nothing whole where cut (at no work, always); where whole, the
+                // same plan as with the fill (nothing left to fill).
+                match place_whole_within(&p, None, work) {
+                    None => assert!(peak > 0),
+                    Some(whole) => {
+                        assert!(work > 0, "seed {seed}: whole with no work");
+                        assert_eq!(whole, (offsets, peak), "seed {seed}");
+                    }
+                }
             }
             // A deadline already past: still a complete, valid plan; none whole.
             let (offsets, peak) = place(&p, Some(Instant::now()));

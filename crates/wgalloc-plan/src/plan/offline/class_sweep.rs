@@ -1,6 +1,8 @@
 //! The class order ([`greedy::by_size_class`](super::greedy::by_size_class) with the
-//! lowest fit) placed without overlap lists: one size class after the other, each by
-//! one sweep over time. The same offsets as the greedy placement, at a cost that grows
+//! lowest fit; or any order by classes each in start order, such as the area class
+//! order, [`greedy::by_area_class`](super::greedy::by_area_class), with its
+//! [`ClassKey`]) placed without overlap lists: one class after the other, each by one
+//! sweep over time. The same offsets as the greedy placement, at a cost that grows
 //! with the free and blocked stretches below each answer rather than with every item
 //! live with it.
 //!

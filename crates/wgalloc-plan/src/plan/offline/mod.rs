@@ -186,17 +186,17 @@ pub enum Strategy {
     /// above 32,768 items, after the skyline and the repair below, only where they left
     /// the goal unreached. The ejection repair ([`Strategy::Eject`]) runs after the
     /// search and the climb, from the placement they started from (so that their
-    /// paths do not change; with a deadline, in the time they leave). The area class
-    /// order ([`Strategy::GreedyAreaClass`]) runs after them where the goal is still
-    /// unreached and the deadline has not passed (it changes no other path), and is
-    /// repaired by the ejection repair where it is the lower plan; only where the class
-    /// sweep places it whole within its work, and above 20,000 items only where a
-    /// buffer overlaps at least 8,192 others on average (many live at once: elsewhere
-    /// it was far above and costly), so in those two cases `best` can be above it run
-    /// alone. Greedy by size into
+    /// paths do not change; with a deadline, in the time they leave). Greedy by size into
     /// holes ([`Strategy::GreedySizeHoles`], no overlap lists) runs after everything
     /// else where the goal is still unreached (it changes no other path), up to
-    /// 131,072 items: beyond, `best` does not run it and can be above it. With a
+    /// 131,072 items: beyond, `best` does not run it and can be above it. The area class
+    /// order ([`Strategy::GreedyAreaClass`]) runs last of all where the goal is still
+    /// unreached and the deadline has not passed (it changes no other path, nor takes
+    /// their time), and is repaired by the ejection repair where it is the lower plan;
+    /// above 20,000 items only where a buffer overlaps at least 8,192 others on average
+    /// (many live at once: elsewhere it was far above and costly) and only where the
+    /// class sweep places it whole within its work, so there `best` can be above it run
+    /// alone. With a
     /// deadline every phase gives up once it passes (checked every 64 greedy
     /// placements, every 4,096 heap pops, before every search probe and climb move),
     /// returning the lowest plan so far. Up to those sizes it runs every strategy above
@@ -209,7 +209,7 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy (itself last); [`Strategy::Best`] tries them in this order but
-    /// for [`Strategy::GreedyAreaClass`] and [`Strategy::GreedySizeHoles`], which it
+    /// for [`Strategy::GreedySizeHoles`] and [`Strategy::GreedyAreaClass`], which it
     /// runs after all the others, in that order.
     pub const ALL: [Strategy; 13] = [
         Strategy::GreedySize,

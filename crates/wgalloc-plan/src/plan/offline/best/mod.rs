@@ -96,7 +96,7 @@ const GREEDY_SIZE_WORK: u64 = 1_500_000_000;
 /// work budget linear in the item count (times the logarithms of its structures), so the
 /// default plan of a million buffers takes under a minute.
 pub(super) fn best(p: &Prepared, goal: &Goal) -> Placement {
-    let mut best = best_of_the_others(p, goal);
+    let (mut best, mut index) = best_of_the_others(p, goal);
     // Greedy by size into holes: its cost does not grow with the pair count, so on
     // every instance up to holes::FULL_SCAN_ITEMS items where the goal is unreached,
     // last, so that it changes no other phase's path (the search and the climb
@@ -110,11 +110,15 @@ pub(super) fn best(p: &Prepared, goal: &Goal) -> Placement {
             keep_lower_placement(&mut best, (offsets, peak, Strategy::GreedySizeHoles));
         }
     }
+    // The area class order last of all, so that under a deadline it takes no time
+    // from any phase that ran before it existed.
+    area_classes_repaired(p, goal, &mut index, &mut best);
     best
 }
 
-/// [`best`] without greedy-size-holes.
-fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
+/// [`best`] without greedy-size-holes and the area class order, with the overlap
+/// index where a phase built it.
+fn best_of_the_others(p: &Prepared, goal: &Goal) -> (Placement, Option<OverlapIndex>) {
     let mut index: Option<OverlapIndex> = None;
     // The ejection repair runs last, from the start placement, so that the search's
     // and the climb's paths do not change and `best` is never above either (nor above
@@ -123,10 +127,10 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
     // order then foresees missing the deadline and gives up: few-sizes 100k in 2 s
     // 1.0024 -> 1.0114).
     let Some((offsets, peak, strategy)) = start(p, goal, &mut index) else {
-        return (Vec::new(), 0, Strategy::Best);
+        return ((Vec::new(), 0, Strategy::Best), index);
     };
     if goal.done(peak) {
-        return (offsets, peak, strategy);
+        return ((offsets, peak, strategy), index);
     }
     let mut best = searched_and_climbed(p, goal, &mut index, offsets.clone(), peak, strategy);
     if !goal.done(best.1) && !repaired_in_rounds_already(goal, strategy) {
@@ -141,8 +145,7 @@ fn best_of_the_others(p: &Prepared, goal: &Goal) -> Placement {
             keep_lower_placement(&mut best, (refilled, refilled_peak, Strategy::Eject));
         }
     }
-    area_classes_repaired(p, goal, &mut index, &mut best);
-    best
+    (best, index)
 }
 
 /// The placement `best`, [`Strategy::Search`] and [`Strategy::Climb`] start from: on

@@ -222,7 +222,7 @@ fn without_a_deadline_best_is_at_most_its_start_refilled_and_repaired() {
     // rounds' catch-up stop, so this holds here by what the rounds did on this
     // instance, not by construction; the strict precondition above is what makes
     // the test fail where the refill does not run.
-    let (offsets, peak, _) = best_of_the_others(&p, &goal);
+    let ((offsets, peak, _), _) = best_of_the_others(&p, &goal);
     p.assert_valid(&offsets, peak);
     assert!(
         peak <= refilled.1,
