@@ -205,17 +205,8 @@ fn place_classes_by(
             None
         };
         if steps_per_item.is_some_and(|per_item| {
-            !whole_fits(
-                p,
-                key,
-                order,
-                class_start,
-                work,
-                per_item,
-                started,
-                limits,
-                now,
-            )
+            let rest = work_left(p, key, order, class_start, per_item);
+            !fits_within(limits, work, rest, started, now)
         }) {
             match limits.or_until {
                 Some(until) if first_look => {
@@ -293,21 +284,15 @@ fn place_classes_by(
 /// item over the classes of 16 KiB and up, 42 over all.
 const STEPS_LATER: u64 = 3;
 
-/// Whether the items of `order` from `placed` on are forecast to be placed within
-/// `limits` (see [`Limits::whole_or_first`]) at `steps_per_item` walk steps each,
-/// `work` units spent since `started` (by the clock `now`).
-#[allow(clippy::too_many_arguments)]
-fn whole_fits(
+/// The work forecast for placing the items of `order` from `placed` on (classes by
+/// `key`): every item each class left passes, and `steps_per_item` walk steps an item.
+fn work_left(
     p: &Prepared,
     key: ClassKey,
     order: &[usize],
     placed: usize,
-    work: u64,
     steps_per_item: u64,
-    started: Instant,
-    limits: &Limits,
-    now: &dyn Fn() -> Instant,
-) -> bool {
+) -> u64 {
     let left = (order.len() - placed) as u64;
     let mut passes = 0u64;
     let mut at = placed;
@@ -315,7 +300,19 @@ fn whole_fits(
         passes += at as u64;
         at = p.class_end_by(key, order, at);
     }
-    let rest = passes.saturating_add(left.saturating_mul(steps_per_item));
+    passes.saturating_add(left.saturating_mul(steps_per_item))
+}
+
+/// Whether `rest` more units, after `work` spent since `started` (by the clock `now`),
+/// fit within `limits` (see [`Limits::whole_or_first`]): the work, and at the pace so
+/// far the deadline.
+fn fits_within(
+    limits: &Limits,
+    work: u64,
+    rest: u64,
+    started: Instant,
+    now: &dyn Fn() -> Instant,
+) -> bool {
     if work.saturating_add(rest) > limits.work {
         return false;
     }
