@@ -684,25 +684,37 @@ mod tests {
         (p, order, whole)
     }
 
+    /// The `case`-th instance of the greedy comparisons: up to 80 ranges (600 every
+    /// tenth case) over up to 200 steps, sizes up to 2^0..2^19, alignment 1 to 8.
+    fn comparison_case(rng: &mut Rng, case: u32) -> Prepared {
+        let n = 1 + rng.below(if case.is_multiple_of(10) { 600 } else { 80 }) as usize;
+        let steps = 1 + rng.below(200);
+        let octaves = rng.below(20);
+        let max_size = 1 + rng.below(1 << octaves);
+        let ranges = random(rng, n, steps, max_size);
+        let alignment = 1 << rng.below(4);
+        Prepared::new(&ranges, alignment).expect("valid")
+    }
+
+    /// Asserts that the class sweep places `order` (classes by `key`) whole, at the
+    /// greedy lowest fit's offsets and peak.
+    fn assert_the_greedy_offsets(p: &Prepared, key: ClassKey, order: &[usize], case: u32) {
+        let index = OverlapIndex::new(p);
+        let (offsets, peak) = greedy::place(p, &index, order, Fit::Lowest);
+        let placed = place_classes_keyed(p, key, order, &Limits::UNLIMITED);
+        assert_eq!(placed.placed, order.len(), "case {case}");
+        assert_eq!(placed.offsets, offsets, "case {case}");
+        assert_eq!(placed.peak, peak, "case {case}");
+    }
+
     #[test]
     fn the_area_class_order_too_gets_the_greedy_offsets() {
         let mut rng = Rng::new(3);
         let mut classes_seen = 0;
         for case in 0..800 {
-            let n = 1 + rng.below(if case % 10 == 0 { 600 } else { 80 }) as usize;
-            let steps = 1 + rng.below(200);
-            let octaves = rng.below(20);
-            let max_size = 1 + rng.below(1 << octaves);
-            let ranges = random(&mut rng, n, steps, max_size);
-            let alignment = 1 << rng.below(4);
-            let p = Prepared::new(&ranges, alignment).expect("valid");
+            let p = comparison_case(&mut rng, case);
             let order = greedy::by_area_class(&p);
-            let index = OverlapIndex::new(&p);
-            let (offsets, peak) = greedy::place(&p, &index, &order, Fit::Lowest);
-            let placed = place_classes_keyed(&p, ClassKey::Area, &order, &Limits::UNLIMITED);
-            assert_eq!(placed.placed, order.len(), "case {case}");
-            assert_eq!(placed.offsets, offsets, "case {case}");
-            assert_eq!(placed.peak, peak, "case {case}");
+            assert_the_greedy_offsets(&p, ClassKey::Area, &order, case);
             let mut at = 0;
             while at < order.len() {
                 at = p.class_end_by(ClassKey::Area, &order, at);
@@ -719,20 +731,8 @@ mod tests {
         // Instances whose smallest octaves are one class (a class of several octaves).
         let mut merged = 0;
         for case in 0..1500 {
-            let n = 1 + rng.below(if case % 10 == 0 { 600 } else { 80 }) as usize;
-            let steps = 1 + rng.below(200);
-            let octaves = rng.below(20);
-            let max_size = 1 + rng.below(1 << octaves);
-            let ranges = random(&mut rng, n, steps, max_size);
-            let alignment = 1 << rng.below(4);
-            let p = Prepared::new(&ranges, alignment).expect("valid");
-            let order = greedy::by_size_class(&p);
-            let index = OverlapIndex::new(&p);
-            let (offsets, peak) = greedy::place(&p, &index, &order, Fit::Lowest);
-            let placed = place_classes(&p, &order, &Limits::UNLIMITED);
-            assert_eq!(placed.placed, order.len(), "case {case}");
-            assert_eq!(placed.offsets, offsets, "case {case}");
-            assert_eq!(placed.peak, peak, "case {case}");
+            let p = comparison_case(&mut rng, case);
+            assert_the_greedy_offsets(&p, ClassKey::Size, &greedy::by_size_class(&p), case);
             let smallest = p.items.iter().map(|it| it.size.ilog2()).min();
             if smallest.is_some_and(|octave| octave < p.class_floor()) {
                 merged += 1;

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use super::index::{OverlapIndex, PlacedSpans};
-use super::prepared::{Item, Prepared};
+use super::prepared::{ClassKey, Item, Prepared};
 use super::{fill, sweep};
 
 mod speculate;
@@ -44,14 +44,7 @@ pub(crate) fn sort_by_size(p: &Prepared, order: &mut [usize]) {
 /// is stacked as tightly as an interval graph allows, where an order by exact size
 /// scatters a class's starts over time.
 pub(crate) fn by_size_class(p: &Prepared) -> Order {
-    sorted(p, |_, it| {
-        (
-            std::cmp::Reverse(p.size_class(it.size)),
-            it.a,
-            std::cmp::Reverse(it.size),
-            std::cmp::Reverse(it.len),
-        )
-    })
+    by_classes(p, ClassKey::Size)
 }
 
 /// Area classes ([`area_class`](super::prepared::area_class): pairs of octaves of
@@ -59,9 +52,16 @@ pub(crate) fn by_size_class(p: &Prepared) -> Order {
 /// larger, then longer. The long-lived small buffers go with the short-lived large
 /// ones, before the holes that churn leaves are taken.
 pub(crate) fn by_area_class(p: &Prepared) -> Order {
+    by_classes(p, ClassKey::Area)
+}
+
+/// The classes of `key` ([`Prepared::class_of`]) largest first; within a class
+/// earliest start first, then larger, then longer: each class contiguous and in start
+/// order, as the class sweep needs.
+fn by_classes(p: &Prepared, key: ClassKey) -> Order {
     sorted(p, |_, it| {
         (
-            std::cmp::Reverse(super::prepared::area_class(it)),
+            std::cmp::Reverse(p.class_of(key, it)),
             it.a,
             std::cmp::Reverse(it.size),
             std::cmp::Reverse(it.len),

@@ -110,8 +110,8 @@ pub enum Strategy {
     /// by the class sweep (no overlap lists), O(C n log n + walks) for C classes,
     /// within about 1,000 units of work a buffer (at most 10^8); where that or the
     /// deadline cuts it, the buffers it leaves are filled into its holes
-    /// (`plan/offline/area_order.rs`). The lower plan where many buffers live through
-    /// long stretches near the bound; far above the size class order elsewhere.
+    /// (`plan/offline/area_order.rs`). It can be the lower plan where many buffers live
+    /// through long stretches near the bound; far above the size class order elsewhere.
     GreedyAreaClass,
     /// Buffers live at the busiest steps first (by the total size live at the buffer's
     /// busiest step), then by size. The order in O(n log n + T log T) (a sparse table

@@ -12,12 +12,13 @@ use super::repair_rounds::eject_repair;
 use super::SWEEP_FIRST_ITEMS;
 
 /// On an instance of more than [`SWEEP_FIRST_ITEMS`] items the area class order runs
-/// only where a buffer overlaps at least this many others on average ([`Prepared::overlap_pairs`] over the item count). The
-/// generated families at 100k buffers: `wide` about 28,000 and `churn` about 62,000,
-/// where the order is the lower plan on some seeds; `malloc`, `few-sizes`, `bursts`
-/// and `bimodal` 1,900-4,100 and `narrow` 200, where it ends 0.8-46% above the size
-/// class order and, at a million buffers, took 3-21 s for nothing (a threshold set from these
-/// families, twice the highest of the second group).
+/// only where a buffer overlaps at least this many others on average
+/// ([`Prepared::overlap_pairs`] over the item count). The generated families at 100k
+/// buffers: `wide` about 28,000 and `churn` about 62,000, where the order is the lower
+/// plan on some seeds; `malloc`, `few-sizes`, `bursts` and `bimodal` 1,900-4,100 and
+/// `narrow` 200, where it ends 0.8-46% above the size class order and, at a million
+/// buffers, took 3-21 s for nothing (a threshold set from these families, twice the
+/// highest of the second group).
 const AREA_MIN_OVERLAPS: u64 = 8_192;
 
 /// Whether `best` runs the area class order on `p` (see [`AREA_MIN_OVERLAPS`]).
@@ -29,10 +30,9 @@ pub(super) fn area_classes_apply(p: &Prepared) -> bool {
 /// The area class order (within its work budget and the goal's deadline: up to
 /// [`SWEEP_FIRST_ITEMS`] items [`area_order::place`], the rest filled after a cut;
 /// beyond, [`area_order::place_whole`], nothing after a cut) kept in `best` where it
-/// peaks lower, then lowered by the ejection repair
-/// ([`eject_repair`]) unless that reached the goal. Nothing where `best` reached the goal,
-/// the deadline has passed or [`area_classes_apply`] says no. `index` is built for the
-/// repair if it is not yet.
+/// peaks lower, then lowered by the ejection repair ([`eject_repair`]) unless that
+/// reached the goal. Nothing where `best` reached the goal, the deadline has passed or
+/// [`area_classes_apply`] says no. `index` is built for the repair if it is not yet.
 pub(super) fn area_classes_repaired(
     p: &Prepared,
     goal: &Goal,
