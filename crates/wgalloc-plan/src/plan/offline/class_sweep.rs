@@ -32,13 +32,16 @@
 //!
 //! Cost: per class, O(F log F) to build the tree and to pass the fixed items' ends
 //! (F the items of the larger classes), plus the walk of each of its items; in all
-//! O(C n log n + walks) for C classes. Memory: O(F log F) for the tree.
+//! O(C n log n + walks) for C classes. The fixed items' boundaries and their orders
+//! by start and by end are kept from class to class and each class merged in
+//! ([`FixedItems`]), not sorted and searched again. Memory: O(F log F) for the tree.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Instant;
 
 use super::elementary;
+use super::fixed_items::{FixedItems, FixedSpan};
 use super::prepared::{ClassKey, Prepared};
 
 /// How many items are placed between two looks at the clock.
@@ -167,8 +170,8 @@ fn place_classes_by(
     let mut steps = 0u64;
     let mut last_class_steps_per_item = 0u64;
     let started = now();
-    // The placed items by start (the tree's input).
-    let mut by_start: Vec<usize> = Vec::new();
+    // The placed items, by start and by end (the tree's input).
+    let mut fixed = FixedItems::with_capacity(order.len());
     let mut class_start = 0;
     // The deadline the sweep stops at: the given one, or after a first look that
     // forecast the whole order past it or the work, the earlier of it and `or_until`;
@@ -224,10 +227,9 @@ fn place_classes_by(
             .windows(2)
             .all(|w| p.items[w[0]].a <= p.items[w[1]].a));
         let class_steps = steps;
-        let mut tree = Blocked::new(p, &by_start, &offsets);
-        let mut by_end = by_start.clone();
-        by_end.sort_unstable_by_key(|&i| p.items[i].b);
-        work += by_start.len() as u64;
+        let mut tree = Blocked::new(&fixed);
+        let by_end = &fixed.by_end;
+        work += fixed.len() as u64;
         let mut ended = 0;
         let mut runs = Runs::default();
         let mut own_ends: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::new();
@@ -241,7 +243,7 @@ fn place_classes_by(
                 };
             }
             let it = &p.items[i];
-            while ended < by_end.len() && p.items[by_end[ended]].b <= it.a {
+            while ended < by_end.len() && by_end[ended].b <= it.a {
                 tree.pass_end(by_end[ended], it.a);
                 ended += 1;
             }
@@ -261,8 +263,7 @@ fn place_classes_by(
             own_ends.push(Reverse((it.b, i)));
         }
         last_class_steps_per_item = (steps - class_steps).div_ceil(class_items.len() as u64);
-        by_start.extend_from_slice(class_items);
-        by_start.sort_by_key(|&i| p.items[i].a);
+        fixed.add(p, class_items, &offsets);
         class_start = class_end;
         if class_start >= limits.whole_or_first {
             first_by = None;
@@ -326,7 +327,7 @@ fn fits_within(
 
 /// The lowest offset where `size` bytes are free of the fixed items (`tree`) until
 /// section `end` and of the class's own live items (`runs`), and the steps taken.
-fn lowest_free(tree: &Blocked, runs: &Runs, size: u64, end: u32) -> (u64, u64) {
+fn lowest_free(tree: &Blocked<'_>, runs: &Runs, size: u64, end: u32) -> (u64, u64) {
     let (mut at, mut leaf) = (0u64, 0usize);
     let mut steps = 0u64;
     // Whether `leaf` is known to be free of fixed items until `end`.
@@ -417,13 +418,11 @@ impl Runs {
 /// The fixed items by the offsets they cover (see the module): a segment tree over the
 /// elementary ranges between their boundaries.
 #[derive(Debug)]
-struct Blocked {
+struct Blocked<'a> {
     /// The fixed items' range boundaries, sorted, with 0 and `u64::MAX`.
-    bounds: Vec<u64>,
+    bounds: &'a [u64],
     /// Leaves of the tree (a power of two, at least the elementary ranges).
     leaves: usize,
-    /// Each fixed item's elementary ranges `[l, r)`, by item position.
-    ranges: Vec<(u32, u32)>,
     /// The items' `(start, end)` sections, each node's in start order.
     spans: Vec<(u32, u32)>,
     /// Per node, its first item not yet ended and one past its last item, in `spans`.
@@ -445,20 +444,14 @@ struct Blocked {
 // the tree stays in cache. On a million malloc-like buffers (seed 1, two runs each, one
 // sitting) the class order took 16.2-16.6 s so, 16.9-17.6 s with whole nodes.
 
-impl Blocked {
-    /// The fixed items `fixed` (item positions in start order) at `offsets`.
-    fn new(p: &Prepared, fixed: &[usize], offsets: &[u64]) -> Blocked {
-        let bounds = elementary::boundaries(p, fixed, offsets);
+impl<'a> Blocked<'a> {
+    /// The tree over the items `fixed`. O(F log F): the covers of their ranges.
+    fn new(fixed: &'a FixedItems) -> Blocked<'a> {
+        let bounds = &fixed.bounds[..];
         let leaves = (bounds.len() - 1).next_power_of_two();
-        let mut ranges = vec![(0u32, 0u32); p.items.len()];
-        for &i in fixed {
-            let (l, r) = elementary::ranges_of(&bounds, offsets[i], p.items[i].size);
-            ranges[i] = (l as u32, r as u32);
-        }
         let mut tree = Blocked {
             bounds,
             leaves,
-            ranges,
             spans: Vec::new(),
             slots: vec![(0, 0); 2 * leaves],
             head: vec![u32::MAX; 2 * leaves],
@@ -468,8 +461,8 @@ impl Blocked {
         // Counting pass (each node's count in its `end`), then the items in start
         // order into each node's slice (`cursor` the next free place in it).
         let mut cover = Vec::new();
-        for &i in fixed {
-            tree.cover(i, &mut cover);
+        for span in &fixed.by_start {
+            tree.cover(span, &mut cover);
             for &v in &cover {
                 tree.slots[v].1 += 1;
             }
@@ -481,11 +474,11 @@ impl Blocked {
             total += count;
         }
         tree.spans = vec![(0, 0); total as usize];
-        for &i in fixed {
-            tree.cover(i, &mut cover);
+        for span in &fixed.by_start {
+            tree.cover(span, &mut cover);
             for &v in &cover {
                 let slot = &mut tree.slots[v];
-                tree.spans[slot.1 as usize] = (p.items[i].a, p.items[i].b);
+                tree.spans[slot.1 as usize] = (span.a, span.b);
                 slot.1 += 1;
             }
         }
@@ -495,12 +488,12 @@ impl Blocked {
         tree
     }
 
-    /// The nodes of the canonical cover of fixed item `i`'s elementary ranges
+    /// The nodes of the canonical cover of fixed item `span`'s elementary ranges
     /// ([`elementary::for_each_cover`]).
-    fn cover(&self, i: usize, nodes: &mut Vec<usize>) {
+    fn cover(&self, span: &FixedSpan, nodes: &mut Vec<usize>) {
         nodes.clear();
-        let (l, r) = self.ranges[i];
-        elementary::for_each_cover(self.leaves, l as usize, r as usize, |v| nodes.push(v));
+        let (l, r) = (span.l as usize, span.r as usize);
+        elementary::for_each_cover(self.leaves, l, r, |v| nodes.push(v));
     }
 
     /// Node `v`'s aggregates from its own cursor and its children's.
@@ -524,12 +517,12 @@ impl Blocked {
         self.high[v] = high;
     }
 
-    /// Passes fixed item `i`, ended at or before `section` (and any other at its
+    /// Passes fixed item `span`, ended at or before `section` (and any other at its
     /// nodes ended by then). O(log F): its cover's nodes, then every node above them,
     /// all on the paths from its first and last elementary ranges to the root, both
     /// paths a level at a time, bottom up.
-    fn pass_end(&mut self, i: usize, section: u32) {
-        let (l, r) = self.ranges[i];
+    fn pass_end(&mut self, span: FixedSpan, section: u32) {
+        let (l, r) = (span.l, span.r);
         let (first, last) = (l as usize + self.leaves, r as usize - 1 + self.leaves);
         elementary::for_each_cover(self.leaves, l as usize, r as usize, |v| {
             self.advance(v, section);

@@ -29,6 +29,7 @@ mod class_sweep;
 mod eject;
 mod elementary;
 mod fill;
+mod fixed_items;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod generate;
