@@ -263,6 +263,8 @@ fn place_classes_by(
             own_ends.push(Reverse((it.b, i)));
         }
         last_class_steps_per_item = (steps - class_steps).div_ceil(class_items.len() as u64);
+        // The tree goes before the merge, so that the two are not held at once.
+        drop(tree);
         fixed.add(p, class_items, &offsets);
         class_start = class_end;
         if class_start >= limits.whole_or_first {

@@ -4,13 +4,13 @@
 //! order and in end order.
 //!
 //! [`class_sweep`](super::class_sweep) builds its segment tree afresh for every class
-//! from these. Rebuilding them for each class (the boundaries sorted again, two binary
-//! searches and a random read of the item per fixed item, the fixed items sorted by
-//! start and by end through their positions) cost as much as the tree itself. Here a
-//! class is merged in: its boundaries into the sorted boundaries (every old boundary
-//! stays, so an old range's indices move by a monotone map), its items into the two
-//! orders. O(F + c log F) for F fixed items and c new ones, all of it sequential but
-//! the new items' searches.
+//! from these. Rebuilt for each class, they took the boundaries sorted again, two
+//! binary searches and a random read of the item per fixed item, and the fixed items
+//! sorted by start and by end through their positions. Here a class is merged in: its
+//! boundaries into the sorted boundaries (every old boundary stays, so an old range's
+//! indices move by a monotone map), its items into the two orders. O(F + c log(F +
+//! c)) for F fixed items and c new ones: the merges sequential, the remap's reads of
+//! the index map and the new items' sorts and searches not.
 
 use super::prepared::Prepared;
 
@@ -24,7 +24,7 @@ pub(crate) struct FixedSpan {
     pub b: u32,
     /// Index of the boundary at its offset.
     pub l: u32,
-    /// Index of the boundary at its top (above `l`).
+    /// Index of the boundary at its top (above `l`: items have a size).
     pub r: u32,
 }
 
@@ -57,8 +57,8 @@ impl FixedItems {
         self.by_start.len()
     }
 
-    /// Fixes the items `class` (positions in start order) at `offsets`. O(F + c log
-    /// F) for F items fixed before and c in `class`.
+    /// Fixes the items `class` (positions in start order) at `offsets`.
+    /// O(F + c log(F + c)) for F items fixed before and c in `class`.
     pub fn add(&mut self, p: &Prepared, class: &[usize], offsets: &[u64]) {
         debug_assert!(class.windows(2).all(|w| p.items[w[0]].a <= p.items[w[1]].a));
         let mut added: Vec<u64> = Vec::with_capacity(2 * class.len());
@@ -85,6 +85,7 @@ impl FixedItems {
                 }
             })
             .collect();
+        debug_assert!(spans.iter().all(|s| s.l < s.r));
         merge_into(&mut self.by_start, &spans, |s| s.a);
         let mut by_end = spans;
         by_end.sort_by_key(|s| s.b);
