@@ -12,6 +12,7 @@
 //! c)) for F fixed items and c new ones: the merges sequential, the remap's reads of
 //! the index map and the new items' sorts and searches not.
 
+use super::elementary;
 use super::prepared::Prepared;
 
 /// A fixed item as the tree reads it: its time sections `[a, b)` and its elementary
@@ -61,13 +62,8 @@ impl FixedItems {
     /// O(F + c log(F + c)) for F items fixed before and c in `class`.
     pub fn add(&mut self, p: &Prepared, class: &[usize], offsets: &[u64]) {
         debug_assert!(class.windows(2).all(|w| p.items[w[0]].a <= p.items[w[1]].a));
-        let mut added: Vec<u64> = Vec::with_capacity(2 * class.len());
-        for &i in class {
-            added.push(offsets[i]);
-            added.push(offsets[i] + p.items[i].size);
-        }
-        added.sort_unstable();
-        added.dedup();
+        // The class's boundaries (with 0 and u64::MAX, which every state has too).
+        let added = elementary::boundaries(p, class, offsets);
         let moved = self.merge_bounds(&added);
         for span in self.by_start.iter_mut().chain(self.by_end.iter_mut()) {
             span.l = moved[span.l as usize];
@@ -77,23 +73,24 @@ impl FixedItems {
             .iter()
             .map(|&i| {
                 let it = &p.items[i];
+                let (l, r) = elementary::ranges_of(&self.bounds, offsets[i], it.size);
                 FixedSpan {
                     a: it.a,
                     b: it.b,
-                    l: self.boundary_index(offsets[i]),
-                    r: self.boundary_index(offsets[i] + it.size),
+                    l: l as u32,
+                    r: r as u32,
                 }
             })
             .collect();
-        debug_assert!(spans.iter().all(|s| s.l < s.r));
         merge_into(&mut self.by_start, &spans, |s| s.a);
         let mut by_end = spans;
         by_end.sort_by_key(|s| s.b);
         merge_into(&mut self.by_end, &by_end, |s| s.b);
     }
 
-    /// Merges the sorted boundaries `added` (without repeats) into [`FixedItems::bounds`]
-    /// and returns where each old boundary index went.
+    /// Merges the sorted boundaries `added` (without repeats among them; those equal to
+    /// an old one are kept once) into [`FixedItems::bounds`] and returns where each old
+    /// boundary index went.
     fn merge_bounds(&mut self, added: &[u64]) -> Vec<u32> {
         let old = std::mem::take(&mut self.bounds);
         let mut bounds = Vec::with_capacity(old.len() + added.len());
@@ -116,13 +113,6 @@ impl FixedItems {
         bounds.extend(next);
         self.bounds = bounds;
         moved
-    }
-
-    /// The index of boundary `offset` (it is one).
-    fn boundary_index(&self, offset: u64) -> u32 {
-        let k = self.bounds.partition_point(|&x| x < offset);
-        debug_assert_eq!(self.bounds[k], offset);
-        k as u32
     }
 }
 
@@ -148,7 +138,6 @@ fn merge_into(spans: &mut Vec<FixedSpan>, new: &[FixedSpan], key: impl Fn(&Fixed
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::offline::elementary;
     use crate::plan::offline::LiveRange;
     use crate::seeded::Rng;
 

@@ -197,8 +197,7 @@ pub enum Strategy {
     /// above 20,000 items only where a buffer overlaps at least 8,192 others on average
     /// (many live at once: elsewhere it was far above and costly) and only where the
     /// class sweep places it whole within its work, so there `best` can be above it run
-    /// alone. With a
-    /// deadline every phase gives up once it passes (checked every 64 greedy
+    /// alone. With a deadline every phase gives up once it passes (checked every 64 greedy
     /// placements, every 4,096 heap pops, before every search probe and climb move),
     /// returning the lowest plan so far. Up to those sizes it runs every strategy above
     /// that it does not skip and is never above any of them on the instances of
