@@ -37,7 +37,9 @@
 //! ([`FixedItems`]), not sorted and searched again. Memory: O(F log F) for the tree.
 
 use std::cmp::Reverse;
+use std::collections::btree_map::Range;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::ops::Bound::{Excluded, Unbounded};
 use std::time::Instant;
 
 use super::elementary;
@@ -335,19 +337,17 @@ fn lowest_free(tree: &Blocked<'_>, runs: &Runs, size: u64, end: u32) -> (u64, u6
     // Whether `leaf` is known to be free of fixed items until `end`.
     let mut leaf_free = false;
     // The first own run ending above `at`: it stays so until `at` reaches its end.
-    let mut own = runs.first_at_or_after(at);
+    let mut own = runs.cursor(at);
     loop {
         steps += 1;
         let fixed = tree.first_blocked(leaf, end, leaf_free);
         let fixed_from = fixed.map_or(u64::MAX, |l| tree.bounds[l].max(at));
-        if own.is_some_and(|(_, own_end)| own_end <= at) {
-            own = runs.first_at_or_after(at);
-        }
-        let own_from = own.map_or(u64::MAX, |(start, _)| start.max(at));
+        own.pass(runs, at);
+        let own_from = own.run.map_or(u64::MAX, |(start, _)| start.max(at));
         if fixed_from.min(own_from) >= at + size {
             return (at, steps);
         }
-        match (own, fixed) {
+        match (own.run, fixed) {
             (Some((_, own_end)), _) if own_from <= fixed_from => {
                 at = own_end;
                 leaf = tree.leaf_from(leaf, at);
@@ -403,6 +403,23 @@ impl Runs {
         }
     }
 
+    /// A cursor at the run that holds `at`, else the first above it.
+    fn cursor(&self, at: u64) -> RunCursor<'_> {
+        let run = self.first_at_or_after(at);
+        RunCursor {
+            run,
+            next: self.after(run),
+        }
+    }
+
+    /// The runs after `run` (all of them where `None`), in order.
+    fn after(&self, run: Option<(u64, u64)>) -> Range<'_, u64, u64> {
+        match run {
+            Some((start, _)) => self.by_start.range((Excluded(start), Unbounded)),
+            None => self.by_start.range(u64::MAX..u64::MAX),
+        }
+    }
+
     /// The run that holds `at`, else the first above it.
     fn first_at_or_after(&self, at: u64) -> Option<(u64, u64)> {
         if let Some((&start, &end)) = self.by_start.range(..=at).next_back() {
@@ -414,6 +431,37 @@ impl Runs {
             .range(at..)
             .next()
             .map(|(&start, &end)| (start, end))
+    }
+}
+
+/// The first run of a [`Runs`] ending above a walk's candidate, and the runs after it:
+/// the candidate only rises, so the next such run is usually the next in order, read
+/// from the iterator rather than searched for from the root.
+struct RunCursor<'r> {
+    /// The first run ending above the candidate (`None`: no run does).
+    run: Option<(u64, u64)>,
+    /// The runs after `run`, in order.
+    next: Range<'r, u64, u64>,
+}
+
+/// How many runs [`RunCursor::pass`] steps over one by one before it searches.
+const RUNS_STEPPED: usize = 4;
+
+impl<'r> RunCursor<'r> {
+    /// Moves to the first run of `runs` ending above `at` (at or above where it is),
+    /// stepping over at most [`RUNS_STEPPED`] runs, else searching.
+    fn pass(&mut self, runs: &'r Runs, at: u64) {
+        for _ in 0..RUNS_STEPPED {
+            match self.run {
+                Some((_, end)) if end <= at => {
+                    self.run = self.next.next().map(|(&start, &end)| (start, end));
+                }
+                _ => return,
+            }
+        }
+        if self.run.is_some_and(|(_, end)| end <= at) {
+            *self = runs.cursor(at);
+        }
     }
 }
 
@@ -996,5 +1044,33 @@ mod tests {
         assert_eq!(runs.first_at_or_after(10), Some((15, 20)));
         assert_eq!(runs.first_at_or_after(7), Some((5, 10)));
         assert_eq!(runs.first_at_or_after(20), None);
+    }
+
+    #[test]
+    fn a_run_cursor_passed_upwards_finds_the_run_a_search_finds() {
+        let mut rng = Rng::new(41);
+        for case in 0..300 {
+            // Disjoint runs with gaps of 1-3 (so that they do not merge).
+            let mut runs = Runs::default();
+            let mut at = rng.below(5);
+            for _ in 0..rng.below(40) {
+                let size = 1 + rng.below(6);
+                runs.occupy(at, size);
+                at += size + 1 + rng.below(3);
+            }
+            let top = at + 5;
+            let mut x = rng.below(8);
+            let mut cursor = runs.cursor(x);
+            while x <= top {
+                cursor.pass(&runs, x);
+                assert_eq!(cursor.run, runs.first_at_or_after(x), "case {case} at {x}");
+                // Small rises step along the runs, large ones pass many (a search).
+                x += if rng.chance(25) {
+                    rng.below(60)
+                } else {
+                    rng.below(4)
+                };
+            }
+        }
     }
 }
