@@ -84,6 +84,7 @@ fn sweep(p: &Prepared, deadline: Option<Instant>, work: u64) -> (Vec<usize>, Cla
     let limits = Limits {
         deadline,
         reserve_per_item: Duration::ZERO,
+        reserve_per_placed: Duration::ZERO,
         work,
         whole_or_first: if order.is_empty() {
             0

@@ -254,8 +254,9 @@ impl Pending {
 /// placed at `offsets`, leaves (see the module); writes their `offsets` and returns the
 /// peak of the whole placement. Once the time left before `deadline` is what sweeping
 /// the items still to place takes (`sweep_per_item` each; looked at every
-/// [`CLOCK_EVERY`] items), they go above everything placed so far, by the O(n log n)
-/// sweep ([`super::sweep::place_above`]).
+/// [`CLOCK_EVERY`] items and every [`CLOCK_EVERY`] events of the items placed before),
+/// they go above everything placed so far, by the O(n log n) sweep
+/// ([`super::sweep::place_above`]).
 pub(crate) fn place_into(
     p: &Prepared,
     rest: &[usize],
@@ -282,8 +283,14 @@ pub(crate) fn place_into(
     let mut gaps = Gaps::default();
     let mut nodes = Vec::new();
     let (mut next_end, mut next_fixed) = (0usize, 0usize);
+    // Events passed, for the looks at the clock between items' events too: near the
+    // end of a long order an item's events may be those of most of the items.
+    let mut events = 0usize;
     for (k, &i) in filling.iter().enumerate() {
         let it = &p.items[i];
+        let out_of_time_now =
+            || deadline.is_some_and(|d| out_of_time(d, sweep_per_item, filling.len() - k));
+        let mut late = false;
         // The events up to this item's start, in time order (an end before a start at
         // the same section): every item to fill that ends by then was placed before.
         loop {
@@ -304,10 +311,13 @@ pub(crate) fn place_into(
                 }
                 _ => break,
             }
+            events += 1;
+            if events.is_multiple_of(CLOCK_EVERY) && out_of_time_now() {
+                late = true;
+                break;
+            }
         }
-        if k % CLOCK_EVERY == 0
-            && deadline.is_some_and(|d| out_of_time(d, sweep_per_item, filling.len() - k))
-        {
+        if late || k % CLOCK_EVERY == 0 && out_of_time_now() {
             // Out of time: the rest by the sweep, above everything placed so far.
             let base = fixed_peak.max(gaps.high_water);
             let top = super::sweep::place_above(p, &filling[k..], base, offsets);
