@@ -208,7 +208,7 @@ fn place_classes_by(
                 );
             let now = now();
             work >= limits.work
-                || stop_at.is_some_and(|d| now + reserve >= d)
+                || stop_at.is_some_and(|d| now.checked_add(reserve).is_none_or(|t| t >= d))
                 || first_by.is_some_and(|f| now >= f)
         };
     while class_start < order.len() {
@@ -351,7 +351,8 @@ fn fits_within(
         let at = now();
         let per_unit = at.saturating_duration_since(started).as_secs_f64() / work.max(1) as f64;
         let needed = std::time::Duration::from_secs_f64(per_unit * rest as f64);
-        at + needed + kept < deadline
+        at.checked_add(needed.saturating_add(kept))
+            .is_some_and(|t| t < deadline)
     })
 }
 
@@ -1006,6 +1007,11 @@ mod tests {
             whole
         );
         let total = looks.get();
+        let mut class_starts = vec![0];
+        while *class_starts.last().expect("0") < order.len() {
+            let last = *class_starts.last().expect("0");
+            class_starts.push(p.class_end(&order, last));
+        }
         // Stops inside the first classes, past the first of them (a drop after the
         // first class would leave none), and runs to the end.
         let (mut inside, mut past_the_first, mut to_the_end) = (0, 0, 0);
@@ -1026,6 +1032,31 @@ mod tests {
                 "first_by {by} ms of {total}: {} placed, the first classes {first}",
                 placed.placed
             );
+            if placed.placed < first {
+                // Cut inside the first classes by `first_by`: at a class's start (the
+                // class it was in left whole), its peak that of the classes before.
+                assert!(
+                    class_starts.contains(&placed.placed),
+                    "first_by {by} ms: cut inside a class, at {}",
+                    placed.placed
+                );
+                let before = order[..placed.placed]
+                    .iter()
+                    .map(|&i| whole.offsets[i] + p.items[i].size)
+                    .max()
+                    .unwrap_or(0);
+                assert_eq!(placed.peak, before, "first_by {by} ms");
+                assert_eq!(
+                    order[..placed.placed]
+                        .iter()
+                        .map(|&i| placed.offsets[i])
+                        .collect::<Vec<_>>(),
+                    order[..placed.placed]
+                        .iter()
+                        .map(|&i| whole.offsets[i])
+                        .collect::<Vec<_>>()
+                );
+            }
             if placed.placed > 0 && placed.placed < first {
                 inside += 1;
                 if placed.placed >= first_class {
