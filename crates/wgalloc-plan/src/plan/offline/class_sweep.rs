@@ -207,9 +207,15 @@ fn place_classes_by(
                         .saturating_mul(u32::try_from(placed).unwrap_or(u32::MAX)),
                 );
             let now = now();
-            work >= limits.work
+            if first_by.is_some_and(|f| now >= f) {
+                Some(Stop::FirstBy)
+            } else if work >= limits.work
                 || stop_at.is_some_and(|d| now.checked_add(reserve).is_none_or(|t| t >= d))
-                || first_by.is_some_and(|f| now >= f)
+            {
+                Some(Stop::Limit)
+            } else {
+                None
+            }
         };
     while class_start < order.len() {
         // After its largest classes: go on only where the whole order is forecast to
@@ -237,7 +243,7 @@ fn place_classes_by(
             match limits.or_until {
                 Some(until) if first_look => {
                     stop_at = Some(stop_at.map_or(until, |d| d.min(until)));
-                    if must_stop(class_start, work, stop_at, first_by) {
+                    if must_stop(class_start, work, stop_at, first_by).is_some() {
                         break;
                     }
                 }
@@ -258,10 +264,15 @@ fn place_classes_by(
         let mut runs = Runs::default();
         let mut own_ends: BinaryHeap<Reverse<(u32, usize)>> = BinaryHeap::new();
         for (k, &i) in class_items.iter().enumerate() {
-            if k % CLOCK_EVERY == 0 && must_stop(class_start + k, work, stop_at, first_by) {
+            let stop = if k % CLOCK_EVERY == 0 {
+                must_stop(class_start + k, work, stop_at, first_by)
+            } else {
+                None
+            };
+            if let Some(stop) = stop {
                 // Cut by `first_by` inside one of the first classes: the class is left
                 // whole (see `Limits::first_by`).
-                let whole = first_by.is_some_and(|f| now() >= f);
+                let whole = stop == Stop::FirstBy;
                 return ClassesPlaced {
                     offsets,
                     peak: if whole { peak_before } else { peak },
@@ -297,7 +308,7 @@ fn place_classes_by(
         if class_start >= limits.whole_or_first {
             first_by = None;
         }
-        if class_start < order.len() && must_stop(class_start, work, stop_at, first_by) {
+        if class_start < order.len() && must_stop(class_start, work, stop_at, first_by).is_some() {
             break;
         }
     }
@@ -307,6 +318,15 @@ fn place_classes_by(
         placed: class_start,
         work,
     }
+}
+
+/// Why [`place_classes_by`] stops where it looks at its limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// [`Limits::first_by`] has passed (inside the first classes).
+    FirstBy,
+    /// The work, or the deadline less the time kept for the items left.
+    Limit,
 }
 
 /// The smaller classes' buffers walk about this many times the steps of the largest
