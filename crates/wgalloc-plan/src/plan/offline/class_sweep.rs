@@ -45,6 +45,7 @@ use std::time::Instant;
 use super::elementary;
 use super::fixed_items::{FixedItems, FixedSpan};
 use super::prepared::{ClassKey, Prepared};
+use super::time_for;
 
 /// How many items are placed between two looks at the clock.
 const CLOCK_EVERY: usize = 256;
@@ -198,14 +199,8 @@ fn place_classes_by(
         .filter(|_| limits.whole_or_first > 0 && limits.deadline.is_some());
     let must_stop =
         |placed: usize, work: u64, stop_at: Option<Instant>, first_by: Option<Instant>| {
-            let reserve = limits
-                .reserve_per_item
-                .saturating_mul(u32::try_from(order.len() - placed).unwrap_or(u32::MAX))
-                .saturating_add(
-                    limits
-                        .reserve_per_placed
-                        .saturating_mul(u32::try_from(placed).unwrap_or(u32::MAX)),
-                );
+            let reserve = time_for(limits.reserve_per_item, order.len() - placed)
+                .saturating_add(time_for(limits.reserve_per_placed, placed));
             let now = now();
             if first_by.is_some_and(|f| now >= f) {
                 Some(Stop::FirstBy)
@@ -235,9 +230,7 @@ fn place_classes_by(
         };
         if steps_per_item.is_some_and(|per_item| {
             let rest = work_left(p, key, order, class_start, per_item);
-            let kept = limits
-                .reserve_per_placed
-                .saturating_mul(u32::try_from(order.len()).unwrap_or(u32::MAX));
+            let kept = time_for(limits.reserve_per_placed, order.len());
             !fits_within(limits, work, rest, kept, started, now)
         }) {
             match limits.or_until {

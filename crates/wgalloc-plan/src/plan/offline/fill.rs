@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use super::elementary;
+use super::out_of_time;
 use super::prepared::Prepared;
 
 /// Gaps an item to fill tries (the smallest that hold it first) before it goes above
@@ -342,14 +343,6 @@ pub(crate) fn place_into(
     }
     // The fixed items that start after the last item to fill reach the high water too.
     fixed_peak.max(gaps.high_water)
-}
-
-/// Whether sweeping `left` items at `per_item` each would end at or after `deadline`.
-fn out_of_time(deadline: Instant, per_item: Duration, left: usize) -> bool {
-    let reserve = per_item.saturating_mul(u32::try_from(left).unwrap_or(u32::MAX));
-    Instant::now()
-        .checked_add(reserve)
-        .is_none_or(|t| t >= deadline)
 }
 
 #[cfg(test)]

@@ -379,12 +379,8 @@ impl Cut {
 
     /// Whether the time left is what sweeping `left` items needs.
     fn stops(&self, left: usize) -> bool {
-        self.deadline.is_some_and(|d| {
-            let reserve = self
-                .sweep_per_item
-                .saturating_mul(u32::try_from(left).unwrap_or(u32::MAX));
-            Instant::now().checked_add(reserve).is_none_or(|t| t >= d)
-        })
+        self.deadline
+            .is_some_and(|d| super::out_of_time(d, self.sweep_per_item, left))
     }
 
     /// Whether the placement stops before the `k`-th item of `items` (`read` units

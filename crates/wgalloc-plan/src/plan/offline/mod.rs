@@ -520,6 +520,19 @@ fn run(p: &Prepared, strategy: Strategy, goal: &Goal) -> Placement {
     }
 }
 
+/// `per_item` for each of `items`, saturating: the time kept or forecast for them.
+pub(crate) fn time_for(per_item: Duration, items: usize) -> Duration {
+    per_item.saturating_mul(u32::try_from(items).unwrap_or(u32::MAX))
+}
+
+/// Whether `left` items at `per_item` each, from now, would end at or after
+/// `deadline`.
+pub(crate) fn out_of_time(deadline: Instant, per_item: Duration, left: usize) -> bool {
+    Instant::now()
+        .checked_add(time_for(per_item, left))
+        .is_none_or(|t| t >= deadline)
+}
+
 /// The greedy strategies, in the order [`Strategy::Best`] tries them.
 const GREEDY: [Strategy; 6] = [
     Strategy::GreedySize,

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use crate::plan::offline::index::OverlapIndex;
 use crate::plan::offline::prepared::Prepared;
-use crate::plan::offline::{class_sweep, fill, greedy, keep_lower, Goal, Placement, Strategy};
+use crate::plan::offline::{
+    class_sweep, fill, greedy, keep_lower, time_for, Goal, Placement, Strategy,
+};
 
 use super::by_size::per_item;
 use super::class_split::{class_sweep_pays, large_classes};
@@ -197,8 +199,7 @@ pub(super) fn large_classes_filled_and_repaired(
     }
     let sweep_per_item = per_item(p, sweep_time);
     let reserve = sweep_per_item.saturating_mul(greedy::FILL_SWEEPS);
-    let filled_after =
-        reserve.saturating_mul(u32::try_from(order.len() - large).unwrap_or(u32::MAX));
+    let filled_after = time_for(reserve, order.len() - large);
     // No time for the largest classes before the fill's: nothing to offer.
     let deadline = match goal.budget.deadline {
         Some(d) => Some(d.checked_sub(filled_after).filter(|&d| d > started)?),
